@@ -1,0 +1,163 @@
+"""Fenced leases: at most one attempt works on a job, and a stale one cannot write.
+
+Leadership alone is not mutual exclusion (FLINK-2354): a holder paused past its TTL wakes up
+believing it still holds the job. So every acquisition hands out a *fencing token* from a
+per-job counter that only grows (``INCR``), and every state change of the job compares the
+caller's token with the lease's inside one Lua script. A timeline::
+
+    t0  attempt A acquires         lease{token=7}   A works, renews every ttl/3
+    t1  A is SIGSTOPped            lease expires at t0+ttl
+    t2  attempt B acquires         lease{token=8}   B runs Spark
+    t3  A wakes, tries to write    script sees token 8 != 7  -> LeaseLostError, nothing written
+
+Unlike redis-py's ``Lock`` (a random token: tells holders apart but not their order) the
+token orders holders, and unlike a lock without TTL a crashed holder frees the job.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis as redis_lib
+
+from airflow_jrs.exceptions import LeaseHeldError, LeaseLostError
+from airflow_jrs.store import scripts
+from airflow_jrs.store.keys import KeySpace
+from airflow_jrs.store.model import validate_job_id
+from airflow_jrs.store.redis import redis_errors
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LEASE_TTL = 60.0
+
+
+def default_owner(**extra: Any) -> dict[str, Any]:
+    """Who holds a lease: enough for an on-call engineer to find the process."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), **extra}
+
+
+@dataclass
+class JobLease:
+    """The lease of one job in one namespace. Not reusable: one ``acquire`` per instance."""
+
+    client: redis_lib.Redis
+    namespace: str
+    job_id: str
+    ttl: float = DEFAULT_LEASE_TTL
+    owner: dict[str, Any] = field(default_factory=default_owner)
+    on_lost: Callable[[JobLease], None] | None = None
+
+    def __post_init__(self) -> None:
+        validate_job_id(self.job_id)
+        if self.ttl < 1:
+            raise ValueError(f"lease ttl must be at least 1 second, got {self.ttl}")
+        self.keys = KeySpace(self.namespace)
+        self.token: int | None = None
+        self.lost = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._acquire = self.client.register_script(scripts.ACQUIRE_LEASE)
+        self._renew = self.client.register_script(scripts.RENEW_LEASE)
+        self._release = self.client.register_script(scripts.RELEASE_LEASE)
+
+    @property
+    def ttl_ms(self) -> int:
+        return int(self.ttl * 1000)
+
+    def acquire(self) -> int:
+        """Take the lease and return the fencing token, or raise :class:`LeaseHeldError`."""
+        with redis_errors(f"acquire the lease of job {self.job_id!r}", self.namespace):
+            reply = self._acquire(
+                keys=[self.keys.lease(self.job_id), self.keys.fence(self.job_id)],
+                args=[json.dumps(self.owner), self.ttl_ms, int(time.time() * 1000)],
+            )
+        if int(reply[0]) == 1:
+            self.token = int(reply[1])
+            return self.token
+        holder: dict[str, Any] = {}
+        try:
+            holder = json.loads(reply[2]) if reply[2] else {}
+        except ValueError:
+            holder = {"owner": repr(reply[2])}
+        holder["token"] = int(reply[1])
+        holder["ttl_ms"] = int(reply[3])
+        raise LeaseHeldError(
+            f"job {self.job_id!r} is being worked on by another attempt ({holder}); its lease "
+            f"expires in {int(reply[3]) / 1000:.1f}s unless renewed. Not starting a second copy.",
+            job_id=self.job_id,
+            holder=holder,
+        )
+
+    def renew(self) -> bool:
+        """Extend the lease; ``False`` (and :attr:`lost` set) when it is no longer ours."""
+        token = self._require_token()
+        with redis_errors(f"renew the lease of job {self.job_id!r}", self.namespace):
+            ok = bool(self._renew(keys=[self.keys.lease(self.job_id)], args=[token, self.ttl_ms]))
+        if not ok:
+            self._mark_lost()
+        return ok
+
+    def release(self) -> bool:
+        """Give the lease back (no-op when already lost); stops renewal."""
+        self.stop_renewal()
+        if self.token is None:
+            return False
+        with redis_errors(f"release the lease of job {self.job_id!r}", self.namespace):
+            return bool(self._release(keys=[self.keys.lease(self.job_id)], args=[self.token]))
+
+    def check(self) -> int:
+        """Raise :class:`LeaseLostError` when renewal noticed the loss; else return the token."""
+        token = self._require_token()
+        if self.lost.is_set():
+            raise LeaseLostError(
+                f"lost the lease of job {self.job_id!r} (fencing token {token}); another attempt "
+                "may own the job. This attempt stops and writes nothing.",
+                job_id=self.job_id,
+                fence=token,
+            )
+        return token
+
+    def start_renewal(self, interval: float | None = None) -> None:
+        """Renew in a daemon thread every ``ttl/3`` seconds until released or lost."""
+        self._require_token()
+        period = interval if interval is not None else self.ttl / 3
+        self._thread = threading.Thread(
+            target=self._renew_loop, args=(period,), name=f"jrs-lease-{self.job_id}", daemon=True
+        )
+        self._thread.start()
+
+    def stop_renewal(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+
+    def _renew_loop(self, period: float) -> None:
+        while not self._stop.wait(period):
+            try:
+                if not self.renew():
+                    return
+            except Exception as exc:  # Redis unreachable: we can no longer prove we hold it.
+                log.error("Could not renew the lease of job %r: %s", self.job_id, exc)
+                self._mark_lost()
+                return
+
+    def _mark_lost(self) -> None:
+        if self.lost.is_set():
+            return
+        self.lost.set()
+        log.error("Lost the lease of job %r (fencing token %s)", self.job_id, self.token)
+        if self.on_lost is not None:
+            self.on_lost(self)
+
+    def _require_token(self) -> int:
+        if self.token is None:
+            raise RuntimeError(f"the lease of job {self.job_id!r} was never acquired")
+        return self.token

@@ -1,0 +1,31 @@
+"""The job result store (FLIP-194 for Airflow + Spark). Depends on redis-py and the stdlib only."""
+
+from airflow_jrs.store.base import JobResultStore
+from airflow_jrs.store.keys import KeySpace
+from airflow_jrs.store.model import (
+    Attempt,
+    EntryState,
+    JobResult,
+    JobResultEntry,
+    JobStatus,
+    validate_job_id,
+    validate_namespace,
+)
+from airflow_jrs.store.redis import RedisJobResultStore
+from airflow_jrs.store.serde import SCHEMA_VERSION, result_from_dict, result_to_dict
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Attempt",
+    "EntryState",
+    "JobResult",
+    "JobResultEntry",
+    "JobResultStore",
+    "JobStatus",
+    "KeySpace",
+    "RedisJobResultStore",
+    "result_from_dict",
+    "result_to_dict",
+    "validate_job_id",
+    "validate_namespace",
+]

@@ -1,0 +1,131 @@
+"""The job result store contract (FLIP-194), independent of any backend.
+
+State machine of one job's entry::
+
+        (none) ──create_dirty_result──▶ DIRTY ──mark_result_as_clean──▶ CLEAN
+           ▲                              │                               │
+           └──────────── forget_result ───┴───────────────────────────────┘
+                         (kept in history; only on purpose)
+
+* ``create_dirty_result`` on a job that has an entry, dirty or clean, raises
+  :class:`JobResultEntryAlreadyExistsError`. It is atomic across processes: of any number
+  of concurrent creators exactly one succeeds. With ``supersede=True`` an unsuccessful
+  entry, or one for another fingerprint, moves to history first (still atomically).
+* ``mark_result_as_clean`` on a dirty entry turns it clean; on a clean entry it is a no-op;
+  on a job without an entry it raises :class:`NoSuchJobResultError`.
+* Clean entries are kept (they are what makes backfills skip work) unless the store was
+  built with a ``clean_ttl`` or ``delete_on_commit``.
+* An entry that cannot be decoded is moved to quarantine and reading it raises
+  :class:`CorruptJobResultError`; from then on the job reads as
+  :class:`JobResultQuarantinedError` (fail closed) until :meth:`release_quarantine`.
+* Writes may carry a fencing token (see :mod:`airflow_jrs.lease`); a stale token raises
+  :class:`LeaseLostError` and writes nothing.
+
+Public methods validate arguments and raise; the ``_*`` methods do the I/O.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+
+from airflow_jrs.store.model import JobResult, JobResultEntry, validate_job_id
+
+
+class JobResultStore(abc.ABC):
+    """Stores job results so that finished jobs are never run again."""
+
+    namespace: str
+
+    # -- writes ---------------------------------------------------------------------------
+    def create_dirty_result(
+        self, result: JobResult, *, fence: int | None = None, supersede: bool = False
+    ) -> JobResultEntry:
+        """Store ``result`` as the job's dirty entry; see the module docstring for the rules."""
+        if not isinstance(result, JobResult):
+            raise TypeError(f"expected a JobResult, got {type(result).__name__}")
+        return self._create_dirty_result(result.with_fence(fence), fence, supersede)
+
+    def mark_result_as_clean(self, job_id: str) -> bool:
+        """Mark the job's entry clean; returns ``False`` when it already was (a no-op)."""
+        return self._mark_result_as_clean(validate_job_id(job_id))
+
+    def forget_result(self, job_id: str) -> JobResultEntry | None:
+        """Remove the job's entry on purpose so the job runs again; the entry goes to history.
+
+        Returns the forgotten entry (``None`` when it could not be decoded); raises
+        :class:`NoSuchJobResultError` when there was none.
+        """
+        return self._forget_result(validate_job_id(job_id))
+
+    def release_quarantine(self, job_id: str) -> bytes:
+        """Drop a quarantined entry (after inspection) so the job may run again; returns its bytes."""
+        return self._release_quarantine(validate_job_id(job_id))
+
+    # -- reads ----------------------------------------------------------------------------
+    def get_entry(self, job_id: str) -> JobResultEntry | None:
+        """The job's entry, or ``None``. Raises on corrupt or quarantined entries (fail closed)."""
+        return self._get_entry(validate_job_id(job_id))
+
+    def has_job_result_entry(self, job_id: str) -> bool:
+        return self.get_entry(job_id) is not None
+
+    def has_dirty_job_result_entry(self, job_id: str) -> bool:
+        entry = self.get_entry(job_id)
+        return entry is not None and entry.is_dirty
+
+    def has_clean_job_result_entry(self, job_id: str) -> bool:
+        entry = self.get_entry(job_id)
+        return entry is not None and entry.is_clean
+
+    def get_dirty_results(self) -> list[JobResult]:
+        """Results whose cleanup is pending; costs O(number of dirty entries)."""
+        return [e.result for e in self._get_dirty_entries()]
+
+    def get_dirty_entries(self) -> list[JobResultEntry]:
+        return self._get_dirty_entries()
+
+    def list_entries(self, *, limit: int = 100, offset: int = 0) -> list[JobResultEntry]:
+        """Entries, newest first; unreadable ones are quarantined and left out (and logged)."""
+        if limit < 1 or offset < 0:
+            raise ValueError(f"limit must be >= 1 and offset >= 0, got limit={limit}, offset={offset}")
+        return self._list_entries(limit, offset)
+
+    def get_history(self, job_id: str) -> list[JobResultEntry]:
+        """Earlier (superseded or forgotten) entries of the job, newest first."""
+        return self._get_history(validate_job_id(job_id))
+
+    def get_quarantined(self) -> list[str]:
+        """Job ids whose entries sit in quarantine."""
+        return self._get_quarantined()
+
+    # -- backend I/O ----------------------------------------------------------------------
+    @abc.abstractmethod
+    def _create_dirty_result(self, result: JobResult, fence: int | None, supersede: bool) -> JobResultEntry: ...
+
+    @abc.abstractmethod
+    def _mark_result_as_clean(self, job_id: str) -> bool: ...
+
+    @abc.abstractmethod
+    def _forget_result(self, job_id: str) -> JobResultEntry | None: ...
+
+    @abc.abstractmethod
+    def _release_quarantine(self, job_id: str) -> bytes: ...
+
+    @abc.abstractmethod
+    def _get_entry(self, job_id: str) -> JobResultEntry | None: ...
+
+    @abc.abstractmethod
+    def _get_dirty_entries(self) -> list[JobResultEntry]: ...
+
+    @abc.abstractmethod
+    def _list_entries(self, limit: int, offset: int) -> list[JobResultEntry]: ...
+
+    @abc.abstractmethod
+    def _get_history(self, job_id: str) -> list[JobResultEntry]: ...
+
+    @abc.abstractmethod
+    def _get_quarantined(self) -> list[str]: ...
+
+
+__all__: Sequence[str] = ["JobResultStore"]

@@ -1,0 +1,84 @@
+"""The only place where Redis key strings are built.
+
+Every key carries its namespace as a Redis Cluster hash tag (``jrs:{<namespace>}:...``), so
+all keys of a namespace, its jobs and its indexes alike, hash to one slot and one Lua
+script may update them together. Tests pin these literals: change them only with a migration.
+
+========================================  =====================================================
+``jrs:{ns}:result:<job id>``              string: the entry (versioned JSON, see ``serde``)
+``jrs:{ns}:dirty``                        set: job ids whose entry is dirty (cleanup pending)
+``jrs:{ns}:index``                        sorted set: job ids by creation time (ms)
+``jrs:{ns}:history:<job id>``             list: earlier entries of the job, newest first
+``jrs:{ns}:quarantine:<job id>``          string: raw bytes of a corrupt entry
+``jrs:{ns}:quarantined``                  set: job ids in quarantine
+``jrs:{ns}:lease:<job id>``               hash: holder of the job's lease (token, owner), with a TTL
+``jrs:{ns}:fence:<job id>``               counter: last fencing token handed out for the job
+``jrs:{ns}:intent:<job id>``              string: reference to the running job's spec (JSON)
+``jrs:{ns}:events``                       pub/sub channel: one message per create/clean/forget
+========================================  =====================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from airflow_jrs.store.model import validate_job_id, validate_namespace
+
+PREFIX = "jrs"
+
+
+@dataclass(frozen=True)
+class KeySpace:
+    """Key names of one namespace."""
+
+    namespace: str
+
+    def __post_init__(self) -> None:
+        validate_namespace(self.namespace)
+
+    @property
+    def base(self) -> str:
+        return f"{PREFIX}:{{{self.namespace}}}"
+
+    def _job(self, kind: str, job_id: str) -> str:
+        return f"{self.base}:{kind}:{validate_job_id(job_id)}"
+
+    def result(self, job_id: str) -> str:
+        return self._job("result", job_id)
+
+    def history(self, job_id: str) -> str:
+        return self._job("history", job_id)
+
+    def quarantine(self, job_id: str) -> str:
+        return self._job("quarantine", job_id)
+
+    def lease(self, job_id: str) -> str:
+        return self._job("lease", job_id)
+
+    def fence(self, job_id: str) -> str:
+        return self._job("fence", job_id)
+
+    def intent(self, job_id: str) -> str:
+        return self._job("intent", job_id)
+
+    @property
+    def dirty(self) -> str:
+        return f"{self.base}:dirty"
+
+    @property
+    def index(self) -> str:
+        return f"{self.base}:index"
+
+    @property
+    def quarantined(self) -> str:
+        return f"{self.base}:quarantined"
+
+    @property
+    def events(self) -> str:
+        return f"{self.base}:events"
+
+    def job_id_from_result_key(self, key: str) -> str:
+        prefix = f"{self.base}:result:"
+        if not key.startswith(prefix):
+            raise ValueError(f"{key!r} is not a result key of namespace {self.namespace!r}")
+        return key[len(prefix) :]

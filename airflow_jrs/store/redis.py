@@ -1,0 +1,338 @@
+"""The Redis job result store: one Lua script per transition, pipelined reads.
+
+Why Redis: every Airflow deployment that runs Spark already reaches a Redis (or can run one),
+a state change is one round trip, and ``appendonly`` makes entries outlive a restart.
+Key layout: :mod:`airflow_jrs.store.keys`; scripts: :mod:`airflow_jrs.store.scripts`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+import redis as redis_lib
+
+from airflow_jrs.exceptions import (
+    CorruptJobResultError,
+    JobResultEntryAlreadyExistsError,
+    JobResultQuarantinedError,
+    LeaseLostError,
+    NoSuchJobResultError,
+    StoreUnavailableError,
+    UnsupportedSchemaVersionError,
+)
+from airflow_jrs.store import scripts
+from airflow_jrs.store.base import JobResultStore
+from airflow_jrs.store.keys import KeySpace
+from airflow_jrs.store.model import EntryState, JobResult, JobResultEntry, utcnow
+from airflow_jrs.store.serde import EntryDecodeError, decode_entry, encode_entry
+
+log = logging.getLogger(__name__)
+
+_MGET_CHUNK = 500
+
+
+@contextmanager
+def redis_errors(what: str, namespace: str) -> Iterator[None]:
+    """Map redis-py errors to :class:`StoreUnavailableError` so callers fail closed on one type."""
+    try:
+        yield
+    except redis_lib.exceptions.NoScriptError:
+        raise
+    except redis_lib.exceptions.RedisError as exc:
+        raise StoreUnavailableError(
+            f"job result store (namespace {namespace!r}) could not {what}: {exc}. "
+            "Check that Redis is reachable and the jrs connection is right; the task fails "
+            "rather than guess whether the job already ran."
+        ) from exc
+
+
+class RedisJobResultStore(JobResultStore):
+    """Job result store on Redis (standalone, Sentinel-managed or Cluster).
+
+    :param client: a redis-py client, or a ``redis://`` / ``rediss://`` URL
+    :param namespace: isolates deployments (Flink's cluster-id); entries of two namespaces never meet
+    :param clean_ttl: expire clean entries after this long; ``None`` (default) keeps them forever
+    :param delete_on_commit: delete entries when marked clean, as Flink does (then re-runs happen!)
+    :param history_limit: how many superseded/forgotten entries to keep per job
+    """
+
+    def __init__(
+        self,
+        client: redis_lib.Redis | str,
+        namespace: str = "default",
+        *,
+        clean_ttl: timedelta | float | None = None,
+        delete_on_commit: bool = False,
+        history_limit: int = 20,
+    ) -> None:
+        self.keys = KeySpace(namespace)
+        self.namespace = namespace
+        if isinstance(client, str):
+            client = redis_lib.Redis.from_url(client)
+        self.client = client
+        if isinstance(clean_ttl, timedelta):
+            clean_ttl = clean_ttl.total_seconds()
+        if clean_ttl is not None and clean_ttl <= 0:
+            raise ValueError(f"clean_ttl must be positive or None, got {clean_ttl!r}")
+        self.clean_ttl_ms = int(clean_ttl * 1000) if clean_ttl else 0
+        self.delete_on_commit = delete_on_commit
+        if history_limit < 1:
+            raise ValueError(f"history_limit must be >= 1, got {history_limit}")
+        self.history_limit = history_limit
+        self._create = client.register_script(scripts.CREATE_DIRTY_RESULT)
+        self._clean = client.register_script(scripts.MARK_RESULT_AS_CLEAN)
+        self._quarantine = client.register_script(scripts.QUARANTINE_ENTRY)
+        self._release = client.register_script(scripts.RELEASE_QUARANTINE)
+        self._forget = client.register_script(scripts.FORGET_RESULT)
+
+    def __repr__(self) -> str:
+        return f"RedisJobResultStore(namespace={self.namespace!r}, client={self.client!r})"
+
+    def _event(self, event: str, job_id: str, **extra: Any) -> str:
+        return json.dumps({"event": event, "job_id": job_id, "ts": time.time(), **extra})
+
+    def ping(self) -> float:
+        """One round trip; returns seconds taken. Raises :class:`StoreUnavailableError`."""
+        started = time.perf_counter()
+        with redis_errors("answer PING", self.namespace):
+            self.client.ping()
+        return time.perf_counter() - started
+
+    # -- writes ---------------------------------------------------------------------------
+    def _create_dirty_result(self, result: JobResult, fence: int | None, supersede: bool) -> JobResultEntry:
+        k, job_id = self.keys, result.job_id
+        created = utcnow()
+        raw = encode_entry(result, EntryState.DIRTY, created)
+        event = self._event("created", job_id, status=result.status.value, state="dirty")
+        with redis_errors(f"create the result of job {job_id!r}", self.namespace):
+            code = self._create(
+                keys=[
+                    k.result(job_id),
+                    k.dirty,
+                    k.index,
+                    k.quarantine(job_id),
+                    k.lease(job_id),
+                    k.intent(job_id),
+                    k.history(job_id),
+                ],
+                args=[
+                    raw,
+                    job_id,
+                    int(created.timestamp() * 1000),
+                    "" if fence is None else str(fence),
+                    "1" if supersede else "0",
+                    result.fingerprint or "",
+                    self.history_limit,
+                    k.events,
+                    event,
+                ],
+            )
+        if code == scripts.OK:
+            return JobResultEntry(result=result, state=EntryState.DIRTY, created_at=created)
+        if code == scripts.NOOP:
+            raise JobResultEntryAlreadyExistsError(
+                f"job {job_id!r} already has a result in namespace {self.namespace!r}; a job's "
+                "result is written once. Use forget_result() (or `airflow-jrs forget`) to run it again.",
+                job_id=job_id,
+                namespace=self.namespace,
+            )
+        if code == scripts.STALE_FENCE:
+            raise LeaseLostError(
+                f"job {job_id!r}: fencing token {fence} no longer holds the lease; the result was "
+                "not written (another attempt owns the job now).",
+                job_id=job_id,
+                fence=fence or 0,
+            )
+        if code == scripts.UNRECOGNISED:
+            self.get_entry(job_id)  # quarantines and raises
+        raise self._quarantined_error(job_id)
+
+    def _mark_result_as_clean(self, job_id: str) -> bool:
+        k = self.keys
+        with redis_errors(f"mark job {job_id!r} clean", self.namespace):
+            code = self._clean(
+                keys=[k.result(job_id), k.dirty, k.index, k.quarantine(job_id)],
+                args=[
+                    job_id,
+                    self.clean_ttl_ms,
+                    "1" if self.delete_on_commit else "0",
+                    k.events,
+                    self._event("cleaned", job_id, state="clean"),
+                ],
+            )
+        if code == scripts.OK:
+            return True
+        if code == 2:
+            return False
+        if code == scripts.NOOP:
+            raise NoSuchJobResultError(
+                f"job {job_id!r} has no result in namespace {self.namespace!r} to mark clean; "
+                "check the job id (and the namespace of the jrs connection).",
+                job_id=job_id,
+                namespace=self.namespace,
+            )
+        if code == scripts.UNRECOGNISED:
+            self.get_entry(job_id)  # quarantines and raises
+        raise self._quarantined_error(job_id)
+
+    def _forget_result(self, job_id: str) -> JobResultEntry | None:
+        k = self.keys
+        with redis_errors(f"forget job {job_id!r}", self.namespace):
+            raw = self.client.get(k.result(job_id))
+            code = self._forget(
+                keys=[k.result(job_id), k.history(job_id), k.dirty, k.index],
+                args=[job_id, self.history_limit, k.events, self._event("forgotten", job_id)],
+            )
+        if code != scripts.OK:
+            raise NoSuchJobResultError(
+                f"job {job_id!r} has no result in namespace {self.namespace!r}; nothing to forget.",
+                job_id=job_id,
+                namespace=self.namespace,
+            )
+        try:
+            return decode_entry(raw) if raw is not None else None
+        except EntryDecodeError:
+            return None
+
+    def _release_quarantine(self, job_id: str) -> bytes:
+        k = self.keys
+        with redis_errors(f"release job {job_id!r} from quarantine", self.namespace):
+            raw = self._release(
+                keys=[k.quarantine(job_id), k.quarantined, k.history(job_id)],
+                args=[job_id, self.history_limit],
+            )
+        if raw is None:
+            raise NoSuchJobResultError(
+                f"job {job_id!r} has nothing in quarantine in namespace {self.namespace!r}.",
+                job_id=job_id,
+                namespace=self.namespace,
+            )
+        return bytes(raw)
+
+    # -- reads ----------------------------------------------------------------------------
+    def _get_entry(self, job_id: str) -> JobResultEntry | None:
+        k = self.keys
+        with redis_errors(f"read the result of job {job_id!r}", self.namespace):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.get(k.result(job_id))
+            pipe.exists(k.quarantine(job_id))
+            raw, quarantined = pipe.execute()
+        if raw is None:
+            if quarantined:
+                raise self._quarantined_error(job_id)
+            return None
+        return self._decode_or_quarantine(job_id, raw)
+
+    def _decode_or_quarantine(self, job_id: str, raw: bytes) -> JobResultEntry:
+        """Decode ``raw``; move it to quarantine (then raise) when it is corrupt."""
+        key = self.keys.result(job_id)
+        try:
+            entry = decode_entry(raw)
+        except EntryDecodeError as exc:
+            if exc.version is not None:
+                # Written by a newer airflow-jrs: readable by it, so leave it where it is.
+                raise UnsupportedSchemaVersionError(
+                    f"entry {key!r} has schema version {exc.version}; this airflow-jrs reads up to "
+                    "its own version. Upgrade airflow-jrs on this worker; the entry was left untouched.",
+                    job_id=job_id,
+                    namespace=self.namespace,
+                    key=key,
+                    version=exc.version,
+                ) from None
+            moved = self._move_to_quarantine(job_id, raw)
+            where = self.keys.quarantine(job_id) if moved else key
+            raise CorruptJobResultError(
+                f"entry {key!r} of job {job_id!r} is corrupt ({exc.reason}); it was moved to "
+                f"{where!r}. Inspect it, then `airflow-jrs release-quarantine {job_id}` "
+                "(store.release_quarantine) to let the job run again.",
+                job_id=job_id,
+                namespace=self.namespace,
+                key=where,
+            ) from None
+        if entry.result.job_id != job_id:
+            moved = self._move_to_quarantine(job_id, raw)
+            raise CorruptJobResultError(
+                f"entry {key!r} holds the result of job {entry.result.job_id!r}, not {job_id!r}; "
+                f"it was moved to {self.keys.quarantine(job_id)!r}.",
+                job_id=job_id,
+                namespace=self.namespace,
+                key=self.keys.quarantine(job_id) if moved else key,
+            )
+        return entry
+
+    def _move_to_quarantine(self, job_id: str, raw: bytes) -> bool:
+        k = self.keys
+        with redis_errors(f"quarantine the entry of job {job_id!r}", self.namespace):
+            moved = self._quarantine(
+                keys=[k.result(job_id), k.quarantine(job_id), k.dirty, k.index, k.quarantined],
+                args=[job_id, raw],
+            )
+        if moved:
+            log.error("Quarantined the corrupt entry of job %r at %r", job_id, k.quarantine(job_id))
+        return bool(moved)
+
+    def _quarantined_error(self, job_id: str) -> JobResultQuarantinedError:
+        key = self.keys.quarantine(job_id)
+        return JobResultQuarantinedError(
+            f"job {job_id!r} is blocked: its entry is in quarantine at {key!r}. Inspect it, then "
+            f"`airflow-jrs release-quarantine {job_id}` (store.release_quarantine) to let it run.",
+            job_id=job_id,
+            namespace=self.namespace,
+            key=key,
+        )
+
+    def _read_many(self, job_ids: list[str]) -> list[JobResultEntry]:
+        """Entries of ``job_ids`` (in order), skipping missing ones and quarantining corrupt ones."""
+        entries: list[JobResultEntry] = []
+        for start in range(0, len(job_ids), _MGET_CHUNK):
+            chunk = job_ids[start : start + _MGET_CHUNK]
+            with redis_errors("read results", self.namespace):
+                raws = self.client.mget([self.keys.result(j) for j in chunk])
+            for job_id, raw in zip(chunk, raws):
+                if raw is None:
+                    continue
+                try:
+                    entries.append(self._decode_or_quarantine(job_id, raw))
+                except (CorruptJobResultError, UnsupportedSchemaVersionError) as exc:
+                    log.error("Left out of the listing: %s", exc)
+        return entries
+
+    def _get_dirty_entries(self) -> list[JobResultEntry]:
+        with redis_errors("list dirty results", self.namespace):
+            members = self.client.smembers(self.keys.dirty)
+        job_ids = sorted(m.decode() if isinstance(m, bytes) else m for m in members)
+        return [e for e in self._read_many(job_ids) if e.is_dirty]
+
+    def _list_entries(self, limit: int, offset: int) -> list[JobResultEntry]:
+        with redis_errors("list results", self.namespace):
+            members = self.client.zrevrange(self.keys.index, offset, offset + limit - 1)
+        job_ids = [m.decode() if isinstance(m, bytes) else m for m in members]
+        entries = self._read_many(job_ids)
+        found = {e.job_id for e in entries}
+        expired = [j for j in job_ids if j not in found and j not in set(self._get_quarantined())]
+        if expired:  # clean entries that reached their TTL: drop them from the index too
+            with redis_errors("prune the index", self.namespace):
+                self.client.zrem(self.keys.index, *expired)
+        return entries
+
+    def _get_history(self, job_id: str) -> list[JobResultEntry]:
+        with redis_errors(f"read the history of job {job_id!r}", self.namespace):
+            raws = self.client.lrange(self.keys.history(job_id), 0, -1)
+        out = []
+        for raw in raws:
+            try:
+                out.append(decode_entry(raw))
+            except EntryDecodeError as exc:
+                log.error("History of job %r holds an unreadable entry (%s); kept as is", job_id, exc)
+        return out
+
+    def _get_quarantined(self) -> list[str]:
+        with redis_errors("list quarantined jobs", self.namespace):
+            members = self.client.smembers(self.keys.quarantined)
+        return sorted(m.decode() if isinstance(m, bytes) else m for m in members)

@@ -1,0 +1,208 @@
+"""Lua scripts: every state transition of a job is exactly one of these, run atomically by Redis.
+
+Each script receives all its keys through KEYS (they come from ``keys.KeySpace``) so it
+works on Redis Cluster: all keys of a namespace share one hash slot. Scripts use only
+commands that Redis 6.2 and 7.0 both support. Fenced scripts compare the caller's fencing
+token with the ``token`` field of the job's lease *inside* the script: a holder that lost
+its lease (expired while it was paused, or taken over) can no longer write anything.
+
+Return codes shared by the result scripts: ``1`` done, ``0`` nothing to do / refused by
+state, ``-1`` the job's entry is in quarantine, ``-2`` stale fence, ``-3`` the stored
+entry is not in a form the script recognises (the caller quarantines it).
+"""
+
+from __future__ import annotations
+
+OK = 1
+NOOP = 0
+QUARANTINED = -1
+STALE_FENCE = -2
+UNRECOGNISED = -3
+
+# Shared Lua prelude: the fence check. ARGV index of the token is passed in ``fence_arg``.
+_FENCE_CHECK = """
+local function fence_ok(lease_key, token)
+  if token == '' then return true end
+  return redis.call('HGET', lease_key, 'token') == token
+end
+"""
+
+CREATE_DIRTY_RESULT = (
+    _FENCE_CHECK
+    + """
+-- Write a job's result as a dirty entry, once; drop the job's intent in the same step.
+-- KEYS[1] - result key           KEYS[2] - dirty set       KEYS[3] - index zset
+-- KEYS[4] - quarantine key       KEYS[5] - lease hash      KEYS[6] - intent key
+-- KEYS[7] - history list
+-- ARGV[1] - entry JSON (state "dirty" first)
+-- ARGV[2] - job id               ARGV[3] - created time in ms
+-- ARGV[4] - fencing token, or '' for an unfenced write
+-- ARGV[5] - supersede: '1' moves an existing entry to history when it is not SUCCEEDED or
+--           its fingerprint differs from ARGV[6]; '0' never replaces
+-- ARGV[6] - fingerprint of the new result ('' when none)
+-- ARGV[7] - history length cap  ARGV[8] - events channel   ARGV[9] - event message
+-- return 1 created, 0 an entry exists, -1 quarantined, -2 stale fence, -3 existing entry unreadable
+if not fence_ok(KEYS[5], ARGV[4]) then return -2 end
+if redis.call('EXISTS', KEYS[4]) == 1 then return -1 end
+local existing = redis.call('GET', KEYS[1])
+if existing then
+  if ARGV[5] ~= '1' then return 0 end
+  local ok, doc = pcall(cjson.decode, existing)
+  if not ok or type(doc) ~= 'table' or type(doc['result']) ~= 'table' then return -3 end
+  local old = doc['result']
+  local old_fp = old['fingerprint']
+  if type(old_fp) ~= 'string' then old_fp = '' end
+  if old['status'] == 'SUCCEEDED' and old_fp == ARGV[6] then return 0 end
+  redis.call('LPUSH', KEYS[7], existing)
+  redis.call('LTRIM', KEYS[7], 0, tonumber(ARGV[7]) - 1)
+end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('SADD', KEYS[2], ARGV[2])
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[2])
+if ARGV[4] ~= '' then redis.call('DEL', KEYS[6]) end
+redis.call('PUBLISH', ARGV[8], ARGV[9])
+return 1
+"""
+)
+
+MARK_RESULT_AS_CLEAN = """
+-- Turn a dirty entry clean (cleanup finished). Idempotent: an already clean entry is a no-op.
+-- KEYS[1] - result key      KEYS[2] - dirty set     KEYS[3] - index zset
+-- KEYS[4] - quarantine key
+-- ARGV[1] - job id
+-- ARGV[2] - TTL in ms for the clean entry ('0' keeps it forever, the default)
+-- ARGV[3] - '1' deletes the entry instead (Flink's delete-on-commit), '0' keeps it
+-- ARGV[4] - events channel  ARGV[5] - event message
+-- return 1 marked clean, 2 was already clean, 0 no entry, -1 quarantined, -3 unrecognised
+local v = redis.call('GET', KEYS[1])
+if not v then
+  if redis.call('EXISTS', KEYS[4]) == 1 then return -1 end
+  return 0
+end
+local head = string.sub(v, 1, 16)
+if head == '{"state":"clean"' then return 2 end
+if head ~= '{"state":"dirty"' then return -3 end
+redis.call('SREM', KEYS[2], ARGV[1])
+if ARGV[3] == '1' then
+  redis.call('DEL', KEYS[1])
+  redis.call('ZREM', KEYS[3], ARGV[1])
+else
+  redis.call('SET', KEYS[1], '{"state":"clean"' .. string.sub(v, 17))
+  if tonumber(ARGV[2]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+end
+redis.call('PUBLISH', ARGV[4], ARGV[5])
+return 1
+"""
+
+QUARANTINE_ENTRY = """
+-- Move an unreadable entry aside so it blocks its job (fail closed) without blocking others.
+-- KEYS[1] - result key      KEYS[2] - quarantine key   KEYS[3] - dirty set
+-- KEYS[4] - index zset      KEYS[5] - quarantined set
+-- ARGV[1] - job id          ARGV[2] - the raw bytes the caller could not read
+-- return 1 moved, 0 the entry changed meanwhile (nothing moved; the caller re-reads)
+local v = redis.call('GET', KEYS[1])
+if v ~= ARGV[2] then return 0 end
+redis.call('SET', KEYS[2], v)
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
+redis.call('SADD', KEYS[5], ARGV[1])
+return 1
+"""
+
+RELEASE_QUARANTINE = """
+-- An operator has inspected a quarantined entry: drop it so the job may run again.
+-- KEYS[1] - quarantine key  KEYS[2] - quarantined set   KEYS[3] - history list
+-- ARGV[1] - job id          ARGV[2] - history length cap
+-- return the raw bytes that were released, or false when nothing was quarantined
+local v = redis.call('GET', KEYS[1])
+if not v then return false end
+redis.call('LPUSH', KEYS[3], v)
+redis.call('LTRIM', KEYS[3], 0, tonumber(ARGV[2]) - 1)
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], ARGV[1])
+return v
+"""
+
+FORGET_RESULT = """
+-- Forget a job's result on purpose (so it may run again); the entry is kept in history.
+-- KEYS[1] - result key      KEYS[2] - history list     KEYS[3] - dirty set
+-- KEYS[4] - index zset
+-- ARGV[1] - job id          ARGV[2] - history length cap
+-- ARGV[3] - events channel  ARGV[4] - event message
+-- return 1 forgotten, 0 no entry
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+redis.call('LPUSH', KEYS[2], v)
+redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[2]) - 1)
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
+redis.call('PUBLISH', ARGV[3], ARGV[4])
+return 1
+"""
+
+ACQUIRE_LEASE = """
+-- Take a job's lease if nobody holds it; the fencing token comes from a counter that only grows.
+-- KEYS[1] - lease hash      KEYS[2] - fence counter
+-- ARGV[1] - owner JSON      ARGV[2] - TTL in ms         ARGV[3] - now in ms
+-- return {1, token} acquired, or {0, holder token, holder owner JSON, holder TTL in ms}
+local held = redis.call('HGET', KEYS[1], 'token')
+if held then
+  return {0, held, redis.call('HGET', KEYS[1], 'owner'), redis.call('PTTL', KEYS[1])}
+end
+local token = redis.call('INCR', KEYS[2])
+redis.call('HSET', KEYS[1], 'token', token, 'owner', ARGV[1], 'acquired_ms', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return {1, token}
+"""
+
+RENEW_LEASE = """
+-- Extend the lease if, and only if, the caller still holds it.
+-- KEYS[1] - lease hash
+-- ARGV[1] - fencing token   ARGV[2] - TTL in ms
+-- return 1 renewed, 0 lost (expired or held by a newer token)
+if redis.call('HGET', KEYS[1], 'token') == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+
+RELEASE_LEASE = """
+-- Give the lease back; a stale holder cannot release a newer holder's lease.
+-- KEYS[1] - lease hash
+-- ARGV[1] - fencing token
+-- return 1 released, 0 not held by this token
+if redis.call('HGET', KEYS[1], 'token') == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+"""
+
+RECORD_INTENT = (
+    _FENCE_CHECK
+    + """
+-- Record (or update) the reference to a running job's spec, under the fence.
+-- KEYS[1] - lease hash      KEYS[2] - intent key
+-- ARGV[1] - fencing token   ARGV[2] - intent JSON
+-- return 1 written, -2 stale fence
+if ARGV[1] == '' or not fence_ok(KEYS[1], ARGV[1]) then return -2 end
+redis.call('SET', KEYS[2], ARGV[2])
+return 1
+"""
+)
+
+CLEAR_INTENT = (
+    _FENCE_CHECK
+    + """
+-- Drop the intent of an attempt that ends without a result (Spark failed, nothing to recover).
+-- KEYS[1] - lease hash      KEYS[2] - intent key
+-- ARGV[1] - fencing token
+-- return 1 cleared (or nothing there), -2 stale fence
+if ARGV[1] == '' or not fence_ok(KEYS[1], ARGV[1]) then return -2 end
+redis.call('DEL', KEYS[2])
+return 1
+"""
+)
