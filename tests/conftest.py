@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Iterator
@@ -35,3 +36,32 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
 def namespace() -> str:
     """Each test gets its own namespace, so tests never see each other's keys (and never flush)."""
     return f"t-{uuid.uuid4().hex[:12]}"
+
+
+def _isolate_airflow() -> None:
+    """Point Airflow at a private home before anything imports it (config is read at import)."""
+    import tempfile
+
+    if "JRS_TEST_AIRFLOW_HOME" not in os.environ:
+        os.environ["JRS_TEST_AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="jrs-airflow-")
+    home = os.environ["JRS_TEST_AIRFLOW_HOME"]
+    os.environ["AIRFLOW_HOME"] = home
+    os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+    os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "False")
+    os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{home}/airflow.db"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = os.path.join(root, "dags")
+    bundles = [
+        {"name": "dags-folder", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle", "kwargs": {}},
+        {
+            "name": "test-dags",
+            "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+            "kwargs": {"path": os.path.join(root, "tests", "airflow", "dags")},
+        },
+    ]
+    os.environ["AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST"] = json.dumps(bundles)
+    os.environ["AIRFLOW__JRS__OUTPUT_ROOT"] = os.path.join(home, "jrs", "output")
+    os.environ["AIRFLOW__JRS__SPEC_ROOT"] = os.path.join(home, "jrs", "specs")
+
+
+_isolate_airflow()

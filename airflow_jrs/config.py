@@ -1,0 +1,53 @@
+"""The ``[jrs]`` config section: one table, read by get_provider_info and by JrsHook.
+
+No Airflow imports here: Airflow calls get_provider_info while it loads its own config.
+"""
+
+from __future__ import annotations
+
+from airflow_jrs.lease import DEFAULT_LEASE_TTL
+
+DEFAULT_CONN_ID = "jrs_default"
+
+#: name -> (type, default, description); the single source for get_provider_info's [jrs] section.
+CONFIG_OPTIONS: dict[str, tuple[str, str, str]] = {
+    "conn_id": ("string", DEFAULT_CONN_ID, "Connection id of the job result store (a Redis URL)."),
+    "namespace": (
+        "string",
+        "default",
+        "Namespace of the store; one per Airflow deployment or environment. Entries of two "
+        "namespaces never see each other. The connection extra `namespace` overrides it.",
+    ),
+    "lease_ttl": (
+        "float",
+        str(DEFAULT_LEASE_TTL),
+        "Seconds a job's lease lives without renewal; holders renew every ttl/3. A killed "
+        "worker's job can be taken over after this long.",
+    ),
+    "clean_ttl": (
+        "float",
+        "",
+        "Seconds to keep clean results; empty keeps them forever (the default: they are what "
+        "lets backfills skip finished jobs).",
+    ),
+    "delete_on_commit": (
+        "boolean",
+        "False",
+        "Delete results when marked clean, as Flink does. Then a re-run recomputes: leave off.",
+    ),
+    "history_limit": ("integer", "20", "Superseded or forgotten entries kept per job."),
+    "output_root": (
+        "string",
+        "",
+        "Where Spark jobs write their outputs (local path or fsspec URL); empty means "
+        "$AIRFLOW_HOME/jrs/output.",
+    ),
+    "spec_root": (
+        "string",
+        "",
+        "State backend for submission specs (local path or fsspec URL); empty means "
+        "$AIRFLOW_HOME/jrs/specs.",
+    ),
+}
+
+

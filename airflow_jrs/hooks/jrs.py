@@ -1,0 +1,190 @@
+"""JrsHook: resolves the jrs connection and the ``[jrs]`` config once, and builds the store.
+
+Precedence for every setting: operator argument > connection extra > ``[jrs]`` config > default.
+Invalid values raise :class:`JrsConfigError`; nothing silently falls back (the Spark hook's
+"unknown connection means yarn" is the example not to follow).
+
+The connection is a plain Redis URL, e.g.
+``AIRFLOW_CONN_JRS_DEFAULT='redis://:secret@redis:6379/0?namespace=prod&ssl=true'``.
+Host, port, login (ACL user), password, TLS (``ssl*`` extras) and cluster mode are handled by
+the Redis provider's hook; the database comes from the ``db`` extra or the URL path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import redis as redis_lib
+from airflow.providers.redis.hooks.redis import RedisHook
+from airflow.sdk import BaseHook, conf
+
+from airflow_jrs.config import CONFIG_OPTIONS, DEFAULT_CONN_ID
+from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.lease import JobLease, default_owner
+from airflow_jrs.store import RedisJobResultStore, validate_namespace
+
+def _airflow_home() -> str:
+    return os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow")
+
+
+@dataclass(frozen=True)
+class JrsSettings:
+    """Resolved settings; built once per hook."""
+
+    conn_id: str
+    namespace: str
+    lease_ttl: float
+    clean_ttl: float | None
+    delete_on_commit: bool
+    history_limit: int
+    output_root: str
+    spec_root: str
+
+
+def _parse(name: str, raw: Any, kind: str) -> Any:
+    try:
+        if kind == "float":
+            value = float(raw)
+            if value <= 0:
+                raise ValueError("must be positive")
+            return value
+        if kind == "integer":
+            value = int(raw)
+            if value < 1:
+                raise ValueError("must be at least 1")
+            return value
+        if kind == "boolean":
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("true", "1", "yes", "on"):
+                return True
+            if text in ("false", "0", "no", "off", ""):
+                return False
+            raise ValueError("must be true or false")
+        return str(raw)
+    except (TypeError, ValueError) as exc:
+        raise JrsConfigError(
+            f"jrs setting {name!r} has invalid value {raw!r} ({exc}); fix it in the operator "
+            f"argument, the connection extra, or [jrs] {name} (AIRFLOW__JRS__{name.upper()})."
+        ) from None
+
+
+class _JrsRedisHook(RedisHook):
+    """The Redis provider's hook, plus: the database may come from the URL path (``/0``)."""
+
+    @classmethod
+    def get_connection(cls, conn_id: str) -> Any:
+        conn = super().get_connection(conn_id)
+        extra = conn.extra_dejson
+        if "db" not in extra and conn.schema:
+            if not str(conn.schema).isdigit():
+                raise JrsConfigError(
+                    f"connection {conn_id!r}: the URL path {conn.schema!r} is not a Redis database "
+                    "number; use e.g. redis://host:6379/0"
+                )
+            extra = {**extra, "db": int(conn.schema)}
+            conn.extra = json.dumps(extra)
+        return conn
+
+
+class JrsHook(BaseHook):
+    """Builds the job result store and job leases from the ``jrs_default`` connection."""
+
+    conn_name_attr = "jrs_conn_id"
+    default_conn_name = DEFAULT_CONN_ID
+    conn_type = "jrs"
+    hook_name = "Job Result Store (Redis)"
+
+    def __init__(self, jrs_conn_id: str | None = None, **overrides: Any) -> None:
+        super().__init__()
+        self.jrs_conn_id = jrs_conn_id or conf.get("jrs", "conn_id", fallback=DEFAULT_CONN_ID)
+        self._overrides = {k: v for k, v in overrides.items() if v is not None}
+        unknown = set(self._overrides) - set(CONFIG_OPTIONS)
+        if unknown:
+            raise JrsConfigError(f"unknown jrs settings {sorted(unknown)}; known: {sorted(CONFIG_OPTIONS)}")
+        self._client: redis_lib.Redis | None = None
+        self._settings: JrsSettings | None = None
+        self._extra: dict[str, Any] | None = None
+
+    def _connection_extra(self) -> dict[str, Any]:
+        if self._extra is None:
+            try:
+                conn = self.get_connection(self.jrs_conn_id)
+            except Exception as exc:
+                raise JrsConfigError(
+                    f"jrs connection {self.jrs_conn_id!r} is not defined: create it, e.g. "
+                    f"AIRFLOW_CONN_{self.jrs_conn_id.upper()}='redis://127.0.0.1:6379/0?namespace=prod' ({exc})"
+                ) from exc
+            self._extra = dict(conn.extra_dejson)
+        return self._extra
+
+    @property
+    def settings(self) -> JrsSettings:
+        if self._settings is None:
+            extra = self._connection_extra()
+            values: dict[str, Any] = {}
+            for name, (kind, default, _doc) in CONFIG_OPTIONS.items():
+                if name in self._overrides:
+                    raw = self._overrides[name]
+                elif name in extra:
+                    raw = extra[name]
+                else:
+                    raw = conf.get("jrs", name, fallback=default)
+                if name == "clean_ttl" and (raw is None or str(raw).strip() == ""):
+                    values[name] = None
+                    continue
+                values[name] = _parse(name, raw, kind)
+            try:
+                validate_namespace(values["namespace"])
+            except ValueError as exc:
+                raise JrsConfigError(str(exc)) from None
+            values["conn_id"] = self.jrs_conn_id
+            home = _airflow_home()
+            values["output_root"] = values["output_root"] or os.path.join(home, "jrs", "output")
+            values["spec_root"] = values["spec_root"] or os.path.join(home, "jrs", "specs")
+            self._settings = JrsSettings(**values)
+        return self._settings
+
+    @property
+    def namespace(self) -> str:
+        return self.settings.namespace
+
+    def get_conn(self) -> redis_lib.Redis:
+        """The redis-py client (built by the Redis provider's hook, cached)."""
+        if self._client is None:
+            self._client = _JrsRedisHook(redis_conn_id=self.jrs_conn_id).get_conn()
+        return self._client
+
+    def get_store(self) -> RedisJobResultStore:
+        s = self.settings
+        return RedisJobResultStore(
+            self.get_conn(),
+            s.namespace,
+            clean_ttl=s.clean_ttl,
+            delete_on_commit=s.delete_on_commit,
+            history_limit=s.history_limit,
+        )
+
+    def get_lease(self, job_id: str, **owner: Any) -> JobLease:
+        return JobLease(
+            self.get_conn(), self.namespace, job_id, ttl=self.settings.lease_ttl, owner=default_owner(**owner)
+        )
+
+    def test_connection(self) -> tuple[bool, str]:
+        try:
+            took = self.get_store().ping()
+        except Exception as exc:
+            return False, str(exc)
+        return True, f"PONG in {took * 1000:.1f} ms (namespace {self.namespace!r})"
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        return {
+            "hidden-fields": ["schema"],
+            "relabeling": {"login": "ACL user", "host": "Redis host"},
+            "placeholders": {"port": "6379", "extra": '{"namespace": "prod", "ssl": false}'},
+        }

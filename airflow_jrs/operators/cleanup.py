@@ -1,0 +1,208 @@
+"""JrsCleanupOperator: remove what jobs left behind, then commit their results (dirty -> clean).
+
+Flink's dispatcher runs a job's global cleanup with a retry strategy and only then marks the
+result clean; a crash in between leaves the result dirty, and the next cleanup simply runs
+again. Same here: every action is idempotent (deleting what is already gone succeeds), a
+dirty result means cleanup only (never Spark), and an already clean result is success.
+
+What a job leaves behind: staging folders of attempts that lost (``fence-N`` beside the
+winner's), its spec files in the state backend, and whatever the DAG author lists in
+``cleanup_paths`` or does in ``cleanup_callables``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator, ObjectStoragePath, TaskGroup
+
+from airflow_jrs.exceptions import CleanupError, NoSuchJobResultError
+from airflow_jrs.hooks.jrs import JrsHook
+from airflow_jrs.store import JobResult, RedisJobResultStore
+from airflow_jrs.store.serde import result_to_dict
+
+CleanupCallable = Callable[[JobResult, Any], None]
+
+
+def remove_path(uri: str) -> bool:
+    """Delete a file or folder (local path or object store URL); ``False`` when already gone."""
+    path = ObjectStoragePath(uri)
+    if not path.exists():
+        return False
+    if path.is_dir():
+        path.rmdir(recursive=True)
+    else:
+        path.unlink()
+    return True
+
+
+def retry_with_backoff(
+    action: Callable[[], None],
+    *,
+    what: str,
+    attempts: int,
+    initial_delay: float,
+    max_delay: float,
+    log: Any,
+) -> None:
+    """Run ``action`` until it succeeds, doubling the delay (Flink's exponential-delay strategy)."""
+    delay = initial_delay
+    for attempt in range(1, attempts + 1):
+        try:
+            action()
+            return
+        except Exception as exc:
+            if attempt == attempts:
+                raise CleanupError(
+                    f"cleanup step {what!r} failed {attempts} times, last with {exc!r}; the result "
+                    "stays dirty and the next cleanup run retries it. Fix the cause (permissions, "
+                    "connectivity) and clear this task."
+                ) from exc
+            log.warning("Cleanup step %r failed (%s); retrying in %.1fs", what, exc, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, max_delay)
+
+
+class JrsCleanupOperator(BaseOperator):
+    """Clean up jobs' leftovers and mark their results clean (commit).
+
+    :param jobs: job ids, or tasks (``JrsSparkSubmitOperator``) whose returned result names the job
+    :param cleanup_paths: extra paths or URLs to delete (templated)
+    :param cleanup_callables: ``fn(result, context)`` called per dirty job before it is marked clean
+    :param remove_staging_losers: delete other attempts' staging folders beside the winner's
+    :param cleanup_attempts, initial_backoff, max_backoff: retry strategy of each step
+    """
+
+    template_fields: Sequence[str] = ("job_ids", "cleanup_paths")
+    ui_color = "#c5e8c5"
+
+    def __init__(
+        self,
+        *,
+        jobs: Sequence[str | BaseOperator] = (),
+        cleanup_paths: Sequence[str] = (),
+        cleanup_callables: Sequence[CleanupCallable] = (),
+        remove_staging_losers: bool = True,
+        jrs_conn_id: str | None = None,
+        jrs_namespace: str | None = None,
+        cleanup_attempts: int = 5,
+        initial_backoff: float = 1.0,
+        max_backoff: float = 60.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not jobs:
+            raise ValueError(f"{self.task_id}: `jobs` is empty; name the job ids or submit tasks to commit")
+        self.job_ids = [j for j in jobs if isinstance(j, str)]
+        self.job_tasks = [j.task_id for j in jobs if isinstance(j, BaseOperator)]
+        for task in jobs:
+            if isinstance(task, BaseOperator):
+                self.set_upstream(task)
+        self.cleanup_paths = list(cleanup_paths)
+        self.cleanup_callables = list(cleanup_callables)
+        self.remove_staging_losers = remove_staging_losers
+        self.jrs_conn_id = jrs_conn_id
+        self.jrs_namespace = jrs_namespace
+        self.cleanup_attempts = cleanup_attempts
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+
+    def _job_ids(self, context: Any) -> list[str]:
+        ids = list(self.job_ids)
+        for task_id in self.job_tasks:
+            value = context["ti"].xcom_pull(task_ids=task_id)
+            if value is None:
+                value = context["ti"].xcom_pull(task_ids=task_id, key="jrs_result")
+            if not isinstance(value, dict) or "job_id" not in value:
+                raise CleanupError(
+                    f"task {task_id!r} returned no job result ({value!r}); is it a JrsSparkSubmitOperator "
+                    "that succeeded in this run?"
+                )
+            ids.append(value["job_id"])
+        return ids
+
+    def _step(self, what: str, action: Callable[[], None]) -> None:
+        retry_with_backoff(
+            action,
+            what=what,
+            attempts=self.cleanup_attempts,
+            initial_delay=self.initial_backoff,
+            max_delay=self.max_backoff,
+            log=self.log,
+        )
+
+    def execute(self, context: Any) -> list[dict[str, Any]]:
+        hook = JrsHook(self.jrs_conn_id, namespace=self.jrs_namespace)
+        store = hook.get_store()
+        committed = []
+        for job_id in self._job_ids(context):
+            committed.append(self._commit(context, hook, store, job_id))
+        return committed
+
+    def _commit(self, context: Any, hook: JrsHook, store: RedisJobResultStore, job_id: str) -> dict[str, Any]:
+        entry = store.get_entry(job_id)
+        if entry is None:
+            raise NoSuchJobResultError(
+                f"job {job_id!r} has no result to commit in namespace {store.namespace!r}; did its "
+                "submit task run in this namespace?",
+                job_id=job_id,
+                namespace=store.namespace,
+            )
+        result = entry.result
+        if entry.is_clean:
+            self.log.info("Job %s is already clean; nothing to do.", job_id)
+            return {**result_to_dict(result), "state": "clean"}
+        s = hook.settings
+        safe = job_id.replace("/", "_")
+        if self.remove_staging_losers:
+            winner = f"fence-{result.fence}" if result.fence is not None else None
+            job_root = ObjectStoragePath(f"{s.output_root.rstrip('/')}/{hook.namespace}/{safe}")
+
+            def remove_losers() -> None:
+                if not job_root.exists():
+                    return
+                for child in job_root.iterdir():
+                    keep = result.status.is_success and child.name == winner
+                    if child.name.startswith("fence-") and not keep:
+                        remove_path(str(child))
+                        self.log.info("Removed staging %s", child)
+
+            self._step(f"remove other attempts' staging of {job_id}", remove_losers)
+        spec_dir = f"{s.spec_root.rstrip('/')}/{hook.namespace}/{safe}"
+        self._step(f"remove specs of {job_id}", lambda: (remove_path(spec_dir), None)[1])
+        for path in self.cleanup_paths:
+            self._step(f"remove {path}", lambda p=path: (remove_path(p), None)[1])  # type: ignore[misc]
+        for fn in self.cleanup_callables:
+            name = getattr(fn, "__name__", repr(fn))
+            self._step(f"{name}({job_id})", lambda f=fn: f(result, context))  # type: ignore[misc]
+        changed = store.mark_result_as_clean(job_id)
+        self.log.info("Job %s committed (%s).", job_id, "dirty -> clean" if changed else "already clean")
+        return {**result_to_dict(result), "state": "clean"}
+
+
+def jrs_spark_job(
+    group_id: str,
+    *,
+    cleanup_paths: Sequence[str] = (),
+    cleanup_callables: Sequence[CleanupCallable] = (),
+    **submit_kwargs: Any,
+) -> TaskGroup:
+    """One call for the usual pair: ``<group_id>.submit`` (JrsSparkSubmitOperator) >> ``<group_id>.cleanup``.
+
+    Use inside a DAG context; returns the TaskGroup so it chains like a task.
+    """
+    from airflow_jrs.operators.spark import JrsSparkSubmitOperator
+
+    conn = {k: submit_kwargs[k] for k in ("jrs_conn_id", "jrs_namespace") if k in submit_kwargs}
+    with TaskGroup(group_id) as group:
+        submit = JrsSparkSubmitOperator(task_id="submit", **submit_kwargs)
+        JrsCleanupOperator(
+            task_id="cleanup",
+            jobs=[submit],
+            cleanup_paths=cleanup_paths,
+            cleanup_callables=cleanup_callables,
+            **conn,
+        )
+    return group

@@ -1,0 +1,70 @@
+"""Job identity and fingerprint, derived from an Airflow task's context.
+
+The job id names *what* is computed for *which* data, never which run computes it: a
+scheduled run, a backfill run and a cleared run of one date are the same job. Rule, first
+that applies: ``{dag_id}.{task_id}.{key}[.map-N]`` with key = the run's partition key, else
+the data interval start, else the logical date, else (a manual run without a logical date)
+the run id. Midnight UTC renders as ``2013-01-01``, other times as ``2013-01-01T060000Z``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow_jrs.store.model import JOB_ID_MAX_LENGTH, validate_job_id
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._:+=@/\-]")
+
+
+def _format_instant(value: datetime) -> str:
+    value = value.astimezone(timezone.utc)
+    if (value.hour, value.minute, value.second, value.microsecond) == (0, 0, 0, 0):
+        return value.strftime("%Y-%m-%d")
+    return value.strftime("%Y-%m-%dT%H%M%SZ")
+
+
+def sanitize(part: str) -> str:
+    """Replace characters a job id may not hold (``{}``, spaces, ...) by ``_``."""
+    return _UNSAFE.sub("_", part)
+
+
+def default_job_id(context: Mapping[str, Any]) -> str:
+    ti = context["ti"]
+    dag_id, task_id = ti.dag_id, ti.task_id
+    key: str
+    if context.get("partition_key"):
+        key = str(context["partition_key"])
+    elif context.get("data_interval_start") is not None:
+        key = _format_instant(context["data_interval_start"])
+    elif context.get("logical_date") is not None:
+        key = _format_instant(context["logical_date"])
+    else:
+        key = f"run-{context['run_id']}"
+    job_id = sanitize(f"{dag_id}.{task_id}.{key}")
+    map_index = getattr(ti, "map_index", -1)
+    if map_index is not None and map_index >= 0:
+        job_id += f".map-{map_index}"
+    if len(job_id) > JOB_ID_MAX_LENGTH:
+        digest = hashlib.sha256(job_id.encode()).hexdigest()[:16]
+        job_id = f"{job_id[: JOB_ID_MAX_LENGTH - 18]}~{digest}".replace("~", "-h")[:JOB_ID_MAX_LENGTH]
+    return validate_job_id(job_id)
+
+
+def fingerprint(
+    *, application_bytes: bytes | None, application: str, application_args: Sequence[Any] | None,
+    job_version: str | None,
+) -> str:
+    """sha256 over what is computed: code, arguments, version. Resources are left out on purpose."""
+    h = hashlib.sha256()
+    h.update(b"jrs-fp-v1\0")
+    h.update(application_bytes if application_bytes is not None else application.encode())
+    h.update(b"\0")
+    h.update(json.dumps([str(a) for a in application_args or []]).encode())
+    h.update(b"\0")
+    h.update((job_version or "").encode())
+    return h.hexdigest()

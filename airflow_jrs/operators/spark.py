@@ -1,0 +1,416 @@
+"""JrsSparkSubmitOperator: the Spark provider's operator, guarded by the job result store.
+
+One attempt, in order (each step is one atomic store call; see DESIGN.md section 3):
+
+1. derive the job id and fingerprint; read the job's entry (one round trip) and
+   :func:`~airflow_jrs.decision.decide`; a SUCCEEDED result ends the task here, no JVM;
+2. take the job's fenced lease (a live holder: wait, bounded, then fail naming it);
+3. recover from a predecessor that died mid-flight (its intent is still there): wait for
+   its spark-submit if it still runs, adopt its output if its commit marker says it
+   finished, else resubmit;
+4. persist the spec and record the intent (fenced), then run spark-submit exactly as the
+   parent class does, writing to a staging folder unique to the fencing token;
+5. write the dirty SUCCEEDED result (fenced; drops the intent in the same script);
+6. release the lease. Cleanup (``JrsCleanupOperator``) later marks the result clean.
+
+Killed attempts (SIGTERM, mark-failed, execution_timeout) never succeed: ``on_kill`` kills
+spark-submit and revokes the lease on its own connection, so the fenced result write fails
+even if ``execute`` carries on afterwards (apache/airflow#73006); ``execute`` then raises.
+
+``durable`` (the parent's ResumableJobMixin) is left as it is: it reattaches *within one task
+instance* in cluster deploy modes and runs inside our lease, so it never submits a second
+copy; the lease, intent and result store cover what it does not: other runs of the same
+date, local/client mode, and the crash window between submit and its state write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import redis as redis_lib
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk.exceptions import AirflowException, AirflowSkipException
+
+from airflow_jrs.decision import decide
+from airflow_jrs.exceptions import JobKilledError, LeaseHeldError, LeaseLostError
+from airflow_jrs.hooks.jrs import JrsHook
+from airflow_jrs.intent import Intent, IntentStore
+from airflow_jrs.lease import JobLease
+from airflow_jrs.operators.identity import default_job_id, fingerprint
+from airflow_jrs.operators.recovery import find_spark_submit_processes, wait_for_processes
+from airflow_jrs.spark.commit import read_commit_marker
+from airflow_jrs.store import scripts
+from airflow_jrs.store import Attempt, JobResult, JobResultEntry, JobStatus, RedisJobResultStore
+from airflow_jrs.store.serde import result_to_dict
+
+#: Placeholders replaced in ``application_args`` at run time (single braces survive Jinja).
+PLACEHOLDERS = ("{jrs_output}", "{jrs_job_id}", "{jrs_fence}")
+
+
+class JrsSparkSubmitOperator(SparkSubmitOperator):
+    """Submit a Spark application once per job; later attempts reuse the stored result.
+
+    :param job_id: the job's id (templated). Default: ``{dag_id}.{task_id}.{date or partition}``,
+        stable across scheduled, backfill and cleared runs of one data interval.
+    :param jrs_conn_id: the job result store connection (default ``[jrs] conn_id``, ``jrs_default``)
+    :param jrs_namespace: overrides the connection's/config's namespace
+    :param job_version: bump it to recompute although code and arguments are unchanged
+    :param accept_changed_fingerprint: skip on any SUCCEEDED result, even for other code/arguments
+    :param skip_when_done: raise ``AirflowSkipException`` instead of succeeding when skipping
+    :param outputs: logical output name -> sub-path of the staging folder recorded in the result
+        (default ``{"output": ""}``: the staging folder itself)
+    :param output_root: where staging folders live (default ``[jrs] output_root``)
+    :param lease_ttl: seconds (default ``[jrs] lease_ttl``)
+    :param lease_wait_timeout: how long to wait for another attempt's lease before failing
+    :param predecessor: what to do with a predecessor's spark-submit that still runs:
+        ``"wait"`` (default: its work may finish and be adopted) or ``"stop"``
+
+    ``application_args`` may use ``{jrs_output}``, ``{jrs_job_id}`` and ``{jrs_fence}``; the
+    same values reach the application as Spark conf ``spark.jrs.output_dir``, ``spark.jrs.job_id``
+    and ``spark.jrs.fence`` (see :mod:`airflow_jrs.spark`).
+    """
+
+    template_fields: Sequence[str] = (
+        *SparkSubmitOperator.template_fields,
+        "job_id",
+        "job_version",
+        "output_root",
+        "outputs",
+    )
+    ui_color = "#fdd9b5"
+
+    def __init__(
+        self,
+        *,
+        job_id: str | None = None,
+        jrs_conn_id: str | None = None,
+        jrs_namespace: str | None = None,
+        job_version: str | None = None,
+        accept_changed_fingerprint: bool = False,
+        skip_when_done: bool = False,
+        outputs: dict[str, str] | None = None,
+        output_root: str | None = None,
+        lease_ttl: float | None = None,
+        lease_wait_timeout: float = 0.0,
+        predecessor: str = "wait",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if predecessor not in ("wait", "stop"):
+            raise ValueError(f"predecessor must be 'wait' or 'stop', got {predecessor!r}")
+        self.job_id = job_id
+        self.jrs_conn_id = jrs_conn_id
+        self.jrs_namespace = jrs_namespace
+        self.job_version = job_version
+        self.accept_changed_fingerprint = accept_changed_fingerprint
+        self.skip_when_done = skip_when_done
+        self.outputs = outputs
+        self.output_root = output_root
+        self.lease_ttl = lease_ttl
+        self.lease_wait_timeout = lease_wait_timeout
+        self.predecessor = predecessor
+        self._killed = False
+        self._lease: JobLease | None = None
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _jrs_hook(self) -> JrsHook:
+        return JrsHook(
+            self.jrs_conn_id,
+            namespace=self.jrs_namespace,
+            lease_ttl=self.lease_ttl,
+            output_root=self.output_root,
+        )
+
+    def _fingerprint(self) -> str:
+        app = self.application
+        data: bytes | None = None
+        if app and "://" not in app and os.path.isfile(app):
+            data = Path(app).read_bytes()
+        return fingerprint(
+            application_bytes=data,
+            application=app,
+            application_args=self.application_args,
+            job_version=self.job_version,
+        )
+
+    def _attempt(self, context: Any) -> Attempt:
+        ti = context["ti"]
+        return Attempt(
+            dag_id=ti.dag_id,
+            task_id=ti.task_id,
+            run_id=context["run_id"],
+            try_number=int(getattr(ti, "try_number", 0) or 0),
+            map_index=int(getattr(ti, "map_index", -1) if getattr(ti, "map_index", -1) is not None else -1),
+        )
+
+    def _done(self, context: Any, job_id: str, entry: JobResultEntry, reason: str) -> dict[str, Any]:
+        self.log.info("Job %s: %s; Spark is not started.", job_id, reason)
+        payload = {**result_to_dict(entry.result), "state": entry.state.value, "skipped": True}
+        if self.skip_when_done:
+            context["ti"].xcom_push(key="jrs_result", value=payload)
+            raise AirflowSkipException(f"job {job_id} already has a SUCCEEDED result ({entry.state.value})")
+        return payload
+
+    # -- the attempt --------------------------------------------------------------------------
+    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
+        self._killed = False
+        hook = self._jrs_hook()
+        store = hook.get_store()
+        job_id = self.job_id or default_job_id(context)
+        self.job_id = job_id
+        fp = self._fingerprint()
+        decision = decide(store.get_entry(job_id), fp, accept_changed_fingerprint=self.accept_changed_fingerprint)
+        if decision.skip and decision.entry is not None:
+            return self._done(context, job_id, decision.entry, decision.reason)
+        self.log.info("Job %s: %s; taking the lease to run it.", job_id, decision.reason)
+
+        attempt = self._attempt(context)
+        lease = self._acquire_lease(hook, job_id, attempt)
+        try:
+            # Someone may have finished the job between our read and our lease: read again.
+            decision = decide(
+                store.get_entry(job_id), fp, accept_changed_fingerprint=self.accept_changed_fingerprint
+            )
+            if decision.skip and decision.entry is not None:
+                return self._done(context, job_id, decision.entry, decision.reason + " (found under lease)")
+            intents = IntentStore(hook.get_conn(), hook.namespace, hook.settings.spec_root)
+            adopted = self._recover(store, intents, lease, job_id, fp, attempt, decision.supersede)
+            if adopted is not None:
+                return adopted
+            return self._run(context, hook, store, intents, lease, job_id, fp, attempt, decision.supersede)
+        finally:
+            lease.release()
+            self._lease = None
+
+    def _acquire_lease(self, hook: JrsHook, job_id: str, attempt: Attempt) -> JobLease:
+        deadline = time.monotonic() + self.lease_wait_timeout
+        while True:
+            lease = hook.get_lease(
+                job_id, dag_id=attempt.dag_id, task_id=attempt.task_id, run_id=attempt.run_id,
+                try_number=attempt.try_number,
+            )  # fmt: skip
+            lease.on_lost = self._on_lease_lost
+            try:
+                lease.acquire()
+            except LeaseHeldError as exc:
+                if time.monotonic() >= deadline:
+                    raise AirflowException(
+                        f"{exc} Airflow will retry this task; raise lease_wait_timeout to wait longer."
+                    ) from exc
+                time.sleep(min(2.0, max(0.1, deadline - time.monotonic())))
+                continue
+            self._lease = lease
+            lease.start_renewal()
+            return lease
+
+    def _staging(self, hook: JrsHook, job_id: str, fence: int) -> str:
+        root = hook.settings.output_root.rstrip("/")
+        return f"{root}/{hook.namespace}/{job_id.replace('/', '_')}/fence-{fence}"
+
+    def _app_name(self, namespace: str, job_id: str, fence: int) -> str:
+        return f"jrs-{namespace}-{job_id}-f{fence}"
+
+    def _recover(
+        self,
+        store: RedisJobResultStore,
+        intents: IntentStore,
+        lease: JobLease,
+        job_id: str,
+        fp: str,
+        attempt: Attempt,
+        supersede: bool,
+    ) -> dict[str, Any] | None:
+        """A predecessor's intent means it died mid-flight: never run beside it, never redo its work."""
+        stale = intents.get(job_id)
+        if stale is None:
+            return None
+        self.log.warning(
+            "Job %s: attempt with fence %s (pid %s on %s) left an intent; recovering.",
+            job_id, stale.fence, stale.pid, stale.host,
+        )  # fmt: skip
+        procs = find_spark_submit_processes(store.namespace, job_id)
+        if procs:
+            if self.predecessor == "stop":
+                self.log.warning("Stopping the predecessor's spark-submit %s", [p.pid for p in procs])
+                for p in procs:
+                    p.send_signal(signal.SIGTERM)
+            else:
+                self.log.warning("Waiting for the predecessor's spark-submit %s", [p.pid for p in procs])
+            wait_for_processes(procs, check=lease.check)
+        marker = read_commit_marker(stale.staging)
+        if marker is None or (stale.fingerprint and stale.fingerprint != fp):
+            self.log.info("Job %s: predecessor left no complete output; resubmitting.", job_id)
+            return None
+        token = lease.check()
+        result = self._result(job_id, fp, attempt, stale.staging, marker, token, None)
+        store.create_dirty_result(result, fence=token, supersede=supersede)
+        IntentStore.delete_spec(stale.spec_uri)
+        self.log.info("Job %s: adopted the finished output of fence %s without re-running.", job_id, stale.fence)
+        return {**result_to_dict(result), "state": "dirty", "skipped": False, "adopted_from": stale.fence}
+
+    def _result(
+        self,
+        job_id: str,
+        fp: str,
+        attempt: Attempt,
+        staging: str,
+        marker: dict[str, Any] | None,
+        token: int,
+        started: datetime | None,
+    ) -> JobResult:
+        outputs = {
+            name: (f"{staging}/{sub}".rstrip("/") if sub else staging)
+            for name, sub in (self.outputs or {"output": ""}).items()
+        }
+        hook = self._hook
+        app_id = (marker or {}).get("application_id") or (
+            getattr(hook, "_yarn_application_id", None) or getattr(hook, "_driver_id", None) if hook else None
+        )
+        metrics = (marker or {}).get("metrics") or {}
+        return JobResult(
+            job_id=job_id,
+            status=JobStatus.SUCCEEDED,
+            application_id=app_id,
+            outputs=outputs,
+            metrics=metrics if isinstance(metrics, dict) else {"value": metrics},
+            fingerprint=fp,
+            start_time=started,
+            end_time=datetime.now(timezone.utc),
+            attempt=attempt,
+        )
+
+    def _run(
+        self,
+        context: Any,
+        hook: JrsHook,
+        store: RedisJobResultStore,
+        intents: IntentStore,
+        lease: JobLease,
+        job_id: str,
+        fp: str,
+        attempt: Attempt,
+        supersede: bool,
+    ) -> dict[str, Any]:
+        token = lease.check()
+        staging = self._staging(hook, job_id, token)
+        app_name = self._app_name(hook.namespace, job_id, token)
+        tag = hashlib.sha1(f"{hook.namespace}/{job_id}".encode()).hexdigest()[:16]
+        values = {"{jrs_output}": staging, "{jrs_job_id}": job_id, "{jrs_fence}": str(token)}
+        args = list(self.application_args or [])
+        for i, arg in enumerate(args):
+            if isinstance(arg, str):
+                for placeholder, value in values.items():
+                    arg = arg.replace(placeholder, value)
+                args[i] = arg
+        self.application_args = args
+        self.name = app_name
+        self.conf = {
+            **(self.conf or {}),
+            "spark.jrs.job_id": job_id,
+            "spark.jrs.namespace": hook.namespace,
+            "spark.jrs.fence": str(token),
+            "spark.jrs.output_dir": staging,
+            "spark.yarn.tags": f"jrs-{tag},jrs-fence-{token}",
+            "spark.kubernetes.driver.label.jrs-job": tag,
+            "spark.kubernetes.driver.label.jrs-fence": str(token),
+        }
+        self.env_vars = {"PYSPARK_PYTHON": sys.executable, **(self.env_vars or {})}
+        self._hook = None  # rebuilt by the parent from the settings above
+        intent = Intent(
+            job_id=job_id, fence=token, spec_uri=intents.spec_uri(job_id, token), staging=staging,
+            app_name=app_name, host=socket.gethostname(), pid=os.getpid(), started_at=time.time(),
+            fingerprint=fp,
+        )  # fmt: skip
+        spec = {
+            "application": self.application,
+            "application_args": args,
+            "conf": self.conf,
+            "fingerprint": fp,
+            "attempt": attempt.__dict__,
+            "spark_conn_id": self._conn_id,
+        }
+        intents.record(intent, spec)
+        started = datetime.now(timezone.utc)
+        try:
+            super().execute(context)
+        except BaseException:
+            if self._killed:
+                raise JobKilledError(f"job {job_id}: attempt was killed; nothing recorded") from None
+            self._record_failure(context, store, intents, lease, job_id, fp, attempt)
+            raise
+        if self._killed:
+            raise JobKilledError(f"job {job_id}: attempt was killed after Spark finished; nothing recorded")
+        token = lease.check()
+        marker = read_commit_marker(staging)
+        result = self._result(job_id, fp, attempt, staging, marker, token, started)
+        store.create_dirty_result(result, fence=token, supersede=supersede)
+        IntentStore.delete_spec(intent.spec_uri)
+        self.log.info("Job %s: SUCCEEDED, result written dirty (fence %s): %s", job_id, token, result.outputs)
+        return {**result_to_dict(result), "state": "dirty", "skipped": False}
+
+    def _record_failure(
+        self,
+        context: Any,
+        store: RedisJobResultStore,
+        intents: IntentStore,
+        lease: JobLease,
+        job_id: str,
+        fp: str,
+        attempt: Attempt,
+    ) -> None:
+        """Spark failed: drop the intent; on the last try also record FAILED (sensors fail fast).
+
+        A FAILED result never makes a later attempt skip: the next one supersedes it."""
+        try:
+            token = lease.check()
+            ti = context["ti"]
+            last_try = int(getattr(ti, "try_number", 1) or 1) > int(self.retries or 0)
+            if last_try:
+                failed = JobResult(
+                    job_id=job_id, status=JobStatus.FAILED, fingerprint=fp, attempt=attempt,
+                    end_time=datetime.now(timezone.utc), error="spark-submit failed",
+                )  # fmt: skip
+                store.create_dirty_result(failed, fence=token, supersede=True)
+            else:
+                intents.clear(job_id, token)
+        except Exception as exc:  # never mask Spark's own error
+            self.log.warning("Job %s: could not record the failure: %s", job_id, exc)
+
+    # -- kill ---------------------------------------------------------------------------------
+    def _on_lease_lost(self, lease: JobLease) -> None:
+        self.log.error("Job %s: lease lost (fence %s); stopping Spark.", lease.job_id, lease.token)
+        self._killed = True
+        try:
+            super().on_kill()
+        except Exception as exc:
+            self.log.warning("Could not stop spark-submit: %s", exc)
+
+    def on_kill(self) -> None:
+        """Kill Spark and revoke the lease so that no result can be written after this point."""
+        self._killed = True
+        lease = self._lease
+        if lease is not None and lease.token is not None:
+            lease.stop_renewal()
+            # A fresh connection: the interrupted code may hold one of the pool's connections.
+            kwargs = dict(lease.client.connection_pool.connection_kwargs)
+            client = redis_lib.Redis(**kwargs)
+            try:
+                client.eval(scripts.RELEASE_LEASE, 1, lease.keys.lease(lease.job_id), lease.token)
+            except redis_lib.RedisError as exc:
+                self.log.warning("Could not revoke the lease of job %s: %s", lease.job_id, exc)
+            finally:
+                client.close()
+        if self._hook is not None:
+            try:
+                super().on_kill()
+            except Exception as exc:
+                self.log.warning("Could not stop spark-submit: %s", exc)

@@ -1,0 +1,33 @@
+"""A tiny PySpark application for operator tests: small output, a commit marker, knobs to fail.
+
+--output DIR      where to write (the operator passes {jrs_output})
+--rows N          rows to write (default 10)
+--sleep S         sleep S seconds before writing (kill tests)
+--fail            exit 3 after starting Spark
+"""
+
+import argparse
+import sys
+import time
+
+from pyspark.sql import SparkSession
+
+from airflow_jrs.spark import write_commit_marker
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--output", required=True)
+parser.add_argument("--rows", type=int, default=10)
+parser.add_argument("--sleep", type=float, default=0.0)
+parser.add_argument("--fail", action="store_true")
+args = parser.parse_args()
+
+spark = SparkSession.builder.appName("jrs-tiny").getOrCreate()
+if args.fail:
+    print("tiny_app: failing on purpose", file=sys.stderr)
+    spark.stop()
+    sys.exit(3)
+time.sleep(args.sleep)
+df = spark.range(args.rows)
+df.write.mode("overwrite").parquet(f"{args.output}/data")
+write_commit_marker(spark, args.output, {"rows": args.rows})
+spark.stop()
