@@ -38,7 +38,12 @@ from typing import Any
 
 import redis as redis_lib
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk.exceptions import AirflowException, AirflowSkipException
+from airflow.sdk.exceptions import (
+    AirflowException,
+    AirflowSkipException,
+    AirflowTaskTerminated,
+    AirflowTaskTimeout,
+)
 
 from airflow_jrs.decision import decide
 from airflow_jrs.exceptions import JobKilledError, LeaseHeldError, LeaseLostError
@@ -342,6 +347,13 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         started = datetime.now(timezone.utc)
         try:
             super().execute(context)
+        except (AirflowTaskTimeout, AirflowTaskTerminated, KeyboardInterrupt):
+            # Killed inside execute (execution_timeout): stop Spark *before* the lease is
+            # released in execute's finally, so no successor ever runs beside it. The intent
+            # stays: the next attempt finds no commit marker and resubmits.
+            self._killed = True
+            self._stop_spark()
+            raise
         except BaseException:
             if self._killed:
                 raise JobKilledError(f"job {job_id}: attempt was killed; nothing recorded") from None
@@ -386,31 +398,39 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             self.log.warning("Job %s: could not record the failure: %s", job_id, exc)
 
     # -- kill ---------------------------------------------------------------------------------
-    def _on_lease_lost(self, lease: JobLease) -> None:
-        self.log.error("Job %s: lease lost (fence %s); stopping Spark.", lease.job_id, lease.token)
-        self._killed = True
+    def _stop_spark(self) -> None:
+        if self._hook is None:
+            return
         try:
             super().on_kill()
         except Exception as exc:
             self.log.warning("Could not stop spark-submit: %s", exc)
 
-    def on_kill(self) -> None:
-        """Kill Spark and revoke the lease so that no result can be written after this point."""
+    def _on_lease_lost(self, lease: JobLease) -> None:
+        self.log.error("Job %s: lease lost (fence %s); stopping Spark.", lease.job_id, lease.token)
         self._killed = True
+        self._stop_spark()
+
+    def on_kill(self) -> None:
+        """Kill Spark and revoke the lease so that no result can be written after this point.
+
+        Runs inside a signal handler on the thread that is executing: it must not raise
+        (an exception would surface in ``execute`` before Spark is stopped) and must not
+        reuse a pooled connection the interrupted code may hold."""
+        self._killed = True
+        self._stop_spark()
         lease = self._lease
-        if lease is not None and lease.token is not None:
+        if lease is None or lease.token is None:
+            return
+        try:
             lease.stop_renewal()
-            # A fresh connection: the interrupted code may hold one of the pool's connections.
-            kwargs = dict(lease.client.connection_pool.connection_kwargs)
-            client = redis_lib.Redis(**kwargs)
+            pool = lease.client.connection_pool
+            fresh = pool.__class__(connection_class=pool.connection_class, **pool.connection_kwargs)
+            client = redis_lib.Redis(connection_pool=fresh)
             try:
                 client.eval(scripts.RELEASE_LEASE, 1, lease.keys.lease(lease.job_id), lease.token)
-            except redis_lib.RedisError as exc:
-                self.log.warning("Could not revoke the lease of job %s: %s", lease.job_id, exc)
             finally:
                 client.close()
-        if self._hook is not None:
-            try:
-                super().on_kill()
-            except Exception as exc:
-                self.log.warning("Could not stop spark-submit: %s", exc)
+                fresh.disconnect()
+        except Exception as exc:
+            self.log.warning("Could not revoke the lease of job %s: %s", lease.job_id, exc)

@@ -44,3 +44,93 @@ def test_first_run_computes_cleanup_commits_and_second_run_starts_no_spark(env):
     assert states == {"submit": "success", "cleanup": "success"}
     assert env.launches() == 1, "Spark ran again for a committed job"
     assert env.store.get_entry(JOB).result == result
+
+
+def test_changed_job_version_recomputes_and_keeps_the_old_result_in_history(env, monkeypatch):
+    assert run_dag()["submit"] == "success"
+    first = env.store.get_entry(JOB).result
+    monkeypatch.setenv("JRS_TEST_JOB_VERSION", "2")
+    assert run_dag() == {"submit": "success", "cleanup": "success"}
+    assert env.launches() == 2
+    second = env.store.get_entry(JOB).result
+    assert second.fingerprint != first.fingerprint and second.fence > first.fence
+    assert [e.result.fingerprint for e in env.store.get_history(JOB)] == [first.fingerprint]
+    # cleanup removed the first attempt's staging: only the winner's is left
+    job_dir = env.output_root / env.namespace / JOB
+    assert sorted(p.name for p in job_dir.iterdir()) == [f"fence-{second.fence}"]
+
+
+def test_failed_spark_job_records_nothing_that_skips_and_the_next_run_computes(env, monkeypatch):
+    monkeypatch.setenv("JRS_TEST_APP_ARGS", json.dumps(["--fail"]))
+    states = run_dag()
+    assert states["submit"] == "failed"
+    assert env.launches() == 1
+    entry = env.store.get_entry(JOB)
+    # last try: a FAILED result is recorded (sensors fail fast) -- never a reason to skip
+    assert entry is not None and entry.result.status is JobStatus.FAILED
+    assert env.store.client.exists(env.store.keys.intent(JOB)) == 0
+    assert env.store.client.exists(env.store.keys.lease(JOB)) == 0
+
+    monkeypatch.delenv("JRS_TEST_APP_ARGS")
+    assert run_dag() == {"submit": "success", "cleanup": "success"}
+    assert env.launches() == 2
+    assert env.store.get_entry(JOB).result.status is JobStatus.SUCCEEDED
+    assert [e.result.status for e in env.store.get_history(JOB)] == [JobStatus.FAILED]
+
+
+def test_failed_try_with_retries_left_records_no_result_and_the_retry_computes(env, monkeypatch):
+    monkeypatch.setenv("JRS_TEST_APP_ARGS", json.dumps(["--fail"]))
+    monkeypatch.setenv("JRS_TEST_RETRIES", "1")
+    states = run_dag()
+    assert states["submit"] in ("up_for_retry", "failed")
+    if states["submit"] == "up_for_retry":
+        assert env.store.get_entry(JOB) is None
+
+
+def test_execution_timeout_kills_spark_and_records_nothing(env, monkeypatch):
+    monkeypatch.setenv("JRS_TEST_APP_ARGS", json.dumps(["--sleep", "120"]))
+    monkeypatch.setenv("JRS_TEST_EXEC_TIMEOUT", "25")
+    states = run_dag()
+    assert states["submit"] == "failed"
+    assert env.store.get_entry(JOB) is None, "a killed attempt wrote a result"
+    assert env.store.client.exists(env.store.keys.lease(JOB)) == 0
+
+
+def test_sigterm_while_spark_runs_kills_it_and_the_task_never_succeeds(env, monkeypatch, redis_client):
+    """apache/airflow#73006: on_kill runs on SIGTERM and execute() continues; it must not succeed."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    monkeypatch.setenv("JRS_TEST_APP_ARGS", json.dumps(["--sleep", "120"]))
+    code = "from dag_runner import run_dag; import json; print('STATES=' + json.dumps(run_dag()))"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).parent,
+        env={**os.environ, "PYTHONPATH": f"{Path(__file__).parent}{os.pathsep}{os.environ['PYTHONPATH']}"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (redis_client.exists(env.store.keys.intent(JOB)) and env.launches() >= 1):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-3000:]
+            time.sleep(0.2)
+        time.sleep(2)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    states_line = [line for line in out.splitlines() if line.startswith("STATES=")]
+    assert states_line, out[-3000:]
+    assert json.loads(states_line[0][7:])["submit"] != "success"
+    assert env.store.get_entry(JOB) is None, "a killed attempt wrote a result"
+    assert redis_client.exists(env.store.keys.lease(JOB)) == 0, "on_kill did not revoke the lease"
+    from airflow_jrs.operators.recovery import find_spark_submit_processes
+
+    survivors = [(p.pid, p.ppid(), p.cmdline()[:3]) for p in find_spark_submit_processes(env.namespace, JOB)]
+    assert survivors == [], out[-6000:]
