@@ -39,15 +39,11 @@ CONFIG_OPTIONS: dict[str, tuple[str, str, str]] = {
     "output_root": (
         "string",
         "",
-        "Where Spark jobs write their outputs (local path or fsspec URL); empty means "
-        "$AIRFLOW_HOME/jrs/output.",
+        "Where Spark jobs write their outputs (local path or fsspec URL); empty means $AIRFLOW_HOME/jrs/output.",
     ),
     "spec_root": (
         "string",
         "",
-        "State backend for submission specs (local path or fsspec URL); empty means "
-        "$AIRFLOW_HOME/jrs/specs.",
+        "State backend for submission specs (local path or fsspec URL); empty means $AIRFLOW_HOME/jrs/specs.",
     ),
 }
-
-

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from airflow_jrs.store.model import JobResultEntry
 
 
-class Action(str, enum.Enum):
+class Action(enum.StrEnum):
     RUN = "run"
     SKIP = "skip"
 

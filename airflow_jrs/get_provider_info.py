@@ -41,13 +41,9 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": ["airflow_jrs.operators.spark", "airflow_jrs.operators.cleanup"],
             }
         ],
-        "sensors": [
-            {"integration-name": "Job Result Store", "python-modules": ["airflow_jrs.sensors.job_result"]}
-        ],
+        "sensors": [{"integration-name": "Job Result Store", "python-modules": ["airflow_jrs.sensors.job_result"]}],
         "hooks": [{"integration-name": "Job Result Store", "python-modules": ["airflow_jrs.hooks.jrs"]}],
-        "triggers": [
-            {"integration-name": "Job Result Store", "python-modules": ["airflow_jrs.triggers.job_result"]}
-        ],
+        "triggers": [{"integration-name": "Job Result Store", "python-modules": ["airflow_jrs.triggers.job_result"]}],
         "connection-types": [
             {
                 "hook-class-name": "airflow_jrs.hooks.jrs.JrsHook",

@@ -26,6 +26,7 @@ from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.lease import JobLease, default_owner
 from airflow_jrs.store import RedisJobResultStore, validate_namespace
 
+
 def _airflow_home() -> str:
     return os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow")
 

@@ -13,7 +13,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow_jrs.store.model import JOB_ID_MAX_LENGTH, validate_job_id
@@ -22,7 +22,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._:+=@/\-]")
 
 
 def _format_instant(value: datetime) -> str:
-    value = value.astimezone(timezone.utc)
+    value = value.astimezone(UTC)
     if (value.hour, value.minute, value.second, value.microsecond) == (0, 0, 0, 0):
         return value.strftime("%Y-%m-%d")
     return value.strftime("%Y-%m-%dT%H%M%SZ")
@@ -56,7 +56,10 @@ def default_job_id(context: Mapping[str, Any]) -> str:
 
 
 def fingerprint(
-    *, application_bytes: bytes | None, application: str, application_args: Sequence[Any] | None,
+    *,
+    application_bytes: bytes | None,
+    application: str,
+    application_args: Sequence[Any] | None,
     job_version: str | None,
 ) -> str:
     """sha256 over what is computed: code, arguments, version. Resources are left out on purpose."""

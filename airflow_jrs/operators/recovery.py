@@ -28,7 +28,10 @@ def find_spark_submit_processes(namespace: str, job_id: str) -> list[psutil.Proc
 
 
 def wait_for_processes(
-    procs: list[psutil.Process], check: Callable[[], object], poll: float = 1.0, kill_after: float | None = None
+    procs: list[psutil.Process],
+    check: Callable[[], object],
+    poll: float = 1.0,
+    kill_after: float | None = None,
 ) -> None:
     """Wait until ``procs`` exit, calling ``check`` (the lease check) between polls."""
     started = time.monotonic()

@@ -29,15 +29,15 @@ import hashlib
 import os
 import signal
 import socket
-import sys
 import time
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import redis as redis_lib
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import (
     AirflowException,
     AirflowSkipException,
@@ -46,15 +46,14 @@ from airflow.sdk.exceptions import (
 )
 
 from airflow_jrs.decision import decide
-from airflow_jrs.exceptions import JobKilledError, LeaseHeldError, LeaseLostError
+from airflow_jrs.exceptions import JobKilledError, JrsConfigError, LeaseHeldError
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.intent import Intent, IntentStore
 from airflow_jrs.lease import JobLease
 from airflow_jrs.operators.identity import default_job_id, fingerprint
 from airflow_jrs.operators.recovery import find_spark_submit_processes, wait_for_processes
 from airflow_jrs.spark.commit import read_commit_marker
-from airflow_jrs.store import scripts
-from airflow_jrs.store import Attempt, JobResult, JobResultEntry, JobStatus, RedisJobResultStore
+from airflow_jrs.store import Attempt, JobResult, JobResultEntry, JobStatus, RedisJobResultStore, scripts
 from airflow_jrs.store.serde import result_to_dict
 
 #: Placeholders replaced in ``application_args`` at run time (single braces survive Jinja).
@@ -182,9 +181,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         lease = self._acquire_lease(hook, job_id, attempt)
         try:
             # Someone may have finished the job between our read and our lease: read again.
-            decision = decide(
-                store.get_entry(job_id), fp, accept_changed_fingerprint=self.accept_changed_fingerprint
-            )
+            decision = decide(store.get_entry(job_id), fp, accept_changed_fingerprint=self.accept_changed_fingerprint)
             if decision.skip and decision.entry is not None:
                 return self._done(context, job_id, decision.entry, decision.reason + " (found under lease)")
             intents = IntentStore(hook.get_conn(), hook.namespace, hook.settings.spec_root)
@@ -216,6 +213,17 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             self._lease = lease
             lease.start_renewal()
             return lease
+
+    def _require_spark_connection(self) -> None:
+        """The Spark hook turns an unknown connection into ``yarn`` silently; we refuse instead."""
+        try:
+            BaseHook.get_connection(self._conn_id)
+        except Exception as exc:
+            raise JrsConfigError(
+                f"Spark connection {self._conn_id!r} is not defined (the Spark provider would silently "
+                "submit to yarn). Define it, e.g. "
+                f'AIRFLOW_CONN_{self._conn_id.upper()}=\'{{"conn_type": "spark", "host": "local[2]"}}\''
+            ) from exc
 
     def _staging(self, hook: JrsHook, job_id: str, fence: int) -> str:
         root = hook.settings.output_root.rstrip("/")
@@ -289,7 +297,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             metrics=metrics if isinstance(metrics, dict) else {"value": metrics},
             fingerprint=fp,
             start_time=started,
-            end_time=datetime.now(timezone.utc),
+            end_time=datetime.now(UTC),
             attempt=attempt,
         )
 
@@ -305,6 +313,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         attempt: Attempt,
         supersede: bool,
     ) -> dict[str, Any]:
+        self._require_spark_connection()
         token = lease.check()
         staging = self._staging(hook, job_id, token)
         app_name = self._app_name(hook.namespace, job_id, token)
@@ -328,7 +337,6 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             "spark.kubernetes.driver.label.jrs-job": tag,
             "spark.kubernetes.driver.label.jrs-fence": str(token),
         }
-        self.env_vars = {"PYSPARK_PYTHON": sys.executable, **(self.env_vars or {})}
         self._hook = None  # rebuilt by the parent from the settings above
         intent = Intent(
             job_id=job_id, fence=token, spec_uri=intents.spec_uri(job_id, token), staging=staging,
@@ -344,7 +352,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             "spark_conn_id": self._conn_id,
         }
         intents.record(intent, spec)
-        started = datetime.now(timezone.utc)
+        started = datetime.now(UTC)
         try:
             super().execute(context)
         except (AirflowTaskTimeout, AirflowTaskTerminated, KeyboardInterrupt):
@@ -389,7 +397,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             if last_try:
                 failed = JobResult(
                     job_id=job_id, status=JobStatus.FAILED, fingerprint=fp, attempt=attempt,
-                    end_time=datetime.now(timezone.utc), error="spark-submit failed",
+                    end_time=datetime.now(UTC), error="spark-submit failed",
                 )  # fmt: skip
                 store.create_dirty_result(failed, fence=token, supersede=True)
             else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow_jrs.exceptions import InvalidJobIdError
@@ -34,9 +34,7 @@ def validate_job_id(job_id: object) -> str:
         )
     if not JOB_ID_PATTERN.match(job_id):
         bad = sorted({c for c in job_id if not JOB_ID_PATTERN.match(c)})
-        raise InvalidJobIdError(
-            f"job id {job_id!r} contains {bad!r}; allowed are letters, digits and . _ : + = @ / -"
-        )
+        raise InvalidJobIdError(f"job id {job_id!r} contains {bad!r}; allowed are letters, digits and . _ : + = @ / -")
     return job_id
 
 
@@ -54,7 +52,7 @@ def validate_namespace(namespace: object) -> str:
     return namespace
 
 
-class JobStatus(str, enum.Enum):
+class JobStatus(enum.StrEnum):
     """Final state of a job. Only ``SUCCEEDED`` makes later attempts skip the job."""
 
     SUCCEEDED = "SUCCEEDED"
@@ -67,7 +65,7 @@ class JobStatus(str, enum.Enum):
         return self is JobStatus.SUCCEEDED
 
 
-class EntryState(str, enum.Enum):
+class EntryState(enum.StrEnum):
     """Where an entry is in its life: ``DIRTY`` until cleanup ran, then ``CLEAN``."""
 
     DIRTY = "dirty"
@@ -86,7 +84,7 @@ class Attempt:
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 @dataclass(frozen=True)
@@ -116,9 +114,7 @@ class JobResult:
             try:
                 object.__setattr__(self, "status", JobStatus(self.status))
             except ValueError:
-                raise ValueError(
-                    f"status {self.status!r} is not one of {[s.value for s in JobStatus]}"
-                ) from None
+                raise ValueError(f"status {self.status!r} is not one of {[s.value for s in JobStatus]}") from None
 
     def with_fence(self, fence: int | None) -> JobResult:
         return replace(self, fence=fence)

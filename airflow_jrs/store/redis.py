@@ -34,6 +34,15 @@ from airflow_jrs.store.serde import EntryDecodeError, decode_entry, encode_entry
 
 log = logging.getLogger(__name__)
 
+
+def _as_bytes(value: Any) -> bytes:
+    return value if isinstance(value, bytes) else str(value).encode()
+
+
+def _as_str(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 _MGET_CHUNK = 500
 
 
@@ -294,11 +303,11 @@ class RedisJobResultStore(JobResultStore):
             chunk = job_ids[start : start + _MGET_CHUNK]
             with redis_errors("read results", self.namespace):
                 raws = self.client.mget([self.keys.result(j) for j in chunk])
-            for job_id, raw in zip(chunk, raws):
+            for job_id, raw in zip(chunk, raws, strict=False):
                 if raw is None:
                     continue
                 try:
-                    entries.append(self._decode_or_quarantine(job_id, raw))
+                    entries.append(self._decode_or_quarantine(job_id, _as_bytes(raw)))
                 except (CorruptJobResultError, UnsupportedSchemaVersionError) as exc:
                     log.error("Left out of the listing: %s", exc)
         return entries
@@ -312,7 +321,7 @@ class RedisJobResultStore(JobResultStore):
     def _list_entries(self, limit: int, offset: int) -> list[JobResultEntry]:
         with redis_errors("list results", self.namespace):
             members = self.client.zrevrange(self.keys.index, offset, offset + limit - 1)
-        job_ids = [m.decode() if isinstance(m, bytes) else m for m in members]
+        job_ids = [_as_str(m) for m in members]
         entries = self._read_many(job_ids)
         found = {e.job_id for e in entries}
         expired = [j for j in job_ids if j not in found and j not in set(self._get_quarantined())]
