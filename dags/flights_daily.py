@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from airflow.sdk import DAG, task
@@ -46,11 +46,20 @@ if os.environ.get("JRS_SPARK_EVENT_LOG_DIR"):
 # The applications import airflow_jrs.spark: put the package on the driver's path.
 SPARK_ENV = {"PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")]))}
 
+# fmt: off
+ONTIME_ARGS = [
+    "--date", "{{ ds }}",
+    "--landing", LANDING,
+    "--flights", "{{ ti.xcom_pull(task_ids='ingest.submit')['outputs']['flights'] }}",
+    "--output", "{jrs_output}",
+]
+# fmt: on
+
 with DAG(
     "flights_daily",
     schedule="@daily",
-    start_date=datetime(2013, 1, 1, tzinfo=timezone.utc),
-    end_date=datetime(2013, 12, 31, tzinfo=timezone.utc),
+    start_date=datetime(2013, 1, 1, tzinfo=UTC),
+    end_date=datetime(2013, 12, 31, tzinfo=UTC),
     catchup=False,
     max_active_runs=2,
     tags=["jrs", "spark", "example"],
@@ -76,12 +85,7 @@ with DAG(
     ontime = jrs_spark_job(
         "ontime",
         application=str(APPS / "carrier_ontime.py"),
-        application_args=[
-            "--date", "{{ ds }}",
-            "--landing", LANDING,
-            "--flights", "{{ ti.xcom_pull(task_ids='ingest.submit')['outputs']['flights'] }}",
-            "--output", "{jrs_output}",
-        ],  # fmt: skip
+        application_args=ONTIME_ARGS,
         outputs={"ontime": "ontime"},
         conn_id=SPARK_CONN_ID,
         conf=SPARK_CONF,

@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,9 +49,7 @@ def configure_environment(redis_url: str) -> Path:
     )
     if not (home / ".migrated").exists():
         print("Preparing the Airflow metadata database (once) ...", flush=True)
-        subprocess.run(
-            [sys.executable, "-m", "airflow", "db", "migrate"], check=True, stdout=subprocess.DEVNULL
-        )
+        subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, stdout=subprocess.DEVNULL)
         (home / ".migrated").touch()
     return events
 
@@ -103,7 +101,7 @@ def main() -> int:
     parser.add_argument("--redis-url", default=os.environ.get("JRS_DEMO_REDIS_URL"))
     parser.add_argument("--fresh", action="store_true", help="forget earlier demo results first")
     args = parser.parse_args()
-    dates = [datetime(2013, 1, 1, tzinfo=timezone.utc) + timedelta(days=i) for i in range(args.dates)]
+    dates = [datetime(2013, 1, 1, tzinfo=UTC) + timedelta(days=i) for i in range(args.dates)]
 
     sys.path.insert(0, str(ROOT))
     import warnings

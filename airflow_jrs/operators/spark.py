@@ -259,7 +259,11 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             else:
                 self.log.warning("Waiting for the predecessor's spark-submit %s", [p.pid for p in procs])
             wait_for_processes(procs, check=lease.check)
-        marker = read_commit_marker(stale.staging)
+        try:
+            marker = read_commit_marker(stale.staging)
+        except ValueError as exc:  # half-written marker: the output cannot be trusted
+            self.log.warning("Job %s: predecessor's commit marker is unreadable (%s); recomputing.", job_id, exc)
+            marker = None
         if marker is None or (stale.fingerprint and stale.fingerprint != fp):
             self.log.info("Job %s: predecessor left no complete output; resubmitting.", job_id)
             return None

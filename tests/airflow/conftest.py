@@ -52,9 +52,7 @@ class JrsEnv:
 
 
 @pytest.fixture
-def jrs_env(
-    redis_url: str, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: str
-) -> JrsEnv:
+def jrs_env(redis_url: str, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: str) -> JrsEnv:
     monkeypatch.setenv("AIRFLOW_CONN_JRS_DEFAULT", f"{redis_url}?namespace={namespace}")
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_LOCAL", json.dumps({"conn_type": "spark", "host": "local[1]"}))
     monkeypatch.setenv("PATH", f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 DAG_FILE = Path(__file__).parent / "dags" / "jrs_test_dags.py"
-DATE = datetime(2013, 1, 1, tzinfo=timezone.utc)
+DATE = datetime(2013, 1, 1, tzinfo=UTC)
 _counter = itertools.count()
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from dag_runner import DATE, run_dag
+from dag_runner import run_dag
 
 from airflow_jrs.store import JobStatus
 
@@ -37,7 +37,8 @@ def test_first_run_computes_cleanup_commits_and_second_run_starts_no_spark(env):
     assert result.metrics == {"rows": 10}
     assert result.attempt is not None and result.attempt.dag_id == "jrs_tiny"
     out = result.outputs["output"]
-    assert out.endswith(f"fence-{result.fence}") and (env.output_root / out.split(str(env.output_root))[1].lstrip("/") / "data").exists()
+    assert out == f"{env.output_root}/{env.namespace}/{JOB}/fence-{result.fence}"
+    assert (env.output_root / env.namespace / JOB / f"fence-{result.fence}" / "data").is_dir()
     assert env.store.client.exists(env.store.keys.intent(JOB)) == 0
 
     states = run_dag()  # a second run of the same date: same job

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from airflow.sdk import DAG
@@ -23,9 +23,7 @@ from airflow_jrs.operators import JrsCleanupOperator, JrsSparkSubmitOperator
 TINY_APP = str(Path(__file__).parents[2] / "spark" / "apps" / "tiny_app.py")
 _timeout = os.environ.get("JRS_TEST_EXEC_TIMEOUT")
 
-with DAG(
-    "jrs_tiny", schedule=None, start_date=datetime(2013, 1, 1, tzinfo=timezone.utc), catchup=False
-) as dag:
+with DAG("jrs_tiny", schedule=None, start_date=datetime(2013, 1, 1, tzinfo=UTC), catchup=False) as dag:
     submit = JrsSparkSubmitOperator(
         task_id="submit",
         application=TINY_APP,
