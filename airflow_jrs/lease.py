@@ -140,14 +140,21 @@ class JobLease:
             self._thread.join(timeout=5)
 
     def _renew_loop(self, period: float) -> None:
+        """Renew until stopped. A Redis blip (restart, failover) is retried: the lease is only
+        given up once it would have expired since the last successful renewal, because from
+        then on another attempt may legitimately hold it."""
+        last_ok = time.monotonic()
         while not self._stop.wait(period):
             try:
                 if not self.renew():
                     return
-            except Exception as exc:  # Redis unreachable: we can no longer prove we hold it.
-                log.error("Could not renew the lease of job %r: %s", self.job_id, exc)
-                self._mark_lost()
-                return
+                last_ok = time.monotonic()
+            except Exception as exc:
+                if time.monotonic() - last_ok >= self.ttl:
+                    log.error("Could not renew the lease of job %r for %.0fs: %s", self.job_id, self.ttl, exc)
+                    self._mark_lost()
+                    return
+                log.warning("Could not renew the lease of job %r (will retry): %s", self.job_id, exc)
 
     def _mark_lost(self) -> None:
         if self.lost.is_set():

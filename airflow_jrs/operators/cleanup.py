@@ -19,6 +19,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, ObjectStoragePath, TaskGroup
 
 from airflow_jrs.exceptions import CleanupError, NoSuchJobResultError
+from airflow_jrs.faults import crash_point
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.store import JobResult, RedisJobResultStore
 from airflow_jrs.store.serde import result_to_dict
@@ -139,6 +140,16 @@ class JrsCleanupOperator(BaseOperator):
         committed = []
         for job_id in self._job_ids(context):
             committed.append(self._commit(context, hook, store, job_id))
+        # Asset integration: each Asset outlet's event (emitted by Airflow when this task
+        # succeeds) carries what was committed, so a DAG scheduled on it can find the outputs.
+        from airflow.sdk import Asset
+
+        fields = ("job_id", "status", "outputs", "fingerprint", "application_id")
+        jobs = [{k: c.get(k) for k in fields} for c in committed]
+        extra = {**(jobs[0] if len(jobs) == 1 else {}), "jobs": jobs}  # one job: also flat
+        for outlet in self.outlets:
+            if isinstance(outlet, Asset):
+                context["outlet_events"][outlet].extra.update(extra)
         return committed
 
     def _commit(self, context: Any, hook: JrsHook, store: RedisJobResultStore, job_id: str) -> dict[str, Any]:
@@ -177,6 +188,7 @@ class JrsCleanupOperator(BaseOperator):
         for fn in self.cleanup_callables:
             name = getattr(fn, "__name__", repr(fn))
             self._step(f"{name}({job_id})", lambda f=fn: f(result, context))  # type: ignore[misc]
+        crash_point("cleanup_before_clean")
         changed = store.mark_result_as_clean(job_id)
         self.log.info("Job %s committed (%s).", job_id, "dirty -> clean" if changed else "already clean")
         return {**result_to_dict(result), "state": "clean"}

@@ -47,6 +47,7 @@ from airflow.sdk.exceptions import (
 
 from airflow_jrs.decision import decide
 from airflow_jrs.exceptions import JobKilledError, JrsConfigError, LeaseHeldError
+from airflow_jrs.faults import crash_point
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.intent import Intent, IntentStore
 from airflow_jrs.lease import JobLease
@@ -179,6 +180,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
 
         attempt = self._attempt(context)
         lease = self._acquire_lease(hook, job_id, attempt)
+        crash_point("after_lease")
         try:
             # Someone may have finished the job between our read and our lease: read again.
             decision = decide(store.get_entry(job_id), fp, accept_changed_fingerprint=self.accept_changed_fingerprint)
@@ -356,6 +358,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             "spark_conn_id": self._conn_id,
         }
         intents.record(intent, spec)
+        crash_point("after_intent")
         started = datetime.now(UTC)
         try:
             super().execute(context)
@@ -373,10 +376,12 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             raise
         if self._killed:
             raise JobKilledError(f"job {job_id}: attempt was killed after Spark finished; nothing recorded")
+        crash_point("after_spark")
         token = lease.check()
         marker = read_commit_marker(staging)
         result = self._result(job_id, fp, attempt, staging, marker, token, started)
         store.create_dirty_result(result, fence=token, supersede=supersede)
+        crash_point("after_result")
         IntentStore.delete_spec(intent.spec_uri)
         self.log.info("Job %s: SUCCEEDED, result written dirty (fence %s): %s", job_id, token, result.outputs)
         return {**result_to_dict(result), "state": "dirty", "skipped": False}

@@ -17,9 +17,9 @@ from airflow_jrs.exceptions import InvalidJobIdError
 
 #: Job ids become part of Redis keys and log lines: a conservative charset keeps them
 #: printable, shell-safe and free of ``{}`` (which would break Redis Cluster hash tags).
-JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9._:+=@/\-]+$")
+JOB_ID_PATTERN = re.compile(r"[A-Za-z0-9._:+=@/\-]+")
 JOB_ID_MAX_LENGTH = 200
-NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9._\-]+$")
+NAMESPACE_PATTERN = re.compile(r"[A-Za-z0-9._\-]+")
 NAMESPACE_MAX_LENGTH = 64
 
 
@@ -32,8 +32,8 @@ def validate_job_id(job_id: object) -> str:
             f"job id {job_id[:40]!r}... is {len(job_id)} characters; the limit is {JOB_ID_MAX_LENGTH}. "
             "Shorten it (a hash of long parts works)."
         )
-    if not JOB_ID_PATTERN.match(job_id):
-        bad = sorted({c for c in job_id if not JOB_ID_PATTERN.match(c)})
+    if not JOB_ID_PATTERN.fullmatch(job_id):
+        bad = sorted({c for c in job_id if not JOB_ID_PATTERN.fullmatch(c)})
         raise InvalidJobIdError(f"job id {job_id!r} contains {bad!r}; allowed are letters, digits and . _ : + = @ / -")
     return job_id
 
@@ -44,7 +44,7 @@ def validate_namespace(namespace: object) -> str:
         not isinstance(namespace, str)
         or not namespace
         or len(namespace) > NAMESPACE_MAX_LENGTH
-        or not NAMESPACE_PATTERN.match(namespace)
+        or not NAMESPACE_PATTERN.fullmatch(namespace)
     ):
         raise InvalidJobIdError(
             f"namespace {namespace!r} is invalid: use 1-{NAMESPACE_MAX_LENGTH} letters, digits, '.', '_' or '-'"

@@ -30,7 +30,7 @@ from airflow_jrs.store import scripts
 from airflow_jrs.store.base import JobResultStore
 from airflow_jrs.store.keys import KeySpace
 from airflow_jrs.store.model import EntryState, JobResult, JobResultEntry, utcnow
-from airflow_jrs.store.serde import EntryDecodeError, decode_entry, encode_entry
+from airflow_jrs.store.serde import SCHEMA_VERSION, EntryDecodeError, decode_entry, encode_entry
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +98,7 @@ class RedisJobResultStore(JobResultStore):
         self._clean = client.register_script(scripts.MARK_RESULT_AS_CLEAN)
         self._quarantine = client.register_script(scripts.QUARANTINE_ENTRY)
         self._release = client.register_script(scripts.RELEASE_QUARANTINE)
+        self._rewrite = client.register_script(scripts.REWRITE_ENTRY)
         self._forget = client.register_script(scripts.FORGET_RESULT)
 
     def __repr__(self) -> str:
@@ -140,6 +141,7 @@ class RedisJobResultStore(JobResultStore):
                     self.history_limit,
                     k.events,
                     event,
+                    SCHEMA_VERSION,
                 ],
             )
         if code == scripts.OK:
@@ -159,10 +161,15 @@ class RedisJobResultStore(JobResultStore):
                 fence=fence or 0,
             )
         if code == scripts.UNRECOGNISED:
-            self.get_entry(job_id)  # quarantines and raises
+            self.get_entry(job_id)  # quarantines a corrupt entry and raises; refuses a newer one
+            raise JobResultEntryAlreadyExistsError(
+                f"job {job_id!r} has an entry the store could not compare; it was not replaced.",
+                job_id=job_id,
+                namespace=self.namespace,
+            )
         raise self._quarantined_error(job_id)
 
-    def _mark_result_as_clean(self, job_id: str) -> bool:
+    def _mark_result_as_clean(self, job_id: str, _retry: bool = True) -> bool:
         k = self.keys
         with redis_errors(f"mark job {job_id!r} clean", self.namespace):
             code = self._clean(
@@ -186,8 +193,21 @@ class RedisJobResultStore(JobResultStore):
                 job_id=job_id,
                 namespace=self.namespace,
             )
+        if code == scripts.UNRECOGNISED and _retry:
+            # Readable but not byte-canonical (edited by hand?): rewrite it canonically, retry once.
+            # A corrupt entry is quarantined (and raises) by the read.
+            with redis_errors(f"read the result of job {job_id!r}", self.namespace):
+                raw = self.client.get(k.result(job_id))
+            if raw is not None:
+                entry = self._decode_or_quarantine(job_id, _as_bytes(raw))
+                canonical = encode_entry(entry.result, entry.state, entry.created_at or utcnow())
+                with redis_errors(f"rewrite the entry of job {job_id!r}", self.namespace):
+                    self._rewrite(keys=[k.result(job_id)], args=[raw, canonical])
+            return self._mark_result_as_clean(job_id, _retry=False)
         if code == scripts.UNRECOGNISED:
-            self.get_entry(job_id)  # quarantines and raises
+            raise StoreUnavailableError(
+                f"job {job_id!r}: the entry changed while it was being marked clean; retry the cleanup."
+            )
         raise self._quarantined_error(job_id)
 
     def _forget_result(self, job_id: str) -> JobResultEntry | None:
@@ -324,10 +344,15 @@ class RedisJobResultStore(JobResultStore):
         job_ids = [_as_str(m) for m in members]
         entries = self._read_many(job_ids)
         found = {e.job_id for e in entries}
-        expired = [j for j in job_ids if j not in found and j not in set(self._get_quarantined())]
-        if expired:  # clean entries that reached their TTL: drop them from the index too
+        unread = [j for j in job_ids if j not in found]
+        if unread:  # clean entries that reached their TTL: drop them from the index too
             with redis_errors("prune the index", self.namespace):
-                self.client.zrem(self.keys.index, *expired)
+                pipe = self.client.pipeline(transaction=False)
+                for job_id in unread:
+                    pipe.exists(self.keys.result(job_id))
+                gone = [j for j, exists in zip(unread, pipe.execute(), strict=True) if not exists]
+                if gone:
+                    self.client.zrem(self.keys.index, *gone)
         return entries
 
     def _get_history(self, job_id: str) -> list[JobResultEntry]:

@@ -41,6 +41,7 @@ CREATE_DIRTY_RESULT = (
 --           its fingerprint differs from ARGV[6]; '0' never replaces
 -- ARGV[6] - fingerprint of the new result ('' when none)
 -- ARGV[7] - history length cap  ARGV[8] - events channel   ARGV[9] - event message
+-- ARGV[10] - highest schema version the caller understands (a newer entry is never replaced)
 -- return 1 created, 0 an entry exists, -1 quarantined, -2 stale fence, -3 existing entry unreadable
 if not fence_ok(KEYS[5], ARGV[4]) then return -2 end
 if redis.call('EXISTS', KEYS[4]) == 1 then return -1 end
@@ -49,6 +50,7 @@ if existing then
   if ARGV[5] ~= '1' then return 0 end
   local ok, doc = pcall(cjson.decode, existing)
   if not ok or type(doc) ~= 'table' or type(doc['result']) ~= 'table' then return -3 end
+  if type(doc['v']) ~= 'number' or doc['v'] > tonumber(ARGV[10]) then return -3 end
   local old = doc['result']
   local old_fp = old['fingerprint']
   if type(old_fp) ~= 'string' then old_fp = '' end
@@ -107,6 +109,18 @@ redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[3], ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('SADD', KEYS[5], ARGV[1])
+return 1
+"""
+
+REWRITE_ENTRY = """
+-- Replace an entry by its canonical encoding (same content), if nobody changed it meanwhile.
+-- Used when an entry reads fine but is not byte-canonical (e.g. edited by hand), so that the
+-- prefix-based MARK_RESULT_AS_CLEAN can handle it.
+-- KEYS[1] - result key
+-- ARGV[1] - the raw bytes the caller read   ARGV[2] - the canonical encoding
+-- return 1 rewritten (TTL kept), 0 the entry changed meanwhile
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
 return 1
 """
 

@@ -58,7 +58,11 @@ def result_to_dict(result: JobResult) -> dict[str, Any]:
 
 def result_from_dict(data: dict[str, Any]) -> JobResult:
     """Inverse of :func:`result_to_dict`; raises ``ValueError``/``TypeError``/``KeyError`` on bad data."""
+    if not isinstance(data, dict):
+        raise TypeError(f"result must be a JSON object, got {type(data).__name__}")
     attempt = data.get("attempt")
+    if attempt is not None and not isinstance(attempt, dict):
+        raise TypeError(f"attempt must be a JSON object, got {type(attempt).__name__}")
 
     def dt(name: str) -> datetime | None:
         raw = data.get(name)

@@ -1,0 +1,193 @@
+"""Exactly once under crashes: kill real attempts (SIGKILL, SIGSTOP), restart Redis, race two attempts.
+
+Every trial asserts the same invariants: the job ends with exactly one SUCCEEDED result, no
+earlier SUCCEEDED publication exists in its history, the result names a staging folder whose
+commit marker is there, no intent is left, and nothing stays locked. Spark launches are
+counted from event logs. Random kill times use a fixed seed and a bounded number of trials.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_jrs.embedded_redis import EmbeddedRedis
+from airflow_jrs.spark.commit import read_commit_marker
+from airflow_jrs.store import JobStatus, RedisJobResultStore
+
+pytestmark = [pytest.mark.chaos, pytest.mark.spark]
+
+ROOT = Path(__file__).parents[2]
+ATTEMPT = str(Path(__file__).parent / "attempt.py")
+JOB = "chaos.submit.2013-01-01"
+LEASE_TTL = 3.0
+
+
+@pytest.fixture(scope="module")
+def chaos_redis(tmp_path_factory):
+    """A Redis of our own: one test restarts it."""
+    with EmbeddedRedis(tmp_path_factory.mktemp("chaos-redis")) as server:
+        yield server
+
+
+class Chaos:
+    def __init__(self, redis: EmbeddedRedis, namespace: str, tmp: Path) -> None:
+        self.redis = redis
+        self.namespace = namespace
+        self.events = tmp / "events"
+        self.events.mkdir()
+        self.output_root = tmp / "output"
+        conf = {
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "1",
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": self.events.as_uri(),
+        }
+        self.env = {
+            **os.environ,
+            "AIRFLOW_CONN_JRS_DEFAULT": f"{redis.url}?namespace={namespace}",
+            "AIRFLOW_CONN_SPARK_LOCAL": json.dumps({"conn_type": "spark", "host": "local[1]"}),
+            "AIRFLOW__JRS__LEASE_TTL": str(LEASE_TTL),
+            "AIRFLOW__JRS__OUTPUT_ROOT": str(self.output_root),
+            "AIRFLOW__JRS__SPEC_ROOT": str(tmp / "specs"),
+            "JRS_TEST_SPARK_CONF": json.dumps(conf),
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+            "PYSPARK_PYTHON": sys.executable,
+            "PYTHONPATH": str(ROOT),
+        }
+        self.env.pop("JRS_FAULT_KILL_AT", None)
+
+    @property
+    def store(self) -> RedisJobResultStore:
+        return RedisJobResultStore(self.redis.url, self.namespace)
+
+    def start(self, *args: str, fault: str | None = None) -> subprocess.Popen[str]:
+        env = dict(self.env)
+        if fault:
+            env["JRS_FAULT_KILL_AT"] = fault
+        return subprocess.Popen(
+            [sys.executable, ATTEMPT, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+
+    def finish(self, proc: subprocess.Popen[str], timeout: float = 240) -> str:
+        out, _ = proc.communicate(timeout=timeout)
+        return out
+
+    def launches(self) -> int:
+        return len(list(self.events.iterdir()))
+
+    def wait_for_spark(self, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while self.launches() == 0 or not self.store.client.exists(self.store.keys.intent(JOB)):
+            assert time.monotonic() < deadline, "Spark never started"
+            time.sleep(0.1)
+
+    def assert_exactly_once(self) -> None:
+        store = self.store
+        entry = store.get_entry(JOB)
+        assert entry is not None and entry.result.status is JobStatus.SUCCEEDED, "lost result"
+        earlier = [e for e in store.get_history(JOB) if e.result.status is JobStatus.SUCCEEDED]
+        assert earlier == [], "a second SUCCEEDED result was published"
+        assert read_commit_marker(entry.result.outputs["output"]) is not None, "result names incomplete output"
+        assert store.client.exists(store.keys.intent(JOB)) == 0, "intent left behind"
+        time.sleep(LEASE_TTL + 0.5)
+        assert store.client.exists(store.keys.lease(JOB)) == 0, "lease still held after its TTL"
+
+
+@pytest.fixture
+def chaos(chaos_redis, namespace, tmp_path):
+    yield Chaos(chaos_redis, namespace, tmp_path)
+    # never leave a Spark application of a test behind
+    from airflow_jrs.operators.recovery import find_spark_submit_processes
+
+    for proc in find_spark_submit_processes(namespace, JOB):
+        proc.kill()
+
+
+@pytest.mark.parametrize(
+    ("point", "recovery_launches"),
+    [
+        ("after_lease", 1),  # died before recording intent: the successor runs normally
+        ("after_intent", 1),  # died before submitting: the successor resubmits
+        ("after_spark", 0),  # Spark finished, result not written: adopt the output, no re-run
+        ("after_result", 0),  # result written, lease not released: the successor skips
+    ],
+)
+def test_attempt_killed_at_a_crash_point_is_recovered_exactly_once(chaos, point, recovery_launches):
+    first = chaos.start(fault=point)
+    out = chaos.finish(first)
+    assert first.returncode == -signal.SIGKILL, out[-2000:]
+    launched_before = chaos.launches()
+    second = chaos.start("--lease-wait", str(LEASE_TTL * 4), "--try-number", "2")
+    out = chaos.finish(second)
+    assert second.returncode == 0, out[-3000:]
+    assert chaos.launches() - launched_before == recovery_launches
+    chaos.assert_exactly_once()
+    if point == "after_spark":
+        assert '"adopted_from"' in out
+
+
+def test_sigkill_at_random_moments_never_duplicates_or_loses_the_result(chaos):
+    rng = random.Random(20131)
+    for trial in range(3):
+        chaos.namespace = f"{chaos.namespace.split('~')[0]}~{trial}"
+        chaos.env["AIRFLOW_CONN_JRS_DEFAULT"] = f"{chaos.redis.url}?namespace={chaos.namespace}"
+        first = chaos.start("--app-sleep", "3")
+        time.sleep(rng.uniform(1.0, 16.0))
+        first.kill()
+        first.communicate()
+        second = chaos.start("--lease-wait", str(LEASE_TTL * 4), "--try-number", "2")
+        out = chaos.finish(second)
+        assert second.returncode == 0, out[-3000:]
+        chaos.assert_exactly_once()
+
+
+def test_paused_holder_past_its_ttl_writes_nothing(chaos):
+    """SIGSTOP the holder past the lease TTL; a successor takes over; the woken holder is fenced out."""
+    first = chaos.start("--app-sleep", "6")
+    chaos.wait_for_spark()
+    first.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(LEASE_TTL + 1.0)
+        second = chaos.start("--lease-wait", "5", "--try-number", "2")
+        time.sleep(6)
+    finally:
+        first.send_signal(signal.SIGCONT)
+    out_first = chaos.finish(first)
+    out_second = chaos.finish(second)
+    assert second.returncode == 0, out_second[-3000:]
+    assert first.returncode != 0, "the fenced-out holder reported success:\n" + out_first[-3000:]
+    assert "LeaseLost" in out_first or "JobKilled" in out_first, out_first[-3000:]
+    entry = chaos.store.get_entry(JOB)
+    assert entry.result.fence == 2, "the result was not written by the successor's fence"
+    chaos.assert_exactly_once()
+
+
+def test_two_attempts_started_together_run_spark_once(chaos):
+    a = chaos.start("--lease-wait", "120", "--run-id", "scheduled__2013-01-01")
+    b = chaos.start("--lease-wait", "120", "--run-id", "backfill__2013-01-01")
+    out_a, out_b = chaos.finish(a), chaos.finish(b)
+    assert a.returncode == 0 and b.returncode == 0, out_a[-2000:] + out_b[-2000:]
+    assert chaos.launches() == 1
+    results = [json.loads(line[7:]) for line in (out_a + out_b).splitlines() if line.startswith("RESULT ")]
+    assert sorted(r["skipped"] for r in results) == [False, True]
+    chaos.assert_exactly_once()
+
+
+def test_redis_restart_while_spark_runs_keeps_one_result(chaos):
+    first = chaos.start("--app-sleep", "5")
+    chaos.wait_for_spark()
+    chaos.redis.restart()  # append-only: the lease, fence and intent survive
+    out = chaos.finish(first)
+    assert first.returncode == 0, out[-3000:]
+    assert chaos.launches() == 1
+    chaos.redis.restart()
+    chaos.assert_exactly_once()

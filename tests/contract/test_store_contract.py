@@ -1,0 +1,1004 @@
+"""The JobResultStore contract (FLIP-194), one suite for every backend.
+
+Every test takes the ``store`` fixture (or ``backend``), which is parametrized over
+:data:`BACKENDS`. A backend joins the suite by adding one harness class: it builds stores and
+gives the few raw views the contract needs (write bytes where an entry lives, read a
+quarantined entry, the entry's expiry, an unreachable store, the event feed, a lease).
+The tests at the bottom (``Redis internals``) pin what only the Redis backend has: literal
+key names, hash-tag slots, the index.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from redis.crc import key_slot
+
+import airflow_jrs
+from airflow_jrs.embedded_redis import free_port
+from airflow_jrs.exceptions import (
+    CorruptJobResultError,
+    InvalidJobIdError,
+    JobResultEntryAlreadyExistsError,
+    JobResultQuarantinedError,
+    LeaseLostError,
+    NoSuchJobResultError,
+    StoreUnavailableError,
+    UnsupportedSchemaVersionError,
+)
+from airflow_jrs.lease import JobLease
+from airflow_jrs.store import (
+    Attempt,
+    EntryState,
+    JobResult,
+    JobResultStore,
+    JobStatus,
+    KeySpace,
+    RedisJobResultStore,
+)
+
+# ---------------------------------------------------------------------------------------------
+# Backends
+# ---------------------------------------------------------------------------------------------
+
+
+class RedisHarness:
+    """How the contract suite builds and inspects :class:`RedisJobResultStore`."""
+
+    name = "redis"
+
+    def __init__(self, request: pytest.FixtureRequest) -> None:
+        self.url: str = request.getfixturevalue("redis_url")
+        self.client: redis.Redis = request.getfixturevalue("redis_client")
+
+    def make_store(self, namespace: str, **options: Any) -> JobResultStore:
+        return RedisJobResultStore(self.client, namespace, **options)
+
+    def unreachable_store(self, namespace: str) -> JobResultStore:
+        return RedisJobResultStore(f"redis://127.0.0.1:{free_port()}/0", namespace)
+
+    def child_store_expr(self, namespace: str) -> str:
+        """Python source that builds an equivalent store in another process."""
+        return f"__import__('airflow_jrs.store').store.RedisJobResultStore({self.url!r}, {namespace!r})"
+
+    def result_location(self, store: JobResultStore, job_id: str) -> str:
+        return KeySpace(store.namespace).result(job_id)
+
+    def quarantine_location(self, store: JobResultStore, job_id: str) -> str:
+        return KeySpace(store.namespace).quarantine(job_id)
+
+    def write_raw_entry(self, store: JobResultStore, job_id: str, raw: bytes) -> None:
+        self.client.set(self.result_location(store, job_id), raw)
+
+    def raw_entry(self, store: JobResultStore, job_id: str) -> bytes | None:
+        return self.client.get(self.result_location(store, job_id))
+
+    def raw_quarantined(self, store: JobResultStore, job_id: str) -> bytes | None:
+        return self.client.get(self.quarantine_location(store, job_id))
+
+    def entry_ttl_ms(self, store: JobResultStore, job_id: str) -> int:
+        """Remaining life of the entry: ``-1`` kept forever, ``-2`` no entry."""
+        return int(self.client.pttl(self.result_location(store, job_id)))
+
+    def new_lease(self, store: JobResultStore, job_id: str, ttl: float = 10.0) -> JobLease:
+        return JobLease(self.client, store.namespace, job_id, ttl=ttl)
+
+    def put_intent(self, store: JobResultStore, job_id: str, value: bytes) -> None:
+        self.client.set(KeySpace(store.namespace).intent(job_id), value)
+
+    def has_intent(self, store: JobResultStore, job_id: str) -> bool:
+        return bool(self.client.exists(KeySpace(store.namespace).intent(job_id)))
+
+    @contextmanager
+    def events(self, store: JobResultStore) -> Iterator[Callable[[float], list[dict[str, Any]]]]:
+        """Subscribe before the caller acts; yields ``drain(wait)`` -> the decoded messages."""
+        pubsub = self.client.pubsub()
+        pubsub.subscribe(KeySpace(store.namespace).events)
+        deadline = time.monotonic() + 5
+        while pubsub.get_message(timeout=0.1) is None:  # the subscribe confirmation
+            assert time.monotonic() < deadline, "no subscribe confirmation"
+
+        def drain(wait: float) -> list[dict[str, Any]]:
+            out: list[dict[str, Any]] = []
+            end = time.monotonic() + wait
+            while time.monotonic() < end:
+                msg = pubsub.get_message(ignore_subscribe_messages=True, timeout=0.05)
+                if msg is not None and msg["type"] == "message":
+                    out.append(json.loads(msg["data"]))
+            return out
+
+        try:
+            yield drain
+        finally:
+            pubsub.close()
+
+
+BACKENDS: dict[str, type[RedisHarness]] = {"redis": RedisHarness}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request: pytest.FixtureRequest) -> RedisHarness:
+    return BACKENDS[request.param](request)
+
+
+@pytest.fixture
+def store(backend: RedisHarness, namespace: str) -> JobResultStore:
+    return backend.make_store(namespace)
+
+
+def ok(job_id: str, **fields: Any) -> JobResult:
+    return JobResult(job_id=job_id, status=JobStatus.SUCCEEDED, **fields)
+
+
+def entry_doc(job_id: str, *, v: object = 1, status: str = "SUCCEEDED", state: str = "dirty") -> dict:
+    return {
+        "state": state,
+        "v": v,
+        "created_at": "2013-01-02T00:00:00+00:00",
+        "result": {"job_id": job_id, "status": status},
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# JobResult
+# ---------------------------------------------------------------------------------------------
+
+
+def test_job_result_needs_only_job_id_and_status() -> None:
+    result = JobResult(job_id="x", status=JobStatus.SUCCEEDED)
+    assert result.status is JobStatus.SUCCEEDED
+    assert result.outputs == {} and result.metrics == {} and result.fence is None
+
+
+def test_job_result_status_given_as_string_is_coerced() -> None:
+    assert JobResult(job_id="x", status="FAILED").status is JobStatus.FAILED  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("status", ["succeeded", "DONE", "", 1])
+def test_job_result_with_unknown_status_raises_value_error(status: object) -> None:
+    with pytest.raises(ValueError, match="SUCCEEDED"):
+        JobResult(job_id="x", status=status)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------------------------
+# create_dirty_result
+# ---------------------------------------------------------------------------------------------
+
+
+def test_created_result_is_dirty(store: JobResultStore) -> None:
+    entry = store.create_dirty_result(ok("j"))
+    assert entry.is_dirty and entry.created_at is not None and entry.created_at.tzinfo is not None
+    assert store.get_entry("j") == entry
+
+
+@pytest.mark.parametrize("first_state", ["dirty", "clean"])
+def test_second_create_of_a_job_raises_already_exists(store: JobResultStore, first_state: str) -> None:
+    store.create_dirty_result(ok("j", application_id="first"))
+    if first_state == "clean":
+        store.mark_result_as_clean("j")
+    with pytest.raises(JobResultEntryAlreadyExistsError) as info:
+        store.create_dirty_result(ok("j", application_id="second"))
+    assert info.value.job_id == "j" and info.value.namespace == store.namespace
+    entry = store.get_entry("j")
+    assert entry is not None and entry.result.application_id == "first"
+    assert entry.state is EntryState(first_state)
+
+
+def test_a_failed_result_also_blocks_a_second_create_without_supersede(store: JobResultStore) -> None:
+    store.create_dirty_result(JobResult(job_id="j", status=JobStatus.FAILED))
+    with pytest.raises(JobResultEntryAlreadyExistsError):
+        store.create_dirty_result(ok("j"))
+
+
+_CHILD_CREATE = """
+import os, sys
+from airflow_jrs.exceptions import JobResultEntryAlreadyExistsError
+from airflow_jrs.store import JobResult, JobStatus
+store = {store_expr}
+for job_id in {job_ids!r}:
+    print("ready", flush=True)
+    sys.stdin.readline()  # the barrier: every process waits here until the parent says go
+    app = f"app-{{os.getpid()}}"
+    try:
+        store.create_dirty_result(JobResult(job_id=job_id, status=JobStatus.SUCCEEDED, application_id=app))
+        print("created", job_id, app, flush=True)
+    except JobResultEntryAlreadyExistsError:
+        print("exists", job_id, app, flush=True)
+"""
+
+
+def test_concurrent_creates_from_many_processes_have_exactly_one_winner(
+    backend: RedisHarness, store: JobResultStore
+) -> None:
+    n_procs, job_ids = 8, ["race.a", "race.b", "race.c"]
+    code = _CHILD_CREATE.format(store_expr=backend.child_store_expr(store.namespace), job_ids=job_ids)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(n_procs)
+    ]
+    outcomes: dict[str, list[tuple[str, str]]] = {j: [] for j in job_ids}
+    try:
+        for job_id in job_ids:
+            for p in procs:  # wait until every process stands at the barrier
+                assert p.stdout is not None and p.stderr is not None
+                line = p.stdout.readline()
+                assert line.strip() == "ready", f"child said {line!r}: {p.stderr.read() if not line else ''}"
+            for p in procs:  # release them together
+                assert p.stdin is not None
+                p.stdin.write("go\n")
+                p.stdin.flush()
+            for p in procs:
+                assert p.stdout is not None
+                outcome, got_job, app = p.stdout.readline().split()
+                assert got_job == job_id
+                outcomes[job_id].append((outcome, app))
+        for p in procs:
+            _, err = p.communicate(timeout=30)
+            assert p.returncode == 0, err
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+    for job_id in job_ids:
+        winners = [app for outcome, app in outcomes[job_id] if outcome == "created"]
+        assert len(winners) == 1, outcomes[job_id]
+        assert sum(outcome == "exists" for outcome, _ in outcomes[job_id]) == n_procs - 1
+        entry = store.get_entry(job_id)
+        assert entry is not None and entry.is_dirty
+        assert entry.result.application_id == winners[0]
+    assert sorted(r.job_id for r in store.get_dirty_results()) == job_ids
+
+
+# ---------------------------------------------------------------------------------------------
+# mark_result_as_clean
+# ---------------------------------------------------------------------------------------------
+
+
+def test_mark_result_as_clean_turns_a_dirty_entry_clean(store: JobResultStore) -> None:
+    created = store.create_dirty_result(ok("j"))
+    assert store.mark_result_as_clean("j") is True
+    entry = store.get_entry("j")
+    assert entry is not None and entry.is_clean
+    assert entry.result == created.result and entry.created_at == created.created_at
+
+
+def test_mark_result_as_clean_twice_is_a_noop(store: JobResultStore) -> None:
+    store.create_dirty_result(ok("j"))
+    assert store.mark_result_as_clean("j") is True
+    assert store.mark_result_as_clean("j") is False
+    assert store.has_clean_job_result_entry("j")
+    assert store.get_dirty_results() == []
+
+
+def test_mark_result_as_clean_of_unknown_job_raises_no_such_job_result(store: JobResultStore) -> None:
+    with pytest.raises(NoSuchJobResultError) as info:
+        store.mark_result_as_clean("never.created")
+    assert info.value.job_id == "never.created" and info.value.namespace == store.namespace
+    assert not store.has_job_result_entry("never.created")
+
+
+def test_mark_result_as_clean_accepts_every_entry_that_reads_as_dirty(
+    backend: RedisHarness, store: JobResultStore
+) -> None:
+    # e.g. an entry repaired by hand with json.dumps' default separators: '{"state": "dirty", ...'
+    backend.write_raw_entry(store, "j", json.dumps(entry_doc("j")).encode())
+    assert store.has_dirty_job_result_entry("j")
+    assert store.mark_result_as_clean("j") is True
+    assert store.has_clean_job_result_entry("j")
+
+
+# ---------------------------------------------------------------------------------------------
+# has_* and listings
+# ---------------------------------------------------------------------------------------------
+
+
+def test_has_entry_checks_of_a_job_without_entry_are_all_false(store: JobResultStore) -> None:
+    assert not store.has_job_result_entry("j")
+    assert not store.has_dirty_job_result_entry("j")
+    assert not store.has_clean_job_result_entry("j")
+    assert store.get_entry("j") is None
+
+
+def test_has_entry_checks_of_a_dirty_entry(store: JobResultStore) -> None:
+    store.create_dirty_result(ok("j"))
+    assert store.has_job_result_entry("j")
+    assert store.has_dirty_job_result_entry("j")
+    assert not store.has_clean_job_result_entry("j")
+
+
+def test_has_entry_checks_of_a_clean_entry(store: JobResultStore) -> None:
+    store.create_dirty_result(ok("j"))
+    store.mark_result_as_clean("j")
+    assert store.has_job_result_entry("j")
+    assert not store.has_dirty_job_result_entry("j")
+    assert store.has_clean_job_result_entry("j")
+
+
+def test_get_dirty_results_returns_only_dirty_entries(store: JobResultStore) -> None:
+    for job_id in ["a", "b", "c", "d"]:
+        store.create_dirty_result(ok(job_id, application_id=f"app-{job_id}"))
+    store.mark_result_as_clean("b")
+    store.mark_result_as_clean("d")
+    dirty = store.get_dirty_results()
+    assert sorted(r.job_id for r in dirty) == ["a", "c"]
+    assert all(isinstance(r, JobResult) for r in dirty)
+    assert {r.application_id for r in dirty} == {"app-a", "app-c"}
+    assert all(e.is_dirty for e in store.get_dirty_entries())
+
+
+def test_list_entries_returns_newest_first_with_their_state(store: JobResultStore) -> None:
+    for job_id in ["a", "b", "c"]:
+        store.create_dirty_result(ok(job_id))
+        time.sleep(0.005)  # creation times are kept in milliseconds
+    store.mark_result_as_clean("a")
+    entries = store.list_entries()
+    assert [e.job_id for e in entries] == ["c", "b", "a"]
+    assert [e.state for e in entries] == [EntryState.DIRTY, EntryState.DIRTY, EntryState.CLEAN]
+    assert [e.job_id for e in store.list_entries(limit=1, offset=1)] == ["b"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Retention of clean entries
+# ---------------------------------------------------------------------------------------------
+
+
+def test_clean_entries_are_kept_forever_by_default(backend: RedisHarness, store: JobResultStore) -> None:
+    store.create_dirty_result(ok("j"))
+    store.mark_result_as_clean("j")
+    assert backend.entry_ttl_ms(store, "j") == -1
+    with pytest.raises(JobResultEntryAlreadyExistsError):  # a resubmission is refused
+        store.create_dirty_result(ok("j"))
+
+
+def test_clean_ttl_puts_an_expiry_on_the_clean_entry(backend: RedisHarness, namespace: str) -> None:
+    store = backend.make_store(namespace, clean_ttl=1)
+    store.create_dirty_result(ok("j"))
+    assert backend.entry_ttl_ms(store, "j") == -1  # dirty entries never expire
+    store.mark_result_as_clean("j")
+    assert 0 < backend.entry_ttl_ms(store, "j") <= 1000
+    assert store.has_clean_job_result_entry("j")
+
+
+def test_clean_entry_with_a_ttl_disappears_from_reads_and_listings(backend: RedisHarness, namespace: str) -> None:
+    store = backend.make_store(namespace, clean_ttl=timedelta(milliseconds=50))
+    store.create_dirty_result(ok("gone"))
+    store.create_dirty_result(ok("kept"))
+    store.mark_result_as_clean("gone")
+    time.sleep(0.2)
+    assert not store.has_job_result_entry("gone")
+    assert [e.job_id for e in store.list_entries()] == ["kept"]
+
+
+def test_delete_on_commit_removes_the_entry_when_marked_clean(backend: RedisHarness, namespace: str) -> None:
+    store = backend.make_store(namespace, delete_on_commit=True)
+    store.create_dirty_result(ok("j"))
+    assert store.mark_result_as_clean("j") is True
+    assert not store.has_job_result_entry("j")
+    assert backend.raw_entry(store, "j") is None
+    assert store.get_dirty_results() == [] and store.list_entries() == []
+    store.create_dirty_result(ok("j"))  # Flink's behaviour: the job is accepted again
+
+
+@pytest.mark.parametrize("bad", [0, -1, timedelta(0)])
+def test_non_positive_clean_ttl_is_rejected(backend: RedisHarness, namespace: str, bad: object) -> None:
+    with pytest.raises(ValueError, match="clean_ttl"):
+        backend.make_store(namespace, clean_ttl=bad)
+
+
+# ---------------------------------------------------------------------------------------------
+# Namespaces
+# ---------------------------------------------------------------------------------------------
+
+
+def test_namespaces_isolate_entries_of_the_same_job_id(backend: RedisHarness, namespace: str) -> None:
+    a = backend.make_store(f"{namespace}-a")
+    b = backend.make_store(f"{namespace}-b")
+    a.create_dirty_result(ok("same.job", application_id="in-a"))
+    assert not b.has_job_result_entry("same.job")
+    assert b.get_dirty_results() == [] and b.list_entries() == []
+    b.create_dirty_result(ok("same.job", application_id="in-b"))
+    a.mark_result_as_clean("same.job")
+    assert a.has_clean_job_result_entry("same.job")
+    assert b.has_dirty_job_result_entry("same.job")
+    assert [r.application_id for r in b.get_dirty_results()] == ["in-b"]
+    with pytest.raises(NoSuchJobResultError):
+        backend.make_store(f"{namespace}-c").mark_result_as_clean("same.job")
+
+
+@pytest.mark.parametrize("bad", ["", "a b", "a{b", "a}b", "a:b", "x" * 65])
+def test_invalid_namespace_is_rejected(backend: RedisHarness, bad: str) -> None:
+    with pytest.raises(InvalidJobIdError, match="namespace"):
+        backend.make_store(bad)
+
+
+def test_namespace_with_a_trailing_newline_is_rejected(backend: RedisHarness) -> None:
+    with pytest.raises(InvalidJobIdError):
+        backend.make_store("prod\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# Round trip
+# ---------------------------------------------------------------------------------------------
+
+
+def test_every_result_field_survives_a_round_trip(backend: RedisHarness, store: JobResultStore) -> None:
+    job_id = "dag.task.2013-01-01"
+    lease = backend.new_lease(store, job_id)
+    token = lease.acquire()
+    ist = timezone(timedelta(hours=5, minutes=30))
+    result = JobResult(
+        job_id=job_id,
+        status=JobStatus.SUCCEEDED,
+        application_id="application_1700000000000_0042",
+        outputs={"flights": "s3://bucket/flights/2013-01-01/", "summary": "file:///tmp/x y/ü.json"},
+        metrics={"rows": 842, "ratio": 0.25, "late": None, "tags": ["a", "b"], "nested": {"k": 1}},
+        checkpoint_location="/chk/flights",
+        fingerprint="sha256:0123abcd",
+        start_time=datetime(2013, 1, 1, 5, 30, 0, 123456, tzinfo=ist),
+        end_time=datetime(2013, 1, 1, 1, 2, 3, tzinfo=UTC),
+        attempt=Attempt(dag_id="dag", task_id="task", run_id="scheduled__2013-01-01", try_number=3, map_index=7),
+        error="WARN: 3 late rows dropped",
+    )
+    created = store.create_dirty_result(result, fence=token)
+    read = store.get_entry(job_id)
+    assert read is not None
+    assert read.result == result.with_fence(token) == created.result
+    assert read.result.fence == token
+    assert read.result.start_time is not None and read.result.start_time.utcoffset() == timedelta(hours=5.5)
+    assert read.result.end_time is not None and read.result.end_time.utcoffset() == timedelta(0)
+    assert read.created_at == created.created_at
+    store.mark_result_as_clean(job_id)
+    clean = store.get_entry(job_id)
+    assert clean is not None and clean.result == read.result
+
+
+@pytest.mark.parametrize("status", list(JobStatus))
+def test_every_status_survives_a_round_trip(store: JobResultStore, status: JobStatus) -> None:
+    store.create_dirty_result(
+        JobResult(job_id="j", status=status, error="boom" if status.value != "SUCCEEDED" else None)
+    )
+    entry = store.get_entry("j")
+    assert entry is not None and entry.result.status is status
+
+
+def test_unfenced_create_does_not_claim_a_fence(store: JobResultStore) -> None:
+    store.create_dirty_result(ok("j", fence=41))
+    entry = store.get_entry("j")
+    assert entry is not None and entry.result.fence is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Corrupt entries and quarantine
+# ---------------------------------------------------------------------------------------------
+
+GARBAGE = b"\x80\x81\xfe not json {\x00"
+
+
+def _corrupt(backend: RedisHarness, store: JobResultStore, job_id: str) -> None:
+    store.create_dirty_result(ok(job_id))
+    backend.write_raw_entry(store, job_id, GARBAGE)
+
+
+def test_corrupt_entry_is_quarantined_and_blocks_its_job(backend: RedisHarness, store: JobResultStore) -> None:
+    store.create_dirty_result(ok("other"))
+    _corrupt(backend, store, "victim")
+
+    with pytest.raises(CorruptJobResultError) as info:
+        store.get_entry("victim")
+    assert backend.result_location(store, "victim") in str(info.value)
+    assert info.value.key == backend.quarantine_location(store, "victim")
+    assert info.value.job_id == "victim"
+    assert backend.raw_quarantined(store, "victim") == GARBAGE
+    assert backend.raw_entry(store, "victim") is None
+    assert store.get_quarantined() == ["victim"]
+
+    # fail closed: every later read and write of the job says "quarantined"
+    for call in (
+        lambda: store.get_entry("victim"),
+        lambda: store.has_job_result_entry("victim"),
+        lambda: store.create_dirty_result(ok("victim")),
+        lambda: store.create_dirty_result(ok("victim"), supersede=True),
+        lambda: store.mark_result_as_clean("victim"),
+    ):
+        with pytest.raises(JobResultQuarantinedError) as q:
+            call()
+        assert q.value.key == backend.quarantine_location(store, "victim")
+
+    assert [r.job_id for r in store.get_dirty_results()] == ["other"]
+    assert [e.job_id for e in store.list_entries()] == ["other"]
+    assert backend.raw_quarantined(store, "victim") == GARBAGE
+
+
+def test_release_quarantine_returns_the_raw_bytes_and_frees_the_job(
+    backend: RedisHarness, store: JobResultStore
+) -> None:
+    _corrupt(backend, store, "victim")
+    with pytest.raises(CorruptJobResultError):
+        store.get_entry("victim")
+    assert store.release_quarantine("victim") == GARBAGE
+    assert not store.has_job_result_entry("victim")
+    assert store.get_quarantined() == []
+    assert backend.raw_quarantined(store, "victim") is None
+    store.create_dirty_result(ok("victim"))
+    assert store.has_dirty_job_result_entry("victim")
+
+
+def test_release_quarantine_of_a_job_not_in_quarantine_raises(store: JobResultStore) -> None:
+    store.create_dirty_result(ok("j"))
+    with pytest.raises(NoSuchJobResultError):
+        store.release_quarantine("j")
+    assert store.has_dirty_job_result_entry("j")
+
+
+def test_get_dirty_results_skips_and_quarantines_a_corrupt_entry(backend: RedisHarness, store: JobResultStore) -> None:
+    store.create_dirty_result(ok("a"))
+    _corrupt(backend, store, "b")
+    store.create_dirty_result(ok("c"))
+    assert sorted(r.job_id for r in store.get_dirty_results()) == ["a", "c"]
+    assert store.get_quarantined() == ["b"]
+    assert backend.raw_quarantined(store, "b") == GARBAGE
+    with pytest.raises(JobResultQuarantinedError):
+        store.get_entry("b")
+
+
+def test_list_entries_skips_and_quarantines_a_corrupt_entry(backend: RedisHarness, store: JobResultStore) -> None:
+    store.create_dirty_result(ok("a"))
+    _corrupt(backend, store, "b")
+    assert [e.job_id for e in store.list_entries()] == ["a"]
+    assert store.get_quarantined() == ["b"]
+    assert backend.raw_quarantined(store, "b") == GARBAGE
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"[1, 2]",
+        b'{"state":"dirty"}',
+        b'{"state":"dirty","v":1}',
+        b'{"state":"dirty","v":true,"result":{"job_id":"j","status":"SUCCEEDED"}}',
+        b'{"state":"dirty","v":1,"result":{"job_id":"j","status":"MAYBE"}}',
+        b'{"state":"sticky","v":1,"result":{"job_id":"j","status":"SUCCEEDED"}}',
+        b'{"state":"dirty","v":1,"result":{"job_id":"someone.else","status":"SUCCEEDED"}}',
+    ],
+    ids=["array", "no-version", "no-result", "bool-version", "bad-status", "bad-state", "other-job"],
+)
+def test_structurally_invalid_entries_are_quarantined(backend: RedisHarness, store: JobResultStore, raw: bytes) -> None:
+    backend.write_raw_entry(store, "j", raw)
+    with pytest.raises(CorruptJobResultError):
+        store.get_entry("j")
+    assert backend.raw_quarantined(store, "j") == raw
+    with pytest.raises(JobResultQuarantinedError):
+        store.get_entry("j")
+
+
+_RESULT_NOT_AN_OBJECT = b'{"state":"dirty","v":1,"result":["j"]}'
+_RESULT_NOT_AN_OBJECT_BUG = (
+    "BUG: serde.decode_entry lets AttributeError escape for a non-object 'result' "
+    "(airflow_jrs/store/serde.py:61/:118), so the store neither quarantines the entry nor maps the error"
+)
+
+
+def test_entry_whose_result_is_not_an_object_is_quarantined(backend: RedisHarness, store: JobResultStore) -> None:
+    backend.write_raw_entry(store, "j", _RESULT_NOT_AN_OBJECT)
+    with pytest.raises(CorruptJobResultError):
+        store.get_entry("j")
+    assert backend.raw_quarantined(store, "j") == _RESULT_NOT_AN_OBJECT
+
+
+def test_get_dirty_results_survives_an_entry_whose_result_is_not_an_object(
+    backend: RedisHarness, store: JobResultStore
+) -> None:
+    store.create_dirty_result(ok("a"))
+    store.create_dirty_result(ok("b"))
+    backend.write_raw_entry(store, "b", _RESULT_NOT_AN_OBJECT)
+    assert [r.job_id for r in store.get_dirty_results()] == ["a"]
+    assert store.get_quarantined() == ["b"]
+
+
+def test_create_with_supersede_over_a_corrupt_entry_quarantines_it(
+    backend: RedisHarness, store: JobResultStore
+) -> None:
+    _corrupt(backend, store, "j")
+    with pytest.raises(CorruptJobResultError):
+        store.create_dirty_result(JobResult(job_id="j", status=JobStatus.FAILED), supersede=True)
+    assert backend.raw_quarantined(store, "j") == GARBAGE
+
+
+def test_entry_of_a_future_schema_version_is_refused_and_left_untouched(
+    backend: RedisHarness, store: JobResultStore
+) -> None:
+    raw = json.dumps(entry_doc("j", v=99), separators=(",", ":")).encode()
+    backend.write_raw_entry(store, "j", raw)
+    with pytest.raises(UnsupportedSchemaVersionError) as info:
+        store.get_entry("j")
+    assert info.value.version == 99 and info.value.job_id == "j"
+    assert info.value.key == backend.result_location(store, "j")
+    assert "99" in str(info.value) and "Upgrade" in str(info.value)
+    assert backend.raw_entry(store, "j") == raw
+    assert backend.raw_quarantined(store, "j") is None
+    assert store.get_quarantined() == []
+    with pytest.raises(JobResultEntryAlreadyExistsError):
+        store.create_dirty_result(ok("j"))
+    assert backend.raw_entry(store, "j") == raw
+
+
+def test_supersede_does_not_replace_an_entry_of_a_future_schema_version(
+    backend: RedisHarness, store: JobResultStore
+) -> None:
+    raw = json.dumps(entry_doc("j", v=99, status="FAILED"), separators=(",", ":")).encode()
+    backend.write_raw_entry(store, "j", raw)
+    try:
+        with pytest.raises(UnsupportedSchemaVersionError):
+            store.create_dirty_result(ok("j"), supersede=True)
+    finally:
+        assert backend.raw_entry(store, "j") == raw
+
+
+# ---------------------------------------------------------------------------------------------
+# Plain data: no pickle
+# ---------------------------------------------------------------------------------------------
+
+_PICKLERS = {"pickle", "_pickle", "cPickle", "dill", "cloudpickle", "shelve", "joblib"}
+
+
+def test_no_module_of_airflow_jrs_uses_pickle() -> None:
+    root = Path(airflow_jrs.__file__).parent
+    offenders: list[str] = []
+    files = sorted(root.rglob("*.py"))
+    assert len(files) > 5
+    for path in files:
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names = [node.value]  # importlib.import_module("pickle") and friends
+            elif isinstance(node, ast.Name):
+                names = [node.id]
+            offenders += [
+                f"{path.relative_to(root)}:{node.lineno}: {n}"  # type: ignore[attr-defined]
+                for n in names
+                if n.split(".")[0] in _PICKLERS
+            ]
+    assert offenders == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Job ids
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("job_id", "problem"),
+    [
+        ("", "non-empty"),
+        ("x" * 201, "201 characters; the limit is 200"),
+        ("a b", "' '"),
+        ("a{b", "'{'"),
+        ("a}b", "'}'"),
+        ("a\nb", r"'\\n'"),
+        pytest.param(
+            "abc\n",
+            r"'\\n'",
+        ),
+    ],
+    ids=["empty", "too-long", "space", "open-brace", "close-brace", "newline", "trailing-newline"],
+)
+def test_invalid_job_id_raises_invalid_job_id_error(store: JobResultStore, job_id: str, problem: str) -> None:
+    for call in (
+        lambda: JobResult(job_id=job_id, status=JobStatus.SUCCEEDED),
+        lambda: store.get_entry(job_id),
+        lambda: store.has_job_result_entry(job_id),
+        lambda: store.mark_result_as_clean(job_id),
+        lambda: store.forget_result(job_id),
+    ):
+        with pytest.raises(InvalidJobIdError, match=problem) as info:
+            call()
+        assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("job_id", [None, 42, b"bytes"])
+def test_non_string_job_id_raises_invalid_job_id_error(store: JobResultStore, job_id: object) -> None:
+    with pytest.raises(InvalidJobIdError, match="non-empty string"):
+        store.get_entry(job_id)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("job_id", ["x" * 200, "dag.task.2013-01-01T00:00:00+00:00", "a/b@c=d_e-f"])
+def test_valid_job_ids_at_the_edges_are_accepted(store: JobResultStore, job_id: str) -> None:
+    store.create_dirty_result(ok(job_id))
+    assert store.has_dirty_job_result_entry(job_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# Supersede and forget
+# ---------------------------------------------------------------------------------------------
+
+
+def test_supersede_replaces_a_failed_entry_and_keeps_it_in_history(store: JobResultStore) -> None:
+    old = store.create_dirty_result(JobResult(job_id="j", status=JobStatus.FAILED, error="OOM"))
+    store.mark_result_as_clean("j")
+    new = store.create_dirty_result(ok("j", application_id="retry"), supersede=True)
+    assert store.get_entry("j") == new
+    history = store.get_history("j")
+    assert [(e.result, e.state) for e in history] == [(old.result, EntryState.CLEAN)]
+    assert [r.job_id for r in store.get_dirty_results()] == ["j"]
+
+
+def test_supersede_replaces_a_succeeded_entry_of_another_fingerprint(store: JobResultStore) -> None:
+    old = store.create_dirty_result(ok("j", fingerprint="fp-1"))
+    new = store.create_dirty_result(ok("j", fingerprint="fp-2"), supersede=True)
+    assert store.get_entry("j") == new
+    assert [e.result for e in store.get_history("j")] == [old.result]
+
+
+def test_supersede_replaces_a_fingerprinted_success_with_an_unfingerprinted_one(store: JobResultStore) -> None:
+    store.create_dirty_result(ok("j", fingerprint="fp-1"))
+    store.create_dirty_result(ok("j"), supersede=True)
+    entry = store.get_entry("j")
+    assert entry is not None and entry.result.fingerprint is None
+
+
+@pytest.mark.parametrize("fingerprint", ["fp-1", None])
+def test_supersede_never_replaces_a_success_of_the_same_fingerprint(
+    store: JobResultStore, fingerprint: str | None
+) -> None:
+    old = store.create_dirty_result(ok("j", fingerprint=fingerprint, application_id="first"))
+    store.mark_result_as_clean("j")
+    with pytest.raises(JobResultEntryAlreadyExistsError):
+        store.create_dirty_result(ok("j", fingerprint=fingerprint, application_id="second"), supersede=True)
+    entry = store.get_entry("j")
+    assert entry is not None and entry.result == old.result and entry.is_clean
+    assert store.get_history("j") == []
+
+
+def test_history_is_newest_first(store: JobResultStore) -> None:
+    for n in range(3):
+        store.create_dirty_result(JobResult(job_id="j", status=JobStatus.FAILED, error=f"try {n}"), supersede=True)
+    assert [e.result.error for e in store.get_history("j")] == ["try 1", "try 0"]
+
+
+def test_history_is_capped_at_history_limit(backend: RedisHarness, namespace: str) -> None:
+    store = backend.make_store(namespace, history_limit=2)
+    for n in range(5):
+        store.create_dirty_result(JobResult(job_id="j", status=JobStatus.FAILED, error=f"try {n}"), supersede=True)
+    assert [e.result.error for e in store.get_history("j")] == ["try 3", "try 2"]
+
+
+def test_forget_result_moves_the_entry_to_history_and_frees_the_job(store: JobResultStore) -> None:
+    created = store.create_dirty_result(ok("j", fingerprint="fp"))
+    store.mark_result_as_clean("j")
+    forgotten = store.forget_result("j")
+    assert forgotten is not None and forgotten.is_clean and forgotten.result == created.result
+    assert not store.has_job_result_entry("j")
+    assert store.list_entries() == []
+    assert store.get_history("j") == [forgotten]
+    again = store.create_dirty_result(ok("j", fingerprint="fp"))
+    assert store.get_entry("j") == again
+
+
+def test_forget_a_dirty_result_also_drops_it_from_dirty_results(store: JobResultStore) -> None:
+    store.create_dirty_result(ok("j"))
+    store.forget_result("j")
+    assert store.get_dirty_results() == []
+
+
+def test_forget_unknown_job_raises_no_such_job_result(store: JobResultStore) -> None:
+    with pytest.raises(NoSuchJobResultError) as info:
+        store.forget_result("never.created")
+    assert info.value.job_id == "never.created"
+    assert store.get_history("never.created") == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Fenced writes
+# ---------------------------------------------------------------------------------------------
+
+
+def test_fenced_create_with_the_current_token_writes_and_drops_the_intent(
+    backend: RedisHarness, store: JobResultStore
+) -> None:
+    lease = backend.new_lease(store, "j")
+    token = lease.acquire()
+    backend.put_intent(store, "j", b'{"spec": "file:///specs/j.json"}')
+    entry = store.create_dirty_result(ok("j"), fence=token)
+    assert entry.result.fence == token
+    assert not backend.has_intent(store, "j")
+    read = store.get_entry("j")
+    assert read is not None and read.result.fence == token
+
+
+@pytest.mark.parametrize("which", ["stale", "never-issued", "no-lease"])
+def test_fenced_create_with_a_token_that_does_not_hold_the_lease_writes_nothing(
+    backend: RedisHarness, store: JobResultStore, which: str
+) -> None:
+    first = backend.new_lease(store, "j")
+    old_token = first.acquire()
+    first.release()
+    if which == "no-lease":
+        token = old_token
+    else:
+        new_token = backend.new_lease(store, "j").acquire()
+        assert new_token > old_token
+        token = old_token if which == "stale" else new_token + 100
+    backend.put_intent(store, "j", b'{"spec": "file:///specs/j.json"}')
+
+    with backend.events(store) as drain:
+        with pytest.raises(LeaseLostError) as info:
+            store.create_dirty_result(ok("j", application_id="zombie"), fence=token)
+        assert drain(0.2) == []
+    assert info.value.fence == token and info.value.job_id == "j"
+    assert not store.has_job_result_entry("j")
+    assert backend.raw_entry(store, "j") is None
+    assert store.get_dirty_results() == [] and store.list_entries() == []
+    assert backend.has_intent(store, "j")  # the new holder's intent survives
+
+
+def test_fenced_create_checks_the_fence_before_the_existing_entry(store: JobResultStore) -> None:
+    store.create_dirty_result(ok("j", application_id="first"))
+    with pytest.raises(LeaseLostError):
+        store.create_dirty_result(ok("j"), fence=12345)
+
+
+# ---------------------------------------------------------------------------------------------
+# Store unavailable
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "operation",
+    ["get_entry", "has_job_result_entry", "create_dirty_result", "mark_result_as_clean", "get_dirty_results"],
+)
+def test_unreachable_store_raises_store_unavailable(backend: RedisHarness, namespace: str, operation: str) -> None:
+    store = backend.unreachable_store(namespace)
+    calls: dict[str, Callable[[], object]] = {
+        "get_entry": lambda: store.get_entry("j"),
+        "has_job_result_entry": lambda: store.has_job_result_entry("j"),
+        "create_dirty_result": lambda: store.create_dirty_result(ok("j")),
+        "mark_result_as_clean": lambda: store.mark_result_as_clean("j"),
+        "get_dirty_results": lambda: store.get_dirty_results(),
+    }
+    with pytest.raises(StoreUnavailableError) as info:
+        calls[operation]()
+    assert not isinstance(info.value, redis.RedisError)
+    assert info.value.__cause__ is not None
+    assert namespace in str(info.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Events
+# ---------------------------------------------------------------------------------------------
+
+
+def test_every_create_and_clean_publishes_one_event(backend: RedisHarness, store: JobResultStore) -> None:
+    with backend.events(store) as drain:
+        store.create_dirty_result(ok("j"))
+        store.mark_result_as_clean("j")
+        with pytest.raises(JobResultEntryAlreadyExistsError):
+            store.create_dirty_result(ok("j"))  # refused: no event
+        assert store.mark_result_as_clean("j") is False  # no-op: no event
+        store.create_dirty_result(JobResult(job_id="k", status=JobStatus.FAILED))
+        store.forget_result("k")
+        events = drain(0.3)
+    assert [(e["event"], e["job_id"]) for e in events] == [
+        ("created", "j"),
+        ("cleaned", "j"),
+        ("created", "k"),
+        ("forgotten", "k"),
+    ]
+    assert events[0]["state"] == "dirty" and events[0]["status"] == "SUCCEEDED"
+    assert events[1]["state"] == "clean"
+    assert events[2]["status"] == "FAILED"
+    assert all(isinstance(e["ts"], float) for e in events)
+
+
+def test_clean_with_delete_on_commit_publishes_an_event(backend: RedisHarness, namespace: str) -> None:
+    store = backend.make_store(namespace, delete_on_commit=True)
+    store.create_dirty_result(ok("j"))
+    with backend.events(store) as drain:
+        store.mark_result_as_clean("j")
+        assert [e["event"] for e in drain(0.2)] == ["cleaned"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Redis internals: literal keys, hash-tag slots, the index (not part of the generic contract)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_redis_key_names_are_pinned() -> None:
+    k = KeySpace("prod")
+    job = "d.t.2013-01-01"
+    assert k.result(job) == "jrs:{prod}:result:d.t.2013-01-01"
+    assert k.dirty == "jrs:{prod}:dirty"
+    assert k.index == "jrs:{prod}:index"
+    assert k.history(job) == "jrs:{prod}:history:d.t.2013-01-01"
+    assert k.quarantine(job) == "jrs:{prod}:quarantine:d.t.2013-01-01"
+    assert k.quarantined == "jrs:{prod}:quarantined"
+    assert k.lease(job) == "jrs:{prod}:lease:d.t.2013-01-01"
+    assert k.fence(job) == "jrs:{prod}:fence:d.t.2013-01-01"
+    assert k.intent(job) == "jrs:{prod}:intent:d.t.2013-01-01"
+    assert k.events == "jrs:{prod}:events"
+
+
+def test_redis_store_writes_at_the_pinned_keys(redis_client: redis.Redis, namespace: str) -> None:
+    store = RedisJobResultStore(redis_client, namespace)
+    store.create_dirty_result(ok("d.t.2013-01-01"))
+    assert redis_client.type(f"jrs:{{{namespace}}}:result:d.t.2013-01-01") == b"string"
+    assert redis_client.smembers(f"jrs:{{{namespace}}}:dirty") == {b"d.t.2013-01-01"}
+    assert redis_client.zscore(f"jrs:{{{namespace}}}:index", "d.t.2013-01-01") is not None
+    store.mark_result_as_clean("d.t.2013-01-01")
+    assert redis_client.smembers(f"jrs:{{{namespace}}}:dirty") == set()
+    raw = redis_client.get(f"jrs:{{{namespace}}}:result:d.t.2013-01-01")
+    assert raw is not None and raw.startswith(b'{"state":"clean","v":1,')
+
+
+def test_every_redis_key_a_job_touches_shares_the_namespace_slot(redis_client: redis.Redis, namespace: str) -> None:
+    store = RedisJobResultStore(redis_client, namespace)
+    job = "d.t.2013-01-01"
+    lease = JobLease(redis_client, namespace, job, ttl=10)
+    token = lease.acquire()
+    redis_client.set(KeySpace(namespace).intent(job), b"{}")
+    store.create_dirty_result(JobResult(job_id=job, status=JobStatus.FAILED), fence=token)
+    store.create_dirty_result(ok(job), fence=token, supersede=True)  # history
+    store.create_dirty_result(ok("other"))
+    redis_client.set(KeySpace(namespace).result("other"), GARBAGE)
+    with pytest.raises(CorruptJobResultError):
+        store.get_entry("other")  # quarantine + quarantined set
+    redis_client.set(KeySpace(namespace).intent(job), b"{}")
+
+    touched = sorted(k.decode() for k in redis_client.scan_iter(match=f"*{namespace}*", count=1000))
+    assert {k.rsplit(":", 1)[0] if k.count(":") > 2 else k for k in touched} >= {
+        f"jrs:{{{namespace}}}:result",
+        f"jrs:{{{namespace}}}:history",
+        f"jrs:{{{namespace}}}:quarantine",
+        f"jrs:{{{namespace}}}:lease",
+        f"jrs:{{{namespace}}}:fence",
+        f"jrs:{{{namespace}}}:intent",
+        f"jrs:{{{namespace}}}:dirty",
+        f"jrs:{{{namespace}}}:index",
+        f"jrs:{{{namespace}}}:quarantined",
+    }
+    slot = key_slot(namespace.encode())
+    assert all(k.startswith(f"jrs:{{{namespace}}}:") for k in touched), touched
+    assert {key_slot(k.encode()) for k in touched} == {slot}
+    assert key_slot(KeySpace(namespace).events.encode()) == slot
+
+
+def test_list_entries_drops_expired_clean_entries_from_the_index(redis_client: redis.Redis, namespace: str) -> None:
+    store = RedisJobResultStore(redis_client, namespace, clean_ttl=0.05)
+    store.create_dirty_result(ok("gone"))
+    store.mark_result_as_clean("gone")
+    time.sleep(0.2)
+    assert store.list_entries() == []
+    assert redis_client.zscore(KeySpace(namespace).index, "gone") is None
+
+
+def test_list_entries_keeps_an_entry_of_a_future_schema_version_in_the_index(
+    redis_client: redis.Redis, namespace: str
+) -> None:
+    store = RedisJobResultStore(redis_client, namespace)
+    store.create_dirty_result(ok("newer"))
+    redis_client.set(KeySpace(namespace).result("newer"), json.dumps(entry_doc("newer", v=99)))
+    assert store.list_entries() == []
+    assert redis_client.zscore(KeySpace(namespace).index, "newer") is not None
