@@ -591,10 +591,6 @@ def test_structurally_invalid_entries_are_quarantined(backend: RedisHarness, sto
 
 
 _RESULT_NOT_AN_OBJECT = b'{"state":"dirty","v":1,"result":["j"]}'
-_RESULT_NOT_AN_OBJECT_BUG = (
-    "BUG: serde.decode_entry lets AttributeError escape for a non-object 'result' "
-    "(airflow_jrs/store/serde.py:61/:118), so the store neither quarantines the entry nor maps the error"
-)
 
 
 def test_entry_whose_result_is_not_an_object_is_quarantined(backend: RedisHarness, store: JobResultStore) -> None:

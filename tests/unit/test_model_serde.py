@@ -137,13 +137,6 @@ def test_decode_rejects_what_is_not_a_valid_entry(raw: bytes, says: str) -> None
     assert info.value.version is None  # not "newer": the caller quarantines it
 
 
-_NOT_AN_OBJECT_BUG = (
-    "BUG: decode_entry catches only KeyError/TypeError/ValueError, but result_from_dict calls "
-    "data.get() on the 'result' member, so a non-object 'result' raises AttributeError "
-    "(airflow_jrs/store/serde.py:61, caught at :118)"
-)
-
-
 @pytest.mark.parametrize("result", ['["x"]', "null", "7", '"x"'])
 def test_decode_rejects_a_result_that_is_not_an_object(result: str) -> None:
     with pytest.raises(EntryDecodeError, match="invalid entry content"):
