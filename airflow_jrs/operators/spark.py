@@ -210,7 +210,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
                     raise AirflowException(
                         f"{exc} Airflow will retry this task; raise lease_wait_timeout to wait longer."
                     ) from exc
-                time.sleep(min(2.0, max(0.1, deadline - time.monotonic())))
+                time.sleep(min(0.5, max(0.05, deadline - time.monotonic())))
                 continue
             self._lease = lease
             lease.start_renewal()

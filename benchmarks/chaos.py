@@ -1,0 +1,121 @@
+"""Chaos benchmark: many attempts killed at random moments, each followed by a successor.
+
+Not a test: it prints trials, duplicate publications (must be 0), lost results (must be 0),
+and recovery times after the kill: *takeover* (kill -> the successor holds the job's lease,
+seen as the fencing counter moving) and *result* (kill -> the job has its SUCCEEDED result,
+whether adopted from the dead attempt's output or recomputed). Target: takeover <= TTL + 2 s.
+
+    .venv/bin/python benchmarks/chaos.py [--trials 10] [--seed 7] [--lease-ttl 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ATTEMPT = str(ROOT / "tests" / "chaos" / "attempt.py")
+JOB = "chaos.submit.2013-01-01"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--lease-ttl", type=float, default=3.0)
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from airflow_jrs.embedded_redis import EmbeddedRedis
+    from airflow_jrs.spark.commit import read_commit_marker
+    from airflow_jrs.store import JobStatus, RedisJobResultStore
+
+    rng = random.Random(args.seed)
+    work = Path(tempfile.mkdtemp(prefix="jrs-chaos-"))
+    duplicates = lost = adopted = 0
+    takeovers, to_result, launches_total = [], [], 0
+    with EmbeddedRedis(work / "redis") as server:
+        for trial in range(args.trials):
+            ns = f"chaos-{trial}"
+            events = work / f"events-{trial}"
+            events.mkdir()
+            env = {
+                **os.environ,
+                "AIRFLOW_HOME": str(work / "airflow"),
+                "AIRFLOW_CONN_JRS_DEFAULT": f"{server.url}?namespace={ns}",
+                "AIRFLOW_CONN_SPARK_LOCAL": json.dumps({"conn_type": "spark", "host": "local[1]"}),
+                "AIRFLOW__JRS__LEASE_TTL": str(args.lease_ttl),
+                "AIRFLOW__JRS__OUTPUT_ROOT": str(work / "output"),
+                "AIRFLOW__JRS__SPEC_ROOT": str(work / "specs"),
+                "JRS_TEST_SPARK_CONF": json.dumps(
+                    {
+                        "spark.ui.enabled": "false",
+                        "spark.eventLog.enabled": "true",
+                        "spark.eventLog.dir": events.as_uri(),
+                    }
+                ),
+                "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+                "PYSPARK_PYTHON": sys.executable,
+                "PYTHONPATH": str(ROOT),
+            }
+            store = RedisJobResultStore(server.url, ns)
+            fence_key = store.keys.fence(JOB)
+            delay = rng.uniform(1.0, 18.0)
+            first = subprocess.Popen([sys.executable, ATTEMPT, "--app-sleep", "3"], env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+            time.sleep(delay)
+            first.kill()
+            first.wait()
+            killed_at = time.monotonic()
+            fence_at_kill = int(store.client.get(fence_key) or 0)
+            second = subprocess.Popen(
+                [sys.executable, ATTEMPT, "--lease-wait", str(args.lease_ttl * 4), "--try-number", "2"],
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            )  # fmt: skip
+            takeover = None
+            while second.poll() is None:
+                if takeover is None and int(store.client.get(fence_key) or 0) > fence_at_kill:
+                    takeover = time.monotonic() - killed_at
+                entry = store.get_entry(JOB)
+                if entry is not None:
+                    break
+                time.sleep(0.02)
+            out = second.communicate()[0]
+            entry = store.get_entry(JOB)
+            if entry is None or entry.result.status is not JobStatus.SUCCEEDED:
+                lost += 1
+                print(f"trial {trial}: LOST RESULT\n{out[-2000:]}")
+                continue
+            to_result.append(time.monotonic() - killed_at if takeover is not None else 0.0)
+            if takeover is not None:
+                takeovers.append(takeover)
+            if any(e.result.status is JobStatus.SUCCEEDED for e in store.get_history(JOB)):
+                duplicates += 1
+            if read_commit_marker(entry.result.outputs["output"]) is None:
+                duplicates += 1  # the result names output that is not complete
+            was_adopted = '"adopted_from"' in out
+            adopted += was_adopted
+            n = len(list(events.iterdir()))
+            launches_total += n
+            shown = "-" if takeover is None else f"{takeover:.2f}s"
+            note = "adopted" if was_adopted else ""
+            print(f"trial {trial}: kill at {delay:5.2f}s  takeover {shown}  launches {n}  {note}", flush=True)
+    print(f"\ntrials {args.trials}  duplicate publications {duplicates}  lost results {lost}")
+    print(f"adopted a dead attempt's finished output (no re-run): {adopted}  Spark launches {launches_total}")
+    if takeovers:
+        print(f"takeover after kill: median {statistics.median(takeovers):.2f}s  max {max(takeovers):.2f}s"
+              f"  (lease TTL {args.lease_ttl}s; target <= TTL + 2s)")  # fmt: skip
+    if to_result:
+        print(f"kill -> result: median {statistics.median(to_result):.2f}s")
+    return 0 if duplicates == lost == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
