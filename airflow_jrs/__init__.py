@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from airflow_jrs.hooks.jrs import JrsHook
     from airflow_jrs.operators.cleanup import JrsCleanupOperator, jrs_spark_job
     from airflow_jrs.operators.spark import JrsSparkSubmitOperator
+    from airflow_jrs.sensors.job_result import JobResultSensor
+    from airflow_jrs.triggers.job_result import JobResultTrigger
 
 __version__ = "0.1.0"
 
@@ -49,6 +51,8 @@ _LAZY = {
     "JrsSparkSubmitOperator": "airflow_jrs.operators.spark",
     "JrsCleanupOperator": "airflow_jrs.operators.cleanup",
     "jrs_spark_job": "airflow_jrs.operators.cleanup",
+    "JobResultSensor": "airflow_jrs.sensors.job_result",
+    "JobResultTrigger": "airflow_jrs.triggers.job_result",
 }
 
 
@@ -73,7 +77,9 @@ __all__ = [
     "JobResultEntryAlreadyExistsError",
     "JobResultEntryError",
     "JobResultQuarantinedError",
+    "JobResultSensor",
     "JobResultStore",
+    "JobResultTrigger",
     "JobStatus",
     "JrsCleanupOperator",
     "JrsConfigError",

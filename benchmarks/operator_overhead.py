@@ -27,9 +27,7 @@ DAY = datetime(2013, 1, 1, tzinfo=UTC)
 
 
 def context(task_id: str) -> dict:
-    ti = SimpleNamespace(
-        dag_id="bench", task_id=task_id, try_number=1, map_index=-1, xcom_push=lambda **kw: None
-    )
+    ti = SimpleNamespace(dag_id="bench", task_id=task_id, try_number=1, map_index=-1, xcom_push=lambda **kw: None)
     return {"ti": ti, "run_id": "bench", "data_interval_start": DAY, "logical_date": DAY}
 
 

@@ -147,9 +147,9 @@ class JobResultSensor(BaseSensorOperator):
         )
 
     def _fail(self, message: str) -> None:
-        """Fail without retries (waiting longer cannot help), or skip under ``soft_fail``."""
-        if self.soft_fail:
-            raise AirflowSkipException(f"{message} (soft_fail: skipped)")
+        """Fail without retries (waiting longer cannot help), or skip under ``soft_fail``/``never_fail``."""
+        if self.soft_fail or self.never_fail:
+            raise AirflowSkipException(f"{message} (skipped: soft_fail/never_fail is set)")
         raise AirflowFailException(message)
 
     def poke(self, context: Any) -> PokeReturnValue:

@@ -37,6 +37,15 @@ def _dt(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
+def _attempt_dict(attempt: Attempt | None) -> dict[str, Any] | None:
+    if attempt is None:
+        return None
+    data = asdict(attempt)
+    if data.get("map_index") == -1:  # the default: leave it out (entries stay under a memory size class)
+        del data["map_index"]
+    return data
+
+
 def result_to_dict(result: JobResult) -> dict[str, Any]:
     """The JSON form of a result, without empty members (also what XCom carries)."""
     data: dict[str, Any] = {
@@ -49,7 +58,7 @@ def result_to_dict(result: JobResult) -> dict[str, Any]:
         "fingerprint": result.fingerprint,
         "start_time": _dt(result.start_time),
         "end_time": _dt(result.end_time),
-        "attempt": asdict(result.attempt) if result.attempt else None,
+        "attempt": _attempt_dict(result.attempt),
         "fence": result.fence,
         "error": result.error,
     }

@@ -41,8 +41,8 @@ import redis.asyncio as aioredis
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import AuthenticationError, AuthorizationError, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from airflow_jrs.store.keys import KeySpace
@@ -70,6 +70,7 @@ CONNECTION_KEYS = frozenset(
         "ssl_password",
     }
 )
+_REFUSED = (AuthenticationError, AuthorizationError)
 _RETRYABLE = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
@@ -257,6 +258,8 @@ class JobResultTrigger(BaseTrigger):
             while True:
                 try:
                     payload = await self._subscribe_and_wait()
+                except _REFUSED as exc:  # a subclass of ConnectionError, but waiting cannot fix it
+                    payload = self._refused(exc)
                 except _RETRYABLE as exc:
                     self._failures += 1
                     delay = min(0.05 * 2**self._failures, self.max_backoff)
@@ -271,16 +274,16 @@ class JobResultTrigger(BaseTrigger):
                     await self._close_client()
                     await asyncio.sleep(delay)
                     continue
-                except RedisError as exc:  # auth, ACL, wrong type: retrying cannot fix it
-                    payload = {
-                        "status": "error",
-                        "job_id": self.job_ids[0],
-                        "message": f"Redis refused the trigger's reads in namespace {self.namespace!r}: {exc}",
-                    }
+                except RedisError as exc:  # wrong type, script errors: retrying cannot fix it
+                    payload = self._refused(exc)
                 yield TriggerEvent(payload)
                 return
         finally:
             await self._close_client()
+
+    def _refused(self, exc: Exception) -> dict[str, Any]:
+        message = f"Redis refused the trigger's reads in namespace {self.namespace!r}: {exc}"
+        return {"status": "error", "job_id": self.job_ids[0], "message": message}
 
     async def _subscribe_and_wait(self) -> dict[str, Any]:
         """One connection's life: subscribe, confirm, read, then re-read on messages and ticks."""

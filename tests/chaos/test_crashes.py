@@ -138,7 +138,7 @@ def test_attempt_killed_at_a_crash_point_is_recovered_exactly_once(chaos, point,
 def test_sigkill_at_random_moments_never_duplicates_or_loses_the_result(chaos):
     rng = random.Random(20131)
     for trial in range(3):
-        chaos.namespace = f"{chaos.namespace.split('~')[0]}~{trial}"
+        chaos.namespace = f"{chaos.namespace.split('.')[0]}.{trial}"
         chaos.env["AIRFLOW_CONN_JRS_DEFAULT"] = f"{chaos.redis.url}?namespace={chaos.namespace}"
         first = chaos.start("--app-sleep", "3")
         time.sleep(rng.uniform(1.0, 16.0))

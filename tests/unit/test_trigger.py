@@ -262,3 +262,32 @@ def test_closes_its_connections_when_done(redis_url, redis_client, namespace):
     assert first_event(make_trigger(redis_url, namespace), create).payload["status"] == "success"
     assert while_waiting[0] >= 1
     assert count(redis_client) == 0
+
+
+def test_sensor_hands_the_trigger_plain_connection_kwargs_with_credentials_and_tls():
+    from airflow_jrs.sensors.job_result import trigger_connection_kwargs
+
+    plain = redis.Redis(host="redis.internal", port=6380, db=3, username="jrs", password="s3cret")
+    assert trigger_connection_kwargs(plain, "jrs_default") == {
+        "host": "redis.internal",
+        "port": 6380,
+        "db": 3,
+        "username": "jrs",
+        "password": "s3cret",
+    }
+    tls = redis.Redis(host="redis.internal", ssl=True, ssl_cert_reqs="required", ssl_ca_certs="/ca.pem")
+    kwargs = trigger_connection_kwargs(tls, "jrs_default")
+    assert kwargs["ssl"] is True and kwargs["ssl_ca_certs"] == "/ca.pem" and kwargs["ssl_cert_reqs"] == "required"
+    json.dumps(kwargs)
+    JobResultTrigger(connection=kwargs, namespace="prod", job_ids=[JOB])  # accepted as they are
+
+
+def test_refused_credentials_end_the_wait_with_an_error_instead_of_retrying_forever(own_redis, namespace):
+    admin = redis.Redis.from_url(own_redis.url)
+    admin.config_set("requirepass", "right")
+    admin.close()
+    trigger = make_trigger(own_redis.url, namespace)
+    trigger.connection["password"] = "wrong"
+    event = first_event(trigger, timeout=10)
+    assert event.payload["status"] == "error"
+    assert "refused" in event.payload["message"] and namespace in event.payload["message"]
