@@ -1,0 +1,79 @@
+"""JrsHook: the connection URL and [jrs] config resolve once, with explicit precedence and clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.hooks.jrs import JrsHook
+
+
+@pytest.fixture
+def conn(monkeypatch):
+    def set_url(url: str, conn_id: str = "jrs_default") -> None:
+        monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", url)
+
+    for name in ("NAMESPACE", "LEASE_TTL", "CLEAN_TTL", "DELETE_ON_COMMIT", "CONN_ID"):
+        monkeypatch.delenv(f"AIRFLOW__JRS__{name}", raising=False)
+    return set_url
+
+
+def test_url_parts_reach_the_redis_client(conn):
+    conn("redis://alice:s3cret@redis.example:6380/3?namespace=prod&ssl=true&ssl_cert_reqs=none")
+    hook = JrsHook()
+    kwargs = hook.get_conn().connection_pool.connection_kwargs
+    assert (kwargs["host"], kwargs["port"], kwargs["db"]) == ("redis.example", 6380, 3)
+    assert (kwargs["username"], kwargs["password"]) == ("alice", "s3cret")
+    assert hook.get_conn().connection_pool.connection_class.__name__ == "SSLConnection"
+    assert hook.namespace == "prod"
+
+
+def test_store_from_the_connection_talks_to_real_redis(conn, redis_url, namespace):
+    conn(f"{redis_url}?namespace={namespace}")
+    hook = JrsHook()
+    ok, message = hook.test_connection()
+    assert ok, message
+    assert hook.get_store().namespace == namespace
+
+
+def test_precedence_is_argument_then_extra_then_config_then_default(conn, monkeypatch):
+    conn("redis://127.0.0.1:6379/0?lease_ttl=30")
+    monkeypatch.setenv("AIRFLOW__JRS__LEASE_TTL", "45")
+    monkeypatch.setenv("AIRFLOW__JRS__NAMESPACE", "from-config")
+    assert JrsHook(lease_ttl=10).settings.lease_ttl == 10
+    assert JrsHook().settings.lease_ttl == 30
+    assert JrsHook().settings.namespace == "from-config"
+    monkeypatch.delenv("AIRFLOW__JRS__NAMESPACE")
+    assert JrsHook().settings.namespace == "default"
+    assert JrsHook().settings.clean_ttl is None
+    assert JrsHook().settings.delete_on_commit is False
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("redis://127.0.0.1:6379/0?lease_ttl=soon", ["lease_ttl", "soon", "AIRFLOW__JRS__LEASE_TTL"]),
+        ("redis://127.0.0.1:6379/0?delete_on_commit=maybe", ["delete_on_commit", "true or false"]),
+        ("redis://127.0.0.1:6379/0?namespace=a%20b", ["namespace", "a b"]),
+        ("redis://127.0.0.1:6379/zero", ["zero", "database number"]),
+    ],
+)
+def test_invalid_settings_raise_naming_the_setting(conn, url, words):
+    conn(url)
+    with pytest.raises(JrsConfigError) as info:
+        hook = JrsHook()
+        hook.settings  # noqa: B018
+        hook.get_conn()
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_missing_connection_says_how_to_define_it(conn):
+    with pytest.raises(JrsConfigError) as info:
+        JrsHook("jrs_nowhere").settings  # noqa: B018
+    assert "AIRFLOW_CONN_JRS_NOWHERE" in str(info.value)
+
+
+def test_unknown_override_is_refused(conn):
+    with pytest.raises(JrsConfigError, match="unknown jrs settings"):
+        JrsHook(lease_tt=3)
