@@ -1,18 +1,45 @@
-"""Finding a predecessor's Spark application in local and client deploy modes.
+"""Finding a dead attempt's Spark application, in every deploy mode, so we never run beside it.
 
-A task process killed with SIGKILL leaves its spark-submit child running (orphaned). Every
-submission carries ``--conf spark.jrs.namespace=<ns>`` and ``--conf spark.jrs.job_id=<id>``,
-so a later attempt finds it by command line: deterministic tagging instead of pid files,
-which survive neither reboots nor pid reuse. Cluster deploy modes carry the same tags as
-``spark.yarn.tags`` and Kubernetes driver labels.
+Every submission is tagged from the job (``spark.jrs.namespace``/``spark.jrs.job_id`` conf,
+``spark.yarn.tags=jrs-<tag>``, Kubernetes driver label ``jrs-job=<tag>``), so a successor
+finds its predecessor's application without pid files or ids that may never have been saved
+(the provider's own ``durable`` mode admits a crash window between submit and its save):
+
+* local and client mode: the orphaned spark-submit process, by command line (psutil);
+* YARN cluster mode: live applications with the tag, through the ResourceManager REST API
+  (the Spark connection's ``yarn_resourcemanager_webapp_address``, as the provider uses);
+* Kubernetes cluster mode: Pending/Running driver pods with the label.
+
+The successor then waits for them (their work may finish and be adopted) or stops them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 import psutil
+import requests
+
+_YARN_LIVE_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
+
+
+def job_tag(namespace: str, job_id: str) -> str:
+    """A short tag valid as a YARN tag and a Kubernetes label value."""
+    return hashlib.sha1(f"{namespace}/{job_id}".encode()).hexdigest()[:16]
+
+
+@dataclass
+class Predecessor:
+    """A live application of an earlier attempt: how to see it, whether it lives, how to stop it."""
+
+    description: str
+    alive: Callable[[], bool]
+    stop: Callable[[], None]
 
 
 def find_spark_submit_processes(namespace: str, job_id: str) -> list[psutil.Process]:
@@ -27,18 +54,102 @@ def find_spark_submit_processes(namespace: str, job_id: str) -> list[psutil.Proc
     return found
 
 
-def wait_for_processes(
-    procs: list[psutil.Process],
-    check: Callable[[], object],
-    poll: float = 1.0,
-    kill_after: float | None = None,
-) -> None:
-    """Wait until ``procs`` exit, calling ``check`` (the lease check) between polls."""
-    started = time.monotonic()
-    alive = list(procs)
+def _process_alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _local(namespace: str, job_id: str) -> list[Predecessor]:
+    out = []
+    for proc in find_spark_submit_processes(namespace, job_id):
+        out.append(
+            Predecessor(
+                description=f"local spark-submit pid {proc.pid}",
+                alive=partial(_process_alive, proc),
+                stop=proc.terminate,
+            )
+        )
+    return out
+
+
+def _yarn(hook: Any, tag: str) -> list[Predecessor]:
+    base = hook._get_yarn_rm_base_url()
+    auth = hook._resolved_yarn_rm_auth
+    resp = requests.get(
+        f"{base}/ws/v1/cluster/apps",
+        params={"applicationTags": f"jrs-{tag}", "states": _YARN_LIVE_STATES},
+        auth=auth,
+        timeout=(5, 30),
+    )
+    resp.raise_for_status()
+    apps = ((resp.json() or {}).get("apps") or {}).get("app") or []
+    out = []
+    for app in apps:
+        app_id = app["id"]
+
+        def alive(app_id: str = app_id) -> bool:
+            r = requests.get(f"{base}/ws/v1/cluster/apps/{app_id}", auth=auth, timeout=(5, 30))
+            r.raise_for_status()
+            return r.json()["app"]["state"] in _YARN_LIVE_STATES.split(",")
+
+        out.append(
+            Predecessor(
+                description=f"YARN application {app_id}",
+                alive=alive,
+                stop=partial(hook._kill_yarn_application, app_id),
+            )
+        )
+    return out
+
+
+def _kubernetes(hook: Any, tag: str) -> list[Predecessor]:
+    from airflow.providers.cncf.kubernetes import kube_client
+
+    client = kube_client.get_kube_client()
+    namespace = hook._connection["namespace"]
+    pods = client.list_namespaced_pod(namespace, label_selector=f"jrs-job={tag}").items
+    out = []
+    for pod in pods:
+        if (pod.status.phase or "") not in ("Pending", "Running"):
+            continue
+        name = pod.metadata.name
+
+        def alive(name: str = name) -> bool:
+            try:
+                return client.read_namespaced_pod(name, namespace).status.phase in ("Pending", "Running")
+            except kube_client.ApiException as exc:
+                if exc.status == 404:
+                    return False
+                raise
+
+        out.append(
+            Predecessor(
+                description=f"Kubernetes driver pod {namespace}/{name}",
+                alive=alive,
+                stop=partial(client.delete_namespaced_pod, name, namespace),
+            )
+        )
+    return out
+
+
+def find_predecessors(hook: Any, namespace: str, job_id: str) -> list[Predecessor]:
+    """Live applications of earlier attempts of this job, for the hook's master and deploy mode."""
+    found = _local(namespace, job_id)
+    tag = job_tag(namespace, job_id)
+    if hook is not None and getattr(hook, "_is_yarn_cluster_mode", False):
+        found += _yarn(hook, tag)
+    elif hook is not None and getattr(hook, "_is_kubernetes", False) and hook._connection["deploy_mode"] == "cluster":
+        found += _kubernetes(hook, tag)
+    return found
+
+
+def wait_for(predecessors: list[Predecessor], check: Callable[[], object], poll: float = 1.0) -> None:
+    """Wait until every predecessor ended, calling ``check`` (the lease check) between polls."""
+    alive = list(predecessors)
     while alive:
         check()
-        _gone, alive = psutil.wait_procs(alive, timeout=poll)
-        if kill_after is not None and alive and time.monotonic() - started > kill_after:
-            for proc in alive:
-                proc.kill()
+        alive = [p for p in alive if p.alive()]
+        if alive:
+            time.sleep(poll)

@@ -25,9 +25,7 @@ date, local/client mode, and the crash window between submit and its state write
 
 from __future__ import annotations
 
-import hashlib
 import os
-import signal
 import socket
 import time
 from collections.abc import Sequence
@@ -52,7 +50,7 @@ from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.intent import Intent, IntentStore
 from airflow_jrs.lease import JobLease
 from airflow_jrs.operators.identity import default_job_id, fingerprint
-from airflow_jrs.operators.recovery import find_spark_submit_processes, wait_for_processes
+from airflow_jrs.operators.recovery import find_predecessors, job_tag, wait_for
 from airflow_jrs.spark.commit import read_commit_marker
 from airflow_jrs.store import Attempt, JobResult, JobResultEntry, JobStatus, RedisJobResultStore, scripts
 from airflow_jrs.store.serde import result_to_dict
@@ -252,15 +250,17 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             "Job %s: attempt with fence %s (pid %s on %s) left an intent; recovering.",
             job_id, stale.fence, stale.pid, stale.host,
         )  # fmt: skip
-        procs = find_spark_submit_processes(store.namespace, job_id)
-        if procs:
+        self._require_spark_connection()
+        predecessors = find_predecessors(self._get_hook(), store.namespace, job_id)
+        if predecessors:
+            names = [p.description for p in predecessors]
             if self.predecessor == "stop":
-                self.log.warning("Stopping the predecessor's spark-submit %s", [p.pid for p in procs])
-                for p in procs:
-                    p.send_signal(signal.SIGTERM)
+                self.log.warning("Stopping the predecessor's application: %s", names)
+                for p in predecessors:
+                    p.stop()
             else:
-                self.log.warning("Waiting for the predecessor's spark-submit %s", [p.pid for p in procs])
-            wait_for_processes(procs, check=lease.check)
+                self.log.warning("Waiting for the predecessor's application to end: %s", names)
+            wait_for(predecessors, check=lease.check)
         try:
             marker = read_commit_marker(stale.staging)
         except ValueError as exc:  # half-written marker: the output cannot be trusted
@@ -323,7 +323,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         token = lease.check()
         staging = self._staging(hook, job_id, token)
         app_name = self._app_name(hook.namespace, job_id, token)
-        tag = hashlib.sha1(f"{hook.namespace}/{job_id}".encode()).hexdigest()[:16]
+        tag = job_tag(hook.namespace, job_id)
         values = {"{jrs_output}": staging, "{jrs_job_id}": job_id, "{jrs_fence}": str(token)}
         args = list(self.application_args or [])
         for i, arg in enumerate(args):
