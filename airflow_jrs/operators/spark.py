@@ -29,6 +29,7 @@ import os
 import socket
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,21 @@ from airflow_jrs.operators.recovery import find_predecessors, job_tag, wait_for
 from airflow_jrs.spark.commit import read_commit_marker
 from airflow_jrs.store import Attempt, JobResult, JobResultEntry, JobStatus, RedisJobResultStore, scripts
 from airflow_jrs.store.serde import result_to_dict
+
+
+@dataclass
+class _JobRun:
+    """What one attempt that runs (or recovers) a job carries from step to step."""
+
+    hook: JrsHook
+    store: RedisJobResultStore
+    intents: IntentStore
+    lease: JobLease
+    job_id: str
+    fingerprint: str
+    attempt: Attempt
+    supersede: bool
+
 
 #: Placeholders replaced in ``application_args`` at run time (single braces survive Jinja).
 PLACEHOLDERS = ("{jrs_output}", "{jrs_job_id}", "{jrs_fence}")
@@ -185,10 +201,11 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             if decision.skip and decision.entry is not None:
                 return self._done(context, job_id, decision.entry, decision.reason + " (found under lease)")
             intents = IntentStore(hook.get_conn(), hook.namespace, hook.settings.spec_root)
-            adopted = self._recover(store, intents, lease, job_id, fp, attempt, decision.supersede)
+            run = _JobRun(hook, store, intents, lease, job_id, fp, attempt, decision.supersede)
+            adopted = self._recover(run)
             if adopted is not None:
                 return adopted
-            return self._run(context, hook, store, intents, lease, job_id, fp, attempt, decision.supersede)
+            return self._run(context, run)
         finally:
             lease.release()
             self._lease = None
@@ -232,17 +249,9 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
     def _app_name(self, namespace: str, job_id: str, fence: int) -> str:
         return f"jrs-{namespace}-{job_id}-f{fence}"
 
-    def _recover(
-        self,
-        store: RedisJobResultStore,
-        intents: IntentStore,
-        lease: JobLease,
-        job_id: str,
-        fp: str,
-        attempt: Attempt,
-        supersede: bool,
-    ) -> dict[str, Any] | None:
+    def _recover(self, run: _JobRun) -> dict[str, Any] | None:
         """A predecessor's intent means it died mid-flight: never run beside it, never redo its work."""
+        store, intents, lease, job_id, fp = run.store, run.intents, run.lease, run.job_id, run.fingerprint
         stale = intents.get(job_id)
         if stale is None:
             return None
@@ -270,22 +279,13 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             self.log.info("Job %s: predecessor left no complete output; resubmitting.", job_id)
             return None
         token = lease.check()
-        result = self._result(job_id, fp, attempt, stale.staging, marker, token, None)
-        store.create_dirty_result(result, fence=token, supersede=supersede)
+        result = self._result(run, stale.staging, marker, None)
+        store.create_dirty_result(result, fence=token, supersede=run.supersede)
         IntentStore.delete_spec(stale.spec_uri)
         self.log.info("Job %s: adopted the finished output of fence %s without re-running.", job_id, stale.fence)
         return {**result_to_dict(result), "state": "dirty", "skipped": False, "adopted_from": stale.fence}
 
-    def _result(
-        self,
-        job_id: str,
-        fp: str,
-        attempt: Attempt,
-        staging: str,
-        marker: dict[str, Any] | None,
-        token: int,
-        started: datetime | None,
-    ) -> JobResult:
+    def _result(self, run: _JobRun, staging: str, marker: dict[str, Any] | None, started: datetime | None) -> JobResult:
         outputs = {
             name: (f"{staging}/{sub}".rstrip("/") if sub else staging)
             for name, sub in (self.outputs or {"output": ""}).items()
@@ -296,29 +296,21 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         )
         metrics = (marker or {}).get("metrics") or {}
         return JobResult(
-            job_id=job_id,
+            job_id=run.job_id,
             status=JobStatus.SUCCEEDED,
             application_id=app_id,
             outputs=outputs,
             metrics=metrics if isinstance(metrics, dict) else {"value": metrics},
-            fingerprint=fp,
+            fingerprint=run.fingerprint,
             start_time=started,
             end_time=datetime.now(UTC),
-            attempt=attempt,
+            attempt=run.attempt,
         )
 
-    def _run(
-        self,
-        context: Any,
-        hook: JrsHook,
-        store: RedisJobResultStore,
-        intents: IntentStore,
-        lease: JobLease,
-        job_id: str,
-        fp: str,
-        attempt: Attempt,
-        supersede: bool,
-    ) -> dict[str, Any]:
+    def _run(self, context: Any, run: _JobRun) -> dict[str, Any]:
+        hook, store, intents, lease, job_id, fp = (
+            run.hook, run.store, run.intents, run.lease, run.job_id, run.fingerprint,
+        )  # fmt: skip
         self._require_spark_connection()
         token = lease.check()
         staging = self._staging(hook, job_id, token)
@@ -354,7 +346,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             "application_args": args,
             "conf": self.conf,
             "fingerprint": fp,
-            "attempt": attempt.__dict__,
+            "attempt": run.attempt.__dict__,
             "spark_conn_id": self._conn_id,
         }
         intents.record(intent, spec)
@@ -372,45 +364,37 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         except BaseException:
             if self._killed:
                 raise JobKilledError(f"job {job_id}: attempt was killed; nothing recorded") from None
-            self._record_failure(context, store, intents, lease, job_id, fp, attempt)
+            self._record_failure(context, run)
             raise
         if self._killed:
             raise JobKilledError(f"job {job_id}: attempt was killed after Spark finished; nothing recorded")
         crash_point("after_spark")
         token = lease.check()
         marker = read_commit_marker(staging)
-        result = self._result(job_id, fp, attempt, staging, marker, token, started)
-        store.create_dirty_result(result, fence=token, supersede=supersede)
+        result = self._result(run, staging, marker, started)
+        store.create_dirty_result(result, fence=token, supersede=run.supersede)
         crash_point("after_result")
         IntentStore.delete_spec(intent.spec_uri)
         self.log.info("Job %s: SUCCEEDED, result written dirty (fence %s): %s", job_id, token, result.outputs)
         return {**result_to_dict(result), "state": "dirty", "skipped": False}
 
-    def _record_failure(
-        self,
-        context: Any,
-        store: RedisJobResultStore,
-        intents: IntentStore,
-        lease: JobLease,
-        job_id: str,
-        fp: str,
-        attempt: Attempt,
-    ) -> None:
+    def _record_failure(self, context: Any, run: _JobRun) -> None:
         """Spark failed: drop the intent; on the last try also record FAILED (sensors fail fast).
 
         A FAILED result never makes a later attempt skip: the next one supersedes it."""
+        job_id = run.job_id
         try:
-            token = lease.check()
+            token = run.lease.check()
             ti = context["ti"]
             last_try = int(getattr(ti, "try_number", 1) or 1) > int(self.retries or 0)
             if last_try:
                 failed = JobResult(
-                    job_id=job_id, status=JobStatus.FAILED, fingerprint=fp, attempt=attempt,
+                    job_id=job_id, status=JobStatus.FAILED, fingerprint=run.fingerprint, attempt=run.attempt,
                     end_time=datetime.now(UTC), error="spark-submit failed",
                 )  # fmt: skip
-                store.create_dirty_result(failed, fence=token, supersede=True)
+                run.store.create_dirty_result(failed, fence=token, supersede=True)
             else:
-                intents.clear(job_id, token)
+                run.intents.clear(job_id, token)
         except Exception as exc:  # never mask Spark's own error
             self.log.warning("Job %s: could not record the failure: %s", job_id, exc)
 
