@@ -4,6 +4,7 @@
     airflow-jrs show JOB_ID                 one entry as JSON (plus history)
     airflow-jrs dirty                       results whose cleanup is pending
     airflow-jrs forget JOB_ID [...]         forget results on purpose: the jobs will run again
+    airflow-jrs purge --older-than-days N   delete clean results older than N days (retention)
     airflow-jrs quarantined                 jobs blocked by a corrupt entry
     airflow-jrs release-quarantine JOB_ID   drop a quarantined entry (prints its bytes first)
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import timedelta
 from typing import Any
 
 from airflow_jrs.exceptions import JrsError
@@ -52,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("show", help="one entry as JSON").add_argument("job_id")
     sub.add_parser("dirty", help="results whose cleanup is pending")
     sub.add_parser("forget", help="forget results so the jobs run again").add_argument("job_ids", nargs="+")
+    p_purge = sub.add_parser("purge", help="delete clean results older than N days")
+    p_purge.add_argument("--older-than-days", type=float, required=True)
     sub.add_parser("quarantined", help="jobs blocked by a corrupt entry")
     sub.add_parser("release-quarantine", help="drop a quarantined entry").add_argument("job_id")
     args = parser.parse_args(argv)
@@ -72,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
             for job_id in args.job_ids:
                 store.forget_result(job_id)
                 print(f"forgot {job_id} (kept in its history); the next run of the job computes it again")
+        elif args.command == "purge":
+            n = store.purge_clean_entries(timedelta(days=args.older_than_days))
+            print(f"purged {n} clean results older than {args.older_than_days} days (dirty ones are kept)")
         elif args.command == "quarantined":
             for job_id in store.get_quarantined():
                 print(job_id)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
+from datetime import timedelta
 
 from airflow_jrs.store.model import JobResult, JobResultEntry, validate_job_id
 
@@ -61,6 +62,16 @@ class JobResultStore(abc.ABC):
     def release_quarantine(self, job_id: str) -> bytes:
         """Drop a quarantined entry (after inspection) so the job may run again; returns its bytes."""
         return self._release_quarantine(validate_job_id(job_id))
+
+    def purge_clean_entries(self, older_than: timedelta) -> int:
+        """Delete clean entries created more than ``older_than`` ago; returns how many.
+
+        Retention for stores without ``clean_ttl``. Dirty entries are never purged (their
+        cleanup is pending). A purged job runs again if asked to: purge only what no backfill
+        will ask for."""
+        if older_than.total_seconds() < 0:
+            raise ValueError(f"older_than must not be negative, got {older_than}")
+        return self._purge_clean_entries(older_than)
 
     # -- reads ----------------------------------------------------------------------------
     def get_entry(self, job_id: str) -> JobResultEntry | None:
@@ -111,6 +122,9 @@ class JobResultStore(abc.ABC):
 
     @abc.abstractmethod
     def _release_quarantine(self, job_id: str) -> bytes: ...
+
+    @abc.abstractmethod
+    def _purge_clean_entries(self, older_than: timedelta) -> int: ...
 
     @abc.abstractmethod
     def _get_entry(self, job_id: str) -> JobResultEntry | None: ...

@@ -99,6 +99,7 @@ class RedisJobResultStore(JobResultStore):
         self._quarantine = client.register_script(scripts.QUARANTINE_ENTRY)
         self._release = client.register_script(scripts.RELEASE_QUARANTINE)
         self._rewrite = client.register_script(scripts.REWRITE_ENTRY)
+        self._purge = client.register_script(scripts.PURGE_CLEAN_ENTRY)
         self._forget = client.register_script(scripts.FORGET_RESULT)
 
     def __repr__(self) -> str:
@@ -243,6 +244,23 @@ class RedisJobResultStore(JobResultStore):
                 namespace=self.namespace,
             )
         return bytes(raw)
+
+    def _purge_clean_entries(self, older_than: timedelta) -> int:
+        cutoff_ms = int((utcnow() - older_than).timestamp() * 1000)
+        purged, start = 0, 0
+        while True:
+            with redis_errors("list old entries", self.namespace):
+                members = self.client.zrangebyscore(self.keys.index, "-inf", cutoff_ms, start=start, num=_MGET_CHUNK)
+            if not members:
+                return purged
+            kept = 0
+            for member in members:
+                job_id = _as_str(member)
+                with redis_errors(f"purge job {job_id!r}", self.namespace):
+                    code = self._purge(keys=[self.keys.result(job_id), self.keys.index], args=[job_id])
+                purged += code == scripts.OK
+                kept += code == scripts.NOOP
+            start += kept  # dirty entries stay in the index: page past them
 
     # -- reads ----------------------------------------------------------------------------
     def _get_entry(self, job_id: str) -> JobResultEntry | None:

@@ -156,6 +156,22 @@ redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1
 """
 
+PURGE_CLEAN_ENTRY = """
+-- Delete a clean entry on purpose (retention), leaving dirty ones alone: they still need cleanup.
+-- KEYS[1] - result key      KEYS[2] - index zset
+-- ARGV[1] - job id
+-- return 1 purged, 0 not clean (kept), -1 no entry (index member dropped)
+local v = redis.call('GET', KEYS[1])
+if not v then
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  return -1
+end
+if string.sub(v, 1, 16) ~= '{"state":"clean"' then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+return 1
+"""
+
 ACQUIRE_LEASE = """
 -- Take a job's lease if nobody holds it; the fencing token comes from a counter that only grows.
 -- KEYS[1] - lease hash      KEYS[2] - fence counter

@@ -998,3 +998,16 @@ def test_list_entries_keeps_an_entry_of_a_future_schema_version_in_the_index(
     redis_client.set(KeySpace(namespace).result("newer"), json.dumps(entry_doc("newer", v=99)))
     assert store.list_entries() == []
     assert redis_client.zscore(KeySpace(namespace).index, "newer") is not None
+
+
+def test_purge_deletes_old_clean_entries_and_keeps_dirty_and_recent_ones(store: JobResultStore) -> None:
+    from datetime import timedelta
+
+    for job_id in ("old-clean", "old-dirty"):
+        store.create_dirty_result(JobResult(job_id=job_id, status=JobStatus.SUCCEEDED))
+    store.mark_result_as_clean("old-clean")
+    assert store.purge_clean_entries(timedelta(hours=1)) == 0  # nothing is an hour old yet
+    assert store.purge_clean_entries(timedelta(0)) == 1
+    assert not store.has_job_result_entry("old-clean")
+    assert store.has_dirty_job_result_entry("old-dirty")
+    assert [e.job_id for e in store.list_entries()] == ["old-dirty"]
