@@ -531,8 +531,10 @@ class LocalDeployment:
             except ApiError as exc:
                 if exc.status != 404:
                     raise
+            errors = self.client.import_errors()
+            if errors:  # the file may be fixed on the next parse, but do not wait the full timeout
+                deadline = min(deadline, time.monotonic() + 20.0)
             if time.monotonic() > deadline:
-                errors = self.client.import_errors()
                 raise DeploymentError(f"DAG {dag_id!r} not parsed after {timeout:.0f}s; import errors: {errors}")
             time.sleep(1.0)
 
