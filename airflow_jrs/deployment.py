@@ -48,6 +48,10 @@ ROOT = Path(__file__).resolve().parents[1]
 COMPONENTS = ("api-server", "dag-processor", "scheduler", "triggerer")
 TERMINAL_RUN_STATES = frozenset({"success", "failed"})
 TERMINAL_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
+#: ``[database] sql_alchemy_connect_args`` for SQLite: wait up to 30 s for a lock instead of
+#: failing at once with "database is locked" (the scheduler, api-server, triggerer and task
+#: processes all write; with the 5 s default a busy scheduler loop makes API calls fail).
+SQLITE_CONNECT_ARGS: dict[str, Any] = {"timeout": 30}
 SIMPLE_AUTH_MANAGER = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
 LOCAL_BUNDLE = "airflow.dag_processing.bundles.local.LocalDagBundle"
 
@@ -147,13 +151,18 @@ class AirflowClient:
         return self._token
 
     def request(self, method: str, path: str, body: Any = None) -> Any:
-        try:
-            return self._raw(method, path, body, token=self.token())
-        except ApiError as exc:
-            if exc.status != 401:
-                raise
-            self._token = None
-            return self._raw(method, path, body, token=self.token())
+        """One call; renews the token on 401 and retries while SQLite is locked (HTTP 503, rolled back)."""
+        for attempt in range(1, 9):
+            try:
+                return self._raw(method, path, body, token=self.token())
+            except ApiError as exc:
+                if exc.status == 401:
+                    self._token = None
+                    return self._raw(method, path, body, token=self.token())
+                if exc.status != 503 or "locked" not in exc.body.lower() or attempt == 8:
+                    raise
+                time.sleep(0.5 * attempt)
+        raise AssertionError("unreachable")
 
     def health(self) -> dict[str, Any]:
         return self._raw("GET", "/api/v2/monitor/health")  # type: ignore[no-any-return]
@@ -266,6 +275,24 @@ class AirflowClient:
         }
         return self.request("POST", "/api/v2/backfills", body)  # type: ignore[no-any-return]
 
+    def backfill_dry_run(
+        self,
+        dag_id: str,
+        from_date: str | date | datetime,
+        to_date: str | date | datetime,
+        *,
+        reprocess_behavior: str = "none",
+    ) -> list[str]:
+        """Logical dates a backfill would run (``POST /api/v2/backfills/dry_run``)."""
+        body = {
+            "dag_id": dag_id,
+            "from_date": iso(from_date),
+            "to_date": iso(to_date),
+            "reprocess_behavior": reprocess_behavior,
+        }
+        doc = self.request("POST", "/api/v2/backfills/dry_run", body)
+        return [b["logical_date"] for b in doc["backfills"] if b.get("logical_date")]
+
     def backfills(self, dag_id: str) -> list[dict[str, Any]]:
         return list(self.request("GET", f"/api/v2/backfills?dag_id={_q(dag_id)}&limit=1000")["backfills"])
 
@@ -326,9 +353,14 @@ class LocalDeployment:
     :param parallelism: executor slots (``[core] parallelism`` and the default pool's slots)
     :param api_port: default a free port
     :param sql_alchemy_conn: metadata DB; default: ``AIRFLOW__DATABASE__SQL_ALCHEMY_CONN`` when it
-        points at a server database (PostgreSQL, MySQL), else SQLite in the home
+        points at a server database (PostgreSQL, MySQL), else SQLite in the home. The database
+        must exist (it is migrated, never reset). ``postgresql+psycopg://`` (psycopg 3) serves
+        Airflow's sync and async engines; SQLite gets WAL mode and a 30 s lock timeout, but
+        Airflow 3.3.2 on SQLite can still lose a scheduler to a lock race (see
+        :meth:`check_alive`): benchmarks belong on PostgreSQL.
     :param username, password: the SimpleAuthManager admin (password default: random)
     :param components: which processes to start (default all four)
+    :param max_restarts: how often a dead component is restarted before waits fail
     """
 
     def __init__(
@@ -345,6 +377,7 @@ class LocalDeployment:
         components: Iterable[str] = COMPONENTS,
         keep_home: bool = False,
         log_level: str = "INFO",
+        max_restarts: int = 3,
     ) -> None:
         self._temp_home = home is None
         self.home = Path(home) if home is not None else Path(tempfile.mkdtemp(prefix="jrs-airflow-local-"))
@@ -363,6 +396,9 @@ class LocalDeployment:
         self.log_level = log_level
         self.log_dir = self.home / "component-logs"
         self._procs: dict[str, _Component] = {}
+        self.max_restarts = max_restarts
+        self.restarts: dict[str, int] = {}
+        self._seen: set[Any] = set()  # descendants observed so far (psutil.Process, hashable)
         self.client = AirflowClient(self.url, self.username, self.password)
         self.env = self._build_env()
 
@@ -381,11 +417,32 @@ class LocalDeployment:
     def uses_sqlite(self) -> bool:
         return self.sql_alchemy_conn.startswith("sqlite")
 
+    def _keys(self) -> dict[str, str]:
+        """Secrets shared by all components, kept in the home: a kept home restarts with the
+        same Fernet key (encrypted connections and trigger kwargs stay readable)."""
+        path = self.home / ".jrs-keys.json"
+        try:
+            keys = json.loads(path.read_text())
+            if isinstance(keys, dict) and {"fernet_key", "jwt_secret", "api_secret_key"} <= set(keys):
+                return {k: str(v) for k, v in keys.items()}
+        except (OSError, ValueError):
+            pass
+        keys = {
+            "fernet_key": base64.urlsafe_b64encode(os.urandom(32)).decode(),
+            "jwt_secret": secrets.token_urlsafe(32),
+            "api_secret_key": secrets.token_urlsafe(24),
+        }
+        self.home.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(keys))
+        path.chmod(0o600)
+        return keys
+
     def _build_env(self) -> dict[str, str]:
         bundles = [
             {"name": name, "classpath": LOCAL_BUNDLE, "kwargs": {"path": path}} for name, path in self.bundles.items()
         ]
         first = next(iter(self.bundles.values()))
+        keys = self._keys()
         airflow_env = {
             "AIRFLOW_HOME": str(self.home),
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
@@ -394,7 +451,7 @@ class LocalDeployment:
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
             "AIRFLOW__CORE__DAGS_FOLDER": first,
-            "AIRFLOW__CORE__FERNET_KEY": base64.urlsafe_b64encode(os.urandom(32)).decode(),
+            "AIRFLOW__CORE__FERNET_KEY": keys["fernet_key"],
             "AIRFLOW__CORE__AUTH_MANAGER": SIMPLE_AUTH_MANAGER,
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{self.username}:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
@@ -405,14 +462,21 @@ class LocalDeployment:
             "AIRFLOW__API__PORT": str(self.api_port),
             "AIRFLOW__API__BASE_URL": self.url,
             "AIRFLOW__API__WORKERS": "1",
-            "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(24),
-            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
+            "AIRFLOW__API__SECRET_KEY": keys["api_secret_key"],
+            "AIRFLOW__API_AUTH__JWT_SECRET": keys["jwt_secret"],
             "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundles),
             "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": self.log_level,
             "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
         }
+        if self.uses_sqlite:
+            airflow_env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS"] = f"{__name__}.SQLITE_CONNECT_ARGS"
+        elif self.sql_alchemy_conn.startswith("postgresql+psycopg:") and not os.environ.get(
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC"
+        ):
+            # psycopg 3 is sync and async; Airflow would otherwise derive an asyncpg URL.
+            airflow_env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC"] = self.sql_alchemy_conn
         env = dict(os.environ)
         env.update(airflow_env)
         for key, value in self.extra_env.items():
@@ -444,6 +508,13 @@ class LocalDeployment:
         if self.uses_sqlite and marker.exists():
             return
         self.airflow("db", "migrate", timeout=900)
+        if self.uses_sqlite:
+            # Write-ahead logging (persistent in the file): readers no longer block the writer,
+            # which is most of SQLite's "database is locked" with four processes.
+            import sqlite3
+
+            with sqlite3.connect(self.sql_alchemy_conn.split(":///", 1)[1]) as db:
+                db.execute("PRAGMA journal_mode=WAL")
         marker.touch()
 
     def _write_password(self) -> None:
@@ -491,10 +562,28 @@ class LocalDeployment:
         return self
 
     def check_alive(self) -> None:
-        for comp in self._procs.values():
+        """Restart a component that died (as systemd or Kubernetes would), at most ``max_restarts`` times.
+
+        Airflow's scheduler can die on SQLite under concurrent writes (``ObjectDeletedError``
+        after a rolled-back session); a supervised deployment restarts it and carries on.
+        Restarts are counted in :attr:`restarts` and reported on stderr.
+        """
+        self._seen.update(self._descendants())  # a dead parent's orphans are still ours to stop
+        for name, comp in list(self._procs.items()):
             code = comp.process.poll()
-            if code is not None:
-                raise DeploymentError(f"airflow {comp.name} exited with {code}; its log ends with:\n{comp.tail()}")
+            if code is None:
+                continue
+            if self.restarts.get(name, 0) >= self.max_restarts:
+                raise DeploymentError(f"airflow {name} exited with {code}; its log ends with:\n{comp.tail()}")
+            self.restarts[name] = self.restarts.get(name, 0) + 1
+            print(
+                f"[jrs-deployment] airflow {name} exited with {code}; restarting it "
+                f"({self.restarts[name]}/{self.max_restarts}); log: {comp.log_path}",
+                file=sys.stderr,
+                flush=True,
+            )
+            _signal_group(comp.process.pid, signal.SIGKILL)  # leftovers of its process group
+            self._spawn(name)
 
     def wait_healthy(self, timeout: float = 240.0) -> dict[str, Any]:
         wanted = {
@@ -558,26 +647,86 @@ class LocalDeployment:
         ``wall_seconds`` is measured on the server's clock: from the backfill's creation to the
         end of its last run (no polling granularity, no CLI start-up).
         """
-        if via == "cli":
-            known = {b["id"] for b in self.client.backfills(dag_id)}
-            self.airflow(
-                "backfill", "create", "--dag-id", dag_id,
-                "--from-date", iso(from_date), "--to-date", iso(to_date),
-                "--reprocess-behavior", reprocess, "--max-active-runs", str(max_active_runs),
-            )  # fmt: skip
-            new = [b for b in self.client.backfills(dag_id) if b["id"] not in known]
-            if len(new) != 1:
-                raise DeploymentError(f"expected one new backfill of {dag_id}, found {new}")
-            backfill_id = int(new[0]["id"])
-        elif via == "rest":
-            doc = self.client.create_backfill(
-                dag_id, from_date, to_date, reprocess_behavior=reprocess, max_active_runs=max_active_runs
-            )
-            backfill_id = int(doc["id"])
-        else:
-            raise ValueError(f"via must be 'cli' or 'rest', got {via!r}")
-        done = self.client.wait_for_backfill(backfill_id, timeout=timeout)
+        self.wait_for_backfills(dag_id, timeout=timeout)  # Airflow allows one active backfill per DAG
+        expected = self.client.backfill_dry_run(dag_id, from_date, to_date, reprocess_behavior=reprocess)
+        backfill_id = self._create_backfill(dag_id, from_date, to_date, reprocess, max_active_runs, via)
+        done = self._wait_for_runs(dag_id, backfill_id, expected, timeout)
         return self._backfill_result(dag_id, backfill_id, done)
+
+    def _create_backfill(
+        self,
+        dag_id: str,
+        from_date: str | date | datetime,
+        to_date: str | date | datetime,
+        reprocess: str,
+        max_active_runs: int,
+        via: str,
+    ) -> int:
+        """Create the backfill; retried while SQLite is locked by the scheduler (HTTP 503 / CLI error)."""
+        if via not in ("cli", "rest"):
+            raise ValueError(f"via must be 'cli' or 'rest', got {via!r}")
+        for attempt in range(1, 11):
+            try:
+                if via == "rest":
+                    doc = self.client.create_backfill(
+                        dag_id, from_date, to_date, reprocess_behavior=reprocess, max_active_runs=max_active_runs
+                    )
+                    return int(doc["id"])
+                known = {b["id"] for b in self.client.backfills(dag_id)}
+                self.airflow(
+                    "backfill", "create", "--dag-id", dag_id,
+                    "--from-date", iso(from_date), "--to-date", iso(to_date),
+                    "--reprocess-behavior", reprocess, "--max-active-runs", str(max_active_runs),
+                )  # fmt: skip
+                new = [b for b in self.client.backfills(dag_id) if b["id"] not in known]
+                if len(new) != 1:
+                    raise DeploymentError(f"expected one new backfill of {dag_id}, found {new}")
+                return int(new[0]["id"])
+            except DeploymentError as exc:
+                locked = (isinstance(exc, ApiError) and exc.status == 503) or "database is locked" in str(exc).lower()
+                if not locked or attempt == 10:
+                    raise
+                time.sleep(min(2.0 * attempt, 10.0))
+        raise AssertionError("unreachable")
+
+    def wait_for_backfills(self, dag_id: str, *, timeout: float = 600.0) -> None:
+        """Wait until no backfill of ``dag_id`` is active (the scheduler marks them complete every 30 s)."""
+        deadline = time.monotonic() + timeout
+        while any(not b.get("completed_at") for b in self.client.backfills(dag_id)):
+            self.check_alive()
+            if time.monotonic() > deadline:
+                raise DeploymentError(f"a backfill of {dag_id} is still active after {timeout:.0f}s")
+            time.sleep(1.0)
+
+    def _wait_for_runs(self, dag_id: str, backfill_id: int, expected: Sequence[str], timeout: float) -> dict[str, Any]:
+        """Done when every expected date has a finished run that ended after the backfill started.
+
+        Faster than waiting for ``completed_at``, which the scheduler sets on a 30 s timer.
+        """
+        wanted = {_parse_ts(d) for d in expected}
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check_alive()
+            doc = self.client.backfill(backfill_id)
+            if doc.get("completed_at"):
+                return doc
+            created = _parse_ts(doc["created_at"])
+            finished = {
+                _parse_ts(run["logical_date"])
+                for run in self.client.dag_runs(dag_id)
+                if run.get("logical_date")
+                and run["state"] in TERMINAL_RUN_STATES
+                and run.get("end_date")
+                and _parse_ts(run["end_date"]) >= created
+            }
+            if wanted and wanted <= finished:
+                return doc
+            if time.monotonic() > deadline:
+                raise DeploymentError(
+                    f"backfill {backfill_id} of {dag_id} not finished after {timeout:.0f}s: "
+                    f"{len(wanted & finished)}/{len(wanted)} runs done"
+                )
+            time.sleep(1.0)
 
     def _backfill_result(self, dag_id: str, backfill_id: int, doc: Mapping[str, Any]) -> BackfillResult:
         start = _parse_ts(doc["created_at"])
@@ -623,7 +772,8 @@ class LocalDeployment:
             import psutil
         except ImportError:  # pragma: no cover
             psutil = None  # type: ignore[assignment]
-        descendants = self._descendants()
+        descendants = list({*self._seen, *self._descendants()})
+        self._seen.clear()
         # The scheduler first: it stops handing out tasks; the api-server last, tasks report to it.
         order = sorted(self._procs.values(), key=lambda c: ["scheduler", "triggerer", "dag-processor"].index(c.name)
                        if c.name in ("scheduler", "triggerer", "dag-processor") else 9)  # fmt: skip

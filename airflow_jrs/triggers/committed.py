@@ -1,0 +1,395 @@
+"""Triggers that end a committed job's task in the triggerer, without a worker slot.
+
+Airflow 3.3 can *start* a task in the triggerer (``start_from_trigger`` with
+``StartTriggerArgs``): the scheduler does not queue the task instance for a worker, it creates
+the trigger row at once, and the triggerer builds the task's template context (from the
+serialized DAG) and renders the trigger's template fields with it. The trigger then either
+
+* ends the task there: it writes the XCom (``return_value``, as the worker would) through
+  the triggerer's Execution API channel, then yields ``TaskSuccessEvent()`` (the triggerer
+  writes the state; no worker, no executor slot). See :meth:`_ShortcutTrigger._push_xcom`
+  for why the XCom does not travel in the event in Airflow 3.3.2; or
+* yields a plain :class:`TriggerEvent`, which schedules the task for a worker with
+  ``next_method`` (our operators' ``execute_on_worker``), where the normal path runs unchanged.
+
+The triggerer only ever takes the *shortcut*: a SUCCEEDED result for the same fingerprint
+(:func:`~airflow_jrs.decision.decide` says SKIP) for a submit task, or an already clean entry
+for a cleanup task. Everything else goes to the worker: no result, a changed fingerprint, a
+failed result, an entry it cannot decode, a quarantined job, Redis down, a template it could
+not render, a cluster-mode connection. The worker path then applies every rule of the
+operators (lease, recovery, quarantine, fail closed), so this option can never do less than
+the worker would; at worst it costs one store read.
+
+What the trigger receives (plain, serializable kwargs set at DAG parse time; no secrets):
+``jrs_conn_id`` and ``jrs_namespace`` (the connection is resolved in the triggerer through
+Airflow's secrets chain and :class:`~airflow_jrs.hooks.jrs.JrsHook`, with the usual
+precedence), and the operator's own template fields (``job_id``, ``application``,
+``application_args``, ``job_version``; ``job_ids`` for cleanup), which Airflow renders per
+task instance in the triggerer because they appear in ``start_trigger_args.trigger_kwargs``
+*and* in the operator's ``template_fields`` (``BaseTrigger.task_instance`` setter). The
+default job id needs the task instance's context (dag id, task id, data interval, map
+index); the trigger keeps the context it was rendered with and calls
+:func:`~airflow_jrs.operators.identity.default_job_id`, the worker's own rule.
+
+Fingerprint: computed exactly as the worker does (application file content when
+``application`` is a local file readable *by the triggerer*, else its path string). When the
+triggerer cannot read the file, its fingerprint differs from the stored one and the task goes
+to the worker, which decides with the file's content: a missing file costs a worker slot,
+never a wrong skip. The one hazard is version skew: a triggerer with an *older* copy of the
+application than the workers would skip a job that the new code would recompute. Deploy
+application files to triggerers and workers together (or bump ``job_version``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import redis.asyncio as aioredis
+from airflow.triggers.base import BaseTrigger, TaskSkippedEvent, TaskSuccessEvent, TriggerEvent
+
+from airflow_jrs.decision import decide
+from airflow_jrs.store.keys import KeySpace
+from airflow_jrs.store.model import JobResultEntry, validate_job_id
+from airflow_jrs.store.serde import decode_entry, result_to_dict
+
+#: Where the decision was taken; the XCom of a task ended in the triggerer carries it.
+DECIDED_IN_TRIGGERER = "triggerer"
+#: Seconds to wait for one request through the triggerer's Execution API channel.
+COMMS_TIMEOUT = 30.0
+#: ``status`` of the plain event that hands the task to a worker.
+TO_WORKER = "to_worker"
+#: ``redis.asyncio.Redis`` keyword arguments taken over from the resolved sync client.
+_CONNECTION_KEYS = (
+    "host",
+    "port",
+    "db",
+    "username",
+    "password",
+    "ssl_keyfile",
+    "ssl_certfile",
+    "ssl_cert_reqs",
+    "ssl_ca_certs",
+    "ssl_ca_path",
+    "ssl_check_hostname",
+    "ssl_password",
+    "ssl_min_version",
+    "ssl_ciphers",
+)
+
+
+class _GoToWorker(Exception):
+    """The triggerer cannot (or must not) decide; the reason goes to the worker's log."""
+
+
+def resolve_connection(jrs_conn_id: str | None, jrs_namespace: str | None) -> tuple[dict[str, Any], str]:
+    """``redis.asyncio`` kwargs and the namespace, with the operators' precedence rules.
+
+    Blocking (a connection lookup through Airflow's secrets chain): call it in a thread. The
+    Redis provider's hook builds the client as it does for workers; we take over its
+    connection kwargs (host, port, db, ACL user, password, TLS), so both paths meet the same
+    server with the same credentials.
+    """
+    import redis as redis_lib
+
+    from airflow_jrs.hooks.jrs import JrsHook
+
+    hook = JrsHook(jrs_conn_id, namespace=jrs_namespace)
+    namespace = hook.namespace
+    client = hook.get_conn()
+    try:
+        pool = getattr(client, "connection_pool", None)
+        if pool is None:  # RedisCluster: no single pool to copy; the worker handles it
+            raise _GoToWorker("the jrs connection is a Redis Cluster; the triggerer shortcut supports single servers")
+        source = pool.connection_kwargs
+        kwargs = {k: source[k] for k in _CONNECTION_KEYS if source.get(k) is not None}
+        if issubclass(pool.connection_class, redis_lib.SSLConnection):
+            kwargs["ssl"] = True
+        return kwargs, namespace
+    finally:
+        client.close()
+
+
+def application_fingerprint(application: str, application_args: Sequence[Any] | None, job_version: str | None) -> str:
+    """The worker's fingerprint rule (``JrsSparkSubmitOperator._fingerprint``), for the triggerer."""
+    from airflow_jrs.operators.identity import fingerprint
+
+    data: bytes | None = None
+    if application and "://" not in application and os.path.isfile(application):
+        data = Path(application).read_bytes()
+    return fingerprint(
+        application_bytes=data, application=application, application_args=application_args, job_version=job_version
+    )
+
+
+class _TriggererTaskInstance:
+    """The task instance as templates see it in the triggerer: XCom pulls name one map index.
+
+    ``ti.xcom_pull(task_ids=...)`` without ``map_indexes`` asks for every map index
+    (``GetXComSequenceSlice``), a request Airflow 3.3.2's triggerer does not handle: the call
+    never returns and the trigger hangs. Pulling the calling task's map index (``GetXCom``)
+    gives the same value for unmapped upstream tasks; for mapped ones it differs, the
+    fingerprint then differs from the stored one and the task goes to the worker.
+    """
+
+    def __init__(self, ti: Any) -> None:
+        self._ti = ti
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ti, name)
+
+    def xcom_pull(self, *args: Any, **kwargs: Any) -> Any:
+        if "map_indexes" not in kwargs:
+            index = getattr(self._ti, "map_index", -1)
+            kwargs["map_indexes"] = -1 if index is None else index
+        return self._ti.xcom_pull(*args, **kwargs)
+
+
+def _triggerer_context(context: Any) -> Any:
+    ti = context.get("ti") if hasattr(context, "get") else None
+    if ti is None:
+        return context
+    wrapped = _TriggererTaskInstance(ti)
+    return {**context, "ti": wrapped, "task_instance": wrapped}
+
+
+class _ShortcutTrigger(BaseTrigger):
+    """Shared mechanics: keep the render context, resolve the store, one event, close the client."""
+
+    def __init__(self, *, jrs_conn_id: str | None = None, jrs_namespace: str | None = None) -> None:
+        super().__init__()
+        self.jrs_conn_id = jrs_conn_id
+        self.jrs_namespace = jrs_namespace
+        self._context: Any = None
+        self._render_error: str | None = None
+        self._client: aioredis.Redis | None = None
+
+    def _kwargs(self) -> dict[str, Any]:
+        return {"jrs_conn_id": self.jrs_conn_id, "jrs_namespace": self.jrs_namespace}
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return f"{type(self).__module__}.{type(self).__qualname__}", self._kwargs()
+
+    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+        """Render like the worker would (the DAG's Jinja environment); a failure goes to the worker.
+
+        Airflow calls this in the triggerer before :meth:`run`, with the task instance's
+        context; an exception here would fail the task, where the worker might have succeeded.
+        """
+        context = _triggerer_context(context)
+        self._context = context
+        try:
+            if jinja_env is None and self.task is not None:
+                try:
+                    jinja_env = self.task.dag.get_template_env()  # type: ignore[union-attr]
+                except Exception:
+                    jinja_env = None
+            super().render_template_fields(context, jinja_env)
+        except Exception as exc:
+            self._render_error = f"rendering the templates in the triggerer failed ({exc!r})"
+
+    def _task_context(self) -> Any:
+        if self._context is None and self.task_instance is not None:
+            self._context = self.task_instance.get_template_context()  # type: ignore[attr-defined]
+        if self._context is None:
+            raise _GoToWorker("no task instance context in the triggerer")
+        return self._context
+
+    async def _connect(self) -> tuple[aioredis.Redis, KeySpace]:
+        kwargs, namespace = await asyncio.wait_for(
+            asyncio.to_thread(resolve_connection, self.jrs_conn_id, self.jrs_namespace), COMMS_TIMEOUT
+        )
+        self._client = aioredis.Redis(
+            **kwargs, socket_connect_timeout=10, socket_timeout=10, client_name=f"jrs-shortcut:{namespace}"
+        )
+        return self._client, KeySpace(namespace)
+
+    async def _close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                await client.aclose()
+            except Exception as exc:
+                self.log.debug("Closing the Redis client failed: %s", exc)
+
+    async def cleanup(self) -> None:
+        await self._close()
+
+    async def _push_xcom(self, key: str, value: Any) -> None:
+        """Write the task's XCom through the triggerer's Execution API channel, like a worker does.
+
+        Not through ``TaskSuccessEvent(xcoms=...)``: Airflow 3.3.2 stores those with
+        ``XComModel.set(serialize=True)`` into a JSON column, i.e. encoded twice, and every
+        reader (``xcom_pull``, templates) then gets a JSON *string* instead of the dict. The
+        Execution API route stores it once (``serialize=False``), as for worker XComs.
+        """
+        from airflow.sdk.execution_time.xcom import XCom
+
+        ti = self.task_instance
+        if ti is None:
+            raise _GoToWorker("no task instance in the triggerer to write the XCom for")
+        map_index = getattr(ti, "map_index", -1)
+        pushed = XCom.aset(
+            key,
+            value,
+            dag_id=ti.dag_id,
+            task_id=ti.task_id,
+            run_id=ti.run_id,
+            map_index=-1 if map_index is None else map_index,
+        )
+        await asyncio.wait_for(pushed, COMMS_TIMEOUT)
+
+    async def _decide(self) -> TriggerEvent:
+        raise NotImplementedError
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        try:
+            if self._render_error:
+                raise _GoToWorker(self._render_error)
+            event = await self._decide()
+        except Exception as exc:  # anything unexpected: the worker path decides, with all its rules
+            reason = str(exc) if isinstance(exc, _GoToWorker) else f"the triggerer could not decide ({exc!r})"
+            self.log.info("Handing the task to a worker: %s", reason)
+            event = TriggerEvent({"status": TO_WORKER, "reason": reason})
+        finally:
+            await self._close()
+        yield event
+
+
+async def _read_entry(client: aioredis.Redis, keys: KeySpace, job_id: str) -> JobResultEntry | None:
+    raw = await client.get(keys.result(job_id))
+    if raw is None:
+        return None  # missing or quarantined: the worker path tells them apart and acts
+    entry = decode_entry(raw)  # corrupt or newer schema: raises, the worker quarantines/reports
+    if entry.job_id != job_id:
+        raise _GoToWorker(f"the entry of job {job_id!r} holds job {entry.job_id!r}")
+    return entry
+
+
+class CommittedResultTrigger(_ShortcutTrigger):
+    """Start a JRS Spark submit task in the triggerer; end it there when its job is done.
+
+    Attribute names match :class:`~airflow_jrs.operators.spark.JrsSparkSubmitOperator`'s
+    template fields (``job_id``, ``application``, ``application_args``, ``job_version``) so
+    that Airflow renders them per task instance in the triggerer.
+    """
+
+    def __init__(
+        self,
+        *,
+        jrs_conn_id: str | None = None,
+        jrs_namespace: str | None = None,
+        job_id: str | None = None,
+        application: str = "",
+        application_args: Sequence[Any] | None = None,
+        job_version: str | None = None,
+        accept_changed_fingerprint: bool = False,
+        skip_when_done: bool = False,
+    ) -> None:
+        super().__init__(jrs_conn_id=jrs_conn_id, jrs_namespace=jrs_namespace)
+        self.job_id = job_id
+        self.application = application
+        self.application_args = list(application_args) if application_args is not None else None
+        self.job_version = job_version
+        self.accept_changed_fingerprint = accept_changed_fingerprint
+        self.skip_when_done = skip_when_done
+
+    def _kwargs(self) -> dict[str, Any]:
+        return {
+            **super()._kwargs(),
+            "job_id": self.job_id,
+            "application": self.application,
+            "application_args": self.application_args,
+            "job_version": self.job_version,
+            "accept_changed_fingerprint": self.accept_changed_fingerprint,
+            "skip_when_done": self.skip_when_done,
+        }
+
+    def _job_id(self) -> str:
+        if self.job_id:
+            return validate_job_id(self.job_id)
+        from airflow_jrs.operators.identity import default_job_id
+
+        return default_job_id(self._task_context())
+
+    async def _decide(self) -> TriggerEvent:
+        job_id = self._job_id()
+        fp = await asyncio.to_thread(application_fingerprint, self.application, self.application_args, self.job_version)
+        client, keys = await self._connect()
+        entry = await _read_entry(client, keys, job_id)
+        decision = decide(entry, fp, accept_changed_fingerprint=self.accept_changed_fingerprint)
+        if not decision.skip or decision.entry is None:
+            raise _GoToWorker(f"job {job_id}: {decision.reason}")
+        stored = decision.entry
+        payload = {
+            **result_to_dict(stored.result),
+            "state": stored.state.value,
+            "skipped": True,
+            "decided_in": DECIDED_IN_TRIGGERER,
+        }
+        self.log.info("Job %s: %s; the task ends in the triggerer, Spark is not started.", job_id, decision.reason)
+        if self.skip_when_done:
+            await self._push_xcom("jrs_result", payload)
+            return TaskSkippedEvent()
+        await self._push_xcom("return_value", payload)
+        return TaskSuccessEvent()
+
+
+class CommittedCleanupTrigger(_ShortcutTrigger):
+    """Start a JRS cleanup task in the triggerer; end it there when every job is already clean.
+
+    ``job_ids`` (a template field of :class:`~airflow_jrs.operators.cleanup.JrsCleanupOperator`)
+    is rendered by Airflow; the job ids of ``job_tasks`` come from their XComs, read through
+    the triggerer's Execution API channel.
+    """
+
+    def __init__(
+        self,
+        *,
+        jrs_conn_id: str | None = None,
+        jrs_namespace: str | None = None,
+        job_ids: Sequence[str] = (),
+        job_tasks: Sequence[str] = (),
+    ) -> None:
+        super().__init__(jrs_conn_id=jrs_conn_id, jrs_namespace=jrs_namespace)
+        self.job_ids = list(job_ids)
+        self.job_tasks = list(job_tasks)
+
+    def _kwargs(self) -> dict[str, Any]:
+        return {**super()._kwargs(), "job_ids": list(self.job_ids), "job_tasks": list(self.job_tasks)}
+
+    async def _all_job_ids(self) -> list[str]:
+        ids = [validate_job_id(j) for j in self.job_ids]
+        if not self.job_tasks:
+            return ids
+        ti = self.task_instance
+        if ti is None:
+            raise _GoToWorker("no task instance in the triggerer to read the submit tasks' XComs")
+        pull = _TriggererTaskInstance(ti).xcom_pull
+        for task_id in self.job_tasks:
+            value = await asyncio.wait_for(asyncio.to_thread(pull, task_ids=task_id), COMMS_TIMEOUT)
+            if value is None:
+                value = await asyncio.wait_for(
+                    asyncio.to_thread(pull, task_ids=task_id, key="jrs_result"), COMMS_TIMEOUT
+                )
+            if not isinstance(value, dict) or "job_id" not in value:
+                raise _GoToWorker(f"task {task_id!r} left no job result in XCom")
+            ids.append(validate_job_id(value["job_id"]))
+        return ids
+
+    async def _decide(self) -> TriggerEvent:
+        job_ids = await self._all_job_ids()
+        client, keys = await self._connect()
+        committed: list[Any] = []
+        for job_id in job_ids:
+            entry = await _read_entry(client, keys, job_id)
+            if entry is None or not entry.is_clean:
+                state = "no result" if entry is None else entry.state.value
+                raise _GoToWorker(f"job {job_id} needs cleanup ({state})")
+            committed.append({**result_to_dict(entry.result), "state": "clean"})
+        self.log.info("Jobs %s are already clean; the task ends in the triggerer.", job_ids)
+        await self._push_xcom("return_value", committed)
+        return TaskSuccessEvent()

@@ -1,0 +1,66 @@
+"""One real Airflow deployment for the e2e module: api-server, scheduler, dag-processor, triggerer.
+
+LocalExecutor with 2 slots, SQLite in a temporary AIRFLOW_HOME (``JRS_E2E_SQL_ALCHEMY_CONN``
+points it at PostgreSQL instead: the database must exist and will be migrated), the session's
+private redis-server, real spark-submit in local mode. Bundles: the project's ``dags/`` (the
+flights DAG) and ``tests/e2e/dags``. Started once (about 15 s), stopped at the end whatever
+happens, with every process it started.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from airflow_jrs.deployment import AirflowClient, LocalDeployment, jrs_env
+from airflow_jrs.store import RedisJobResultStore
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class E2E:
+    airflow: LocalDeployment
+    store: RedisJobResultStore
+    redis_url: str
+    namespace: str
+    event_dir: Path
+
+    @property
+    def client(self) -> AirflowClient:
+        return self.airflow.client
+
+    def launches(self) -> int:
+        """Spark applications started so far: one event log file each."""
+        return len(list(self.event_dir.iterdir()))
+
+    def run(self, dag_id: str, run_id: str, timeout: float = 600.0) -> dict:
+        """Wait for a run; fail with the task states and the components' logs if it did not succeed."""
+        run = self.client.wait_for_run(dag_id, run_id, timeout=timeout)
+        states = self.client.task_states(dag_id, run_id)
+        assert run["state"] == "success", f"{dag_id}/{run_id}: {states}\n{self.airflow.logs_tail()}"
+        return states
+
+
+@pytest.fixture(scope="session")
+def e2e(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
+    work = tmp_path_factory.mktemp("e2e")
+    namespace = f"e2e-{uuid.uuid4().hex[:8]}"
+    events = work / "spark-events"
+    env = jrs_env(redis_url, namespace, data_dir=work / "data", event_log_dir=events)
+    deployment = LocalDeployment(
+        work / "airflow",
+        bundles={"dags-folder": ROOT / "dags", "e2e-dags": ROOT / "tests" / "e2e" / "dags"},
+        env=env,
+        parallelism=2,
+        sql_alchemy_conn=os.environ.get("JRS_E2E_SQL_ALCHEMY_CONN") or None,
+    )
+    store = RedisJobResultStore(redis_url, namespace)
+    with deployment:
+        yield E2E(deployment, store, redis_url, namespace, events)
+    store.client.close()

@@ -1,0 +1,53 @@
+"""DAGs for the end-to-end tests (a second bundle beside the project's ``dags/``).
+
+``jrs_e2e_triggerer``: the flights DAG's shape (two submit/cleanup pairs, the second one's
+arguments pulled from the first one's XCom) on the tiny application, every task starting in
+the triggerer (``start_in_triggerer``). Event logs go to
+``JRS_SPARK_EVENT_LOG_DIR`` when set (one file per Spark application: the tests count them).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+from airflow.sdk import DAG
+
+from airflow_jrs.operators.triggerer_skip import jrs_triggerer_spark_job
+
+ROOT = Path(__file__).resolve().parents[3]
+TINY_APP = str(ROOT / "tests" / "spark" / "apps" / "tiny_app.py")
+SPARK_CONF = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}
+if os.environ.get("JRS_SPARK_EVENT_LOG_DIR"):
+    SPARK_CONF |= {"spark.eventLog.enabled": "true", "spark.eventLog.dir": os.environ["JRS_SPARK_EVENT_LOG_DIR"]}
+SPARK_ENV = {"PYTHONPATH": str(ROOT)}
+
+with DAG(
+    "jrs_e2e_triggerer",
+    schedule="@daily",
+    start_date=datetime(2013, 1, 1, tzinfo=UTC),
+    end_date=datetime(2013, 12, 31, tzinfo=UTC),
+    catchup=False,
+    max_active_runs=2,
+    tags=["jrs", "e2e"],
+) as dag:
+    first = jrs_triggerer_spark_job(
+        "tiny",
+        application=TINY_APP,
+        application_args=["--output", "{jrs_output}", "--rows", "5"],
+        conn_id="spark_local",
+        conf=SPARK_CONF,
+        env_vars=SPARK_ENV,
+    )
+    # A template that reads XCom, rendered in the triggerer as on a worker (like flights' ontime).
+    rows = "{{ ti.xcom_pull(task_ids='tiny.submit')['metrics']['rows'] + 1 }}"
+    second = jrs_triggerer_spark_job(
+        "tiny2",
+        application=TINY_APP,
+        application_args=["--output", "{jrs_output}", "--rows", rows],
+        conn_id="spark_local",
+        conf=SPARK_CONF,
+        env_vars=SPARK_ENV,
+    )
+    first >> second

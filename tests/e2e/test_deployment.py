@@ -1,0 +1,149 @@
+"""End to end on a real Airflow: runs triggered as the UI does, backfills, clears, forget.
+
+Every run goes through the scheduler, LocalExecutor workers (2 slots), the Execution API and,
+for ``start_in_triggerer``, the triggerer; Spark is real spark-submit in local mode. "Spark
+did not run" is proven by counting Spark event logs (one file per launched application).
+
+The flights DAG runs two Spark jobs per date (ingest, then ontime reading ingest's output).
+Tests that need a committed date share ``first_date`` (2013-01-01, computed once through the
+REST API), so each test stands on its own whatever the order.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from airflow_jrs.deployment import ApiError
+
+pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.spark]
+
+FLIGHTS = "flights_daily"
+TRIGGERER_DAG = "jrs_e2e_triggerer"
+DAY1, DAY2, DAY3 = "2013-01-01", "2013-01-02", "2013-01-03"
+FLIGHTS_TASKS = ("prepare_landing", "ingest.submit", "ingest.cleanup", "ontime.submit", "ontime.cleanup")
+ALL_SUCCESS = dict.fromkeys(FLIGHTS_TASKS, "success")
+
+
+def job(task: str, day: str) -> str:
+    return f"{FLIGHTS}.{task}.submit.{day}"
+
+
+@pytest.fixture(scope="session")
+def flights(e2e):
+    e2e.airflow.wait_for_dag(FLIGHTS)
+    e2e.client.unpause(FLIGHTS)
+    return e2e
+
+
+@pytest.fixture(scope="session")
+def first_date(flights):
+    """2013-01-01 triggered through the REST API (as the UI's Trigger button): it computes."""
+    before = flights.launches()
+    run = flights.client.trigger(FLIGHTS, DAY1)
+    states = flights.run(FLIGHTS, run["dag_run_id"])
+    return {"run_id": run["dag_run_id"], "states": states, "launches": flights.launches() - before}
+
+
+def test_rest_triggered_run_computes_and_a_second_run_of_the_same_date_starts_no_spark(flights, first_date):
+    assert first_date["states"] == ALL_SUCCESS
+    assert first_date["launches"] == 2  # ingest and ontime
+    for task in ("ingest", "ontime"):
+        entry = flights.store.get_entry(job(task, DAY1))
+        assert entry is not None and entry.is_clean
+    first_xcom = flights.client.xcom(FLIGHTS, first_date["run_id"], "ontime.submit")
+    assert first_xcom["skipped"] is False
+
+    # Airflow keeps one run per logical date: the UI's way to run the date again is to delete
+    # the run and trigger it anew.
+    with pytest.raises(ApiError) as conflict:
+        flights.client.trigger(FLIGHTS, DAY1, run_id="second-try")
+    assert conflict.value.status == 409
+    flights.client.delete_dag_run(FLIGHTS, first_date["run_id"])
+    before = flights.launches()
+    run = flights.client.trigger(FLIGHTS, DAY1)
+    assert flights.run(FLIGHTS, run["dag_run_id"]) == ALL_SUCCESS
+    assert flights.launches() == before, "a committed date started Spark"
+    xcom = flights.client.xcom(FLIGHTS, run["dag_run_id"], "ontime.submit")
+    assert xcom["skipped"] is True
+    assert xcom["outputs"] == first_xcom["outputs"]  # downstream gets the stored result
+    first_date["run_id"] = run["dag_run_id"]  # later tests clear this run
+
+
+def test_backfill_with_reprocess_completed_computes_only_the_missing_dates(flights, first_date):
+    assert flights.store.get_entry(job("ontime", DAY1)) is not None
+    before = flights.launches()
+    result = flights.airflow.backfill(FLIGHTS, DAY1, DAY3, "completed", max_active_runs=2, via="cli")
+    assert result.runs == {DAY1: "success", DAY2: "success", DAY3: "success"}, result
+    assert all(states == ALL_SUCCESS for states in result.tasks.values()), result.tasks
+    # DAY1 was reprocessed (cleared and re-run) without Spark; DAY2 and DAY3 computed.
+    assert flights.launches() - before == 4
+    xcoms = {day: flights.client.xcom(FLIGHTS, rid, "ingest.submit") for day, rid in result.run_ids.items()}
+    skipped = {day: xcom["skipped"] for day, xcom in xcoms.items()}
+    assert skipped == {DAY1: True, DAY2: False, DAY3: False}
+    for day in (DAY2, DAY3):
+        entry = flights.store.get_entry(job("ontime", day))
+        assert entry is not None and entry.is_clean
+
+
+def test_clearing_a_committed_task_as_the_ui_does_skips_spark(flights, first_date):
+    before = flights.launches()
+    cleared = flights.client.clear(FLIGHTS, first_date["run_id"], ["ontime.submit"])
+    assert {ti["task_id"] for ti in cleared} == {"ontime.submit", "ontime.cleanup"}
+    assert flights.run(FLIGHTS, first_date["run_id"]) == ALL_SUCCESS
+    assert flights.launches() == before
+    assert flights.client.xcom(FLIGHTS, first_date["run_id"], "ontime.submit")["skipped"] is True
+
+
+def test_forget_then_clear_recomputes_the_job(flights, first_date):
+    job_id = job("ontime", DAY1)
+    old = flights.store.get_entry(job_id)
+    assert old is not None
+    forget = subprocess.run(
+        [str(Path(sys.executable).parent / "airflow-jrs"), "--redis-url", flights.redis_url,
+         "--namespace", flights.namespace, "forget", job_id],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert forget.returncode == 0, forget.stderr
+    assert flights.store.get_entry(job_id) is None
+    before = flights.launches()
+    flights.client.clear(FLIGHTS, first_date["run_id"], ["ontime.submit"])
+    assert flights.run(FLIGHTS, first_date["run_id"]) == ALL_SUCCESS
+    assert flights.launches() - before == 1  # ontime only: ingest stays committed
+    new = flights.store.get_entry(job_id)
+    assert new is not None and new.is_clean
+    assert new.result.fence != old.result.fence
+    assert flights.client.xcom(FLIGHTS, first_date["run_id"], "ontime.submit")["skipped"] is False
+    assert [h.result.fence for h in flights.store.get_history(job_id)][:1] == [old.result.fence]
+
+
+def test_start_in_triggerer_ends_committed_tasks_without_a_worker(e2e):
+    """REST backfill computes (the trigger hands tasks to workers); a reprocess ends every task in the triggerer."""
+    e2e.airflow.wait_for_dag(TRIGGERER_DAG)
+    e2e.client.unpause(TRIGGERER_DAG)
+    tasks = ("tiny.submit", "tiny.cleanup", "tiny2.submit", "tiny2.cleanup")
+    before = e2e.launches()
+    first = e2e.airflow.backfill(TRIGGERER_DAG, DAY1, DAY2, "none", via="rest")
+    assert first.runs == {DAY1: "success", DAY2: "success"}, first
+    assert e2e.launches() - before == 4
+    for rid in first.run_ids.values():
+        assert e2e.client.xcom(TRIGGERER_DAG, rid, "tiny2.submit")["skipped"] is False
+
+    before = e2e.launches()
+    again = e2e.airflow.backfill(TRIGGERER_DAG, DAY1, DAY2, "completed", via="rest")
+    assert again.runs == {DAY1: "success", DAY2: "success"}, again
+    assert all(states == dict.fromkeys(tasks, "success") for states in again.tasks.values()), again.tasks
+    assert e2e.launches() == before
+    logs = e2e.airflow.home / "logs" / f"dag_id={TRIGGERER_DAG}"
+    for rid in again.run_ids.values():
+        xcom = e2e.client.xcom(TRIGGERER_DAG, rid, "tiny2.submit")  # its template pulled tiny.submit's XCom
+        assert xcom["skipped"] is True and xcom["decided_in"] == "triggerer"
+        assert e2e.client.xcom(TRIGGERER_DAG, rid, "tiny.cleanup")[0]["state"] == "clean"
+        for task in tasks:
+            # Attempt 2 ran in the triggerer only: its trigger log exists, no worker log does.
+            folder = logs / f"run_id={rid}" / f"task_id={task}"
+            assert list(folder.glob("attempt=2.log.trigger.*")), folder
+            assert not (folder / "attempt=2.log").exists(), f"{task} reached a worker"
