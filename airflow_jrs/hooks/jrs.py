@@ -74,20 +74,38 @@ def _parse(name: str, raw: Any, kind: str) -> Any:
         ) from None
 
 
+#: Extras that redis-py takes as booleans. From a URL they arrive as strings, and redis-py
+#: would read ``ssl="false"`` as true (a non-empty string): parse them strictly instead.
+_BOOLEAN_EXTRAS = ("ssl", "cluster", "ssl_check_hostname")
+
+
 class _JrsRedisHook(RedisHook):
-    """The Redis provider's hook, plus: the database may come from the URL path (``/0``)."""
+    """The Redis provider's hook, plus: the database may come from the URL path (``/0``),
+    ``rediss://`` means TLS, and boolean extras given as text are parsed (``ssl=false`` is off)."""
 
     @classmethod
     def get_connection(cls, conn_id: str) -> Any:
         conn = super().get_connection(conn_id)
-        extra = conn.extra_dejson
+        extra = dict(conn.extra_dejson)
         if "db" not in extra and conn.schema:
             if not str(conn.schema).isdigit():
                 raise JrsConfigError(
                     f"connection {conn_id!r}: the URL path {conn.schema!r} is not a Redis database "
                     "number; use e.g. redis://host:6379/0"
                 )
-            extra = {**extra, "db": int(conn.schema)}
+            extra["db"] = int(conn.schema)
+        elif isinstance(extra.get("db"), str):
+            if not extra["db"].strip().isdigit():
+                raise JrsConfigError(
+                    f"connection {conn_id!r}: extra db={extra['db']!r} is not a Redis database number; use e.g. db=0"
+                )
+            extra["db"] = int(extra["db"])
+        if conn.conn_type == "rediss" and "ssl" not in extra:
+            extra["ssl"] = True
+        for name in _BOOLEAN_EXTRAS:
+            if name in extra:
+                extra[name] = _parse(f"{conn_id} extra {name}", extra[name], "boolean")
+        if extra != conn.extra_dejson:
             conn.extra = json.dumps(extra)
         return conn
 

@@ -28,6 +28,32 @@ def test_url_parts_reach_the_redis_client(conn):
     assert hook.namespace == "prod"
 
 
+@pytest.mark.parametrize(
+    ("url", "connection_class"),
+    [
+        ("redis://127.0.0.1:6379/0?ssl=false", "Connection"),
+        ("redis://127.0.0.1:6379/0?ssl=False&ssl_check_hostname=false", "Connection"),
+        ("rediss://127.0.0.1:6379/0", "SSLConnection"),
+        ("rediss://127.0.0.1:6379/0?ssl=off", "Connection"),
+        ("redis://127.0.0.1:6379?db=2&ssl=1", "SSLConnection"),
+    ],
+)
+def test_tls_flags_given_as_text_mean_what_they_say(conn, url, connection_class):
+    # redis-py reads any non-empty string as true: "ssl=false" must not turn TLS on.
+    hook = JrsHook()
+    conn(url)
+    pool = hook.get_conn().connection_pool
+    assert pool.connection_class.__name__ == connection_class
+    if "ssl_check_hostname" in url:
+        assert pool.connection_kwargs.get("ssl_check_hostname", False) is False
+
+
+def test_boolean_extra_that_is_not_a_boolean_is_refused(conn):
+    conn("redis://127.0.0.1:6379/0?cluster=perhaps")
+    with pytest.raises(JrsConfigError, match="cluster"):
+        JrsHook().get_conn()
+
+
 def test_store_from_the_connection_talks_to_real_redis(conn, redis_url, namespace):
     conn(f"{redis_url}?namespace={namespace}")
     hook = JrsHook()
