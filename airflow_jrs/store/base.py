@@ -14,7 +14,8 @@ State machine of one job's entry::
 * ``mark_result_as_clean`` on a dirty entry turns it clean; on a clean entry it is a no-op;
   on a job without an entry it raises :class:`NoSuchJobResultError`.
 * Clean entries are kept (they are what makes backfills skip work) unless the store was
-  built with a ``clean_ttl`` or ``delete_on_commit``.
+  built with a ``clean_ttl`` or ``delete_on_commit``. With ``delete_on_commit`` the committed
+  entry moves to history, and marking it clean again is still a no-op (a retried cleanup).
 * An entry that cannot be decoded is moved to quarantine and reading it raises
   :class:`CorruptJobResultError`; from then on the job reads as
   :class:`JobResultQuarantinedError` (fail closed) until :meth:`release_quarantine`.
@@ -103,7 +104,8 @@ class JobResultStore(abc.ABC):
         return self._list_entries(limit, offset)
 
     def get_history(self, job_id: str) -> list[JobResultEntry]:
-        """Earlier (superseded or forgotten) entries of the job, newest first."""
+        """Earlier entries of the job, newest first: superseded, forgotten, or (with
+        ``delete_on_commit``) committed and deleted."""
         return self._get_history(validate_job_id(job_id))
 
     def get_quarantined(self) -> list[str]:

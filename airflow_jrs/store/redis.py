@@ -30,7 +30,13 @@ from airflow_jrs.store import scripts
 from airflow_jrs.store.base import JobResultStore
 from airflow_jrs.store.keys import KeySpace
 from airflow_jrs.store.model import EntryState, JobResult, JobResultEntry, utcnow
-from airflow_jrs.store.serde import SCHEMA_VERSION, EntryDecodeError, decode_entry, encode_entry
+from airflow_jrs.store.serde import (
+    DIRTY_VERSION_PREFIX,
+    SCHEMA_VERSION,
+    EntryDecodeError,
+    decode_entry,
+    encode_entry,
+)
 
 log = logging.getLogger(__name__)
 
@@ -174,13 +180,15 @@ class RedisJobResultStore(JobResultStore):
         k = self.keys
         with redis_errors(f"mark job {job_id!r} clean", self.namespace):
             code = self._clean(
-                keys=[k.result(job_id), k.dirty, k.index, k.quarantine(job_id)],
+                keys=[k.result(job_id), k.dirty, k.index, k.quarantine(job_id), k.history(job_id)],
                 args=[
                     job_id,
                     self.clean_ttl_ms,
                     "1" if self.delete_on_commit else "0",
                     k.events,
                     self._event("cleaned", job_id, state="clean"),
+                    DIRTY_VERSION_PREFIX,
+                    self.history_limit,
                 ],
             )
         if code == scripts.OK:

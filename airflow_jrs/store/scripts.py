@@ -70,22 +70,31 @@ return 1
 MARK_RESULT_AS_CLEAN = """
 -- Turn a dirty entry clean (cleanup finished). Idempotent: an already clean entry is a no-op.
 -- KEYS[1] - result key      KEYS[2] - dirty set     KEYS[3] - index zset
--- KEYS[4] - quarantine key
+-- KEYS[4] - quarantine key  KEYS[5] - history list
 -- ARGV[1] - job id
 -- ARGV[2] - TTL in ms for the clean entry ('0' keeps it forever, the default)
--- ARGV[3] - '1' deletes the entry instead (Flink's delete-on-commit), '0' keeps it
+-- ARGV[3] - '1' deletes the entry instead (Flink's delete-on-commit), moving it to history
+--           clean, so that a second call still sees it committed; '0' keeps it
 -- ARGV[4] - events channel  ARGV[5] - event message
+-- ARGV[6] - the dirty prefix with the caller's schema version ('{"state":"dirty","v":1,'):
+--           an entry of another version is never rewritten by prefix (-3: the caller decodes)
+-- ARGV[7] - history length cap
 -- return 1 marked clean, 2 was already clean, 0 no entry, -1 quarantined, -3 unrecognised
 local v = redis.call('GET', KEYS[1])
 if not v then
   if redis.call('EXISTS', KEYS[4]) == 1 then return -1 end
+  if ARGV[3] == '1' then
+    local last = redis.call('LINDEX', KEYS[5], 0)
+    if last and string.sub(last, 1, 16) == '{"state":"clean"' then return 2 end
+  end
   return 0
 end
-local head = string.sub(v, 1, 16)
-if head == '{"state":"clean"' then return 2 end
-if head ~= '{"state":"dirty"' then return -3 end
+if string.sub(v, 1, 16) == '{"state":"clean"' then return 2 end
+if string.sub(v, 1, string.len(ARGV[6])) ~= ARGV[6] then return -3 end
 redis.call('SREM', KEYS[2], ARGV[1])
 if ARGV[3] == '1' then
+  redis.call('LPUSH', KEYS[5], '{"state":"clean"' .. string.sub(v, 17))
+  redis.call('LTRIM', KEYS[5], 0, tonumber(ARGV[7]) - 1)
   redis.call('DEL', KEYS[1])
   redis.call('ZREM', KEYS[3], ARGV[1])
 else

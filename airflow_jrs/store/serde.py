@@ -22,6 +22,8 @@ from airflow_jrs.store.model import Attempt, EntryState, JobResult, JobResultEnt
 SCHEMA_VERSION = 1
 DIRTY_PREFIX = '{"state":"dirty"'
 CLEAN_PREFIX = '{"state":"clean"'
+#: What every dirty entry of this schema version starts with: the clean script flips only these.
+DIRTY_VERSION_PREFIX = f'{DIRTY_PREFIX},"v":{SCHEMA_VERSION},'
 
 
 class EntryDecodeError(Exception):

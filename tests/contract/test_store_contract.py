@@ -395,6 +395,8 @@ def test_delete_on_commit_removes_the_entry_when_marked_clean(backend: RedisHarn
     assert not store.has_job_result_entry("j")
     assert backend.raw_entry(store, "j") is None
     assert store.get_dirty_results() == [] and store.list_entries() == []
+    assert store.mark_result_as_clean("j") is False  # a second commit (cleanup retried) is a no-op
+    assert [h.state.value for h in store.get_history("j")] == ["clean"]
     store.create_dirty_result(ok("j"))  # Flink's behaviour: the job is accepted again
 
 
@@ -647,6 +649,17 @@ def test_supersede_does_not_replace_an_entry_of_a_future_schema_version(
             store.create_dirty_result(ok("j"), supersede=True)
     finally:
         assert backend.raw_entry(store, "j") == raw
+
+
+def test_mark_clean_does_not_rewrite_a_dirty_entry_of_a_future_schema_version(
+    backend: RedisHarness, store: JobResultStore
+) -> None:
+    # The clean script flips the state by prefix: it must not do so for a format it does not know.
+    raw = json.dumps(entry_doc("j", v=99), separators=(",", ":")).encode()
+    backend.write_raw_entry(store, "j", raw)
+    with pytest.raises(UnsupportedSchemaVersionError):
+        store.mark_result_as_clean("j")
+    assert backend.raw_entry(store, "j") == raw
 
 
 # ---------------------------------------------------------------------------------------------
