@@ -20,13 +20,14 @@ the message says how to release it): the sensor never treats what it cannot read
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection, Sequence
 from datetime import timedelta
 from typing import Any
 
 import redis as redis_lib
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, AirflowSkipException
 
 from airflow_jrs.exceptions import JrsConfigError, JrsError
 from airflow_jrs.hooks.jrs import JrsHook
@@ -40,6 +41,9 @@ from airflow_jrs.triggers.job_result import (
     validate_wait_args,
 )
 
+#: Error events (the triggerer could not read the store) before the sensor gives up and lets
+#: Airflow retry: a triggerer that cannot reach Redis must not bounce the task forever.
+MAX_TRIGGER_ERRORS = 3
 _SSL_KEYS = sorted(k for k in CONNECTION_KEYS if k.startswith("ssl_"))
 
 
@@ -167,12 +171,24 @@ class JobResultSensor(BaseSensorOperator):
             return super().execute(context)
         return self._check_or_defer()
 
-    def _check_or_defer(self) -> Any:
+    def _check_or_defer(self, deadline: float | None = None, errors: int = 0) -> Any:
+        """Return the results if they are there, else defer until ``deadline`` (epoch seconds).
+
+        The deadline is fixed at the first deferral and carried through every re-deferral, so
+        bouncing between triggerer and worker never restarts ``timeout``."""
         outcome = self._outcome()  # a result that is already there needs no triggerer round trip
         if outcome.failure is not None:
             self._fail(outcome.failure)
         if outcome.done:
             return outcome.results
+        if deadline is None:
+            deadline = time.time() + self.timeout
+        remaining = deadline - time.time()
+        if remaining <= 0:
+            message = f"{self.task_id}: timed out after {self.timeout} s: {outcome.describe_wait()}"
+            if self.soft_fail or self.never_fail:
+                raise AirflowSkipException(message)
+            raise AirflowSensorTimeout(message)
         self.log.info("Deferring in namespace %r: %s", self.hook.namespace, outcome.describe_wait())
         self.defer(
             trigger=JobResultTrigger(
@@ -185,10 +201,13 @@ class JobResultSensor(BaseSensorOperator):
                 poll_interval=self.trigger_poll_interval,
             ),
             method_name="execute_complete",
-            timeout=timedelta(seconds=self.timeout),
+            kwargs={"deadline": deadline, "errors": errors},
+            timeout=timedelta(seconds=remaining),
         )
 
-    def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> Any:
+    def execute_complete(
+        self, context: Any, event: dict[str, Any] | None = None, deadline: float | None = None, errors: int = 0
+    ) -> Any:
         """Resume after the trigger's one event (timeouts arrive as AirflowSensorTimeout instead)."""
         status = (event or {}).get("status")
         if status == "success":
@@ -199,7 +218,14 @@ class JobResultSensor(BaseSensorOperator):
             # The trigger does not interpret unreadable entries: read through the store, which
             # quarantines a corrupt entry and raises its own error naming the fix (fail closed).
             self.log.warning("The trigger could not read the store: %s", event["message"])  # type: ignore[index]
-            return self._check_or_defer()
+            if errors + 1 >= MAX_TRIGGER_ERRORS:
+                raise JrsError(
+                    f"{self.task_id}: the triggerer failed {errors + 1} times in a row to read the job "
+                    f"result store (last: {event['message']}) while this worker reads it fine: check "  # type: ignore[index]
+                    "the triggerer's network access and credentials for the jrs connection, or use "
+                    "deferrable=False."
+                )
+            return self._check_or_defer(deadline, errors + 1)
         raise JrsError(
             f"{self.task_id}: unexpected event from JobResultTrigger: {event!r}. This is a bug in "
             "airflow-jrs (or a version mismatch between worker and triggerer): clear the task to retry."
