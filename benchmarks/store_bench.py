@@ -237,7 +237,7 @@ def main() -> int:
     binary = find_redis_server()
     started_all = time.perf_counter()
     try:
-        with EmbeddedRedis(work / "redis") as server:
+        with EmbeddedRedis(work / "redis", appendfsync="everysec") as server:
             client = redis_lib.Redis(port=server.port)
             srv = info(client, "server")
             print(

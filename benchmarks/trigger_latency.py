@@ -60,7 +60,7 @@ def main() -> int:
 
     namespace = f"bench-{uuid.uuid4().hex[:8]}"
     channel = KeySpace(namespace).events
-    with EmbeddedRedis(work / "redis") as server:
+    with EmbeddedRedis(work / "redis", appendfsync="everysec") as server:
         client = redis.Redis(port=server.port)
         store = RedisJobResultStore(client, namespace)
         connection = {"host": "127.0.0.1", "port": server.port, "db": 0}
