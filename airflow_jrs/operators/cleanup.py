@@ -17,11 +17,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator, ObjectStoragePath, TaskGroup
+from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_jrs.exceptions import CleanupError, NoSuchJobResultError
 from airflow_jrs.faults import crash_point
 from airflow_jrs.hooks.jrs import JrsHook
+from airflow_jrs.intent import IntentStore
 from airflow_jrs.store import JobResult, RedisJobResultStore
+from airflow_jrs.store.keys import KeySpace
+from airflow_jrs.store.redis import redis_errors
 from airflow_jrs.store.serde import result_to_dict
 
 CleanupCallable = Callable[[JobResult, Any], None]
@@ -144,13 +148,35 @@ class JrsCleanupOperator(BaseOperator):
         # succeeds) carries what was committed, so a DAG scheduled on it can find the outputs.
         from airflow.sdk import Asset
 
+        # Only SUCCEEDED jobs are announced: a consumer must never start on outputs that do not
+        # exist. When nothing succeeded, the task ends skipped, which emits no Asset event.
+        assets = [outlet for outlet in self.outlets if isinstance(outlet, Asset)]
         fields = ("job_id", "status", "outputs", "fingerprint", "application_id")
-        jobs = [{k: c.get(k) for k in fields} for c in committed]
+        jobs = [{k: c.get(k) for k in fields} for c in committed if c.get("status") == "SUCCEEDED"]
+        unsuccessful = [c["job_id"] for c in committed if c.get("status") != "SUCCEEDED"]
+        if assets and committed and not jobs:
+            raise AirflowSkipException(
+                f"committed {unsuccessful}, but none SUCCEEDED: no Asset event for {[a.uri for a in assets]}"
+            )
         extra = {**(jobs[0] if len(jobs) == 1 else {}), "jobs": jobs}  # one job: also flat
-        for outlet in self.outlets:
-            if isinstance(outlet, Asset):
-                context["outlet_events"][outlet].extra.update(extra)
+        if unsuccessful:
+            extra["unsuccessful"] = unsuccessful
+        for outlet in assets:
+            context["outlet_events"][outlet].extra.update(extra)
         return committed
+
+    @staticmethod
+    def _live_fences(hook: JrsHook, job_id: str) -> set[str]:
+        """``fence-N`` names of the attempt holding the job's lease and of a recorded intent."""
+        client = hook.get_conn()
+        keys = KeySpace(hook.namespace)
+        with redis_errors(f"read the lease and intent of job {job_id!r}", hook.namespace):
+            token = client.hget(keys.lease(job_id), "token")
+        live = {f"fence-{int(token)}"} if token is not None else set()
+        intent = IntentStore(client, hook.namespace, hook.settings.spec_root).get(job_id)
+        if intent is not None:
+            live.add(f"fence-{intent.fence}")
+        return live
 
     def _commit(self, context: Any, hook: JrsHook, store: RedisJobResultStore, job_id: str) -> dict[str, Any]:
         entry = store.get_entry(job_id)
@@ -167,6 +193,12 @@ class JrsCleanupOperator(BaseOperator):
             return {**result_to_dict(result), "state": "clean"}
         s = hook.settings
         safe = job_id.replace("/", "_")
+        # An attempt that holds the job's lease or left an intent now (a recompute after a
+        # fingerprint change, a recovery in progress) owns its fence-N staging and spec:
+        # they are not leftovers, whatever this (possibly late) cleanup thinks.
+        live = self._live_fences(hook, job_id)
+        if live:
+            self.log.info("Job %s: fences %s are in use by a live attempt; their files are kept.", job_id, live)
         if self.remove_staging_losers:
             winner = f"fence-{result.fence}" if result.fence is not None else None
             job_root = ObjectStoragePath(f"{s.output_root.rstrip('/')}/{hook.namespace}/{safe}")
@@ -175,14 +207,25 @@ class JrsCleanupOperator(BaseOperator):
                 if not job_root.exists():
                     return
                 for child in job_root.iterdir():
-                    keep = result.status.is_success and child.name == winner
+                    keep = (result.status.is_success and child.name == winner) or child.name in live
                     if child.name.startswith("fence-") and not keep:
                         remove_path(str(child))
                         self.log.info("Removed staging %s", child)
 
             self._step(f"remove other attempts' staging of {job_id}", remove_losers)
         spec_dir = f"{s.spec_root.rstrip('/')}/{hook.namespace}/{safe}"
-        self._step(f"remove specs of {job_id}", lambda: (remove_path(spec_dir), None)[1])
+
+        def remove_specs() -> None:
+            if not live:
+                remove_path(spec_dir)
+                return
+            folder = ObjectStoragePath(spec_dir)
+            if folder.exists():
+                for spec in folder.iterdir():
+                    if spec.name.removesuffix(".json") not in live:
+                        remove_path(str(spec))
+
+        self._step(f"remove specs of {job_id}", remove_specs)
         for path in self.cleanup_paths:
             self._step(f"remove {path}", lambda p=path: (remove_path(p), None)[1])  # type: ignore[misc]
         for fn in self.cleanup_callables:
