@@ -207,8 +207,11 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
                 return adopted
             return self._run(context, run)
         finally:
-            lease.release()
             self._lease = None
+            try:
+                lease.release()
+            except Exception as exc:  # never mask Spark's error or a written result; the TTL frees it
+                self.log.warning("Job %s: could not release the lease (it expires by its TTL): %s", job_id, exc)
 
     def _acquire_lease(self, hook: JrsHook, job_id: str, attempt: Attempt) -> JobLease:
         deadline = time.monotonic() + self.lease_wait_timeout
@@ -325,13 +328,14 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
                 args[i] = arg
         self.application_args = args
         self.name = app_name
+        user_tags = (self.conf or {}).get("spark.yarn.tags")
         self.conf = {
             **(self.conf or {}),
             "spark.jrs.job_id": job_id,
             "spark.jrs.namespace": hook.namespace,
             "spark.jrs.fence": str(token),
             "spark.jrs.output_dir": staging,
-            "spark.yarn.tags": f"jrs-{tag},jrs-fence-{token}",
+            "spark.yarn.tags": ",".join(filter(None, [user_tags, f"jrs-{tag}", f"jrs-fence-{token}"])),
             "spark.kubernetes.driver.label.jrs-job": tag,
             "spark.kubernetes.driver.label.jrs-fence": str(token),
         }
@@ -352,6 +356,9 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         intents.record(intent, spec)
         crash_point("after_intent")
         started = datetime.now(UTC)
+        if self._killed:  # on_kill or a lost lease before submit: on_kill had no process to stop
+            raise JobKilledError(f"job {job_id}: attempt was killed before Spark was submitted; nothing recorded")
+        lease.check()
         try:
             super().execute(context)
         except (AirflowTaskTimeout, AirflowTaskTerminated, KeyboardInterrupt):
