@@ -4,10 +4,13 @@ Not a test: it prints trials, duplicate publications (must be 0), lost results (
 and recovery times after the kill: *takeover* (kill -> the successor holds the job's lease,
 seen as the fencing counter moving) and *result* (kill -> the job has its SUCCEEDED result,
 whether adopted from the dead attempt's output or recomputed). Target: takeover <= TTL + 2 s.
-The successor starts 2.5 s after its predecessor and waits on the lease; the kill comes at a
-random moment 4-18 s in (before, during or after Spark).
+The successor starts 2.5 s after its predecessor and waits on the lease. Each trial's kill
+is drawn (seeded) from: a SIGKILL at a random moment 4-18 s in (before, during or after
+Spark), or a SIGKILL at one of the operator's crash points (``after_intent``: intent recorded,
+nothing submitted; ``after_spark``: Spark finished, result not written, the adopt path;
+``after_result``: result written, lease not released), so every recovery path is exercised.
 
-    .venv/bin/python benchmarks/chaos.py [--trials 10] [--seed 7] [--lease-ttl 3]
+    .venv/bin/python benchmarks/chaos.py [--trials 12] [--seed 7] [--lease-ttl 3]
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ JOB = "chaos.submit.2013-01-01"
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--lease-ttl", type=float, default=3.0)
     args = parser.parse_args()
@@ -69,8 +72,10 @@ def main() -> int:
             }
             store = RedisJobResultStore(server.url, ns)
             fence_key = store.keys.fence(JOB)
+            mode = rng.choice(["random", "random", "after_intent", "after_spark", "after_result"])
             delay = rng.uniform(4.0, 18.0)
-            first = subprocess.Popen([sys.executable, ATTEMPT, "--app-sleep", "3"], env=env,
+            first_env = {**env, "JRS_FAULT_KILL_AT": mode} if mode != "random" else env
+            first = subprocess.Popen([sys.executable, ATTEMPT, "--app-sleep", "3"], env=first_env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
             # The successor is already waiting for the lease when its predecessor dies (a retry
             # or a zombie's replacement): takeover then measures the store, not Python start-up.
@@ -79,17 +84,22 @@ def main() -> int:
                 [sys.executable, ATTEMPT, "--lease-wait", "120", "--try-number", "2"],
                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             )  # fmt: skip
-            time.sleep(delay - 2.5)
-            fence_at_kill = int(store.client.get(fence_key) or 0)
-            first.kill()
+            if mode == "random":
+                time.sleep(delay - 2.5)
+                fence_at_kill = int(store.client.get(fence_key) or 0)
+                first.kill()
+            else:  # the attempt kills itself at its crash point
+                fence_at_kill = 1
             first.wait()
             killed_at = time.monotonic()
-            takeover = None
-            while second.poll() is None:
+            takeover = result_at = None
+            while second.poll() is None or result_at is None:
+                now = time.monotonic() - killed_at
                 if takeover is None and int(store.client.get(fence_key) or 0) > fence_at_kill:
-                    takeover = time.monotonic() - killed_at
-                entry = store.get_entry(JOB)
-                if entry is not None:
+                    takeover = now
+                if result_at is None and store.get_entry(JOB) is not None:
+                    result_at = now
+                if second.poll() is not None:
                     break
                 time.sleep(0.02)
             out = second.communicate()[0]
@@ -98,7 +108,8 @@ def main() -> int:
                 lost += 1
                 print(f"trial {trial}: LOST RESULT\n{out[-2000:]}")
                 continue
-            to_result.append(time.monotonic() - killed_at if takeover is not None else 0.0)
+            if result_at is not None:
+                to_result.append(result_at)  # 0 when the result was already written at the kill
             if takeover is not None:
                 takeovers.append(takeover)
             if any(e.result.status is JobStatus.SUCCEEDED for e in store.get_history(JOB)):
@@ -111,7 +122,8 @@ def main() -> int:
             launches_total += n
             shown = "-" if takeover is None else f"{takeover:.2f}s"
             note = "adopted" if was_adopted else ""
-            print(f"trial {trial}: kill at {delay:5.2f}s  takeover {shown}  launches {n}  {note}", flush=True)
+            when = f"kill at {delay:5.2f}s" if mode == "random" else f"crash at {mode}"
+            print(f"trial {trial}: {when:<22} takeover {shown}  launches {n}  {note}", flush=True)
     print(f"\ntrials {args.trials}  duplicate publications {duplicates}  lost results {lost}")
     print(f"adopted a dead attempt's finished output (no re-run): {adopted}  Spark launches {launches_total}")
     if takeovers:

@@ -4,7 +4,7 @@ It runs the operator's real execute() (store, lease, intent, spark-submit, resul
 context an Airflow worker would pass for dag ``chaos``, task ``submit``, 2013-01-01.
 Prints ``RESULT <json>`` on success or ``ERROR <exception class> <message>``; exit 0 / 1.
 
-usage: attempt.py --app-sleep S [--lease-wait S] [--run-id R] [--try-number N]
+usage: attempt.py --app-sleep S [--lease-wait S] [--run-id R] [--try-number N] [--cleanup]
 Environment: AIRFLOW_CONN_JRS_DEFAULT, AIRFLOW_CONN_SPARK_LOCAL, AIRFLOW__JRS__*, JRS_TEST_SPARK_CONF.
 """
 
@@ -28,8 +28,20 @@ def main() -> int:
     parser.add_argument("--lease-wait", type=float, default=0.0)
     parser.add_argument("--run-id", default="scheduled__2013-01-01")
     parser.add_argument("--try-number", type=int, default=1)
+    parser.add_argument("--cleanup", action="store_true", help="run JrsCleanupOperator for the job instead")
     args = parser.parse_args()
-    from airflow_jrs.operators import JrsSparkSubmitOperator
+    from airflow_jrs.operators import JrsCleanupOperator, JrsSparkSubmitOperator
+
+    if args.cleanup:
+        cleanup = JrsCleanupOperator(task_id="cleanup", jobs=["chaos.submit.2013-01-01"], initial_backoff=0.1)
+        ti = SimpleNamespace(dag_id="chaos", task_id="cleanup", try_number=args.try_number, map_index=-1)
+        try:
+            committed = cleanup.execute({"ti": ti, "run_id": args.run_id, "outlet_events": {}})
+        except BaseException as exc:
+            print(f"ERROR {type(exc).__name__} {exc}", flush=True)
+            return 1
+        print("RESULT " + json.dumps(committed, default=str), flush=True)
+        return 0
 
     op = JrsSparkSubmitOperator(
         task_id="submit",

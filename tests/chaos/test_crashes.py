@@ -135,6 +135,46 @@ def test_attempt_killed_at_a_crash_point_is_recovered_exactly_once(chaos, point,
         assert '"adopted_from"' in out
 
 
+def test_attempt_sigkilled_while_spark_runs_is_recovered_exactly_once(chaos):
+    """SIGKILL the task process mid-Spark: its orphaned spark-submit either finishes (the successor
+    waits for it and adopts its output) or dies; never two applications at once, one result."""
+    first = chaos.start("--app-sleep", "6")
+    chaos.wait_for_spark()
+    first.kill()
+    first.communicate()
+    launched = chaos.launches()
+    second = chaos.start("--lease-wait", str(LEASE_TTL * 4), "--try-number", "2")
+    out = chaos.finish(second)
+    assert second.returncode == 0, out[-3000:]
+    assert chaos.launches() - launched in (0, 1)
+    if chaos.launches() == launched:
+        assert '"adopted_from"' in out, out[-3000:]
+    chaos.assert_exactly_once()
+
+
+def test_cleanup_sigkilled_before_commit_only_cleans_up_again(chaos):
+    """Dirty means cleanup only: a cleanup killed before marking clean is simply run again,
+    and neither it nor a later attempt of the job starts Spark."""
+    first = chaos.start()
+    out = chaos.finish(first)
+    assert first.returncode == 0, out[-3000:]
+    assert chaos.launches() == 1
+    killed = chaos.start("--cleanup", fault="cleanup_before_clean")
+    chaos.finish(killed)
+    assert killed.returncode == -signal.SIGKILL
+    entry = chaos.store.get_entry(JOB)
+    assert entry is not None and entry.is_dirty
+    again = chaos.start("--cleanup", "--try-number", "2")
+    out = chaos.finish(again)
+    assert again.returncode == 0, out[-3000:]
+    assert chaos.store.get_entry(JOB).is_clean
+    later = chaos.start("--run-id", "backfill__2013-01-01")
+    out = chaos.finish(later)
+    assert later.returncode == 0 and '"skipped": true' in out, out[-3000:]
+    assert chaos.launches() == 1
+    chaos.assert_exactly_once()
+
+
 def test_sigkill_at_random_moments_never_duplicates_or_loses_the_result(chaos):
     rng = random.Random(20131)
     for trial in range(3):

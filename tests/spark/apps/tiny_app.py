@@ -4,9 +4,11 @@
 --rows N          rows to write (default 10)
 --sleep S         sleep S seconds before writing (kill tests)
 --fail            exit 3 after starting Spark
+--fail-once PATH  like --fail when PATH does not exist yet (and create it): the retry succeeds
 """
 
 import argparse
+import os
 import sys
 import time
 
@@ -19,7 +21,11 @@ parser.add_argument("--output", required=True)
 parser.add_argument("--rows", type=int, default=10)
 parser.add_argument("--sleep", type=float, default=0.0)
 parser.add_argument("--fail", action="store_true")
+parser.add_argument("--fail-once")
 args = parser.parse_args()
+if args.fail_once and not os.path.exists(args.fail_once):
+    open(args.fail_once, "w").close()
+    args.fail = True
 
 spark = SparkSession.builder.appName("jrs-tiny").getOrCreate()
 if args.fail:
