@@ -14,6 +14,7 @@ from airflow_jrs.store.model import Attempt, EntryState, JobResult, JobStatus
 from airflow_jrs.store.serde import (
     CLEAN_PREFIX,
     DIRTY_PREFIX,
+    DIRTY_VERSION_PREFIX,
     SCHEMA_VERSION,
     EntryDecodeError,
     decode_entry,
@@ -54,8 +55,10 @@ def test_clean_and_dirty_prefixes_have_equal_length_and_match_the_clean_script()
     # the Lua script flips the prefix by byte position; its literals must agree with serde's
     assert f"string.sub(v, 1, {len(DIRTY_PREFIX)})" in scripts.MARK_RESULT_AS_CLEAN
     assert f"string.sub(v, {len(DIRTY_PREFIX) + 1})" in scripts.MARK_RESULT_AS_CLEAN
-    assert f"'{DIRTY_PREFIX}'" in scripts.MARK_RESULT_AS_CLEAN
     assert f"'{CLEAN_PREFIX}'" in scripts.MARK_RESULT_AS_CLEAN
+    # the dirty prefix reaches the script as an argument, with the schema version in it
+    assert DIRTY_VERSION_PREFIX == f'{DIRTY_PREFIX},"v":{SCHEMA_VERSION},'
+    assert encode_entry(full_result(), EntryState.DIRTY, CREATED).startswith(DIRTY_VERSION_PREFIX)
 
 
 def test_flipping_the_prefix_of_a_dirty_entry_yields_the_same_entry_clean() -> None:
