@@ -25,7 +25,6 @@ from collections.abc import Collection, Sequence
 from datetime import timedelta
 from typing import Any
 
-import redis as redis_lib
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, AirflowSkipException
 
@@ -33,43 +32,17 @@ from airflow_jrs.exceptions import JrsConfigError, JrsError
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.store import JobResultEntry, validate_job_id
 from airflow_jrs.triggers.job_result import (
-    CONNECTION_KEYS,
     DEFAULT_STATUSES,
     JobResultTrigger,
     WaitOutcome,
     evaluate,
+    trigger_connection_kwargs,
     validate_wait_args,
 )
 
 #: Error events (the triggerer could not read the store) before the sensor gives up and lets
 #: Airflow retry: a triggerer that cannot reach Redis must not bounce the task forever.
 MAX_TRIGGER_ERRORS = 3
-_SSL_KEYS = sorted(k for k in CONNECTION_KEYS if k.startswith("ssl_"))
-
-
-def trigger_connection_kwargs(client: Any, conn_id: str) -> dict[str, Any]:
-    """Plain ``redis.asyncio`` kwargs equivalent to ``client`` (resolved by the hook, not the triggerer).
-
-    Only what the jrs connection can set is carried (host, port, db, ACL user, password, TLS);
-    Redis Cluster is refused rather than half-supported.
-    """
-    if isinstance(client, redis_lib.RedisCluster):
-        raise JrsConfigError(
-            f"jrs connection {conn_id!r} is a Redis Cluster connection; deferrable=True does not "
-            "support Redis Cluster yet. Use mode='reschedule' (which frees the worker slot too)."
-        )
-    pool = client.connection_pool
-    given = pool.connection_kwargs
-    if "path" in given:
-        raise JrsConfigError(
-            f"jrs connection {conn_id!r} uses a Unix socket; deferrable=True needs host and port. "
-            "Use mode='reschedule', or a TCP address."
-        )
-    kwargs = {k: given[k] for k in ("host", "port", "db", "username", "password") if given.get(k) is not None}
-    if issubclass(pool.connection_class, redis_lib.SSLConnection):
-        kwargs["ssl"] = True
-        kwargs.update({k: given[k] for k in _SSL_KEYS if given.get(k) is not None})
-    return kwargs
 
 
 class JobResultSensor(BaseSensorOperator):

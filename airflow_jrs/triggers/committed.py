@@ -52,9 +52,11 @@ import redis.asyncio as aioredis
 from airflow.triggers.base import BaseTrigger, TaskSkippedEvent, TaskSuccessEvent, TriggerEvent
 
 from airflow_jrs.decision import decide
+from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.store.keys import KeySpace
 from airflow_jrs.store.model import JobResultEntry, validate_job_id
 from airflow_jrs.store.serde import decode_entry, result_to_dict
+from airflow_jrs.triggers.job_result import trigger_connection_kwargs
 
 #: Where the decision was taken; the XCom of a task ended in the triggerer carries it.
 DECIDED_IN_TRIGGERER = "triggerer"
@@ -62,23 +64,6 @@ DECIDED_IN_TRIGGERER = "triggerer"
 COMMS_TIMEOUT = 30.0
 #: ``status`` of the plain event that hands the task to a worker.
 TO_WORKER = "to_worker"
-#: ``redis.asyncio.Redis`` keyword arguments taken over from the resolved sync client.
-_CONNECTION_KEYS = (
-    "host",
-    "port",
-    "db",
-    "username",
-    "password",
-    "ssl_keyfile",
-    "ssl_certfile",
-    "ssl_cert_reqs",
-    "ssl_ca_certs",
-    "ssl_ca_path",
-    "ssl_check_hostname",
-    "ssl_password",
-    "ssl_min_version",
-    "ssl_ciphers",
-)
 
 
 class _GoToWorker(Exception):
@@ -93,22 +78,15 @@ def resolve_connection(jrs_conn_id: str | None, jrs_namespace: str | None) -> tu
     connection kwargs (host, port, db, ACL user, password, TLS), so both paths meet the same
     server with the same credentials.
     """
-    import redis as redis_lib
-
     from airflow_jrs.hooks.jrs import JrsHook
 
     hook = JrsHook(jrs_conn_id, namespace=jrs_namespace)
     namespace = hook.namespace
     client = hook.get_conn()
     try:
-        pool = getattr(client, "connection_pool", None)
-        if pool is None:  # RedisCluster: no single pool to copy; the worker handles it
-            raise _GoToWorker("the jrs connection is a Redis Cluster; the triggerer shortcut supports single servers")
-        source = pool.connection_kwargs
-        kwargs = {k: source[k] for k in _CONNECTION_KEYS if source.get(k) is not None}
-        if issubclass(pool.connection_class, redis_lib.SSLConnection):
-            kwargs["ssl"] = True
-        return kwargs, namespace
+        return trigger_connection_kwargs(client, hook.jrs_conn_id), namespace
+    except JrsConfigError as exc:  # Redis Cluster, a Unix socket: the worker handles those
+        raise _GoToWorker(str(exc)) from None
     finally:
         client.close()
 

@@ -37,6 +37,7 @@ from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import redis as redis_lib
 import redis.asyncio as aioredis
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from redis.asyncio.retry import Retry
@@ -45,6 +46,7 @@ from redis.exceptions import AuthenticationError, AuthorizationError, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.store.keys import KeySpace
 from airflow_jrs.store.model import JobResultEntry, JobStatus, validate_job_id
 from airflow_jrs.store.serde import EntryDecodeError, decode_entry, result_to_dict
@@ -70,7 +72,35 @@ CONNECTION_KEYS = frozenset(
         "ssl_password",
     }
 )
+_SSL_KEYS = sorted(k for k in CONNECTION_KEYS if k.startswith("ssl_"))
 _REFUSED = (AuthenticationError, AuthorizationError)
+
+
+def trigger_connection_kwargs(client: Any, conn_id: str) -> dict[str, Any]:
+    """Plain ``redis.asyncio`` kwargs equivalent to ``client`` (resolved by the hook, not the triggerer).
+
+    Only what the jrs connection can set is carried (host, port, db, ACL user, password, TLS);
+    Redis Cluster is refused rather than half-supported.
+    """
+    if isinstance(client, redis_lib.RedisCluster):
+        raise JrsConfigError(
+            f"jrs connection {conn_id!r} is a Redis Cluster connection; deferrable=True does not "
+            "support Redis Cluster yet. Use mode='reschedule' (which frees the worker slot too)."
+        )
+    pool = client.connection_pool
+    given = pool.connection_kwargs
+    if "path" in given:
+        raise JrsConfigError(
+            f"jrs connection {conn_id!r} uses a Unix socket; deferrable=True needs host and port. "
+            "Use mode='reschedule', or a TCP address."
+        )
+    kwargs = {k: given[k] for k in ("host", "port", "db", "username", "password") if given.get(k) is not None}
+    if issubclass(pool.connection_class, redis_lib.SSLConnection):
+        kwargs["ssl"] = True
+        kwargs.update({k: given[k] for k in _SSL_KEYS if given.get(k) is not None})
+    return kwargs
+
+
 _RETRYABLE = (RedisConnectionError, RedisTimeoutError, OSError)
 
 

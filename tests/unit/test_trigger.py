@@ -265,7 +265,7 @@ def test_closes_its_connections_when_done(redis_url, redis_client, namespace):
 
 
 def test_sensor_hands_the_trigger_plain_connection_kwargs_with_credentials_and_tls():
-    from airflow_jrs.sensors.job_result import trigger_connection_kwargs
+    from airflow_jrs.triggers.job_result import trigger_connection_kwargs
 
     plain = redis.Redis(host="redis.internal", port=6380, db=3, username="jrs", password="s3cret")
     assert trigger_connection_kwargs(plain, "jrs_default") == {
