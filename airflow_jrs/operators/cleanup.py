@@ -242,18 +242,29 @@ def jrs_spark_job(
     *,
     cleanup_paths: Sequence[str] = (),
     cleanup_callables: Sequence[CleanupCallable] = (),
+    start_in_triggerer: bool = False,
     **submit_kwargs: Any,
 ) -> TaskGroup:
     """One call for the usual pair: ``<group_id>.submit`` (JrsSparkSubmitOperator) >> ``<group_id>.cleanup``.
 
     Use inside a DAG context; returns the TaskGroup so it chains like a task.
+    ``start_in_triggerer=True`` starts both tasks in the triggerer (see
+    :mod:`airflow_jrs.operators.triggerer_skip`): committed jobs then need no worker slot.
     """
-    from airflow_jrs.operators.spark import JrsSparkSubmitOperator
+    submit_cls: type[BaseOperator]
+    cleanup_cls: type[BaseOperator]
+    if start_in_triggerer:
+        from airflow_jrs.operators.triggerer_skip import JrsTriggererCleanupOperator, JrsTriggererSparkSubmitOperator
 
+        submit_cls, cleanup_cls = JrsTriggererSparkSubmitOperator, JrsTriggererCleanupOperator
+    else:
+        from airflow_jrs.operators.spark import JrsSparkSubmitOperator
+
+        submit_cls, cleanup_cls = JrsSparkSubmitOperator, JrsCleanupOperator
     conn = {k: submit_kwargs[k] for k in ("jrs_conn_id", "jrs_namespace") if k in submit_kwargs}
     with TaskGroup(group_id) as group:
-        submit = JrsSparkSubmitOperator(task_id="submit", **submit_kwargs)
-        JrsCleanupOperator(
+        submit = submit_cls(task_id="submit", **submit_kwargs)
+        cleanup_cls(
             task_id="cleanup",
             jobs=[submit],
             cleanup_paths=cleanup_paths,

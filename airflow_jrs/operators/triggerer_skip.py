@@ -34,12 +34,11 @@ Folding into the operators (what :class:`TriggererSkipMixin` does, in three step
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import StartTriggerArgs
 
-from airflow_jrs.operators.cleanup import CleanupCallable, JrsCleanupOperator
+from airflow_jrs.operators.cleanup import JrsCleanupOperator, jrs_spark_job
 from airflow_jrs.operators.spark import JrsSparkSubmitOperator
 from airflow_jrs.triggers.committed import CommittedCleanupTrigger, CommittedResultTrigger
 
@@ -145,24 +144,6 @@ class JrsTriggererCleanupOperator(TriggererCleanupMixin, JrsCleanupOperator):
         super().__init__(start_in_triggerer=start_in_triggerer, **kwargs)
 
 
-def jrs_triggerer_spark_job(
-    group_id: str,
-    *,
-    cleanup_paths: Sequence[str] = (),
-    cleanup_callables: Sequence[CleanupCallable] = (),
-    **submit_kwargs: Any,
-) -> TaskGroup:
+def jrs_triggerer_spark_job(group_id: str, **kwargs: Any) -> TaskGroup:
     """:func:`~airflow_jrs.operators.cleanup.jrs_spark_job` with both tasks starting in the triggerer."""
-    from airflow.sdk import TaskGroup
-
-    conn = {k: submit_kwargs[k] for k in ("jrs_conn_id", "jrs_namespace") if k in submit_kwargs}
-    with TaskGroup(group_id) as group:
-        submit = JrsTriggererSparkSubmitOperator(task_id="submit", **submit_kwargs)
-        JrsTriggererCleanupOperator(
-            task_id="cleanup",
-            jobs=[submit],
-            cleanup_paths=cleanup_paths,
-            cleanup_callables=cleanup_callables,
-            **conn,
-        )
-    return group
+    return jrs_spark_job(group_id, start_in_triggerer=True, **kwargs)
