@@ -81,7 +81,8 @@ def main() -> int:
             # or a zombie's replacement): takeover then measures the store, not Python start-up.
             time.sleep(2.5)
             second = subprocess.Popen(
-                [sys.executable, ATTEMPT, "--lease-wait", "120", "--try-number", "2"],
+                # the same job: same application arguments, hence the same fingerprint
+                [sys.executable, ATTEMPT, "--app-sleep", "3", "--lease-wait", "120", "--try-number", "2"],
                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             )  # fmt: skip
             if mode == "random":
