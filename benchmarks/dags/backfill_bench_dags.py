@@ -9,6 +9,8 @@ out (the benchmark extracts the landing data once before timing: it is not a Spa
 ``bench_jrs_triggerer``       the same with ``start_in_triggerer`` (committed jobs: no worker)
 ``bench_plain``               the Spark provider's ``SparkSubmitOperator``; no-op cleanups (a)
 ``bench_python``              no-op ``PythonOperator`` in place of every task (b)
+``bench_python_xcom``         (b) plus the JRS DAG's data flow: submits return a result dict
+                              (ontime's template pulls ingest's), cleanups pull and return it
 ``bench_empty``               ``EmptyOperator`` in place of every task (c)
 ``bench_busy``                two tasks that hold the worker slots for ``conf["seconds"]``
 ============================  ===================================================================
@@ -127,6 +129,29 @@ bench_python = _pairs(
     "bench_python",
     lambda _name, t: PythonOperator(task_id=t, python_callable=noop),
     lambda t: PythonOperator(task_id=t, python_callable=noop),
+)
+
+
+def _result(name: str, ds: str, upstream: str = "") -> dict[str, Any]:
+    """What a skipping JRS submit returns (a result dict of about the same size), without the store."""
+    return {"job_id": f"bench.{name}.{ds}", "status": "SUCCEEDED", "outputs": {name: f"/out/{name}/{ds}"},
+            "fingerprint": "0" * 64, "upstream": upstream, "state": "clean", "skipped": True}  # fmt: skip
+
+
+def _commit(ti: Any) -> list[dict[str, Any]]:
+    """What a JRS cleanup does with XCom: pull the submit's result, return the committed list."""
+    return [{**ti.xcom_pull(task_ids=ti.task_id.rsplit(".", 1)[0] + ".submit"), "state": "clean"}]
+
+
+def _xcom_submit(name: str, task_id: str) -> PythonOperator:
+    upstream = "{{ ti.xcom_pull(task_ids='ingest.submit')['outputs']['ingest'] }}" if name == "ontime" else ""
+    return PythonOperator(task_id=task_id, python_callable=_result, op_args=[name, "{{ ds }}", upstream])
+
+
+bench_python_xcom = _pairs(
+    "bench_python_xcom",
+    _xcom_submit,
+    lambda t: PythonOperator(task_id=t, python_callable=_commit),
 )
 bench_empty = _pairs("bench_empty", lambda _name, t: EmptyOperator(task_id=t), lambda t: EmptyOperator(task_id=t))
 
