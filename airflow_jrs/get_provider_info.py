@@ -38,12 +38,21 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [
             {
                 "integration-name": "Job Result Store",
-                "python-modules": ["airflow_jrs.operators.spark", "airflow_jrs.operators.cleanup"],
+                "python-modules": [
+                    "airflow_jrs.operators.spark",
+                    "airflow_jrs.operators.cleanup",
+                    "airflow_jrs.operators.triggerer_skip",
+                ],
             }
         ],
         "sensors": [{"integration-name": "Job Result Store", "python-modules": ["airflow_jrs.sensors.job_result"]}],
         "hooks": [{"integration-name": "Job Result Store", "python-modules": ["airflow_jrs.hooks.jrs"]}],
-        "triggers": [{"integration-name": "Job Result Store", "python-modules": ["airflow_jrs.triggers.job_result"]}],
+        "triggers": [
+            {
+                "integration-name": "Job Result Store",
+                "python-modules": ["airflow_jrs.triggers.job_result", "airflow_jrs.triggers.committed"],
+            }
+        ],
         "connection-types": [
             {
                 "hook-class-name": "airflow_jrs.hooks.jrs.JrsHook",
