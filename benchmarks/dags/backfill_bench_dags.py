@@ -132,9 +132,9 @@ bench_python = _pairs(
 )
 
 
-def _result(name: str, ds: str, upstream: str = "") -> dict[str, Any]:
+def _result(name: str, day: str, upstream: str = "") -> dict[str, Any]:
     """What a skipping JRS submit returns (a result dict of about the same size), without the store."""
-    return {"job_id": f"bench.{name}.{ds}", "status": "SUCCEEDED", "outputs": {name: f"/out/{name}/{ds}"},
+    return {"job_id": f"bench.{name}.{day}", "status": "SUCCEEDED", "outputs": {name: f"/out/{name}/{day}"},
             "fingerprint": "0" * 64, "upstream": upstream, "state": "clean", "skipped": True}  # fmt: skip
 
 
