@@ -125,6 +125,7 @@ def main() -> int:
         sys.path.insert(0, str(ROOT / "dags"))
         import flights_daily
 
+        warnings.filterwarnings("ignore", category=DeprecationWarning)  # again: importing Airflow reset it
         run_pass(flights_daily.dag, dates, events, "First pass (computes what the store does not have)")
         print_store(store)
         run_pass(flights_daily.dag, dates, events, "Second pass (same dates: every job is committed)")
