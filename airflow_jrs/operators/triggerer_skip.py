@@ -63,6 +63,10 @@ class _StartInTriggerer(_OperatorBase):
 
     _trigger_classpath: str = ""
 
+    def __init__(self, *, start_in_triggerer: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._setup_start_in_triggerer(start_in_triggerer)
+
     def _trigger_kwargs(self) -> dict[str, Any]:
         raise NotImplementedError
 
@@ -90,10 +94,6 @@ class TriggererSkipMixin(_StartInTriggerer, _SubmitBase):
     """Adds ``start_in_triggerer`` to :class:`~airflow_jrs.operators.spark.JrsSparkSubmitOperator`."""
 
     _trigger_classpath = _RESULT_TRIGGER
-
-    def __init__(self, *, start_in_triggerer: bool = True, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._setup_start_in_triggerer(start_in_triggerer)
 
     def _trigger_kwargs(self) -> dict[str, Any]:
         # Template fields are passed unrendered; the triggerer renders the ones that are also
@@ -123,10 +123,6 @@ class TriggererCleanupMixin(_StartInTriggerer, _CleanupBase):
     """Adds ``start_in_triggerer`` to :class:`~airflow_jrs.operators.cleanup.JrsCleanupOperator`."""
 
     _trigger_classpath = _CLEANUP_TRIGGER
-
-    def __init__(self, *, start_in_triggerer: bool = True, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._setup_start_in_triggerer(start_in_triggerer)
 
     def _trigger_kwargs(self) -> dict[str, Any]:
         return {
