@@ -111,6 +111,17 @@ def jrs_env(
 
 
 # -- REST ------------------------------------------------------------------------------------------
+def _backfill_body(
+    dag_id: str, from_date: str | date | datetime, to_date: str | date | datetime, reprocess_behavior: str
+) -> dict[str, Any]:
+    return {
+        "dag_id": dag_id,
+        "from_date": iso(from_date),
+        "to_date": iso(to_date),
+        "reprocess_behavior": reprocess_behavior,
+    }
+
+
 class ApiError(DeploymentError):
     def __init__(self, method: str, path: str, status: int, body: str) -> None:
         super().__init__(f"{method} {path} -> HTTP {status}: {body[:2000]}")
@@ -266,13 +277,7 @@ class AirflowClient:
         reprocess_behavior: str = "none",
         max_active_runs: int = 2,
     ) -> dict[str, Any]:
-        body = {
-            "dag_id": dag_id,
-            "from_date": iso(from_date),
-            "to_date": iso(to_date),
-            "reprocess_behavior": reprocess_behavior,
-            "max_active_runs": max_active_runs,
-        }
+        body = {**_backfill_body(dag_id, from_date, to_date, reprocess_behavior), "max_active_runs": max_active_runs}
         return self.request("POST", "/api/v2/backfills", body)  # type: ignore[no-any-return]
 
     def backfill_dry_run(
@@ -284,13 +289,9 @@ class AirflowClient:
         reprocess_behavior: str = "none",
     ) -> list[str]:
         """Logical dates a backfill would run (``POST /api/v2/backfills/dry_run``)."""
-        body = {
-            "dag_id": dag_id,
-            "from_date": iso(from_date),
-            "to_date": iso(to_date),
-            "reprocess_behavior": reprocess_behavior,
-        }
-        doc = self.request("POST", "/api/v2/backfills/dry_run", body)
+        doc = self.request(
+            "POST", "/api/v2/backfills/dry_run", _backfill_body(dag_id, from_date, to_date, reprocess_behavior)
+        )
         return [b["logical_date"] for b in doc["backfills"] if b.get("logical_date")]
 
     def backfills(self, dag_id: str) -> list[dict[str, Any]]:

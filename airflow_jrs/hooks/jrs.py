@@ -45,28 +45,33 @@ class JrsSettings:
     spec_root: str
 
 
+def _coerce(raw: Any, kind: str) -> Any:
+    """``raw`` as a value of ``kind``; ``ValueError``/``TypeError`` says what is wrong."""
+    if kind == "float":
+        value = float(raw)
+        if value <= 0:
+            raise ValueError("must be positive")
+        return value
+    if kind == "integer":
+        value = int(raw)
+        if value < 1:
+            raise ValueError("must be at least 1")
+        return value
+    if kind == "boolean":
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in ("true", "1", "yes", "on"):
+            return True
+        if text in ("false", "0", "no", "off", ""):
+            return False
+        raise ValueError("must be true or false")
+    return str(raw)
+
+
 def _parse(name: str, raw: Any, kind: str) -> Any:
     try:
-        if kind == "float":
-            value = float(raw)
-            if value <= 0:
-                raise ValueError("must be positive")
-            return value
-        if kind == "integer":
-            value = int(raw)
-            if value < 1:
-                raise ValueError("must be at least 1")
-            return value
-        if kind == "boolean":
-            if isinstance(raw, bool):
-                return raw
-            text = str(raw).strip().lower()
-            if text in ("true", "1", "yes", "on"):
-                return True
-            if text in ("false", "0", "no", "off", ""):
-                return False
-            raise ValueError("must be true or false")
-        return str(raw)
+        return _coerce(raw, kind)
     except (TypeError, ValueError) as exc:
         raise JrsConfigError(
             f"jrs setting {name!r} has invalid value {raw!r} ({exc}); fix it in the operator "
@@ -87,24 +92,25 @@ class _JrsRedisHook(RedisHook):
     def get_connection(cls, conn_id: str) -> Any:
         conn = super().get_connection(conn_id)
         extra = dict(conn.extra_dejson)
-        if "db" not in extra and conn.schema:
-            if not str(conn.schema).isdigit():
+        where, db = ("extra db", extra["db"]) if "db" in extra else ("URL path", conn.schema)
+        if isinstance(db, str) and db:
+            if not db.strip().isdigit():
                 raise JrsConfigError(
-                    f"connection {conn_id!r}: the URL path {conn.schema!r} is not a Redis database "
-                    "number; use e.g. redis://host:6379/0"
+                    f"connection {conn_id!r}: the {where} {db!r} is not a Redis database number; "
+                    "use e.g. redis://host:6379/0 or db=0"
                 )
-            extra["db"] = int(conn.schema)
-        elif isinstance(extra.get("db"), str):
-            if not extra["db"].strip().isdigit():
-                raise JrsConfigError(
-                    f"connection {conn_id!r}: extra db={extra['db']!r} is not a Redis database number; use e.g. db=0"
-                )
-            extra["db"] = int(extra["db"])
+            extra["db"] = int(db)
         if conn.conn_type == "rediss" and "ssl" not in extra:
             extra["ssl"] = True
         for name in _BOOLEAN_EXTRAS:
             if name in extra:
-                extra[name] = _parse(f"{conn_id} extra {name}", extra[name], "boolean")
+                try:
+                    extra[name] = _coerce(extra[name], "boolean")
+                except ValueError:
+                    raise JrsConfigError(
+                        f"connection {conn_id!r}: extra {name}={extra[name]!r} must be true or false; "
+                        "fix the connection URL or extra"
+                    ) from None
         if extra != conn.extra_dejson:
             conn.extra = json.dumps(extra)
         return conn
