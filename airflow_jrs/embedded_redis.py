@@ -112,6 +112,14 @@ class EmbeddedRedis:
         self.stop()
         self.start()
 
+    def crash(self) -> None:
+        """SIGKILL the server, as the OOM killer or a lost machine would: no shutdown save,
+        no final AOF flush. ``start()`` then reloads what the append-only file holds."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
     def __enter__(self) -> EmbeddedRedis:
         return self.start()
 
