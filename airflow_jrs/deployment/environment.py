@@ -1,0 +1,145 @@
+"""What every process of a local deployment shares: secrets, config, connections, paths.
+
+Kept apart from the process supervision (:mod:`.local`) because it is pure: the same inputs
+give the same environment, which the tests check without starting Airflow.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import socket
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+#: ``[database] sql_alchemy_connect_args`` for SQLite: wait up to 30 s for a lock instead of
+#: failing at once with "database is locked" (the scheduler, api-server, triggerer and task
+#: processes all write; with the 5 s default a busy scheduler loop makes API calls fail).
+SQLITE_CONNECT_ARGS: dict[str, Any] = {"timeout": 30}
+SIMPLE_AUTH_MANAGER = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+LOCAL_BUNDLE = "airflow.dag_processing.bundles.local.LocalDagBundle"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def jrs_env(
+    redis_url: str,
+    namespace: str,
+    *,
+    data_dir: str | os.PathLike[str],
+    spark_master: str = "local[1]",
+    event_log_dir: str | os.PathLike[str] | None = None,
+) -> dict[str, str]:
+    """Environment that the project's DAGs need: the store connection, a Spark connection, paths.
+
+    ``event_log_dir`` turns Spark event logs on for the flights DAG (one file per application);
+    tests count launches with it. ``data_dir`` holds outputs, specs and the flights landing data.
+    """
+    data = Path(data_dir)
+    venv_bin = str(Path(sys.executable).parent)
+    env = {
+        "AIRFLOW_CONN_JRS_DEFAULT": f"{redis_url}?namespace={namespace}",
+        "AIRFLOW_CONN_SPARK_LOCAL": json.dumps({"conn_type": "spark", "host": spark_master}),
+        "AIRFLOW__JRS__OUTPUT_ROOT": str(data / "output"),
+        "AIRFLOW__JRS__SPEC_ROOT": str(data / "specs"),
+        "JRS_FLIGHTS_LANDING": str(data / "landing"),
+        "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    if event_log_dir is not None:
+        Path(event_log_dir).mkdir(parents=True, exist_ok=True)
+        env["JRS_SPARK_EVENT_LOG_DIR"] = Path(event_log_dir).resolve().as_uri()
+    return env
+
+
+def shared_keys(home: Path) -> dict[str, str]:
+    """Secrets shared by all components, kept in the home: a kept home restarts with the
+    same Fernet key (encrypted connections and trigger kwargs stay readable)."""
+    path = home / ".jrs-keys.json"
+    try:
+        keys = json.loads(path.read_text())
+        if isinstance(keys, dict) and {"fernet_key", "jwt_secret", "api_secret_key"} <= set(keys):
+            return {k: str(v) for k, v in keys.items()}
+    except (OSError, ValueError):
+        pass
+    keys = {
+        "fernet_key": base64.urlsafe_b64encode(os.urandom(32)).decode(),
+        "jwt_secret": secrets.token_urlsafe(32),
+        "api_secret_key": secrets.token_urlsafe(24),
+    }
+    home.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(keys))
+    path.chmod(0o600)
+    return keys
+
+
+def component_env(
+    *,
+    home: Path,
+    bundles: Mapping[str, str],
+    url: str,
+    api_port: int,
+    sql_alchemy_conn: str,
+    parallelism: int,
+    username: str,
+    log_level: str,
+    extra_env: Mapping[str, str],
+) -> dict[str, str]:
+    """The environment of every component: ours (below) over ``os.environ``, ``extra_env`` last."""
+    bundle_list = [
+        {"name": name, "classpath": LOCAL_BUNDLE, "kwargs": {"path": path}} for name, path in bundles.items()
+    ]
+    first = next(iter(bundles.values()))
+    keys = shared_keys(home)
+    airflow_env = {
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__PARALLELISM": str(parallelism),
+        "AIRFLOW__CORE__DEFAULT_POOL_TASK_SLOT_COUNT": str(parallelism),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": first,
+        "AIRFLOW__CORE__FERNET_KEY": keys["fernet_key"],
+        "AIRFLOW__CORE__AUTH_MANAGER": SIMPLE_AUTH_MANAGER,
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{username}:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{url}/execution/",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": sql_alchemy_conn,
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__PORT": str(api_port),
+        "AIRFLOW__API__BASE_URL": url,
+        "AIRFLOW__API__WORKERS": "1",
+        "AIRFLOW__API__SECRET_KEY": keys["api_secret_key"],
+        "AIRFLOW__API_AUTH__JWT_SECRET": keys["jwt_secret"],
+        "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundle_list),
+        "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": log_level,
+        "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
+    }
+    if sql_alchemy_conn.startswith("sqlite"):
+        airflow_env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS"] = f"{__name__}.SQLITE_CONNECT_ARGS"
+    elif sql_alchemy_conn.startswith("postgresql+psycopg:") and not os.environ.get(
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC"
+    ):
+        # psycopg 3 is sync and async; Airflow would otherwise derive an asyncpg URL.
+        airflow_env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC"] = sql_alchemy_conn
+    env = dict(os.environ)
+    env.update(airflow_env)
+    for key, value in extra_env.items():
+        if key.startswith("AIRFLOW__") and key in airflow_env and key not in ("AIRFLOW__LOGGING__LOGGING_LEVEL",):
+            # Overriding what makes the deployment coherent is allowed, but say so.
+            print(f"[jrs-deployment] overriding {key}", file=sys.stderr)
+        env[key] = value
+    return env

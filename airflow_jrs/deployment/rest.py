@@ -1,0 +1,240 @@
+"""The Airflow REST API v2 as the UI uses it: a token, DAGs, runs, clears, backfills.
+
+Plain ``urllib`` so that the CLI, tests and benchmarks can drive any Airflow 3 deployment
+(ours from :mod:`.local` or a real one) without importing Airflow.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping, Sequence
+from datetime import UTC, date, datetime
+from typing import Any
+
+TERMINAL_RUN_STATES = frozenset({"success", "failed"})
+TERMINAL_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
+
+
+class DeploymentError(RuntimeError):
+    """The deployment did not start, a component died, or a wait timed out (the message has the logs' tail)."""
+
+
+def iso(value: str | date | datetime) -> str:
+    """An aware ISO-8601 timestamp for the REST API (dates mean midnight UTC)."""
+    if isinstance(value, str):
+        if "T" not in value:
+            return f"{value}T00:00:00Z"
+        return value
+    if not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day, tzinfo=UTC)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _backfill_body(
+    dag_id: str, from_date: str | date | datetime, to_date: str | date | datetime, reprocess_behavior: str
+) -> dict[str, Any]:
+    return {
+        "dag_id": dag_id,
+        "from_date": iso(from_date),
+        "to_date": iso(to_date),
+        "reprocess_behavior": reprocess_behavior,
+    }
+
+
+class ApiError(DeploymentError):
+    def __init__(self, method: str, path: str, status: int, body: str) -> None:
+        super().__init__(f"{method} {path} -> HTTP {status}: {body[:2000]}")
+        self.status = status
+        self.body = body
+
+
+class AirflowClient:
+    """The REST API v2 calls the UI makes, with a SimpleAuthManager token (renewed on 401)."""
+
+    def __init__(self, base_url: str, username: str, password: str, *, timeout: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.username = username
+        self.password = password
+        self.timeout = timeout
+        self._token: str | None = None
+
+    # -- plumbing
+    def _raw(self, method: str, path: str, body: Any = None, *, token: str | None = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base_url + path, data=data, method=method)
+        req.add_header("Accept", "application/json")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        if token:
+            req.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                text = resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            raise ApiError(method, path, exc.code, exc.read().decode(errors="replace")) from None
+        return json.loads(text) if text else None
+
+    def token(self) -> str:
+        if self._token is None:
+            doc = self._raw("POST", "/auth/token", {"username": self.username, "password": self.password})
+            self._token = doc["access_token"]
+        return self._token
+
+    def request(self, method: str, path: str, body: Any = None) -> Any:
+        """One call; renews the token on 401 and retries while SQLite is locked (HTTP 503, rolled back)."""
+        for attempt in range(1, 9):
+            try:
+                return self._raw(method, path, body, token=self.token())
+            except ApiError as exc:
+                if exc.status == 401:
+                    self._token = None
+                    return self._raw(method, path, body, token=self.token())
+                if exc.status != 503 or "locked" not in exc.body.lower() or attempt == 8:
+                    raise
+                time.sleep(0.5 * attempt)
+        raise AssertionError("unreachable")
+
+    def health(self) -> dict[str, Any]:
+        return self._raw("GET", "/api/v2/monitor/health")  # type: ignore[no-any-return]
+
+    # -- DAGs
+    def dag(self, dag_id: str) -> dict[str, Any]:
+        return self.request("GET", f"/api/v2/dags/{_q(dag_id)}")  # type: ignore[no-any-return]
+
+    def import_errors(self) -> list[dict[str, Any]]:
+        return list(self.request("GET", "/api/v2/importErrors")["import_errors"])
+
+    def set_paused(self, dag_id: str, paused: bool) -> dict[str, Any]:
+        return self.request("PATCH", f"/api/v2/dags/{_q(dag_id)}", {"is_paused": paused})  # type: ignore[no-any-return]
+
+    def unpause(self, dag_id: str) -> dict[str, Any]:
+        return self.set_paused(dag_id, False)
+
+    def pause(self, dag_id: str) -> dict[str, Any]:
+        return self.set_paused(dag_id, True)
+
+    # -- runs
+    def trigger(
+        self,
+        dag_id: str,
+        logical_date: str | date | datetime | None,
+        *,
+        run_id: str | None = None,
+        conf: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Trigger a run as the UI's "Trigger" button does (``logical_date`` may be None)."""
+        body: dict[str, Any] = {"logical_date": iso(logical_date) if logical_date is not None else None}
+        if run_id:
+            body["dag_run_id"] = run_id
+        if conf:
+            body["conf"] = dict(conf)
+        return self.request("POST", f"/api/v2/dags/{_q(dag_id)}/dagRuns", body)  # type: ignore[no-any-return]
+
+    def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
+        return self.request("GET", f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}")  # type: ignore[no-any-return]
+
+    def dag_runs(self, dag_id: str, *, limit: int = 1000) -> list[dict[str, Any]]:
+        doc = self.request("GET", f"/api/v2/dags/{_q(dag_id)}/dagRuns?limit={limit}&order_by=logical_date")
+        return list(doc["dag_runs"])
+
+    def delete_dag_run(self, dag_id: str, run_id: str) -> None:
+        self.request("DELETE", f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}")
+
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        doc = self.request("GET", f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}/taskInstances?limit=1000")
+        return list(doc["task_instances"])
+
+    def task_states(self, dag_id: str, run_id: str) -> dict[str, str | None]:
+        return {ti["task_id"]: ti["state"] for ti in self.task_instances(dag_id, run_id)}
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
+        path = f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}/taskInstances/{_q(task_id)}/xcomEntries/{_q(key)}"
+        return self.request("GET", path + "?deserialize=true&stringify=false")["value"]
+
+    def wait_for_run(self, dag_id: str, run_id: str, *, timeout: float = 600.0, poll: float = 1.0) -> dict[str, Any]:
+        """Poll until the run is success/failed; return it (raise on timeout, with task states)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            run = self.dag_run(dag_id, run_id)
+            if run["state"] in TERMINAL_RUN_STATES:
+                return run
+            if time.monotonic() > deadline:
+                raise DeploymentError(
+                    f"run {dag_id}/{run_id} still {run['state']} after {timeout:.0f}s; "
+                    f"tasks: {self.task_states(dag_id, run_id)}"
+                )
+            time.sleep(poll)
+
+    def clear(
+        self,
+        dag_id: str,
+        run_id: str,
+        task_ids: Sequence[str],
+        *,
+        include_downstream: bool = True,
+        only_failed: bool = False,
+    ) -> list[dict[str, Any]]:
+        """Clear task instances as the UI's "Clear" does (the run goes back to queued)."""
+        body = {
+            "dry_run": False,
+            "dag_run_id": run_id,
+            "task_ids": list(task_ids),
+            "only_failed": only_failed,
+            "include_downstream": include_downstream,
+            "reset_dag_runs": True,
+        }
+        doc = self.request("POST", f"/api/v2/dags/{_q(dag_id)}/clearTaskInstances", body)
+        return list(doc.get("task_instances", []))
+
+    # -- backfills
+    def create_backfill(
+        self,
+        dag_id: str,
+        from_date: str | date | datetime,
+        to_date: str | date | datetime,
+        *,
+        reprocess_behavior: str = "none",
+        max_active_runs: int = 2,
+    ) -> dict[str, Any]:
+        body = {**_backfill_body(dag_id, from_date, to_date, reprocess_behavior), "max_active_runs": max_active_runs}
+        return self.request("POST", "/api/v2/backfills", body)  # type: ignore[no-any-return]
+
+    def backfill_dry_run(
+        self,
+        dag_id: str,
+        from_date: str | date | datetime,
+        to_date: str | date | datetime,
+        *,
+        reprocess_behavior: str = "none",
+    ) -> list[str]:
+        """Logical dates a backfill would run (``POST /api/v2/backfills/dry_run``)."""
+        doc = self.request(
+            "POST", "/api/v2/backfills/dry_run", _backfill_body(dag_id, from_date, to_date, reprocess_behavior)
+        )
+        return [b["logical_date"] for b in doc["backfills"] if b.get("logical_date")]
+
+    def backfills(self, dag_id: str) -> list[dict[str, Any]]:
+        return list(self.request("GET", f"/api/v2/backfills?dag_id={_q(dag_id)}&limit=1000")["backfills"])
+
+    def backfill(self, backfill_id: int) -> dict[str, Any]:
+        return self.request("GET", f"/api/v2/backfills/{backfill_id}")  # type: ignore[no-any-return]
+
+    def wait_for_backfill(self, backfill_id: int, *, timeout: float = 1800.0, poll: float = 1.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            doc = self.backfill(backfill_id)
+            if doc.get("completed_at"):
+                return doc
+            if time.monotonic() > deadline:
+                raise DeploymentError(f"backfill {backfill_id} not complete after {timeout:.0f}s: {doc}")
+            time.sleep(poll)
+
+
+def _q(part: str) -> str:
+    return urllib.parse.quote(part, safe="")
