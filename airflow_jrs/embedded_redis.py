@@ -41,6 +41,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class _PortTaken(RuntimeError):
+    """Someone else serves the port we picked."""
+
+
 class EmbeddedRedis:
     """One redis-server process bound to loopback, its data in ``data_dir``.
 
@@ -60,6 +64,7 @@ class EmbeddedRedis:
         if appendfsync not in ("always", "everysec", "no"):
             raise ValueError(f"appendfsync must be always, everysec or no; got {appendfsync!r}")
         self.data_dir = Path(data_dir)
+        self._pick_port = port is None  # a free port can be taken before we bind it: pick again
         self.port = port or free_port()
         self.appendfsync = appendfsync
         self.process: subprocess.Popen[bytes] | None = None
@@ -69,6 +74,16 @@ class EmbeddedRedis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 20.0) -> EmbeddedRedis:
+        for attempt in range(3):
+            try:
+                return self._start(timeout)
+            except _PortTaken:
+                if not self._pick_port or attempt == 2:
+                    raise
+                self.port = free_port()
+        raise AssertionError("unreachable")
+
+    def _start(self, timeout: float) -> EmbeddedRedis:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         cmd = [
             find_redis_server(),
@@ -87,11 +102,19 @@ class EmbeddedRedis:
         while True:
             try:
                 client.ping()
+                # Whoever answers must be our process: another server on this port (a race
+                # for a "free" port) would silently receive our data.
+                pid = int(client.info("server")["process_id"])
+                if pid != self.process.pid:
+                    self.stop()
+                    raise _PortTaken(f"port {self.port} is served by another redis-server (pid {pid})")
                 break
             except redis_lib.exceptions.ConnectionError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     log = (self.data_dir / "redis.log").read_text(errors="replace")[-2000:]
                     self.stop()
+                    if "Address already in use" in log:
+                        raise _PortTaken(f"port {self.port} is taken:\n{log}") from None
                     raise RuntimeError(f"redis-server did not start on port {self.port}:\n{log}") from None
                 time.sleep(0.05)
             finally:

@@ -104,7 +104,7 @@ def test_execution_timeout_kills_spark_and_records_nothing(env, monkeypatch):
     assert env.store.client.exists(env.store.keys.lease(JOB)) == 0
 
 
-def test_sigterm_while_spark_runs_kills_it_and_the_task_never_succeeds(env, monkeypatch, redis_client):
+def test_sigterm_while_spark_runs_kills_it_and_the_task_never_succeeds(env, monkeypatch, redis_client, tmp_path):
     """apache/airflow#73006: on_kill runs on SIGTERM and execute() continues; it must not succeed."""
     import os
     import signal
@@ -115,24 +115,27 @@ def test_sigterm_while_spark_runs_kills_it_and_the_task_never_succeeds(env, monk
 
     monkeypatch.setenv("JRS_TEST_APP_ARGS", json.dumps(["--sleep", "120"]))
     code = "from dag_runner import run_dag; import json; print('STATES=' + json.dumps(run_dag()))"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code],
-        cwd=Path(__file__).parent,
-        env={**os.environ, "PYTHONPATH": f"{Path(__file__).parent}{os.pathsep}{os.environ['PYTHONPATH']}"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    log = tmp_path / "dag-run.log"  # a file, not a pipe: nobody reads while we poll, a pipe could fill up
+    with open(log, "w") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code],
+            cwd=Path(__file__).parent,
+            env={**os.environ, "PYTHONPATH": f"{Path(__file__).parent}{os.pathsep}{os.environ['PYTHONPATH']}"},
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
     try:
         deadline = time.monotonic() + 120
         while not (redis_client.exists(env.store.keys.intent(JOB)) and env.launches() >= 1):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-3000:]
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.2)
         time.sleep(2)
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=120)
+        proc.wait(timeout=120)
     finally:
         proc.kill()
+    out = log.read_text(errors="replace")
     states_line = [line for line in out.splitlines() if line.startswith("STATES=")]
     assert states_line, out[-3000:]
     assert json.loads(states_line[0][7:])["submit"] != "success"

@@ -57,10 +57,10 @@ def test_acknowledged_results_and_fences_survive_a_sigkill_of_redis(tmp_path):
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
     try:
-        deadline = time.monotonic() + 60
-        while len(tokens) < 200:  # kill mid-stream, once a fair number of writes went through
+        deadline = time.monotonic() + 300  # a liveness guard only: every write is fsynced
+        while len(tokens) < 50:  # kill mid-stream, once a fair number of writes went through
             assert writer.is_alive(), "the writer stopped before the kill"
-            assert time.monotonic() < deadline, f"only {len(tokens)} writes in 60 s"
+            assert time.monotonic() < deadline, f"the writer is stuck after {len(tokens)} rounds"
             time.sleep(0.01)
         server.crash()
         stop.set()

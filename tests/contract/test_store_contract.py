@@ -102,16 +102,24 @@ class RedisHarness:
 
     @contextmanager
     def events(self, store: JobResultStore) -> Iterator[Callable[[float], list[dict[str, Any]]]]:
-        """Subscribe before the caller acts; yields ``drain(wait)`` -> the decoded messages."""
+        """Subscribe before the caller acts; yields ``drain(expected)`` -> the decoded messages.
+
+        Reads until ``expected`` messages came (at most 10 s: delivery is asynchronous, and a
+        loaded machine may take a while), then 0.2 s more to catch any message too many."""
         pubsub = self.client.pubsub()
         pubsub.subscribe(KeySpace(store.namespace).events)
         deadline = time.monotonic() + 5
         while pubsub.get_message(timeout=0.1) is None:  # the subscribe confirmation
             assert time.monotonic() < deadline, "no subscribe confirmation"
 
-        def drain(wait: float) -> list[dict[str, Any]]:
+        def drain(expected: int) -> list[dict[str, Any]]:
             out: list[dict[str, Any]] = []
-            end = time.monotonic() + wait
+            end = time.monotonic() + 10.0
+            while len(out) < expected and time.monotonic() < end:
+                msg = pubsub.get_message(ignore_subscribe_messages=True, timeout=0.05)
+                if msg is not None and msg["type"] == "message":
+                    out.append(json.loads(msg["data"]))
+            end = time.monotonic() + 0.2
             while time.monotonic() < end:
                 msg = pubsub.get_message(ignore_subscribe_messages=True, timeout=0.05)
                 if msg is not None and msg["type"] == "message":
@@ -370,11 +378,11 @@ def test_clean_entries_are_kept_forever_by_default(backend: RedisHarness, store:
 
 
 def test_clean_ttl_puts_an_expiry_on_the_clean_entry(backend: RedisHarness, namespace: str) -> None:
-    store = backend.make_store(namespace, clean_ttl=1)
+    store = backend.make_store(namespace, clean_ttl=60)  # long enough for a stalled test to read it
     store.create_dirty_result(ok("j"))
     assert backend.entry_ttl_ms(store, "j") == -1  # dirty entries never expire
     store.mark_result_as_clean("j")
-    assert 0 < backend.entry_ttl_ms(store, "j") <= 1000
+    assert 0 < backend.entry_ttl_ms(store, "j") <= 60_000
     assert store.has_clean_job_result_entry("j")
 
 
@@ -856,7 +864,7 @@ def test_fenced_create_with_a_token_that_does_not_hold_the_lease_writes_nothing(
     with backend.events(store) as drain:
         with pytest.raises(LeaseLostError) as info:
             store.create_dirty_result(ok("j", application_id="zombie"), fence=token)
-        assert drain(0.2) == []
+        assert drain(0) == []
     assert info.value.fence == token and info.value.job_id == "j"
     assert not store.has_job_result_entry("j")
     assert backend.raw_entry(store, "j") is None
@@ -909,7 +917,7 @@ def test_every_create_and_clean_publishes_one_event(backend: RedisHarness, store
         assert store.mark_result_as_clean("j") is False  # no-op: no event
         store.create_dirty_result(JobResult(job_id="k", status=JobStatus.FAILED))
         store.forget_result("k")
-        events = drain(0.3)
+        events = drain(4)
     assert [(e["event"], e["job_id"]) for e in events] == [
         ("created", "j"),
         ("cleaned", "j"),
@@ -927,7 +935,7 @@ def test_clean_with_delete_on_commit_publishes_an_event(backend: RedisHarness, n
     store.create_dirty_result(ok("j"))
     with backend.events(store) as drain:
         store.mark_result_as_clean("j")
-        assert [e["event"] for e in drain(0.2)] == ["cleaned"]
+        assert [e["event"] for e in drain(1)] == ["cleaned"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -95,20 +95,22 @@ def test_waiting_for_a_yarn_predecessor_returns_when_it_finishes_and_checks_the_
     assert len(checks) >= 2
 
 
-def test_orphaned_local_spark_submit_is_found_by_its_conf_and_stopped():
+def test_orphaned_local_spark_submit_is_found_by_its_conf_and_stopped(namespace):
+    # A namespace of its own: the search scans every process on the machine.
     proc = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(60)", "--conf", "spark.jrs.job_id=d.t.x",
-         "--conf", "spark.jrs.namespace=n1"],
+         "--conf", f"spark.jrs.namespace={namespace}"],
     )  # fmt: skip
     try:
         import time
 
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         found = []
         while not found and time.monotonic() < deadline:
-            found = find_predecessors(None, "n1", "d.t.x")
+            found = find_predecessors(None, namespace, "d.t.x")
+            time.sleep(0.05)
         assert [p.description for p in found] == [f"local spark-submit pid {proc.pid}"]
-        assert find_predecessors(None, "n2", "d.t.x") == []
+        assert find_predecessors(None, f"{namespace}-other", "d.t.x") == []
         found[0].stop()
         proc.wait(timeout=10)
         assert not found[0].alive()
