@@ -43,6 +43,11 @@ class Intent:
     pid: int
     started_at: float
     fingerprint: str | None = None
+    #: Amended while Spark runs (:meth:`IntentStore.amend`): the spark-submit process on
+    #: ``host`` and, in cluster deploy modes, the application (YARN) or driver id. A successor
+    #: names them when it recovers; an operator can find the application by them.
+    submit_pid: int | None = None
+    application_id: str | None = None
 
     def to_json(self) -> str:
         return json.dumps({"v": INTENT_VERSION, **asdict(self)}, separators=(",", ":"))
@@ -65,6 +70,7 @@ class IntentStore:
         self.spec_root = spec_root.rstrip("/")
         self._record = client.register_script(scripts.RECORD_INTENT)
         self._clear = client.register_script(scripts.CLEAR_INTENT)
+        self._amend = client.register_script(scripts.AMEND_INTENT)
 
     def spec_uri(self, job_id: str, fence: int) -> str:
         return f"{self.spec_root}/{self.namespace}/{validate_job_id(job_id).replace('/', '_')}/fence-{fence}.json"
@@ -105,6 +111,22 @@ class IntentStore:
                 f"intent {self.keys.intent(job_id)!r} is unreadable ({exc}); inspect and delete it "
                 "by hand once no attempt of the job runs"
             ) from None
+
+    def amend(self, intent: Intent) -> bool:
+        """Replace the recorded intent by ``intent`` (fenced); False when there is none any more."""
+        with redis_errors(f"amend the intent of job {intent.job_id!r}", self.namespace):
+            code = self._amend(
+                keys=[self.keys.lease(intent.job_id), self.keys.intent(intent.job_id)],
+                args=[intent.fence, intent.to_json()],
+            )
+        if code == scripts.STALE_FENCE:
+            raise LeaseLostError(
+                f"job {intent.job_id!r}: fencing token {intent.fence} no longer holds the lease; "
+                "its intent is left to the holder",
+                job_id=intent.job_id,
+                fence=intent.fence,
+            )
+        return bool(code == 1)
 
     def clear(self, job_id: str, fence: int) -> None:
         """Drop the intent of an attempt that ends without a result (fenced)."""

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -259,8 +260,9 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         if stale is None:
             return None
         self.log.warning(
-            "Job %s: attempt with fence %s (pid %s on %s) left an intent; recovering.",
-            job_id, stale.fence, stale.pid, stale.host,
+            "Job %s: attempt with fence %s (pid %s on %s; spark-submit pid %s, application %s) left an "
+            "intent; recovering.",
+            job_id, stale.fence, stale.pid, stale.host, stale.submit_pid, stale.application_id,
         )  # fmt: skip
         self._require_spark_connection()
         predecessors = find_predecessors(self._get_hook(), store.namespace, job_id)
@@ -273,6 +275,15 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             else:
                 self.log.warning("Waiting for the predecessor's application to end: %s", names)
             wait_for(predecessors, check=lease.check)
+        elif stale.host != socket.gethostname():
+            # Local and client mode: a spark-submit on another worker cannot be seen from here.
+            # Its output stays in its own fence's staging and is never published, but it may
+            # still be computing: say where, so the engineer on call can stop it.
+            self.log.warning(
+                "Job %s: the predecessor ran on host %s (spark-submit pid %s, application %s), which "
+                "cannot be checked from %s; if it still runs there, stop it (it will never be published).",
+                job_id, stale.host, stale.submit_pid, stale.application_id, socket.gethostname(),
+            )  # fmt: skip
         try:
             marker = read_commit_marker(stale.staging)
         except ValueError as exc:  # half-written marker: the output cannot be trusted
@@ -359,6 +370,11 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         if self._killed:  # on_kill or a lost lease before submit: on_kill had no process to stop
             raise JobKilledError(f"job {job_id}: attempt was killed before Spark was submitted; nothing recorded")
         lease.check()
+        submitted = threading.Event()
+        watcher = threading.Thread(
+            target=self._record_submission, args=(intents, intent, submitted), name=f"jrs-intent-{job_id}", daemon=True
+        )
+        watcher.start()
         try:
             super().execute(context)
         except (AirflowTaskTimeout, AirflowTaskTerminated, KeyboardInterrupt):
@@ -373,6 +389,9 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
                 raise JobKilledError(f"job {job_id}: attempt was killed; nothing recorded") from None
             self._record_failure(context, run)
             raise
+        finally:
+            submitted.set()  # before any result is written: the watcher must be done amending
+            watcher.join(timeout=10)
         if self._killed:
             raise JobKilledError(f"job {job_id}: attempt was killed after Spark finished; nothing recorded")
         crash_point("after_spark")
@@ -384,6 +403,41 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         IntentStore.delete_spec(intent.spec_uri)
         self.log.info("Job %s: SUCCEEDED, result written dirty (fence %s): %s", job_id, token, result.outputs)
         return {**result_to_dict(result), "state": "dirty", "skipped": False}
+
+    def _record_submission(self, intents: IntentStore, intent: Intent, done: threading.Event) -> None:
+        """Amend the intent (fenced) with the spark-submit pid and the application or driver id
+        as soon as the parent's hook knows them, so the running job can be found by them.
+
+        Best effort, on its own thread: a failure is logged and never fails the attempt (the
+        lease renewer already stops Spark when the lease is lost)."""
+        try:
+            while not done.wait(0.25):
+                hook = self._hook
+                if hook is None:
+                    continue
+                process = getattr(hook, "_submit_sp", None)
+                app_id = (
+                    getattr(hook, "_yarn_application_id", None)
+                    or getattr(hook, "_driver_id", None)
+                    or getattr(hook, "_kubernetes_application_id", None)
+                    or getattr(hook, "_kubernetes_driver_pod", None)
+                )
+                amended = replace(
+                    intent,
+                    submit_pid=process.pid if process is not None else intent.submit_pid,
+                    application_id=app_id or intent.application_id,
+                )
+                if amended == intent:
+                    continue
+                if done.is_set() or not intents.amend(amended):
+                    return  # Spark ended meanwhile, or the intent is gone with the result
+                intent = amended
+                self.log.info(
+                    "Job %s: spark-submit pid %s, application %s recorded in the intent (fence %s).",
+                    intent.job_id, intent.submit_pid, intent.application_id or "(local)", intent.fence,
+                )  # fmt: skip
+        except Exception as exc:
+            self.log.warning("Job %s: could not record the submission in the intent: %s", intent.job_id, exc)
 
     def _record_failure(self, context: Any, run: _JobRun) -> None:
         """Spark failed: drop the intent; on the last try also record FAILED (sensors fail fast).

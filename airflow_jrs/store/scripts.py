@@ -233,6 +233,21 @@ return 1
 """
 )
 
+AMEND_INTENT = (
+    _FENCE_CHECK
+    + """
+-- Amend the running job's reference once spark-submit reports what it started (its pid, the
+-- application or driver id), under the fence. Only an existing intent is amended: the result
+-- script deletes the intent, and a late amendment must never bring it back.
+-- KEYS[1] - lease hash      KEYS[2] - intent key
+-- ARGV[1] - fencing token   ARGV[2] - intent JSON
+-- return 1 amended, 0 no intent any more, -2 stale fence
+if ARGV[1] == '' or not fence_ok(KEYS[1], ARGV[1]) then return -2 end
+if redis.call('SET', KEYS[2], ARGV[2], 'XX') then return 1 end
+return 0
+"""
+)
+
 CLEAR_INTENT = (
     _FENCE_CHECK
     + """

@@ -42,6 +42,9 @@ class Chaos:
     def __init__(self, redis: EmbeddedRedis, namespace: str, tmp: Path) -> None:
         self.redis = redis
         self.namespace = namespace
+        self.tmp = tmp
+        self._started = 0
+        self._logs: dict[int, Path] = {}
         self.events = tmp / "events"
         self.events.mkdir()
         self.output_root = tmp / "output"
@@ -69,17 +72,26 @@ class Chaos:
     def store(self) -> RedisJobResultStore:
         return RedisJobResultStore(self.redis.url, self.namespace)
 
-    def start(self, *args: str, fault: str | None = None) -> subprocess.Popen[str]:
+    def start(self, *args: str, fault: str | None = None, lease_ttl: float | None = None) -> subprocess.Popen[str]:
+        """One attempt in its own process; its output goes to a file (a pipe nobody reads
+        while we poll could fill up and stall the attempt before Spark starts)."""
         env = dict(self.env)
         if fault:
             env["JRS_FAULT_KILL_AT"] = fault
-        return subprocess.Popen(
-            [sys.executable, ATTEMPT, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
+        if lease_ttl is not None:
+            env["AIRFLOW__JRS__LEASE_TTL"] = str(lease_ttl)
+        self._started += 1
+        log = self.tmp / f"attempt-{self._started}.log"
+        with open(log, "w") as out:
+            proc = subprocess.Popen(
+                [sys.executable, ATTEMPT, *args], env=env, stdout=out, stderr=subprocess.STDOUT, text=True
+            )
+        self._logs[proc.pid] = log
+        return proc
 
     def finish(self, proc: subprocess.Popen[str], timeout: float = 240) -> str:
-        out, _ = proc.communicate(timeout=timeout)
-        return out
+        proc.wait(timeout=timeout)
+        return self._logs[proc.pid].read_text(errors="replace")
 
     def launches(self) -> int:
         return len(list(self.events.iterdir()))
@@ -89,6 +101,21 @@ class Chaos:
         while self.launches() == 0 or not self.store.client.exists(self.store.keys.intent(JOB)):
             assert time.monotonic() < deadline, "Spark never started"
             time.sleep(0.1)
+
+    def wait_for_submission(self, timeout: float = 60) -> int:
+        """The spark-submit pid the running attempt amended its intent with (a live SparkSubmit JVM)."""
+        import psutil
+
+        from airflow_jrs.intent import IntentStore
+
+        intents = IntentStore(self.store.client, self.namespace, str(self.tmp / "specs"))
+        deadline = time.monotonic() + timeout
+        while (intent := intents.get(JOB)) is None or intent.submit_pid is None:
+            assert time.monotonic() < deadline, f"the intent never named its spark-submit: {intent}"
+            time.sleep(0.1)
+        cmdline = " ".join(psutil.Process(intent.submit_pid).cmdline())
+        assert "SparkSubmit" in cmdline or "spark-submit" in cmdline, cmdline[:300]
+        return intent.submit_pid
 
     def assert_exactly_once(self) -> None:
         store = self.store
@@ -104,12 +131,14 @@ class Chaos:
 
 @pytest.fixture
 def chaos(chaos_redis, namespace, tmp_path):
-    yield Chaos(chaos_redis, namespace, tmp_path)
-    # never leave a Spark application of a test behind
+    harness = Chaos(chaos_redis, namespace, tmp_path)
+    yield harness
+    # never leave a Spark application of a test behind (some tests switch namespaces per trial)
     from airflow_jrs.operators.recovery import find_spark_submit_processes
 
-    for proc in find_spark_submit_processes(namespace, JOB):
-        proc.kill()
+    for ns in {namespace, harness.namespace, *(f"{namespace}.{trial}" for trial in range(3))}:
+        for proc in find_spark_submit_processes(ns, JOB):
+            proc.kill()
 
 
 @pytest.mark.parametrize(
@@ -140,12 +169,14 @@ def test_attempt_sigkilled_while_spark_runs_is_recovered_exactly_once(chaos):
     waits for it and adopts its output) or dies; never two applications at once, one result."""
     first = chaos.start("--app-sleep", "6")
     chaos.wait_for_spark()
+    submit_pid = chaos.wait_for_submission()  # the intent names the running spark-submit
     first.kill()
-    first.communicate()
+    first.wait()
     launched = chaos.launches()
     second = chaos.start("--lease-wait", str(LEASE_TTL * 4), "--try-number", "2")
     out = chaos.finish(second)
     assert second.returncode == 0, out[-3000:]
+    assert f"spark-submit pid {submit_pid}" in out, out[-3000:]  # the successor names what it found
     assert chaos.launches() - launched in (0, 1)
     if chaos.launches() == launched:
         assert '"adopted_from"' in out, out[-3000:]
@@ -183,7 +214,7 @@ def test_sigkill_at_random_moments_never_duplicates_or_loses_the_result(chaos):
         first = chaos.start("--app-sleep", "3")
         time.sleep(rng.uniform(1.0, 16.0))
         first.kill()
-        first.communicate()
+        first.wait()
         second = chaos.start("--lease-wait", str(LEASE_TTL * 4), "--try-number", "2")
         out = chaos.finish(second)
         assert second.returncode == 0, out[-3000:]
@@ -223,7 +254,9 @@ def test_two_attempts_started_together_run_spark_once(chaos):
 
 
 def test_redis_restart_while_spark_runs_keeps_one_result(chaos):
-    first = chaos.start("--app-sleep", "5")
+    # A long TTL: this test is about Redis going away and coming back, not about expiry, and a
+    # slow restart on a loaded machine must not cost the lease.
+    first = chaos.start("--app-sleep", "5", lease_ttl=15)
     chaos.wait_for_spark()
     chaos.redis.restart()  # append-only: the lease, fence and intent survive
     out = chaos.finish(first)

@@ -1,0 +1,85 @@
+"""The running-job reference (FLINK-2354): recorded and amended under the fence, never revived.
+
+Invariant: an intent exists exactly while the job may need recovery. The amendment that adds
+the spark-submit pid and application id runs on a thread beside Spark, so it can come late:
+after the result was written (which drops the intent) it must not bring the intent back.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import pytest
+import redis
+
+from airflow_jrs.exceptions import LeaseLostError
+from airflow_jrs.intent import Intent, IntentStore
+from airflow_jrs.lease import JobLease
+from airflow_jrs.store import JobResult, JobStatus, KeySpace, RedisJobResultStore
+
+JOB = "d.t.2013-01-01"
+
+
+def make_intent(intents: IntentStore, fence: int) -> Intent:
+    return Intent(
+        job_id=JOB, fence=fence, spec_uri=intents.spec_uri(JOB, fence), staging=f"/out/{JOB}/fence-{fence}",
+        app_name=f"jrs-{JOB}-{fence}", host="worker-1", pid=4242, started_at=time.time(), fingerprint="f" * 64,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def held(redis_client: redis.Redis, namespace: str, tmp_path):
+    lease = JobLease(redis_client, namespace, JOB, ttl=30)
+    token = lease.acquire()
+    intents = IntentStore(redis_client, namespace, str(tmp_path / "specs"))
+    intent = intents.record(make_intent(intents, token), {"application": "app.py"})
+    yield lease, intents, intent
+    lease.release()
+
+
+def test_amend_adds_the_submission_under_the_fence(held):
+    _, intents, intent = held
+    amended = replace(intent, submit_pid=777, application_id="application_1_0001")
+    assert intents.amend(amended) is True
+    assert intents.get(JOB) == amended
+    assert IntentStore.read_spec(intent.spec_uri)["application"] == "app.py"  # the spec is untouched
+
+
+def test_amend_after_the_result_was_written_does_not_revive_the_intent(held, redis_url, namespace):
+    lease, intents, intent = held
+    store = RedisJobResultStore(redis_url, namespace)
+    store.create_dirty_result(JobResult(job_id=JOB, status=JobStatus.SUCCEEDED), fence=lease.token)
+    assert intents.get(JOB) is None  # the result script dropped it
+    assert intents.amend(replace(intent, submit_pid=777)) is False
+    assert intents.get(JOB) is None
+
+
+def test_amend_after_a_clear_does_not_revive_the_intent(held):
+    lease, intents, intent = held
+    intents.clear(JOB, lease.token)
+    assert intents.amend(replace(intent, submit_pid=777)) is False
+    assert intents.get(JOB) is None
+
+
+def test_amend_by_a_stale_fence_writes_nothing(held, redis_client, namespace):
+    _, intents, intent = held
+    redis_client.delete(KeySpace(namespace).lease(JOB))  # expired while the holder slept
+    newer = JobLease(redis_client, namespace, JOB, ttl=30)
+    newer.acquire()
+    try:
+        with pytest.raises(LeaseLostError, match="no longer holds the lease"):
+            intents.amend(replace(intent, submit_pid=777))
+        assert intents.get(JOB) == intent
+    finally:
+        newer.release()
+
+
+def test_an_intent_without_the_submission_fields_still_reads(held, redis_client, namespace):
+    """Intents recorded before the fields existed (or before spark-submit started) read as None."""
+    _, intents, intent = held
+    raw = intent.to_json().replace(',"submit_pid":null,"application_id":null', "")
+    assert "submit_pid" not in raw
+    redis_client.set(KeySpace(namespace).intent(JOB), raw)
+    read = intents.get(JOB)
+    assert read is not None and read.submit_pid is None and read.application_id is None
