@@ -119,7 +119,7 @@ class Bench:
 
     def backfill(self, dag_id: str, dates: list[date], *, timed: bool = True, scenario: str = "idle") -> float:
         before, started = self.launches(), time.monotonic()
-        result = self.airflow.backfill(
+        result = self.airflow.backfills.run(
             dag_id, dates[0], dates[-1], "none", max_active_runs=self.max_active_runs, via="rest", timeout=4 * 3600
         )
         took = time.monotonic() - started

@@ -37,11 +37,10 @@ import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from airflow_jrs.deployment.backfills import BackfillResult, Backfills
+from airflow_jrs.deployment.backfills import Backfills
 from airflow_jrs.deployment.environment import ROOT, component_env, free_port
 from airflow_jrs.deployment.rest import AirflowClient, ApiError, DeploymentError
 
@@ -290,26 +289,6 @@ class LocalDeployment:
 
     def logs_tail(self, chars: int = 2000) -> str:
         return "\n".join(f"--- {c.name} ({c.log_path}):\n{c.tail(chars)}" for c in self._procs.values())
-
-    # -- backfills (see :mod:`.backfills`)
-    def backfill(
-        self,
-        dag_id: str,
-        from_date: str | date | datetime,
-        to_date: str | date | datetime,
-        reprocess: str = "none",
-        *,
-        max_active_runs: int = 2,
-        via: str = "cli",
-        timeout: float = 1800.0,
-    ) -> BackfillResult:
-        """Create a backfill and wait for its runs: :meth:`.Backfills.run`."""
-        return self.backfills.run(
-            dag_id, from_date, to_date, reprocess, max_active_runs=max_active_runs, via=via, timeout=timeout
-        )
-
-    def wait_for_backfills(self, dag_id: str, *, timeout: float = 600.0) -> None:
-        self.backfills.wait_idle(dag_id, timeout=timeout)
 
     # -- stop
     def _descendants(self) -> list[Any]:

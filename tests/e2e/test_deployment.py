@@ -76,7 +76,7 @@ def test_rest_triggered_run_computes_and_a_second_run_of_the_same_date_starts_no
 def test_backfill_with_reprocess_completed_computes_only_the_missing_dates(flights, first_date):
     assert flights.store.get_entry(job("ontime", DAY1)) is not None
     before = flights.launches()
-    result = flights.airflow.backfill(FLIGHTS, DAY1, DAY3, "completed", max_active_runs=2, via="cli")
+    result = flights.airflow.backfills.run(FLIGHTS, DAY1, DAY3, "completed", max_active_runs=2, via="cli")
     assert result.runs == {DAY1: "success", DAY2: "success", DAY3: "success"}, result
     assert all(states == ALL_SUCCESS for states in result.tasks.values()), result.tasks
     # DAY1 was reprocessed (cleared and re-run) without Spark; DAY2 and DAY3 computed.
@@ -126,14 +126,14 @@ def test_start_in_triggerer_ends_committed_tasks_without_a_worker(e2e):
     e2e.client.unpause(TRIGGERER_DAG)
     tasks = ("tiny.submit", "tiny.cleanup", "tiny2.submit", "tiny2.cleanup")
     before = e2e.launches()
-    first = e2e.airflow.backfill(TRIGGERER_DAG, DAY1, DAY2, "none", via="rest")
+    first = e2e.airflow.backfills.run(TRIGGERER_DAG, DAY1, DAY2, "none", via="rest")
     assert first.runs == {DAY1: "success", DAY2: "success"}, first
     assert e2e.launches() - before == 4
     for rid in first.run_ids.values():
         assert e2e.client.xcom(TRIGGERER_DAG, rid, "tiny2.submit")["skipped"] is False
 
     before = e2e.launches()
-    again = e2e.airflow.backfill(TRIGGERER_DAG, DAY1, DAY2, "completed", via="rest")
+    again = e2e.airflow.backfills.run(TRIGGERER_DAG, DAY1, DAY2, "completed", via="rest")
     assert again.runs == {DAY1: "success", DAY2: "success"}, again
     assert all(states == dict.fromkeys(tasks, "success") for states in again.tasks.values()), again.tasks
     assert e2e.launches() == before
