@@ -11,19 +11,24 @@ finds its predecessor's application without pid files or ids that may never have
 * Kubernetes cluster mode: Pending/Running driver pods with the label.
 
 The successor then waits for them (their work may finish and be adopted) or stops them.
+The running attempt, for its part, amends its intent with what spark-submit reports
+(:class:`SubmissionRecorder`), so successors and the engineer on call see the pid and id.
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
 import psutil
 import requests
+
+from airflow_jrs.intent import Intent, IntentStore
 
 _YARN_LIVE_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
 
@@ -153,3 +158,66 @@ def wait_for(predecessors: list[Predecessor], check: Callable[[], object], poll:
         alive = [p for p in alive if p.alive()]
         if alive:
             time.sleep(poll)
+
+
+class SubmissionRecorder:
+    """Amend the intent (fenced) with the spark-submit pid and the application or driver id as
+    soon as the Spark provider's hook knows them, so the running job can be found by them.
+
+    Best effort, on its own thread: a failure is logged and never fails the attempt (the lease
+    renewer already stops Spark when the lease is lost). :meth:`stop` must return before the
+    result is written; the amend script only replaces an existing intent, so even a late
+    amendment cannot revive the intent the result script deleted.
+
+    :param hook: returns the operator's current SparkSubmitHook (None until it exists)
+    """
+
+    def __init__(self, intents: IntentStore, intent: Intent, hook: Callable[[], Any], log: Any) -> None:
+        self.intents = intents
+        self.intent = intent
+        self._hook = hook
+        self._log = log
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"jrs-intent-{intent.job_id}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._done.set()
+        self._thread.join(timeout=timeout)
+
+    @staticmethod
+    def submission(hook: Any) -> tuple[int | None, str | None]:
+        """(spark-submit pid, application or driver id) as the hook has parsed them so far."""
+        process = getattr(hook, "_submit_sp", None)
+        app_id = (
+            getattr(hook, "_yarn_application_id", None)
+            or getattr(hook, "_driver_id", None)
+            or getattr(hook, "_kubernetes_application_id", None)
+            or getattr(hook, "_kubernetes_driver_pod", None)
+        )
+        return (process.pid if process is not None else None), app_id
+
+    def _run(self) -> None:
+        intent = self.intent
+        try:
+            while not self._done.wait(0.25):
+                hook = self._hook()
+                if hook is None:
+                    continue
+                pid, app_id = self.submission(hook)
+                amended = replace(
+                    intent, submit_pid=pid or intent.submit_pid, application_id=app_id or intent.application_id
+                )
+                if amended == intent:
+                    continue
+                if self._done.is_set() or not self.intents.amend(amended):
+                    return  # Spark ended meanwhile, or the intent is gone with the result
+                self.intent = intent = amended
+                self._log.info(
+                    "Job %s: spark-submit pid %s, application %s recorded in the intent (fence %s).",
+                    intent.job_id, intent.submit_pid, intent.application_id or "(local)", intent.fence,
+                )  # fmt: skip
+        except Exception as exc:
+            self._log.warning("Job %s: could not record the submission in the intent: %s", intent.job_id, exc)

@@ -27,10 +27,9 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -52,7 +51,7 @@ from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.intent import Intent, IntentStore
 from airflow_jrs.lease import JobLease
 from airflow_jrs.operators.identity import default_job_id, fingerprint
-from airflow_jrs.operators.recovery import find_predecessors, job_tag, wait_for
+from airflow_jrs.operators.recovery import SubmissionRecorder, find_predecessors, job_tag, wait_for
 from airflow_jrs.spark.commit import read_commit_marker
 from airflow_jrs.store import Attempt, JobResult, JobResultEntry, JobStatus, RedisJobResultStore, scripts
 from airflow_jrs.store.serde import result_to_dict
@@ -370,11 +369,8 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         if self._killed:  # on_kill or a lost lease before submit: on_kill had no process to stop
             raise JobKilledError(f"job {job_id}: attempt was killed before Spark was submitted; nothing recorded")
         lease.check()
-        submitted = threading.Event()
-        watcher = threading.Thread(
-            target=self._record_submission, args=(intents, intent, submitted), name=f"jrs-intent-{job_id}", daemon=True
-        )
-        watcher.start()
+        recorder = SubmissionRecorder(intents, intent, lambda: self._hook, self.log)
+        recorder.start()
         try:
             super().execute(context)
         except (AirflowTaskTimeout, AirflowTaskTerminated, KeyboardInterrupt):
@@ -390,8 +386,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             self._record_failure(context, run)
             raise
         finally:
-            submitted.set()  # before any result is written: the watcher must be done amending
-            watcher.join(timeout=10)
+            recorder.stop()  # before any result is written
         if self._killed:
             raise JobKilledError(f"job {job_id}: attempt was killed after Spark finished; nothing recorded")
         crash_point("after_spark")
@@ -403,41 +398,6 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         IntentStore.delete_spec(intent.spec_uri)
         self.log.info("Job %s: SUCCEEDED, result written dirty (fence %s): %s", job_id, token, result.outputs)
         return {**result_to_dict(result), "state": "dirty", "skipped": False}
-
-    def _record_submission(self, intents: IntentStore, intent: Intent, done: threading.Event) -> None:
-        """Amend the intent (fenced) with the spark-submit pid and the application or driver id
-        as soon as the parent's hook knows them, so the running job can be found by them.
-
-        Best effort, on its own thread: a failure is logged and never fails the attempt (the
-        lease renewer already stops Spark when the lease is lost)."""
-        try:
-            while not done.wait(0.25):
-                hook = self._hook
-                if hook is None:
-                    continue
-                process = getattr(hook, "_submit_sp", None)
-                app_id = (
-                    getattr(hook, "_yarn_application_id", None)
-                    or getattr(hook, "_driver_id", None)
-                    or getattr(hook, "_kubernetes_application_id", None)
-                    or getattr(hook, "_kubernetes_driver_pod", None)
-                )
-                amended = replace(
-                    intent,
-                    submit_pid=process.pid if process is not None else intent.submit_pid,
-                    application_id=app_id or intent.application_id,
-                )
-                if amended == intent:
-                    continue
-                if done.is_set() or not intents.amend(amended):
-                    return  # Spark ended meanwhile, or the intent is gone with the result
-                intent = amended
-                self.log.info(
-                    "Job %s: spark-submit pid %s, application %s recorded in the intent (fence %s).",
-                    intent.job_id, intent.submit_pid, intent.application_id or "(local)", intent.fence,
-                )  # fmt: skip
-        except Exception as exc:
-            self.log.warning("Job %s: could not record the submission in the intent: %s", intent.job_id, exc)
 
     def _record_failure(self, context: Any, run: _JobRun) -> None:
         """Spark failed: drop the intent; on the last try also record FAILED (sensors fail fast).

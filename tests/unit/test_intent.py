@@ -83,3 +83,43 @@ def test_an_intent_without_the_submission_fields_still_reads(held, redis_client,
     redis_client.set(KeySpace(namespace).intent(JOB), raw)
     read = intents.get(JOB)
     assert read is not None and read.submit_pid is None and read.application_id is None
+
+
+def test_recorder_amends_the_pid_then_the_yarn_application_id_and_stops_before_the_result(held, redis_url, namespace):
+    """The hook stands in for a YARN submission (no cluster here): the pid is known at once,
+    the application id once spark-submit's log names it."""
+    import logging
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    from airflow_jrs.operators.recovery import SubmissionRecorder
+
+    lease, intents, intent = held
+    hook = SimpleNamespace(_submit_sp=None, _yarn_application_id=None)
+    current: list[SimpleNamespace | None] = [None]
+    recorder = SubmissionRecorder(intents, intent, lambda: current[0], logging.getLogger("test"))
+    spark_submit = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        recorder.start()
+        current[0] = hook  # the parent operator built its hook
+        hook._submit_sp = spark_submit
+        wait_until(lambda: (intents.get(JOB) or intent).submit_pid == spark_submit.pid)
+        hook._yarn_application_id = "application_1_0007"
+        wait_until(lambda: (intents.get(JOB) or intent).application_id == "application_1_0007")
+        recorder.stop()
+        store = RedisJobResultStore(redis_url, namespace)
+        store.create_dirty_result(JobResult(job_id=JOB, status=JobStatus.SUCCEEDED), fence=lease.token)
+        assert intents.get(JOB) is None
+        assert recorder.intent.submit_pid == spark_submit.pid  # what it recorded, for the log
+    finally:
+        recorder.stop()
+        spark_submit.kill()
+        spark_submit.wait()
+
+
+def wait_until(condition, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
