@@ -76,11 +76,15 @@ class EmbeddedRedis:
     def start(self, timeout: float = 20.0) -> EmbeddedRedis:
         for attempt in range(3):
             try:
-                return self._start(timeout)
+                self._start(timeout)
             except _PortTaken:
                 if not self._pick_port or attempt == 2:
                     raise
                 self.port = free_port()
+                continue
+            # Clients now hold this URL: a restart must come back here or fail, never move.
+            self._pick_port = False
+            return self
         raise AssertionError("unreachable")
 
     def _start(self, timeout: float) -> EmbeddedRedis:
@@ -96,6 +100,8 @@ class EmbeddedRedis:
             "--daemonize", "no",
             "--logfile", str(self.data_dir / "redis.log"),
         ]  # fmt: skip
+        log_file = self.data_dir / "redis.log"
+        log_start = log_file.stat().st_size if log_file.exists() else 0  # the log is appended to
         self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = redis_lib.Redis(port=self.port, socket_connect_timeout=0.5)
         deadline = time.monotonic() + timeout
@@ -111,7 +117,9 @@ class EmbeddedRedis:
                 break
             except redis_lib.exceptions.ConnectionError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
-                    log = (self.data_dir / "redis.log").read_text(errors="replace")[-2000:]
+                    with open(log_file, "rb") as fh:  # only what this start wrote
+                        fh.seek(log_start)
+                        log = fh.read().decode(errors="replace")[-2000:]
                     self.stop()
                     if "Address already in use" in log:
                         raise _PortTaken(f"port {self.port} is taken:\n{log}") from None

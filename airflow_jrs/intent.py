@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import fsspec
@@ -57,7 +57,10 @@ class Intent:
         doc = json.loads(raw)
         if doc.pop("v", None) != INTENT_VERSION:
             raise ValueError(f"unsupported intent version in {raw!r}")
-        return cls(**doc)
+        # Fields are only ever added, optional and informational within a version: a worker
+        # that does not know one yet (a rolling upgrade) still recovers from the intent.
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in doc.items() if k in known})
 
 
 class IntentStore:

@@ -6,12 +6,14 @@ shares. No Airflow import anywhere here: Airflow only ever runs as a process.
 """
 
 from airflow_jrs.deployment.backfills import BackfillResult, Backfills
-from airflow_jrs.deployment.environment import free_port, jrs_env
+from airflow_jrs.deployment.environment import ROOT, SQLITE_CONNECT_ARGS, free_port, jrs_env
 from airflow_jrs.deployment.local import COMPONENTS, LocalDeployment
 from airflow_jrs.deployment.rest import AirflowClient, ApiError, DeploymentError, iso
 
 __all__ = [
     "COMPONENTS",
+    "ROOT",
+    "SQLITE_CONNECT_ARGS",
     "AirflowClient",
     "ApiError",
     "BackfillResult",

@@ -28,6 +28,7 @@ from typing import Any
 import psutil
 import requests
 
+from airflow_jrs.exceptions import LeaseLostError
 from airflow_jrs.intent import Intent, IntentStore
 
 _YARN_LIVE_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
@@ -219,5 +220,7 @@ class SubmissionRecorder:
                     "Job %s: spark-submit pid %s, application %s recorded in the intent (fence %s).",
                     intent.job_id, intent.submit_pid, intent.application_id or "(local)", intent.fence,
                 )  # fmt: skip
+        except LeaseLostError:
+            return  # the renewer has already stopped Spark and said so
         except Exception as exc:
             self._log.warning("Job %s: could not record the submission in the intent: %s", intent.job_id, exc)

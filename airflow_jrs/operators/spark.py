@@ -274,14 +274,14 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             else:
                 self.log.warning("Waiting for the predecessor's application to end: %s", names)
             wait_for(predecessors, check=lease.check)
-        elif stale.host != socket.gethostname():
+        elif stale.host != socket.gethostname() and stale.application_id is None:
             # Local and client mode: a spark-submit on another worker cannot be seen from here.
             # Its output stays in its own fence's staging and is never published, but it may
             # still be computing: say where, so the engineer on call can stop it.
             self.log.warning(
-                "Job %s: the predecessor ran on host %s (spark-submit pid %s, application %s), which "
-                "cannot be checked from %s; if it still runs there, stop it (it will never be published).",
-                job_id, stale.host, stale.submit_pid, stale.application_id, socket.gethostname(),
+                "Job %s: the predecessor ran on host %s (spark-submit pid %s), which cannot be checked "
+                "from %s; if it still runs there, stop it (its output will never be published).",
+                job_id, stale.host, stale.submit_pid, socket.gethostname(),
             )  # fmt: skip
         try:
             marker = read_commit_marker(stale.staging)
@@ -386,7 +386,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             self._record_failure(context, run)
             raise
         finally:
-            recorder.stop()  # before any result is written
+            recorder.stop()  # before a SUCCEEDED result (a failure path may write first: SET XX covers it)
         if self._killed:
             raise JobKilledError(f"job {job_id}: attempt was killed after Spark finished; nothing recorded")
         crash_point("after_spark")

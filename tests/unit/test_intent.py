@@ -85,6 +85,13 @@ def test_an_intent_without_the_submission_fields_still_reads(held, redis_client,
     assert read is not None and read.submit_pid is None and read.application_id is None
 
 
+def test_an_intent_with_a_field_this_version_does_not_know_still_reads(held, redis_client, namespace):
+    """Fields are only added within a version: a worker not yet upgraded still recovers."""
+    _, intents, intent = held
+    redis_client.set(KeySpace(namespace).intent(JOB), intent.to_json()[:-1] + ',"driver_host":"10.0.0.7"}')
+    assert intents.get(JOB) == intent
+
+
 def test_recorder_amends_the_pid_then_the_yarn_application_id_and_stops_before_the_result(held, redis_url, namespace):
     """The hook stands in for a YARN submission (no cluster here): the pid is known at once,
     the application id once spark-submit's log names it."""

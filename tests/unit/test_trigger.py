@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -106,13 +107,26 @@ def test_invalid_arguments_are_refused_with_what_to_use(redis_url, namespace):
 
 def test_wakes_on_create_without_waiting_for_the_poll_interval(redis_url, redis_client, namespace):
     store = RedisJobResultStore(redis_url, namespace)
+    trigger = make_trigger(redis_url, namespace, poll_interval=60)
+    # Write only after the trigger's first read found nothing: a write between SUBSCRIBE and
+    # that read would be found by the read, and the notification would go untested.
+    first_read_empty = threading.Event()
+    real_check = trigger._check
+
+    async def check(client: Any) -> Any:
+        payload = await real_check(client)
+        if payload is None:
+            first_read_empty.set()
+        return payload
+
+    trigger._check = check  # type: ignore[method-assign]
 
     def create() -> None:
-        wait_subscribed(redis_client, namespace)
+        assert first_read_empty.wait(10), "the trigger never read the store"
         store.create_dirty_result(succeeded(application_id="local-1"))
 
     # poll_interval 60 s against first_event's 10 s: only the notification can wake it in time
-    event = first_event(make_trigger(redis_url, namespace, poll_interval=60), create)
+    event = first_event(trigger, create)
     assert event.payload["status"] == "success"
     [result] = event.payload["results"]
     assert result["job_id"] == JOB and result["state"] == "dirty" and result["status"] == "SUCCEEDED"
