@@ -43,6 +43,24 @@ def remove_path(uri: str) -> bool:
     return True
 
 
+def submitted_job_ids(pull: Callable[..., Any], task_ids: Sequence[str]) -> list[str]:
+    """The job ids that submit tasks handled in this run, from their XComs (``pull`` is
+    ``ti.xcom_pull``): ``return_value``, or ``jrs_result`` when they skipped with
+    ``skip_when_done``. The cleanup operator and its triggerer shortcut share this rule."""
+    ids = []
+    for task_id in task_ids:
+        value = pull(task_ids=task_id)
+        if value is None:
+            value = pull(task_ids=task_id, key="jrs_result")
+        if not isinstance(value, dict) or "job_id" not in value:
+            raise CleanupError(
+                f"task {task_id!r} returned no job result ({value!r}); is it a JrsSparkSubmitOperator "
+                "that succeeded in this run?"
+            )
+        ids.append(value["job_id"])
+    return ids
+
+
 def retry_with_backoff(
     action: Callable[[], None],
     *,
@@ -115,18 +133,9 @@ class JrsCleanupOperator(BaseOperator):
         self.max_backoff = max_backoff
 
     def _job_ids(self, context: Any) -> list[str]:
-        ids = list(self.job_ids)
-        for task_id in self.job_tasks:
-            value = context["ti"].xcom_pull(task_ids=task_id)
-            if value is None:
-                value = context["ti"].xcom_pull(task_ids=task_id, key="jrs_result")
-            if not isinstance(value, dict) or "job_id" not in value:
-                raise CleanupError(
-                    f"task {task_id!r} returned no job result ({value!r}); is it a JrsSparkSubmitOperator "
-                    "that succeeded in this run?"
-                )
-            ids.append(value["job_id"])
-        return ids
+        if not self.job_tasks:
+            return list(self.job_ids)
+        return [*self.job_ids, *submitted_job_ids(context["ti"].xcom_pull, self.job_tasks)]
 
     def _step(self, what: str, action: Callable[[], None]) -> None:
         retry_with_backoff(

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from airflow_jrs.store.model import JOB_ID_MAX_LENGTH, validate_job_id
@@ -71,3 +73,17 @@ def fingerprint(
     h.update(b"\0")
     h.update((job_version or "").encode())
     return h.hexdigest()
+
+
+def application_fingerprint(application: str, application_args: Sequence[Any] | None, job_version: str | None) -> str:
+    """The fingerprint of a submission: the application file's content when ``application`` is
+    a local file readable here, else its path string (a remote URL, a file this host lacks).
+
+    The worker and the triggerer both call this, so they can only disagree when they see
+    different files (the triggerer then sends the task to the worker, which decides)."""
+    data: bytes | None = None
+    if application and "://" not in application and os.path.isfile(application):
+        data = Path(application).read_bytes()
+    return fingerprint(
+        application_bytes=data, application=application, application_args=application_args, job_version=job_version
+    )

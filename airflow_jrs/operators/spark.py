@@ -31,7 +31,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import redis as redis_lib
@@ -50,7 +49,7 @@ from airflow_jrs.faults import crash_point
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.intent import Intent, IntentStore
 from airflow_jrs.lease import JobLease
-from airflow_jrs.operators.identity import default_job_id, fingerprint
+from airflow_jrs.operators.identity import application_fingerprint, default_job_id
 from airflow_jrs.operators.recovery import SubmissionRecorder, find_predecessors, job_tag, wait_for
 from airflow_jrs.spark.commit import read_commit_marker
 from airflow_jrs.store import Attempt, JobResult, JobResultEntry, JobStatus, RedisJobResultStore, scripts
@@ -149,18 +148,6 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             output_root=self.output_root,
         )
 
-    def _fingerprint(self) -> str:
-        app = self.application
-        data: bytes | None = None
-        if app and "://" not in app and os.path.isfile(app):
-            data = Path(app).read_bytes()
-        return fingerprint(
-            application_bytes=data,
-            application=app,
-            application_args=self.application_args,
-            job_version=self.job_version,
-        )
-
     def _attempt(self, context: Any) -> Attempt:
         ti = context["ti"]
         return Attempt(
@@ -186,7 +173,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         store = hook.get_store()
         job_id = self.job_id or default_job_id(context)
         self.job_id = job_id
-        fp = self._fingerprint()
+        fp = application_fingerprint(self.application, self.application_args, self.job_version)
         decision = decide(store.get_entry(job_id), fp, accept_changed_fingerprint=self.accept_changed_fingerprint)
         if decision.skip and decision.entry is not None:
             return self._done(context, job_id, decision.entry, decision.reason)

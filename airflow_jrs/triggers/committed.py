@@ -43,16 +43,14 @@ application files to triggerers and workers together (or bump ``job_version``).
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
 from airflow.triggers.base import BaseTrigger, TaskSkippedEvent, TaskSuccessEvent, TriggerEvent
 
 from airflow_jrs.decision import decide
-from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.exceptions import CleanupError, JrsConfigError
 from airflow_jrs.store.keys import KeySpace
 from airflow_jrs.store.model import JobResultEntry, validate_job_id
 from airflow_jrs.store.serde import decode_entry, result_to_dict
@@ -89,18 +87,6 @@ def resolve_connection(jrs_conn_id: str | None, jrs_namespace: str | None) -> tu
         raise _GoToWorker(str(exc)) from None
     finally:
         client.close()
-
-
-def application_fingerprint(application: str, application_args: Sequence[Any] | None, job_version: str | None) -> str:
-    """The worker's fingerprint rule (``JrsSparkSubmitOperator._fingerprint``), for the triggerer."""
-    from airflow_jrs.operators.identity import fingerprint
-
-    data: bytes | None = None
-    if application and "://" not in application and os.path.isfile(application):
-        data = Path(application).read_bytes()
-    return fingerprint(
-        application_bytes=data, application=application, application_args=application_args, job_version=job_version
-    )
 
 
 class _TriggererTaskInstance:
@@ -294,6 +280,8 @@ class CommittedResultTrigger(_ShortcutTrigger):
         return default_job_id(self._task_context())
 
     async def _decide(self) -> TriggerEvent:
+        from airflow_jrs.operators.identity import application_fingerprint  # the worker's own rule
+
         job_id = self._job_id()
         fp = await asyncio.to_thread(application_fingerprint, self.application, self.application_args, self.job_version)
         client, keys = await self._connect()
@@ -346,17 +334,16 @@ class CommittedCleanupTrigger(_ShortcutTrigger):
         ti = self.task_instance
         if ti is None:
             raise _GoToWorker("no task instance in the triggerer to read the submit tasks' XComs")
+        from airflow_jrs.operators.cleanup import submitted_job_ids  # the worker's own rule
+
         pull = _TriggererTaskInstance(ti).xcom_pull
-        for task_id in self.job_tasks:
-            value = await asyncio.wait_for(asyncio.to_thread(pull, task_ids=task_id), COMMS_TIMEOUT)
-            if value is None:
-                value = await asyncio.wait_for(
-                    asyncio.to_thread(pull, task_ids=task_id, key="jrs_result"), COMMS_TIMEOUT
-                )
-            if not isinstance(value, dict) or "job_id" not in value:
-                raise _GoToWorker(f"task {task_id!r} left no job result in XCom")
-            ids.append(validate_job_id(value["job_id"]))
-        return ids
+        pulled = asyncio.to_thread(submitted_job_ids, pull, self.job_tasks)
+        # Up to two XCom reads per task, each through the triggerer's Execution API channel.
+        try:
+            submitted = await asyncio.wait_for(pulled, 2 * COMMS_TIMEOUT * len(self.job_tasks))
+        except CleanupError as exc:
+            raise _GoToWorker(str(exc)) from None
+        return ids + [validate_job_id(j) for j in submitted]
 
     async def _decide(self) -> TriggerEvent:
         job_ids = await self._all_job_ids()

@@ -74,6 +74,7 @@ CONNECTION_KEYS = frozenset(
 )
 _SSL_KEYS = sorted(k for k in CONNECTION_KEYS if k.startswith("ssl_"))
 _REFUSED = (AuthenticationError, AuthorizationError)
+_RETRYABLE = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
 def trigger_connection_kwargs(client: Any, conn_id: str) -> dict[str, Any]:
@@ -99,9 +100,6 @@ def trigger_connection_kwargs(client: Any, conn_id: str) -> dict[str, Any]:
         kwargs["ssl"] = True
         kwargs.update({k: given[k] for k in _SSL_KEYS if given.get(k) is not None})
     return kwargs
-
-
-_RETRYABLE = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
 def entry_to_dict(entry: JobResultEntry) -> dict[str, Any]:
