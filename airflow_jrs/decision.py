@@ -14,6 +14,11 @@ FAILED / CANCELED / STOPPED  -                       RUN; the old entry -> histo
 arguments, the user's ``job_version``), not resource settings. A result without a fingerprint
 (written by hand or by an older version) counts as matching: we never recompute on missing data.
 ``accept_changed_fingerprint=True`` skips on any SUCCEEDED result.
+
+STOPPED and CANCELED are written by streaming jobs (docs/streaming.md): the stream ended on
+request and keeps its checkpoint, so RUN *resumes* it from there (no rewind); the new result
+supersedes the old one, which stays in the job's history. A streaming job that finished on its
+own (``Trigger.AvailableNow``) records SUCCEEDED and skips like any batch job.
 """
 
 from __future__ import annotations

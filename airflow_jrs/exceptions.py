@@ -6,6 +6,8 @@
     ├── InvalidJobIdError              a job id breaks the charset/length rules (ValueError too)
     ├── JrsConfigError                 a connection or [jrs] setting is missing or invalid
     ├── StoreUnavailableError          Redis could not be reached or answered with an error
+    ├── CorruptIntentError             a running job's intent cannot be read (operator action needed)
+    ├── CorruptCommitMarkerError       a commit marker exists but is not valid (ValueError too)
     ├── JobResultEntryError            something about one job's entry
     │   ├── JobResultEntryAlreadyExistsError   create_dirty_result on a job that has a result
     │   ├── NoSuchJobResultError               clean/forget on a job without a result
@@ -18,11 +20,22 @@
     ├── JobKilledError                 the attempt was killed (on_kill/SIGTERM); it must not succeed
     └── CleanupError                   cleanup actions failed after every retry
 
-Redis exceptions never escape: the store maps them to :class:`StoreUnavailableError`
-(``raise ... from exc``) so callers fail closed on one type (DESIGN.md invariant 7).
+Every error carries the identifiers an on-call engineer searches for (``job_id``,
+``namespace``, ``fence``, ``key``) and its message says what to do next.
+
+Redis exceptions never escape: the store, the lease and the intent wrap their I/O in
+:func:`redis_errors`, the one place that maps them to :class:`StoreUnavailableError`
+(``raise ... from exc``), so callers fail closed on one type (DESIGN.md invariant 7).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import redis as redis_lib
+
+from airflow_jrs.redis_diagnosis import diagnose
 
 
 class JrsError(Exception):
@@ -38,7 +51,49 @@ class JrsConfigError(JrsError, ValueError):
 
 
 class StoreUnavailableError(JrsError):
-    """The job result store could not be read or written; the caller must not guess."""
+    """The job result store could not be read or written; the caller must not guess.
+
+    ``retryable`` tells a lost or slow connection (trying again may work) from a refusal
+    (wrong password, missing ACL permission, a script error): waiting cannot fix those.
+
+    ``what`` completes "could not ..." and ``kind`` names the case of
+    :mod:`airflow_jrs.redis_diagnosis` (``refused``, ``timeout``, ``auth``, ...) when Redis failed.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        namespace: str,
+        job_id: str | None = None,
+        retryable: bool = False,
+        what: str | None = None,
+        kind: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.namespace = namespace
+        self.job_id = job_id
+        self.retryable = retryable
+        self.what = what
+        self.kind = kind
+
+
+class CorruptIntentError(JrsError):
+    """A job's intent (the running-job reference) cannot be read; ``key`` names it."""
+
+    def __init__(self, message: str, *, job_id: str, namespace: str, key: str) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+        self.namespace = namespace
+        self.key = key
+
+
+class CorruptCommitMarkerError(JrsError, ValueError):
+    """A commit marker exists but is not a valid marker document; ``path`` names it."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class JobResultEntryError(JrsError):
@@ -110,6 +165,66 @@ class LeaseLostError(LeaseError):
 class JobKilledError(JrsError):
     """The attempt was killed while it ran; it records nothing and must not report success."""
 
+    def __init__(self, message: str, *, job_id: str, fence: int | None = None) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+        self.fence = fence
+
 
 class CleanupError(JrsError):
-    """A cleanup action kept failing; the result stays dirty so the next cleanup retries it."""
+    """A cleanup action kept failing; the result stays dirty so the next cleanup retries it.
+
+    ``job_id`` is ``None`` when the failure is not about one job (a submit task without a result).
+    """
+
+    def __init__(self, message: str, *, job_id: str | None, namespace: str | None = None) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+        self.namespace = namespace
+
+
+#: A connection that failed or timed out: trying again may work.
+_LOST = (
+    # Not a RedisError: what a cluster client raises when no node answers (or none knows the slot).
+    redis_lib.exceptions.RedisClusterException,
+    redis_lib.exceptions.ConnectionError,
+    redis_lib.exceptions.TimeoutError,
+    redis_lib.exceptions.BusyLoadingError,
+    ConnectionError,
+    TimeoutError,
+)
+#: Subclasses of ConnectionError that no retry fixes.
+_REFUSED = (redis_lib.exceptions.AuthenticationError, redis_lib.exceptions.AuthorizationError)
+
+
+@contextmanager
+def redis_errors(what: str, namespace: str, job_id: str | None = None) -> Iterator[None]:
+    """Map redis-py errors raised inside the block to :class:`StoreUnavailableError`.
+
+    ``what`` completes "could not ...". Works around ``await`` too: the mapping happens where
+    the exception surfaces. ``NoScriptError`` passes through (redis-py reloads the script).
+    """
+    try:
+        yield
+    except redis_lib.exceptions.NoScriptError:
+        raise
+    except (
+        redis_lib.exceptions.RedisError,
+        redis_lib.exceptions.RedisClusterException,
+        ConnectionError,
+        TimeoutError,
+    ) as exc:
+        # The server's words are not shown as they are: diagnose() says what is wrong and what
+        # to do (the Airflow-facing layer says it again with the connection id and host).
+        problem = diagnose(exc)
+        retryable = problem.retryable
+        if problem.kind == "other":
+            retryable = isinstance(exc, _LOST) and not isinstance(exc, _REFUSED)
+        raise StoreUnavailableError(
+            f"job result store (namespace {namespace!r}) could not {what}: {problem.sentence()}",
+            namespace=namespace,
+            job_id=job_id,
+            retryable=retryable,
+            what=what,
+            kind=problem.kind,
+        ) from exc

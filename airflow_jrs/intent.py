@@ -14,18 +14,17 @@ application finished) and its spark-submit process (found by the deterministic a
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import fsspec
 import redis as redis_lib
 
-from airflow_jrs.exceptions import LeaseLostError
+from airflow_jrs.exceptions import CorruptIntentError, LeaseLostError, redis_errors
+from airflow_jrs.paths import fence_name, spec_path
 from airflow_jrs.store import scripts
+from airflow_jrs.store.entries import as_str
 from airflow_jrs.store.keys import KeySpace
-from airflow_jrs.store.model import validate_job_id
-from airflow_jrs.store.redis import redis_errors
 
 INTENT_VERSION = 1
 
@@ -76,7 +75,7 @@ class IntentStore:
         self._amend = client.register_script(scripts.AMEND_INTENT)
 
     def spec_uri(self, job_id: str, fence: int) -> str:
-        return f"{self.spec_root}/{self.namespace}/{validate_job_id(job_id).replace('/', '_')}/fence-{fence}.json"
+        return spec_path(self.spec_root, self.namespace, job_id, fence)
 
     def record(self, intent: Intent, spec: dict[str, Any]) -> Intent:
         """Persist ``spec`` at ``intent.spec_uri``, then the intent (fenced). Order matters:
@@ -89,7 +88,7 @@ class IntentStore:
         return intent
 
     def update(self, intent: Intent) -> None:
-        with redis_errors(f"record the intent of job {intent.job_id!r}", self.namespace):
+        with redis_errors(f"record the intent of job {intent.job_id!r}", self.namespace, intent.job_id):
             code = self._record(
                 keys=[self.keys.lease(intent.job_id), self.keys.intent(intent.job_id)],
                 args=[intent.fence, intent.to_json()],
@@ -103,21 +102,47 @@ class IntentStore:
             )
 
     def get(self, job_id: str) -> Intent | None:
-        with redis_errors(f"read the intent of job {job_id!r}", self.namespace):
+        """The job's intent, or ``None``; raises :class:`CorruptIntentError` when unreadable."""
+        with redis_errors(f"read the intent of job {job_id!r}", self.namespace, job_id):
             raw = self.client.get(self.keys.intent(job_id))
+        return self._parse(job_id, raw)
+
+    def _parse(self, job_id: str, raw: Any) -> Intent | None:
         if raw is None:
             return None
         try:
             return Intent.from_json(raw)
         except (ValueError, TypeError) as exc:
-            raise ValueError(
-                f"intent {self.keys.intent(job_id)!r} is unreadable ({exc}); inspect and delete it "
-                "by hand once no attempt of the job runs"
+            key = self.keys.intent(job_id)
+            raise CorruptIntentError(
+                f"intent {key!r} is unreadable ({exc}); inspect it, and delete it by hand once no "
+                "attempt of the job runs (an intent is only a reference: the job's result is unaffected)",
+                job_id=job_id,
+                namespace=self.namespace,
+                key=key,
             ) from None
+
+    def live_fences(self, job_id: str) -> set[str]:
+        """Is a live attempt working on this job? The ``fence-N`` names it owns, in one round trip.
+
+        An attempt owns its fence's staging folder and spec while it holds the job's lease
+        (it may be computing) or while its intent is recorded (it died mid-flight and its
+        successor may adopt its output): cleanup must leave those alone.
+        """
+        with redis_errors(f"read the lease and intent of job {job_id!r}", self.namespace, job_id):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hget(self.keys.lease(job_id), "token")
+            pipe.get(self.keys.intent(job_id))
+            token, raw = pipe.execute()
+        live = {fence_name(int(as_str(token)))} if token is not None else set()
+        intent = self._parse(job_id, raw)
+        if intent is not None:
+            live.add(fence_name(intent.fence))
+        return live
 
     def amend(self, intent: Intent) -> bool:
         """Replace the recorded intent by ``intent`` (fenced); False when there is none any more."""
-        with redis_errors(f"amend the intent of job {intent.job_id!r}", self.namespace):
+        with redis_errors(f"amend the intent of job {intent.job_id!r}", self.namespace, intent.job_id):
             code = self._amend(
                 keys=[self.keys.lease(intent.job_id), self.keys.intent(intent.job_id)],
                 args=[intent.fence, intent.to_json()],
@@ -129,11 +154,11 @@ class IntentStore:
                 job_id=intent.job_id,
                 fence=intent.fence,
             )
-        return bool(code == 1)
+        return bool(code == scripts.OK)
 
     def clear(self, job_id: str, fence: int) -> None:
         """Drop the intent of an attempt that ends without a result (fenced)."""
-        with redis_errors(f"clear the intent of job {job_id!r}", self.namespace):
+        with redis_errors(f"clear the intent of job {job_id!r}", self.namespace, job_id):
             code = self._clear(keys=[self.keys.lease(job_id), self.keys.intent(job_id)], args=[fence])
         if code == scripts.STALE_FENCE:
             raise LeaseLostError(
@@ -155,5 +180,110 @@ class IntentStore:
             fs.rm(path)
 
 
-def now() -> float:
-    return time.time()
+# -- the heartbeat of a running submission ------------------------------------------------------
+#
+# The intent says a job may need recovery; the heartbeat says whether the submission it refers
+# to is still alive, wherever it runs.
+#
+# An attempt's task process can die (SIGKILL, a lost Celery worker) while its spark-submit
+# lives on, on *that* host. A successor on another host cannot see that process; it can see
+# this heartbeat, which the supervisor beside spark-submit (:mod:`airflow_jrs.supervisor`)
+# keeps in Redis while spark-submit lives::
+#
+#     jrs:{ns}:heartbeat:<job id>  hash {fence, host, pid, child, state=running|ended, exit_code, stop}
+#
+# with a TTL the supervisor renews every ``ttl/3``. A successor acts on it, not on a process
+# list: it waits while the heartbeat is ``running`` (or asks for a stop), and proceeds once it
+# is ``ended`` or gone. A supervisor that cannot renew for most of the TTL kills its
+# spark-submit itself before the key can expire (self-fencing), so "the heartbeat expired"
+# means "nothing of that attempt runs any more", across hosts and without comparing clocks
+# (the TTL runs on the Redis server). Like the lease, a heartbeat belongs to one fence: an
+# older supervisor that comes back after a successor's took over is refused and stops.
+
+_FIELDS = ("fence", "host", "pid", "child", "state", "exit_code", "stop")
+#: How long an ended heartbeat keeps its answer (exit code) for a successor to read.
+ENDED_KEEP_MS = 3_600_000
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """What the supervisor of fence ``fence`` last said."""
+
+    fence: int
+    host: str
+    pid: int
+    child: int | None
+    state: str
+    exit_code: int | None
+    stop_requested: bool
+    ttl_ms: int
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+
+class Heartbeats:
+    """Heartbeats of one namespace's running submissions."""
+
+    def __init__(self, client: redis_lib.Redis, namespace: str) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.keys = KeySpace(namespace)
+        self._beat = client.register_script(scripts.BEAT)
+        self._stop = client.register_script(scripts.REQUEST_STOP)
+        self._end = client.register_script(scripts.END_HEARTBEAT)
+
+    def beat(
+        self, job_id: str, fence: int, ttl_ms: int, *, host: str, pid: int, child: int, first: bool = False
+    ) -> str | None:
+        """Renew; returns the stop request (``"stop"``) or ``None``. Raises :class:`StaleHeartbeat`
+        when a newer fence owns the job's heartbeat (this supervisor's attempt lost the job), or,
+        on the ``first`` beat (before spark-submit starts), when the fence no longer holds the lease."""
+        keys = [self.keys.heartbeat(job_id), self.keys.lease(job_id)]
+        with redis_errors(f"renew the heartbeat of job {job_id!r}", self.namespace, job_id):
+            code, stop = self._beat(keys=keys, args=[fence, ttl_ms, host, pid, child, "1" if first else "0"])
+        if int(code) == scripts.STALE_FENCE:
+            raise StaleHeartbeat(job_id, fence)
+        return as_str(stop) or None
+
+    def end(self, job_id: str, fence: int, exit_code: int) -> bool:
+        """Record how spark-submit ended; ``False`` when another fence owns the heartbeat."""
+        with redis_errors(f"record the end of job {job_id!r}'s submission", self.namespace, job_id):
+            return bool(self._end(keys=[self.keys.heartbeat(job_id)], args=[fence, exit_code, ENDED_KEEP_MS]))
+
+    def request_stop(self, job_id: str, fence: int) -> bool:
+        """Ask the running supervisor of ``fence`` to stop its spark-submit; ``False`` when none runs."""
+        with redis_errors(f"ask job {job_id!r}'s supervisor to stop", self.namespace, job_id):
+            return bool(self._stop(keys=[self.keys.heartbeat(job_id)], args=[fence, "stop"]))
+
+    def get(self, job_id: str) -> Heartbeat | None:
+        """The job's heartbeat, or ``None`` (never started, or expired: nothing runs)."""
+        key = self.keys.heartbeat(job_id)
+        with redis_errors(f"read the heartbeat of job {job_id!r}", self.namespace, job_id):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hmget(key, _FIELDS)  # HMGET, not HGETALL: the documented ACL rule grants it
+            pipe.pttl(key)
+            values, ttl_ms = pipe.execute()
+        doc: dict[str, Any] = {f: as_str(v) for f, v in zip(_FIELDS, values, strict=True) if v is not None}
+        if not doc:
+            return None
+        return Heartbeat(
+            fence=int(doc.get("fence", 0)),
+            host=doc.get("host", "?"),
+            pid=int(doc.get("pid", 0)),
+            child=int(doc["child"]) if doc.get("child") else None,
+            state=doc.get("state", "running"),
+            exit_code=int(doc["exit_code"]) if doc.get("exit_code") not in (None, "") else None,
+            stop_requested=bool(doc.get("stop")),
+            ttl_ms=int(ttl_ms),
+        )
+
+
+class StaleHeartbeat(Exception):
+    """A newer fence owns the job's heartbeat: this supervisor's spark-submit must stop."""
+
+    def __init__(self, job_id: str, fence: int) -> None:
+        super().__init__(f"job {job_id!r}: a newer attempt owns the heartbeat; fence {fence} stops")
+        self.job_id = job_id
+        self.fence = fence

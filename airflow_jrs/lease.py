@@ -28,11 +28,11 @@ from typing import Any
 
 import redis as redis_lib
 
-from airflow_jrs.exceptions import LeaseHeldError, LeaseLostError
+from airflow_jrs.exceptions import JrsConfigError, LeaseHeldError, LeaseLostError, redis_errors
 from airflow_jrs.store import scripts
+from airflow_jrs.store.entries import as_str
 from airflow_jrs.store.keys import KeySpace
 from airflow_jrs.store.model import validate_job_id
-from airflow_jrs.store.redis import redis_errors
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,44 @@ DEFAULT_LEASE_TTL = 60.0
 def default_owner(**extra: Any) -> dict[str, Any]:
     """Who holds a lease: enough for an on-call engineer to find the process."""
     return {"host": socket.gethostname(), "pid": os.getpid(), **extra}
+
+
+@dataclass(frozen=True)
+class LeaseHolder:
+    """Who holds a job's lease now: the fencing token, the owner (host, pid, task) and the TTL left."""
+
+    token: int
+    owner: dict[str, Any]
+    ttl_ms: int
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.owner, "token": self.token, "ttl_ms": self.ttl_ms}
+
+
+def _holder(token: Any, owner: Any, ttl_ms: Any) -> LeaseHolder:
+    try:
+        parsed = json.loads(owner) if owner else {}
+        if not isinstance(parsed, dict):
+            raise ValueError(owner)
+    except ValueError:
+        parsed = {"owner": repr(owner)}
+    return LeaseHolder(token=int(token), owner=parsed, ttl_ms=int(ttl_ms))
+
+
+#: Connection kwargs a cluster client keeps that belong to that client object, not to its settings.
+_CLIENT_BOUND = ("host", "port", "redis_connect_func", "oss_cluster_maint_notifications_handler")
+
+
+def fresh_client(client: Any) -> Any:
+    """A new client with ``client``'s settings and none of its connections (close it after use):
+    for writes from a signal handler, whose interrupted thread may hold a pooled connection."""
+    if isinstance(client, redis_lib.RedisCluster):
+        node = client.get_default_node()
+        kwargs = {k: v for k, v in client.nodes_manager.connection_kwargs.items() if k not in _CLIENT_BOUND}
+        return redis_lib.RedisCluster(host=node.host, port=node.port, **kwargs)
+    pool = client.connection_pool
+    fresh = pool.__class__(connection_class=pool.connection_class, **pool.connection_kwargs)
+    return redis_lib.Redis.from_pool(fresh)  # the client owns the pool: close() disconnects it
 
 
 @dataclass
@@ -58,7 +96,7 @@ class JobLease:
     def __post_init__(self) -> None:
         validate_job_id(self.job_id)
         if self.ttl < 1:
-            raise ValueError(f"lease ttl must be at least 1 second, got {self.ttl}")
+            raise JrsConfigError(f"lease ttl must be at least 1 second, got {self.ttl}")
         self.keys = KeySpace(self.namespace)
         self.token: int | None = None
         self.lost = threading.Event()
@@ -74,32 +112,60 @@ class JobLease:
 
     def acquire(self) -> int:
         """Take the lease and return the fencing token, or raise :class:`LeaseHeldError`."""
-        with redis_errors(f"acquire the lease of job {self.job_id!r}", self.namespace):
+        with redis_errors(f"acquire the lease of job {self.job_id!r}", self.namespace, self.job_id):
             reply = self._acquire(
                 keys=[self.keys.lease(self.job_id), self.keys.fence(self.job_id)],
                 args=[json.dumps(self.owner), self.ttl_ms, int(time.time() * 1000)],
             )
-        if int(reply[0]) == 1:
+        if int(reply[0]) == scripts.ACQUIRED:
             self.token = int(reply[1])
             return self.token
-        holder: dict[str, Any] = {}
-        try:
-            holder = json.loads(reply[2]) if reply[2] else {}
-        except ValueError:
-            holder = {"owner": repr(reply[2])}
-        holder["token"] = int(reply[1])
-        holder["ttl_ms"] = int(reply[3])
+        holder = _holder(reply[1], reply[2], reply[3])
         raise LeaseHeldError(
-            f"job {self.job_id!r} is being worked on by another attempt ({holder}); its lease "
-            f"expires in {int(reply[3]) / 1000:.1f}s unless renewed. Not starting a second copy.",
+            f"job {self.job_id!r} is being worked on by another attempt ({holder.describe()}); its lease "
+            f"expires in {holder.ttl_ms / 1000:.1f}s unless renewed. Not starting a second copy.",
             job_id=self.job_id,
-            holder=holder,
+            holder=holder.describe(),
         )
+
+    def peek(self) -> LeaseHolder | None:
+        """The current holder of the job's lease (anyone's, not only ours), or ``None``."""
+        key = self.keys.lease(self.job_id)
+        with redis_errors(f"read the lease of job {self.job_id!r}", self.namespace, self.job_id):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hmget(key, ["token", "owner"])
+            pipe.pttl(key)
+            (token, owner), ttl_ms = pipe.execute()
+        if token is None:
+            return None
+        return _holder(as_str(token), as_str(owner) if owner is not None else None, ttl_ms)
+
+    def revoke(self) -> bool:
+        """Release our lease on a connection of its own; safe inside a signal handler.
+
+        ``on_kill`` runs on the thread that was interrupted, which may be in the middle of a
+        command on a pooled connection: reusing it could read that command's reply. A fresh
+        connection with the same settings cannot. Never raises: the lease's TTL is the
+        fallback, and a kill must not be masked by a Redis error. ``True`` when released.
+        """
+        self.stop_renewal()
+        if self.token is None:
+            return False
+        try:
+            client = fresh_client(self.client)
+            try:
+                release = client.register_script(scripts.RELEASE_LEASE)
+                return bool(release(keys=[self.keys.lease(self.job_id)], args=[self.token]))
+            finally:
+                client.close()
+        except Exception as exc:
+            log.warning("Could not revoke the lease of job %r (it expires by its TTL): %s", self.job_id, exc)
+            return False
 
     def renew(self) -> bool:
         """Extend the lease; ``False`` (and :attr:`lost` set) when it is no longer ours."""
         token = self._require_token()
-        with redis_errors(f"renew the lease of job {self.job_id!r}", self.namespace):
+        with redis_errors(f"renew the lease of job {self.job_id!r}", self.namespace, self.job_id):
             ok = bool(self._renew(keys=[self.keys.lease(self.job_id)], args=[token, self.ttl_ms]))
         if not ok:
             self._mark_lost()
@@ -110,7 +176,7 @@ class JobLease:
         self.stop_renewal()
         if self.token is None:
             return False
-        with redis_errors(f"release the lease of job {self.job_id!r}", self.namespace):
+        with redis_errors(f"release the lease of job {self.job_id!r}", self.namespace, self.job_id):
             return bool(self._release(keys=[self.keys.lease(self.job_id)], args=[self.token]))
 
     def check(self) -> int:
@@ -166,5 +232,6 @@ class JobLease:
 
     def _require_token(self) -> int:
         if self.token is None:
-            raise RuntimeError(f"the lease of job {self.job_id!r} was never acquired")
+            # A programming error, not a state of the job: no JrsError on purpose.
+            raise RuntimeError(f"the lease of job {self.job_id!r} was never acquired; call acquire() first")
         return self.token

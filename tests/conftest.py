@@ -6,11 +6,12 @@ import json
 import os
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
 
-from airflow_jrs.embedded_redis import EmbeddedRedis
+from jrs_testbench.redis_server import EmbeddedRedis
 
 
 @pytest.fixture(scope="session")
@@ -23,6 +24,15 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with EmbeddedRedis(tmp_path_factory.mktemp("redis")) as server:
         os.environ["JRS_TEST_REDIS_SERVER_PORT"] = str(server.port)
         yield server.url
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real local Redis Cluster (3 primaries, 3 replicas), started once per session when asked for."""
+    from jrs_testbench.redis_cluster import EmbeddedRedisCluster
+
+    with EmbeddedRedisCluster(tmp_path_factory.mktemp("redis-cluster")) as cluster:
+        yield cluster
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """The job result store (FLIP-194 for Airflow + Spark). Depends on redis-py and the stdlib only."""
 
+from airflow_jrs.store.aio import AsyncRedisJobResultStore
 from airflow_jrs.store.base import JobResultStore
 from airflow_jrs.store.keys import KeySpace
 from airflow_jrs.store.model import (
@@ -16,6 +17,7 @@ from airflow_jrs.store.serde import SCHEMA_VERSION, result_from_dict, result_to_
 
 __all__ = [
     "SCHEMA_VERSION",
+    "AsyncRedisJobResultStore",
     "Attempt",
     "EntryState",
     "JobResult",

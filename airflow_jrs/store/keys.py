@@ -14,6 +14,7 @@ script may update them together. Tests pin these literals: change them only with
 ``jrs:{ns}:lease:<job id>``               hash: holder of the job's lease (token, owner), with a TTL
 ``jrs:{ns}:fence:<job id>``               counter: last fencing token handed out for the job
 ``jrs:{ns}:intent:<job id>``              string: reference to the running job's spec (JSON)
+``jrs:{ns}:heartbeat:<job id>``           hash: the supervisor beside spark-submit (fence, host, state), TTL
 ``jrs:{ns}:events``                       pub/sub channel: one message per create/clean/forget
 ========================================  =====================================================
 """
@@ -61,6 +62,9 @@ class KeySpace:
     def intent(self, job_id: str) -> str:
         return self._job("intent", job_id)
 
+    def heartbeat(self, job_id: str) -> str:
+        return self._job("heartbeat", job_id)
+
     @property
     def dirty(self) -> str:
         return f"{self.base}:dirty"
@@ -76,9 +80,3 @@ class KeySpace:
     @property
     def events(self) -> str:
         return f"{self.base}:events"
-
-    def job_id_from_result_key(self, key: str) -> str:
-        prefix = f"{self.base}:result:"
-        if not key.startswith(prefix):
-            raise ValueError(f"{key!r} is not a result key of namespace {self.namespace!r}")
-        return key[len(prefix) :]

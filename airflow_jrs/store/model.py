@@ -17,7 +17,10 @@ from airflow_jrs.exceptions import InvalidJobIdError
 
 #: Job ids become part of Redis keys and log lines: a conservative charset keeps them
 #: printable, shell-safe and free of ``{}`` (which would break Redis Cluster hash tags).
-JOB_ID_PATTERN = re.compile(r"[A-Za-z0-9._:+=@/\-]+")
+_JOB_ID_CHARS = r"A-Za-z0-9._:+=@/\-"
+JOB_ID_PATTERN = re.compile(f"[{_JOB_ID_CHARS}]+")
+#: One character a job id may not hold; :func:`sanitize_job_id_part` replaces each by ``_``.
+JOB_ID_UNSAFE = re.compile(f"[^{_JOB_ID_CHARS}]")
 JOB_ID_MAX_LENGTH = 200
 NAMESPACE_PATTERN = re.compile(r"[A-Za-z0-9._\-]+")
 NAMESPACE_MAX_LENGTH = 64
@@ -36,6 +39,11 @@ def validate_job_id(job_id: object) -> str:
         bad = sorted({c for c in job_id if not JOB_ID_PATTERN.fullmatch(c)})
         raise InvalidJobIdError(f"job id {job_id!r} contains {bad!r}; allowed are letters, digits and . _ : + = @ / -")
     return job_id
+
+
+def sanitize_job_id_part(part: str) -> str:
+    """Replace characters a job id may not hold (``{}``, spaces, ...) by ``_``."""
+    return JOB_ID_UNSAFE.sub("_", part)
 
 
 def validate_namespace(namespace: object) -> str:

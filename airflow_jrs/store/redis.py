@@ -7,64 +7,46 @@ Key layout: :mod:`airflow_jrs.store.keys`; scripts: :mod:`airflow_jrs.store.scri
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any
 
 import redis as redis_lib
 
 from airflow_jrs.exceptions import (
-    CorruptJobResultError,
     JobResultEntryAlreadyExistsError,
-    JobResultQuarantinedError,
+    JobResultEntryError,
+    JrsConfigError,
     LeaseLostError,
     NoSuchJobResultError,
     StoreUnavailableError,
-    UnsupportedSchemaVersionError,
+    redis_errors,
 )
 from airflow_jrs.store import scripts
 from airflow_jrs.store.base import JobResultStore
+from airflow_jrs.store.entries import (
+    READ_CHUNK,
+    NeedsQuarantine,
+    as_bytes,
+    as_str,
+    corrupt_error,
+    decode_stored,
+    quarantine_call,
+    quarantined_error,
+)
 from airflow_jrs.store.keys import KeySpace
 from airflow_jrs.store.model import EntryState, JobResult, JobResultEntry, utcnow
 from airflow_jrs.store.serde import (
+    CLEAN_PREFIX,
     DIRTY_VERSION_PREFIX,
     SCHEMA_VERSION,
     EntryDecodeError,
     decode_entry,
     encode_entry,
+    event_message,
 )
 
 log = logging.getLogger(__name__)
-
-
-def _as_bytes(value: Any) -> bytes:
-    return value if isinstance(value, bytes) else str(value).encode()
-
-
-def _as_str(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-_MGET_CHUNK = 500
-
-
-@contextmanager
-def redis_errors(what: str, namespace: str) -> Iterator[None]:
-    """Map redis-py errors to :class:`StoreUnavailableError` so callers fail closed on one type."""
-    try:
-        yield
-    except redis_lib.exceptions.NoScriptError:
-        raise
-    except redis_lib.exceptions.RedisError as exc:
-        raise StoreUnavailableError(
-            f"job result store (namespace {namespace!r}) could not {what}: {exc}. "
-            "Check that Redis is reachable and the jrs connection is right; the task fails "
-            "rather than guess whether the job already ran."
-        ) from exc
 
 
 class RedisJobResultStore(JobResultStore):
@@ -94,11 +76,11 @@ class RedisJobResultStore(JobResultStore):
         if isinstance(clean_ttl, timedelta):
             clean_ttl = clean_ttl.total_seconds()
         if clean_ttl is not None and clean_ttl <= 0:
-            raise ValueError(f"clean_ttl must be positive or None, got {clean_ttl!r}")
+            raise JrsConfigError(f"clean_ttl must be positive or None, got {clean_ttl!r}")
         self.clean_ttl_ms = int(clean_ttl * 1000) if clean_ttl else 0
         self.delete_on_commit = delete_on_commit
         if history_limit < 1:
-            raise ValueError(f"history_limit must be >= 1, got {history_limit}")
+            raise JrsConfigError(f"history_limit must be >= 1, got {history_limit}")
         self.history_limit = history_limit
         self._create = client.register_script(scripts.CREATE_DIRTY_RESULT)
         self._clean = client.register_script(scripts.MARK_RESULT_AS_CLEAN)
@@ -110,9 +92,6 @@ class RedisJobResultStore(JobResultStore):
 
     def __repr__(self) -> str:
         return f"RedisJobResultStore(namespace={self.namespace!r}, client={self.client!r})"
-
-    def _event(self, event: str, job_id: str, **extra: Any) -> str:
-        return json.dumps({"event": event, "job_id": job_id, "ts": time.time(), **extra})
 
     def ping(self) -> float:
         """One round trip; returns seconds taken. Raises :class:`StoreUnavailableError`."""
@@ -126,8 +105,8 @@ class RedisJobResultStore(JobResultStore):
         k, job_id = self.keys, result.job_id
         created = utcnow()
         raw = encode_entry(result, EntryState.DIRTY, created)
-        event = self._event("created", job_id, status=result.status.value, state="dirty")
-        with redis_errors(f"create the result of job {job_id!r}", self.namespace):
+        event = event_message("created", job_id, status=result.status.value, state="dirty")
+        with redis_errors(f"create the result of job {job_id!r}", self.namespace, job_id):
             code = self._create(
                 keys=[
                     k.result(job_id),
@@ -174,11 +153,11 @@ class RedisJobResultStore(JobResultStore):
                 job_id=job_id,
                 namespace=self.namespace,
             )
-        raise self._quarantined_error(job_id)
+        raise quarantined_error(self.keys, job_id)
 
     def _mark_result_as_clean(self, job_id: str, _retry: bool = True) -> bool:
         k = self.keys
-        with redis_errors(f"mark job {job_id!r} clean", self.namespace):
+        with redis_errors(f"mark job {job_id!r} clean", self.namespace, job_id):
             code = self._clean(
                 keys=[k.result(job_id), k.dirty, k.index, k.quarantine(job_id), k.history(job_id)],
                 args=[
@@ -186,14 +165,15 @@ class RedisJobResultStore(JobResultStore):
                     self.clean_ttl_ms,
                     "1" if self.delete_on_commit else "0",
                     k.events,
-                    self._event("cleaned", job_id, state="clean"),
+                    event_message("cleaned", job_id, state="clean"),
                     DIRTY_VERSION_PREFIX,
                     self.history_limit,
+                    CLEAN_PREFIX,
                 ],
             )
         if code == scripts.OK:
             return True
-        if code == 2:
+        if code == scripts.ALREADY_CLEAN:
             return False
         if code == scripts.NOOP:
             raise NoSuchJobResultError(
@@ -205,27 +185,29 @@ class RedisJobResultStore(JobResultStore):
         if code == scripts.UNRECOGNISED and _retry:
             # Readable but not byte-canonical (edited by hand?): rewrite it canonically, retry once.
             # A corrupt entry is quarantined (and raises) by the read.
-            with redis_errors(f"read the result of job {job_id!r}", self.namespace):
+            with redis_errors(f"read the result of job {job_id!r}", self.namespace, job_id):
                 raw = self.client.get(k.result(job_id))
             if raw is not None:
-                entry = self._decode_or_quarantine(job_id, _as_bytes(raw))
+                entry = self._decode_or_quarantine(job_id, as_bytes(raw))
                 canonical = encode_entry(entry.result, entry.state, entry.created_at or utcnow())
-                with redis_errors(f"rewrite the entry of job {job_id!r}", self.namespace):
+                with redis_errors(f"rewrite the entry of job {job_id!r}", self.namespace, job_id):
                     self._rewrite(keys=[k.result(job_id)], args=[raw, canonical])
             return self._mark_result_as_clean(job_id, _retry=False)
         if code == scripts.UNRECOGNISED:
             raise StoreUnavailableError(
-                f"job {job_id!r}: the entry changed while it was being marked clean; retry the cleanup."
+                f"job {job_id!r}: the entry changed while it was being marked clean; retry the cleanup.",
+                namespace=self.namespace,
+                job_id=job_id,
             )
-        raise self._quarantined_error(job_id)
+        raise quarantined_error(self.keys, job_id)
 
     def _forget_result(self, job_id: str) -> JobResultEntry | None:
         k = self.keys
-        with redis_errors(f"forget job {job_id!r}", self.namespace):
+        with redis_errors(f"forget job {job_id!r}", self.namespace, job_id):
             raw = self.client.get(k.result(job_id))
             code = self._forget(
                 keys=[k.result(job_id), k.history(job_id), k.dirty, k.index],
-                args=[job_id, self.history_limit, k.events, self._event("forgotten", job_id)],
+                args=[job_id, self.history_limit, k.events, event_message("forgotten", job_id)],
             )
         if code != scripts.OK:
             raise NoSuchJobResultError(
@@ -240,7 +222,7 @@ class RedisJobResultStore(JobResultStore):
 
     def _release_quarantine(self, job_id: str) -> bytes:
         k = self.keys
-        with redis_errors(f"release job {job_id!r} from quarantine", self.namespace):
+        with redis_errors(f"release job {job_id!r} from quarantine", self.namespace, job_id):
             raw = self._release(
                 keys=[k.quarantine(job_id), k.quarantined, k.history(job_id)],
                 args=[job_id, self.history_limit],
@@ -258,14 +240,14 @@ class RedisJobResultStore(JobResultStore):
         purged, start = 0, 0
         while True:
             with redis_errors("list old entries", self.namespace):
-                members = self.client.zrangebyscore(self.keys.index, "-inf", cutoff_ms, start=start, num=_MGET_CHUNK)
+                members = self.client.zrangebyscore(self.keys.index, "-inf", cutoff_ms, start=start, num=READ_CHUNK)
             if not members:
                 return purged
             kept = 0
             for member in members:
-                job_id = _as_str(member)
+                job_id = as_str(member)
                 with redis_errors(f"purge job {job_id!r}", self.namespace):
-                    code = self._purge(keys=[self.keys.result(job_id), self.keys.index], args=[job_id])
+                    code = self._purge(keys=[self.keys.result(job_id), self.keys.index], args=[job_id, CLEAN_PREFIX])
                 purged += code == scripts.OK
                 kept += code == scripts.NOOP
             start += kept  # dirty entries stay in the index: page past them
@@ -273,88 +255,42 @@ class RedisJobResultStore(JobResultStore):
     # -- reads ----------------------------------------------------------------------------
     def _get_entry(self, job_id: str) -> JobResultEntry | None:
         k = self.keys
-        with redis_errors(f"read the result of job {job_id!r}", self.namespace):
+        with redis_errors(f"read the result of job {job_id!r}", self.namespace, job_id):
             pipe = self.client.pipeline(transaction=False)
             pipe.get(k.result(job_id))
             pipe.exists(k.quarantine(job_id))
             raw, quarantined = pipe.execute()
         if raw is None:
             if quarantined:
-                raise self._quarantined_error(job_id)
+                raise quarantined_error(self.keys, job_id)
             return None
         return self._decode_or_quarantine(job_id, raw)
 
     def _decode_or_quarantine(self, job_id: str, raw: bytes) -> JobResultEntry:
-        """Decode ``raw``; move it to quarantine (then raise) when it is corrupt."""
-        key = self.keys.result(job_id)
+        """Decode ``raw`` (rules: :mod:`.entries`); move it to quarantine, then raise, when corrupt."""
         try:
-            entry = decode_entry(raw)
-        except EntryDecodeError as exc:
-            if exc.version is not None:
-                # Written by a newer airflow-jrs: readable by it, so leave it where it is.
-                raise UnsupportedSchemaVersionError(
-                    f"entry {key!r} has schema version {exc.version}; this airflow-jrs reads up to "
-                    "its own version. Upgrade airflow-jrs on this worker; the entry was left untouched.",
-                    job_id=job_id,
-                    namespace=self.namespace,
-                    key=key,
-                    version=exc.version,
-                ) from None
-            moved = self._move_to_quarantine(job_id, raw)
-            where = self.keys.quarantine(job_id) if moved else key
-            raise CorruptJobResultError(
-                f"entry {key!r} of job {job_id!r} is corrupt ({exc.reason}); it was moved to "
-                f"{where!r}. Inspect it, then `airflow-jrs release-quarantine {job_id}` "
-                "(store.release_quarantine) to let the job run again.",
-                job_id=job_id,
-                namespace=self.namespace,
-                key=where,
-            ) from None
-        if entry.result.job_id != job_id:
-            moved = self._move_to_quarantine(job_id, raw)
-            raise CorruptJobResultError(
-                f"entry {key!r} holds the result of job {entry.result.job_id!r}, not {job_id!r}; "
-                f"it was moved to {self.keys.quarantine(job_id)!r}.",
-                job_id=job_id,
-                namespace=self.namespace,
-                key=self.keys.quarantine(job_id) if moved else key,
-            )
-        return entry
-
-    def _move_to_quarantine(self, job_id: str, raw: bytes) -> bool:
-        k = self.keys
-        with redis_errors(f"quarantine the entry of job {job_id!r}", self.namespace):
-            moved = self._quarantine(
-                keys=[k.result(job_id), k.quarantine(job_id), k.dirty, k.index, k.quarantined],
-                args=[job_id, raw],
-            )
-        if moved:
-            log.error("Quarantined the corrupt entry of job %r at %r", job_id, k.quarantine(job_id))
-        return bool(moved)
-
-    def _quarantined_error(self, job_id: str) -> JobResultQuarantinedError:
-        key = self.keys.quarantine(job_id)
-        return JobResultQuarantinedError(
-            f"job {job_id!r} is blocked: its entry is in quarantine at {key!r}. Inspect it, then "
-            f"`airflow-jrs release-quarantine {job_id}` (store.release_quarantine) to let it run.",
-            job_id=job_id,
-            namespace=self.namespace,
-            key=key,
-        )
+            return decode_stored(self.keys, job_id, raw)
+        except NeedsQuarantine as exc:
+            keys, args = quarantine_call(self.keys, job_id, raw)
+            with redis_errors(f"quarantine the entry of job {job_id!r}", self.namespace, job_id):
+                moved = bool(self._quarantine(keys=keys, args=args))
+            if moved:
+                log.error("Quarantined the corrupt entry of job %r at %r", job_id, self.keys.quarantine(job_id))
+            raise corrupt_error(self.keys, job_id, exc.reason, moved) from None
 
     def _read_many(self, job_ids: list[str]) -> list[JobResultEntry]:
         """Entries of ``job_ids`` (in order), skipping missing ones and quarantining corrupt ones."""
         entries: list[JobResultEntry] = []
-        for start in range(0, len(job_ids), _MGET_CHUNK):
-            chunk = job_ids[start : start + _MGET_CHUNK]
+        for start in range(0, len(job_ids), READ_CHUNK):
+            chunk = job_ids[start : start + READ_CHUNK]
             with redis_errors("read results", self.namespace):
                 raws = self.client.mget([self.keys.result(j) for j in chunk])
             for job_id, raw in zip(chunk, raws, strict=False):
                 if raw is None:
                     continue
                 try:
-                    entries.append(self._decode_or_quarantine(job_id, _as_bytes(raw)))
-                except (CorruptJobResultError, UnsupportedSchemaVersionError) as exc:
+                    entries.append(self._decode_or_quarantine(job_id, as_bytes(raw)))
+                except JobResultEntryError as exc:
                     log.error("Left out of the listing: %s", exc)
         return entries
 
@@ -367,7 +303,7 @@ class RedisJobResultStore(JobResultStore):
     def _list_entries(self, limit: int, offset: int) -> list[JobResultEntry]:
         with redis_errors("list results", self.namespace):
             members = self.client.zrevrange(self.keys.index, offset, offset + limit - 1)
-        job_ids = [_as_str(m) for m in members]
+        job_ids = [as_str(m) for m in members]
         entries = self._read_many(job_ids)
         found = {e.job_id for e in entries}
         unread = [j for j in job_ids if j not in found]
@@ -382,7 +318,7 @@ class RedisJobResultStore(JobResultStore):
         return entries
 
     def _get_history(self, job_id: str) -> list[JobResultEntry]:
-        with redis_errors(f"read the history of job {job_id!r}", self.namespace):
+        with redis_errors(f"read the history of job {job_id!r}", self.namespace, job_id):
             raws = self.client.lrange(self.keys.history(job_id), 0, -1)
         out = []
         for raw in raws:

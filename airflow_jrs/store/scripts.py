@@ -6,9 +6,13 @@ commands that Redis 6.2 and 7.0 both support. Fenced scripts compare the caller'
 token with the ``token`` field of the job's lease *inside* the script: a holder that lost
 its lease (expired while it was paused, or taken over) can no longer write anything.
 
-Return codes shared by the result scripts: ``1`` done, ``0`` nothing to do / refused by
-state, ``-1`` the job's entry is in quarantine, ``-2`` stale fence, ``-3`` the stored
-entry is not in a form the script recognises (the caller quarantines it).
+Scripts know nothing of the entry encoding: what they compare or rewrite by prefix (the
+state member, see :mod:`~airflow_jrs.store.serde`) reaches them through ARGV from serde.
+
+Return codes, named here and nowhere else as numbers: the result scripts share ``OK``,
+``NOOP`` (nothing to do / refused by state), ``QUARANTINED``, ``STALE_FENCE`` and
+``UNRECOGNISED`` (the stored entry is not in a form the script recognises: the caller
+decodes it, and quarantines it when corrupt); a few scripts add their own below.
 """
 
 from __future__ import annotations
@@ -18,6 +22,12 @@ NOOP = 0
 QUARANTINED = -1
 STALE_FENCE = -2
 UNRECOGNISED = -3
+#: MARK_RESULT_AS_CLEAN: the entry was clean already (a retried cleanup).
+ALREADY_CLEAN = 2
+#: PURGE_CLEAN_ENTRY: no entry any more (expired); its index member was dropped.
+PURGE_NO_ENTRY = -1
+#: ACQUIRE_LEASE: first element of the reply when the lease was taken.
+ACQUIRED = 1
 
 # Shared Lua prelude: the fence check. ARGV index of the token is passed in ``fence_arg``.
 _FENCE_CHECK = """
@@ -76,29 +86,32 @@ MARK_RESULT_AS_CLEAN = """
 -- ARGV[3] - '1' deletes the entry instead (Flink's delete-on-commit), moving it to history
 --           clean, so that a second call still sees it committed; '0' keeps it
 -- ARGV[4] - events channel  ARGV[5] - event message
--- ARGV[6] - the dirty prefix with the caller's schema version ('{"state":"dirty","v":1,'):
+-- ARGV[6] - the dirty prefix with the caller's schema version (serde.DIRTY_VERSION_PREFIX):
 --           an entry of another version is never rewritten by prefix (-3: the caller decodes)
 -- ARGV[7] - history length cap
+-- ARGV[8] - the clean state prefix (serde.CLEAN_PREFIX), as long as the dirty one
 -- return 1 marked clean, 2 was already clean, 0 no entry, -1 quarantined, -3 unrecognised
+local clean = ARGV[8]
+local n = string.len(clean)
 local v = redis.call('GET', KEYS[1])
 if not v then
   if redis.call('EXISTS', KEYS[4]) == 1 then return -1 end
   if ARGV[3] == '1' then
     local last = redis.call('LINDEX', KEYS[5], 0)
-    if last and string.sub(last, 1, 16) == '{"state":"clean"' then return 2 end
+    if last and string.sub(last, 1, n) == clean then return 2 end
   end
   return 0
 end
-if string.sub(v, 1, 16) == '{"state":"clean"' then return 2 end
+if string.sub(v, 1, n) == clean then return 2 end
 if string.sub(v, 1, string.len(ARGV[6])) ~= ARGV[6] then return -3 end
 redis.call('SREM', KEYS[2], ARGV[1])
 if ARGV[3] == '1' then
-  redis.call('LPUSH', KEYS[5], '{"state":"clean"' .. string.sub(v, 17))
+  redis.call('LPUSH', KEYS[5], clean .. string.sub(v, n + 1))
   redis.call('LTRIM', KEYS[5], 0, tonumber(ARGV[7]) - 1)
   redis.call('DEL', KEYS[1])
   redis.call('ZREM', KEYS[3], ARGV[1])
 else
-  redis.call('SET', KEYS[1], '{"state":"clean"' .. string.sub(v, 17))
+  redis.call('SET', KEYS[1], clean .. string.sub(v, n + 1))
   if tonumber(ARGV[2]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 end
 redis.call('PUBLISH', ARGV[4], ARGV[5])
@@ -168,14 +181,14 @@ return 1
 PURGE_CLEAN_ENTRY = """
 -- Delete a clean entry on purpose (retention), leaving dirty ones alone: they still need cleanup.
 -- KEYS[1] - result key      KEYS[2] - index zset
--- ARGV[1] - job id
+-- ARGV[1] - job id          ARGV[2] - the clean state prefix (serde.CLEAN_PREFIX)
 -- return 1 purged, 0 not clean (kept), -1 no entry (index member dropped)
 local v = redis.call('GET', KEYS[1])
 if not v then
   redis.call('ZREM', KEYS[2], ARGV[1])
   return -1
 end
-if string.sub(v, 1, 16) ~= '{"state":"clean"' then return 0 end
+if string.sub(v, 1, string.len(ARGV[2])) ~= ARGV[2] then return 0 end
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 return 1
@@ -260,3 +273,48 @@ redis.call('DEL', KEYS[2])
 return 1
 """
 )
+
+BEAT = """
+-- The supervisor beside spark-submit says it (and spark-submit) still run; answers a stop request.
+-- A heartbeat belongs to one fence: an older supervisor (its attempt lost the job) is refused.
+-- The first beat, before spark-submit starts, also requires the attempt to hold the job's lease:
+-- an attempt that lost it between its last check and the launch must not start a second copy
+-- (later beats do not: an orphan whose task died keeps running until its successor decides).
+-- KEYS[1] - heartbeat hash   KEYS[2] - lease hash
+-- ARGV[1] - fencing token    ARGV[2] - TTL in ms    ARGV[3] - host    ARGV[4] - supervisor pid
+-- ARGV[5] - spark-submit pid (0: not started yet)   ARGV[6] - '1' on the first beat
+-- return {1, stop request ('' none, 'stop')} beating, {-2, ''} stale: a newer fence owns the
+--        heartbeat, or (first beat) the lease is not held by this fence
+if ARGV[6] == '1' and redis.call('HGET', KEYS[2], 'token') ~= ARGV[1] then return {-2, ''} end
+local held = redis.call('HGET', KEYS[1], 'fence')
+if held and tonumber(held) > tonumber(ARGV[1]) then return {-2, ''} end
+if held ~= ARGV[1] then redis.call('DEL', KEYS[1]) end
+redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'host', ARGV[3], 'pid', ARGV[4], 'child', ARGV[5], 'state', 'running')
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local stop = redis.call('HGET', KEYS[1], 'stop')
+if not stop then stop = '' end
+return {1, stop}
+"""
+
+REQUEST_STOP = """
+-- A successor asks the supervisor of fence ARGV[1] to stop its spark-submit.
+-- KEYS[1] - heartbeat hash
+-- ARGV[1] - the supervisor's fencing token   ARGV[2] - what is asked ('stop')
+-- return 1 asked, 0 no running supervisor of that fence
+if redis.call('HGET', KEYS[1], 'fence') ~= ARGV[1] then return 0 end
+if redis.call('HGET', KEYS[1], 'state') ~= 'running' then return 0 end
+redis.call('HSET', KEYS[1], 'stop', ARGV[2])
+return 1
+"""
+
+END_HEARTBEAT = """
+-- The supervisor's spark-submit ended: say how, and keep that answer a while for the successor.
+-- KEYS[1] - heartbeat hash
+-- ARGV[1] - fencing token    ARGV[2] - exit code    ARGV[3] - how long to keep it, in ms
+-- return 1 recorded, 0 the heartbeat belongs to another fence (nothing written)
+local held = redis.call('HGET', KEYS[1], 'fence')
+if held and held ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'state', 'ended', 'exit_code', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+"""

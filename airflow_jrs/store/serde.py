@@ -13,6 +13,7 @@ raises :class:`EntryDecodeError` and the caller quarantines it.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any
@@ -24,6 +25,8 @@ DIRTY_PREFIX = '{"state":"dirty"'
 CLEAN_PREFIX = '{"state":"clean"'
 #: What every dirty entry of this schema version starts with: the clean script flips only these.
 DIRTY_VERSION_PREFIX = f'{DIRTY_PREFIX},"v":{SCHEMA_VERSION},'
+# The clean script swaps one prefix for the other in place: they must be equally long.
+assert len(DIRTY_PREFIX) == len(CLEAN_PREFIX)
 
 
 class EntryDecodeError(Exception):
@@ -103,7 +106,13 @@ def encode_entry(result: JobResult, state: EntryState, created_at: datetime) -> 
         "created_at": created_at.isoformat(),
         "result": result_to_dict(result),
     }
-    return json.dumps(doc, separators=(",", ":"), allow_nan=False)
+    try:
+        return json.dumps(doc, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ValueError(
+            f"the result of job {result.job_id!r} cannot be stored: {exc}. Outputs and metrics must be "
+            "plain JSON (strings, finite numbers, booleans, null, lists, objects with string keys)."
+        ) from None
 
 
 def decode_entry(raw: bytes | str) -> JobResultEntry:
@@ -113,6 +122,8 @@ def decode_entry(raw: bytes | str) -> JobResultEntry:
         doc = json.loads(text)
     except (UnicodeDecodeError, ValueError) as exc:
         raise EntryDecodeError(f"not UTF-8 JSON ({exc})") from None
+    except RecursionError:  # nested deeper than the parser goes: not an entry of ours
+        raise EntryDecodeError("JSON nested too deeply") from None
     if not isinstance(doc, dict):
         raise EntryDecodeError(f"expected a JSON object, got {type(doc).__name__}")
     version = doc.get("v")
@@ -133,3 +144,17 @@ def decode_entry(raw: bytes | str) -> JobResultEntry:
     except (KeyError, TypeError, ValueError) as exc:
         raise EntryDecodeError(f"invalid entry content: {exc!r}") from None
     return JobResultEntry(result=result, state=state, created_at=created_at)
+
+
+def event_message(event: str, job_id: str, **extra: Any) -> str:
+    """The notification a write publishes on the namespace's events channel, in its script."""
+    return json.dumps({"event": event, "job_id": job_id, "ts": time.time(), **extra})
+
+
+def event_job_id(data: Any) -> str | None:
+    """The job a notification names; ``None`` when it cannot be read (readers then re-read all)."""
+    try:
+        job_id = json.loads(data).get("job_id")
+    except (TypeError, ValueError, AttributeError):
+        return None
+    return job_id if isinstance(job_id, str) else None

@@ -1,6 +1,6 @@
 """JobResultTrigger: wait for job results in the triggerer, woken by the store's notifications.
 
-Why a trigger and not polling: the store publishes one message on ``jrs:{ns}:events`` for
+Why a trigger and not polling: the store publishes one message on the namespace's events channel for
 every create/clean/forget (in the same Lua script as the write), so a waiting trigger wakes
 within a round trip of the write, while a worker slot stays free.
 
@@ -24,177 +24,35 @@ Event payloads (``status`` first):
 * ``{"status": "success", "results": [<result dict + "state">, ...]}`` in ``job_ids`` order;
 * ``{"status": "failed", "job_id", "message", "result"}``: an unsuccessful result while
   ``fail_on_unsuccessful`` (the sensor fails fast);
-* ``{"status": "error", "job_id", "message"}``: an entry the trigger cannot read (corrupt,
-  newer schema, quarantined) or a Redis error that retrying cannot fix; the sensor then reads
-  through the store, which quarantines and raises its own clear error (fail closed).
+* ``{"status": "error", "job_id", "message", "error"}``: an entry the store refuses to
+  read (``error`` names the exception: a corrupt entry, now quarantined; a quarantined one; a
+  newer schema; the message names the key) or a Redis error that retrying cannot fix; the
+  sensor then reads through the sync store, which raises the same clear error (fail closed).
+
+Reads go through :class:`~airflow_jrs.store.AsyncRedisJobResultStore`, with the same rules as
+every other reader of the store; the wait rule is :func:`airflow_jrs.wait.evaluate`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-import redis as redis_lib
-import redis.asyncio as aioredis
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import AuthenticationError, AuthorizationError, RedisError
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from airflow_jrs.exceptions import JrsConfigError
-from airflow_jrs.store.keys import KeySpace
-from airflow_jrs.store.model import JobResultEntry, JobStatus, validate_job_id
-from airflow_jrs.store.serde import EntryDecodeError, decode_entry, result_to_dict
-
-#: ``any``: a result exists (dirty or clean); ``dirty``: cleanup still pending; ``clean``: committed.
-TARGET_STATES = ("any", "dirty", "clean")
-DEFAULT_STATUSES = (JobStatus.SUCCEEDED.value,)
-#: Connection kwargs the trigger passes to ``redis.asyncio.Redis`` (all plain JSON values).
-CONNECTION_KEYS = frozenset(
-    {
-        "host",
-        "port",
-        "db",
-        "username",
-        "password",
-        "ssl",
-        "ssl_keyfile",
-        "ssl_certfile",
-        "ssl_cert_reqs",
-        "ssl_ca_certs",
-        "ssl_ca_path",
-        "ssl_check_hostname",
-        "ssl_password",
-    }
-)
-_SSL_KEYS = sorted(k for k in CONNECTION_KEYS if k.startswith("ssl_"))
-_REFUSED = (AuthenticationError, AuthorizationError)
-_RETRYABLE = (RedisConnectionError, RedisTimeoutError, OSError)
-
-
-def trigger_connection_kwargs(client: Any, conn_id: str) -> dict[str, Any]:
-    """Plain ``redis.asyncio`` kwargs equivalent to ``client`` (resolved by the hook, not the triggerer).
-
-    Only what the jrs connection can set is carried (host, port, db, ACL user, password, TLS);
-    Redis Cluster is refused rather than half-supported.
-    """
-    if isinstance(client, redis_lib.RedisCluster):
-        raise JrsConfigError(
-            f"jrs connection {conn_id!r} is a Redis Cluster connection; deferrable=True does not "
-            "support Redis Cluster yet. Use mode='reschedule' (which frees the worker slot too)."
-        )
-    pool = client.connection_pool
-    given = pool.connection_kwargs
-    if "path" in given:
-        raise JrsConfigError(
-            f"jrs connection {conn_id!r} uses a Unix socket; deferrable=True needs host and port. "
-            "Use mode='reschedule', or a TCP address."
-        )
-    kwargs = {k: given[k] for k in ("host", "port", "db", "username", "password") if given.get(k) is not None}
-    if issubclass(pool.connection_class, redis_lib.SSLConnection):
-        kwargs["ssl"] = True
-        kwargs.update({k: given[k] for k in _SSL_KEYS if given.get(k) is not None})
-    return kwargs
-
-
-def entry_to_dict(entry: JobResultEntry) -> dict[str, Any]:
-    """What sensors hand to XCom: the result's JSON form plus its entry state."""
-    return {**result_to_dict(entry.result), "state": entry.state.value}
-
-
-def validate_wait_args(target_state: str, statuses: Collection[str]) -> list[str]:
-    """Check ``target_state`` and ``statuses``; return the statuses as plain strings."""
-    if target_state not in TARGET_STATES:
-        raise ValueError(
-            f"target_state {target_state!r} is not one of {list(TARGET_STATES)}: 'any' waits for "
-            "any result, 'dirty' for one whose cleanup is pending, 'clean' for a committed one"
-        )
-    values = [s.value if isinstance(s, JobStatus) else str(s) for s in statuses]
-    unknown = sorted(set(values) - {s.value for s in JobStatus})
-    if unknown or not values:
-        raise ValueError(f"statuses {list(statuses)!r} must be a non-empty subset of {[s.value for s in JobStatus]}")
-    return values
-
-
-@dataclass(frozen=True)
-class WaitOutcome:
-    """Verdict on a set of entries: done (with results), failed (with a message), or waiting."""
-
-    done: bool = False
-    results: list[dict[str, Any]] = field(default_factory=list)
-    failed_job_id: str | None = None
-    failure: str | None = None
-    failed_result: dict[str, Any] | None = None
-    waiting: dict[str, str] = field(default_factory=dict)
-
-    def describe_wait(self) -> str:
-        return "; ".join(f"{job_id}: {why}" for job_id, why in self.waiting.items())
-
-
-def evaluate(
-    job_ids: Sequence[str],
-    entries: Mapping[str, JobResultEntry | None],
-    *,
-    namespace: str,
-    target_state: str = "any",
-    statuses: Collection[str] = DEFAULT_STATUSES,
-    fail_on_unsuccessful: bool = True,
-) -> WaitOutcome:
-    """Decide whether the wait is over; the single rule shared by the sensor and the trigger.
-
-    A job counts when its entry exists, its status is in ``statuses`` and its state matches
-    ``target_state``. An unsuccessful result (FAILED, CANCELED, STOPPED) outside ``statuses``
-    ends the wait as a failure when ``fail_on_unsuccessful``, whatever its entry state: its
-    cleanup does not make it succeed. Otherwise the wait goes on (a later attempt may
-    supersede it).
-    """
-    wanted = set(statuses)
-    waiting: dict[str, str] = {}
-    for job_id in job_ids:
-        entry = entries.get(job_id)
-        if entry is None:
-            waiting[job_id] = "no result yet"
-            continue
-        status = entry.result.status
-        if status.value not in wanted:
-            if not status.is_success and fail_on_unsuccessful:
-                error = f": {entry.result.error}" if entry.result.error else ""
-                return WaitOutcome(
-                    failed_job_id=job_id,
-                    failure=(
-                        f"job {job_id!r} (namespace {namespace!r}) has a {status.value} result{error}. "
-                        "Failing now instead of waiting for a result that will not come: re-run the "
-                        "job (a new attempt supersedes the result), or set fail_on_unsuccessful=False "
-                        f"to wait for a later attempt, or add {status.value!r} to statuses to accept it."
-                    ),
-                    failed_result=entry_to_dict(entry),
-                )
-            waiting[job_id] = f"{status.value} result, waiting for one of {sorted(wanted)}"
-            continue
-        if target_state != "any" and entry.state.value != target_state:
-            waiting[job_id] = f"result is {entry.state.value}, waiting for {target_state}"
-    if waiting:
-        return WaitOutcome(waiting=waiting)
-    return WaitOutcome(done=True, results=[entry_to_dict(entries[j]) for j in job_ids])  # type: ignore[arg-type]
-
-
-class _Unreadable(Exception):
-    """An entry the trigger must not interpret; the sensor re-reads it through the store."""
-
-    def __init__(self, job_id: str, message: str) -> None:
-        super().__init__(message)
-        self.job_id = job_id
+from airflow_jrs.exceptions import JobResultEntryError, JrsConfigError, StoreUnavailableError
+from airflow_jrs.store import AsyncRedisJobResultStore, validate_job_id
+from airflow_jrs.store.aio import ANY_JOB, CONNECTION_KEYS
+from airflow_jrs.wait import DEFAULT_STATUSES, evaluate, validate_wait_args
 
 
 class JobResultTrigger(BaseTrigger):
     """Yield one event once ``job_ids`` have results that :func:`evaluate` accepts.
 
-    :param connection: ``redis.asyncio.Redis`` kwargs, see :data:`CONNECTION_KEYS`
+    :param connection: ``redis.asyncio.Redis`` kwargs, see :data:`airflow_jrs.store.aio.CONNECTION_KEYS`
     :param namespace: the store's namespace
     :param job_ids: jobs to wait for (all of them)
     :param target_state: ``any``, ``dirty`` or ``clean``
@@ -219,13 +77,12 @@ class JobResultTrigger(BaseTrigger):
         super().__init__()
         unknown = sorted(set(connection) - CONNECTION_KEYS)
         if unknown:
-            raise ValueError(f"connection kwargs {unknown} are not supported; allowed: {sorted(CONNECTION_KEYS)}")
+            raise JrsConfigError(f"connection kwargs {unknown} are not supported; allowed: {sorted(CONNECTION_KEYS)}")
         if not job_ids:
-            raise ValueError("job_ids is empty: name at least one job to wait for")
+            raise JrsConfigError("job_ids is empty: name at least one job to wait for")
         if poll_interval <= 0 or max_backoff <= 0:
-            raise ValueError(f"poll_interval ({poll_interval}) and max_backoff ({max_backoff}) must be > 0")
+            raise JrsConfigError(f"poll_interval ({poll_interval}) and max_backoff ({max_backoff}) must be > 0")
         self.connection = dict(connection)
-        self.keys = KeySpace(namespace)
         self.namespace = namespace
         self.job_ids = [validate_job_id(j) for j in job_ids]
         self.statuses = validate_wait_args(target_state, statuses)
@@ -233,7 +90,7 @@ class JobResultTrigger(BaseTrigger):
         self.fail_on_unsuccessful = fail_on_unsuccessful
         self.poll_interval = float(poll_interval)
         self.max_backoff = float(max_backoff)
-        self._client: aioredis.Redis | None = None
+        self._store: AsyncRedisJobResultStore | None = None
         self._failures = 0  # consecutive failed connections, for the backoff
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -257,11 +114,12 @@ class JobResultTrigger(BaseTrigger):
             f"target_state={self.target_state!r}, statuses={self.statuses!r})"
         )
 
-    def _new_client(self) -> aioredis.Redis:
+    def _new_store(self) -> AsyncRedisJobResultStore:
         # No retries inside redis-py: a silent reconnect would re-subscribe without our
         # re-read, and a message published meanwhile would be lost. We reconnect ourselves.
-        return aioredis.Redis(
-            **self.connection,
+        return AsyncRedisJobResultStore(
+            self.connection,
+            self.namespace,
             retry=Retry(NoBackoff(), 0),
             socket_connect_timeout=10,
             socket_timeout=10,
@@ -270,91 +128,73 @@ class JobResultTrigger(BaseTrigger):
             client_name=f"jrs-trigger:{self.namespace}",  # visible in CLIENT LIST
         )
 
-    async def _close_client(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
+    async def _close_store(self) -> None:
+        store, self._store = self._store, None
+        if store is not None:
             try:
-                await client.aclose()
+                await store.aclose()
             except Exception as exc:  # closing a dead connection must not hide the real outcome
                 self.log.debug("Closing the Redis client failed: %s", exc)
 
     async def cleanup(self) -> None:
-        await self._close_client()
+        await self._close_store()
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:
             while True:
                 try:
                     payload = await self._subscribe_and_wait()
-                except _REFUSED as exc:  # a subclass of ConnectionError, but waiting cannot fix it
-                    payload = self._refused(exc)
-                except _RETRYABLE as exc:
-                    self._failures += 1
-                    delay = min(0.05 * 2**self._failures, self.max_backoff)
-                    self.log.warning(
-                        "Lost Redis (%s) while waiting for %s in namespace %r; reconnecting in %.2fs "
-                        "and re-reading the store",
-                        exc,
-                        self.job_ids,
-                        self.namespace,
-                        delay,
-                    )
-                    await self._close_client()
-                    await asyncio.sleep(delay)
-                    continue
-                except RedisError as exc:  # wrong type, script errors: retrying cannot fix it
-                    payload = self._refused(exc)
+                except StoreUnavailableError as exc:
+                    if not exc.retryable:  # a wrong password, a missing permission: waiting cannot fix it
+                        payload = self._refused(exc)
+                    else:
+                        self._failures += 1
+                        delay = min(0.05 * 2**self._failures, self.max_backoff)
+                        self.log.warning(
+                            "Lost Redis (%s) while waiting for %s in namespace %r; reconnecting in %.2fs "
+                            "and re-reading the store",
+                            exc,  # our words (redis_diagnosis), not the server's
+                            self.job_ids,
+                            self.namespace,
+                            delay,
+                        )
+                        await self._close_store()
+                        await asyncio.sleep(delay)
+                        continue
                 yield TriggerEvent(payload)
                 return
         finally:
-            await self._close_client()
+            await self._close_store()
 
-    def _refused(self, exc: Exception) -> dict[str, Any]:
+    def _refused(self, exc: StoreUnavailableError) -> dict[str, Any]:
         message = f"Redis refused the trigger's reads in namespace {self.namespace!r}: {exc}"
-        return {"status": "error", "job_id": self.job_ids[0], "message": message}
+        return {"status": "error", "job_id": self.job_ids[0], "message": message, "error": type(exc).__name__}
 
     async def _subscribe_and_wait(self) -> dict[str, Any]:
-        """One connection's life: subscribe, confirm, read, then re-read on messages and ticks."""
-        await self._close_client()
-        self._client = client = self._new_client()
+        """One connection's life: subscribe, confirm, read, then re-read on notifications and ticks."""
+        await self._close_store()
+        self._store = store = self._new_store()
         loop = asyncio.get_running_loop()
-        async with client.pubsub() as pubsub:
-            await pubsub.subscribe(self.keys.events)
-            deadline = loop.time() + 10.0
-            while True:  # wait for the confirmation: only then is every later write announced
-                msg = await pubsub.get_message(timeout=max(deadline - loop.time(), 0.0))
-                if msg is not None and msg["type"] == "subscribe":
-                    break
-                if loop.time() >= deadline:
-                    raise RedisTimeoutError(f"no confirmation of SUBSCRIBE {self.keys.events}")
+        async with store.notifications() as notifications:
             self._failures = 0
-            payload = await self._check(client)
+            payload = await self._check(store)
             next_read = loop.time() + self.poll_interval
             while payload is None:
-                msg = await pubsub.get_message(
-                    ignore_subscribe_messages=True, timeout=max(next_read - loop.time(), 0.0)
-                )
-                if msg is None and loop.time() < next_read:
+                job_id = await notifications.next(timeout=max(next_read - loop.time(), 0.0))
+                if job_id is None and loop.time() < next_read:
                     continue
-                if msg is not None and not self._concerns(msg.get("data")):
+                if job_id is not None and job_id != ANY_JOB and job_id not in self.job_ids:
                     continue
-                payload = await self._check(client)
+                payload = await self._check(store)
                 next_read = loop.time() + self.poll_interval
             return payload
 
-    def _concerns(self, data: Any) -> bool:
-        """Whether a message names one of our jobs; unreadable messages count (re-reading is cheap)."""
-        try:
-            return json.loads(data).get("job_id") in self.job_ids
-        except (TypeError, ValueError, AttributeError):
-            return True
-
-    async def _check(self, client: aioredis.Redis) -> dict[str, Any] | None:
+    async def _check(self, store: AsyncRedisJobResultStore) -> dict[str, Any] | None:
         """Read the entries (one round trip) and return an event payload, or ``None`` to wait on."""
         try:
-            entries = await self._read(client)
-        except _Unreadable as exc:
-            return {"status": "error", "job_id": exc.job_id, "message": str(exc)}
+            entries = await store.get_entries(self.job_ids)
+        except JobResultEntryError as exc:
+            return {"status": "error", "job_id": exc.job_id, "message": str(exc), "error": type(exc).__name__}
         outcome = evaluate(
             self.job_ids,
             entries,
@@ -374,26 +214,3 @@ class JobResultTrigger(BaseTrigger):
             return {"status": "success", "results": outcome.results}
         self.log.debug("Still waiting: %s", outcome.describe_wait())
         return None
-
-    async def _read(self, client: aioredis.Redis) -> dict[str, JobResultEntry | None]:
-        pipe = client.pipeline(transaction=False)
-        for job_id in self.job_ids:
-            pipe.get(self.keys.result(job_id))
-            pipe.exists(self.keys.quarantine(job_id))
-        replies = await pipe.execute()
-        entries: dict[str, JobResultEntry | None] = {}
-        for i, job_id in enumerate(self.job_ids):
-            raw, quarantined = replies[2 * i], replies[2 * i + 1]
-            if raw is None:
-                if quarantined:
-                    raise _Unreadable(job_id, f"the entry of job {job_id!r} is in quarantine")
-                entries[job_id] = None
-                continue
-            try:
-                entry = decode_entry(raw)
-            except EntryDecodeError as exc:
-                raise _Unreadable(job_id, f"the entry of job {job_id!r} is unreadable: {exc.reason}") from None
-            if entry.job_id != job_id:
-                raise _Unreadable(job_id, f"the entry of job {job_id!r} holds job {entry.job_id!r}")
-            entries[job_id] = entry
-        return entries

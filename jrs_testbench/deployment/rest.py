@@ -16,7 +16,6 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 TERMINAL_RUN_STATES = frozenset({"success", "failed"})
-TERMINAL_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 
 
 class DeploymentError(RuntimeError):
@@ -224,16 +223,6 @@ class AirflowClient:
 
     def backfill(self, backfill_id: int) -> dict[str, Any]:
         return self.request("GET", f"/api/v2/backfills/{backfill_id}")  # type: ignore[no-any-return]
-
-    def wait_for_backfill(self, backfill_id: int, *, timeout: float = 1800.0, poll: float = 1.0) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            doc = self.backfill(backfill_id)
-            if doc.get("completed_at"):
-                return doc
-            if time.monotonic() > deadline:
-                raise DeploymentError(f"backfill {backfill_id} not complete after {timeout:.0f}s: {doc}")
-            time.sleep(poll)
 
 
 def _q(part: str) -> str:

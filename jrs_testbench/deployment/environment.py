@@ -1,7 +1,9 @@
-"""What every process of a local deployment shares: secrets, config, connections, paths.
+"""What every process of a local deployment shares: secrets, Airflow config, DAG bundles.
 
 Kept apart from the process supervision (:mod:`.local`) because it is pure: the same inputs
-give the same environment, which the tests check without starting Airflow.
+give the same environment, which the tests check without starting Airflow. The connections
+and paths of the project's DAGs come from :func:`jrs_testbench.helpers.jrs_env`, passed in as
+``extra_env``.
 """
 
 from __future__ import annotations
@@ -10,56 +12,17 @@ import base64
 import json
 import os
 import secrets
-import socket
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
 #: ``[database] sql_alchemy_connect_args`` for SQLite: wait up to 30 s for a lock instead of
 #: failing at once with "database is locked" (the scheduler, api-server, triggerer and task
 #: processes all write; with the 5 s default a busy scheduler loop makes API calls fail).
 SQLITE_CONNECT_ARGS: dict[str, Any] = {"timeout": 30}
 SIMPLE_AUTH_MANAGER = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
 LOCAL_BUNDLE = "airflow.dag_processing.bundles.local.LocalDagBundle"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def jrs_env(
-    redis_url: str,
-    namespace: str,
-    *,
-    data_dir: str | os.PathLike[str],
-    spark_master: str = "local[1]",
-    event_log_dir: str | os.PathLike[str] | None = None,
-) -> dict[str, str]:
-    """Environment that the project's DAGs need: the store connection, a Spark connection, paths.
-
-    ``event_log_dir`` turns Spark event logs on for the flights DAG (one file per application);
-    tests count launches with it. ``data_dir`` holds outputs, specs and the flights landing data.
-    """
-    data = Path(data_dir)
-    venv_bin = str(Path(sys.executable).parent)
-    env = {
-        "AIRFLOW_CONN_JRS_DEFAULT": f"{redis_url}?namespace={namespace}",
-        "AIRFLOW_CONN_SPARK_LOCAL": json.dumps({"conn_type": "spark", "host": spark_master}),
-        "AIRFLOW__JRS__OUTPUT_ROOT": str(data / "output"),
-        "AIRFLOW__JRS__SPEC_ROOT": str(data / "specs"),
-        "JRS_FLIGHTS_LANDING": str(data / "landing"),
-        "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
-        "PYSPARK_PYTHON": sys.executable,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    }
-    if event_log_dir is not None:
-        Path(event_log_dir).mkdir(parents=True, exist_ok=True)
-        env["JRS_SPARK_EVENT_LOG_DIR"] = Path(event_log_dir).resolve().as_uri()
-    return env
 
 
 def shared_keys(home: Path) -> dict[str, str]:

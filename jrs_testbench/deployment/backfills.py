@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
-from airflow_jrs.deployment.rest import TERMINAL_RUN_STATES, AirflowClient, ApiError, DeploymentError, iso
+from jrs_testbench.deployment.rest import TERMINAL_RUN_STATES, AirflowClient, ApiError, DeploymentError, iso
 
 
 @dataclass

@@ -1,10 +1,16 @@
-"""Job identity and fingerprint, derived from an Airflow task's context.
+"""Job identity and fingerprint: what a job is, whoever asks (worker, triggerer, CLI).
+
+Airflow-free on purpose: the worker and the triggerer both call these rules, and a rule
+that exists twice drifts into a wrong skip. ``default_job_id`` reads only plain attributes
+of the task context it is given.
 
 The job id names *what* is computed for *which* data, never which run computes it: a
 scheduled run, a backfill run and a cleared run of one date are the same job. Rule, first
 that applies: ``{dag_id}.{task_id}.{key}[.map-N]`` with key = the run's partition key, else
 the data interval start, else the logical date, else (a manual run without a logical date)
 the run id. Midnight UTC renders as ``2013-01-01``, other times as ``2013-01-01T060000Z``.
+A key with characters a job id may not hold gets them replaced by ``_`` plus ``-h`` and a
+digest of the key as given, so two keys never become one job id.
 """
 
 from __future__ import annotations
@@ -12,15 +18,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from airflow_jrs.store.model import JOB_ID_MAX_LENGTH, validate_job_id
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9._:+=@/\-]")
+from airflow_jrs.store.model import JOB_ID_MAX_LENGTH, sanitize_job_id_part, validate_job_id
 
 
 def _format_instant(value: datetime) -> str:
@@ -28,11 +31,6 @@ def _format_instant(value: datetime) -> str:
     if (value.hour, value.minute, value.second, value.microsecond) == (0, 0, 0, 0):
         return value.strftime("%Y-%m-%d")
     return value.strftime("%Y-%m-%dT%H%M%SZ")
-
-
-def sanitize(part: str) -> str:
-    """Replace characters a job id may not hold (``{}``, spaces, ...) by ``_``."""
-    return _UNSAFE.sub("_", part)
 
 
 def default_job_id(context: Mapping[str, Any]) -> str:
@@ -47,7 +45,13 @@ def default_job_id(context: Mapping[str, Any]) -> str:
         key = _format_instant(context["logical_date"])
     else:
         key = f"run-{context['run_id']}"
-    job_id = sanitize(f"{dag_id}.{task_id}.{key}")
+    safe_key = sanitize_job_id_part(key)
+    if safe_key != key:
+        # Replacing characters maps several keys to one ("a;b" and "a<b" both become "a_b"): the
+        # second partition would find the first one's result and be skipped. A digest of the
+        # key as given keeps them apart.
+        safe_key += "-h" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    job_id = sanitize_job_id_part(f"{dag_id}.{task_id}.{safe_key}")
     map_index = getattr(ti, "map_index", -1)
     if map_index is not None and map_index >= 0:
         job_id += f".map-{map_index}"

@@ -1,4 +1,4 @@
-"""Triggers that end a committed job's task in the triggerer, without a worker slot.
+"""``start_in_triggerer``: triggers that end a committed job's task in the triggerer, without a worker slot.
 
 Airflow 3.3 can *start* a task in the triggerer (``start_from_trigger`` with
 ``StartTriggerArgs``): the scheduler does not queue the task instance for a worker, it creates
@@ -7,16 +7,18 @@ serialized DAG) and renders the trigger's template fields with it. The trigger t
 
 * ends the task there: it writes the XCom (``return_value``, as the worker would) through
   the triggerer's Execution API channel, then yields ``TaskSuccessEvent()`` (the triggerer
-  writes the state; no worker, no executor slot). See :meth:`_ShortcutTrigger._push_xcom`
+  writes the state; no worker, no executor slot). See :meth:`StartInTriggererTrigger._push_xcom`
   for why the XCom does not travel in the event in Airflow 3.3.2; or
 * yields a plain :class:`TriggerEvent`, which schedules the task for a worker with
   ``next_method`` (our operators' ``execute_on_worker``), where the normal path runs unchanged.
 
-The triggerer only ever takes the *shortcut*: a SUCCEEDED result for the same fingerprint
-(:func:`~airflow_jrs.decision.decide` says SKIP) for a submit task, or an already clean entry
-for a cleanup task. Everything else goes to the worker: no result, a changed fingerprint, a
-failed result, an entry it cannot decode, a quarantined job, Redis down, a template it could
-not render, a cluster-mode connection. The worker path then applies every rule of the
+The triggerer only ever ends a task when the job is done: a SUCCEEDED result for the same
+fingerprint (:func:`~airflow_jrs.decision.decide` says SKIP) for a submit task, or an already
+clean entry for a cleanup task. Everything else goes to the worker: no result, a changed
+fingerprint, a failed result, Redis down, a template it could not render, a cluster-mode
+connection, and an entry the store refuses to read (corrupt: quarantined now; quarantined;
+a newer schema), which the trigger reads through the same async store as every reader and
+names, with its key, in the reason it hands the worker. The worker path then applies every rule of the
 operators (lease, recovery, quarantine, fail closed), so this option can never do less than
 the worker would; at worst it costs one store read.
 
@@ -29,7 +31,7 @@ task instance in the triggerer because they appear in ``start_trigger_args.trigg
 *and* in the operator's ``template_fields`` (``BaseTrigger.task_instance`` setter). The
 default job id needs the task instance's context (dag id, task id, data interval, map
 index); the trigger keeps the context it was rendered with and calls
-:func:`~airflow_jrs.operators.identity.default_job_id`, the worker's own rule.
+:func:`~airflow_jrs.identity.default_job_id`, the worker's own rule.
 
 Fingerprint: computed exactly as the worker does (application file content when
 ``application`` is a local file readable *by the triggerer*, else its path string). When the
@@ -46,18 +48,14 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-import redis.asyncio as aioredis
 from airflow.triggers.base import BaseTrigger, TaskSkippedEvent, TaskSuccessEvent, TriggerEvent
 
 from airflow_jrs.decision import decide
-from airflow_jrs.exceptions import CleanupError, JrsConfigError
-from airflow_jrs.store.keys import KeySpace
-from airflow_jrs.store.model import JobResultEntry, validate_job_id
-from airflow_jrs.store.serde import decode_entry, result_to_dict
-from airflow_jrs.triggers.job_result import trigger_connection_kwargs
+from airflow_jrs.exceptions import CleanupError, JobResultEntryError, JrsConfigError
+from airflow_jrs.identity import application_fingerprint, default_job_id
+from airflow_jrs.payload import DECIDED_IN_TRIGGERER, SKIPPED_RESULT_KEY, entry_payload, submitted_job_ids
+from airflow_jrs.store import AsyncRedisJobResultStore, JobResultEntry, validate_job_id
 
-#: Where the decision was taken; the XCom of a task ended in the triggerer carries it.
-DECIDED_IN_TRIGGERER = "triggerer"
 #: Seconds to wait for one request through the triggerer's Execution API channel.
 COMMS_TIMEOUT = 30.0
 #: ``status`` of the plain event that hands the task to a worker.
@@ -68,25 +66,24 @@ class _GoToWorker(Exception):
     """The triggerer cannot (or must not) decide; the reason goes to the worker's log."""
 
 
-def resolve_connection(jrs_conn_id: str | None, jrs_namespace: str | None) -> tuple[dict[str, Any], str]:
-    """``redis.asyncio`` kwargs and the namespace, with the operators' precedence rules.
+def _open_store(jrs_conn_id: str | None, jrs_namespace: str | None) -> AsyncRedisJobResultStore:
+    """The async store for the connection, with the operators' precedence rules.
 
     Blocking (a connection lookup through Airflow's secrets chain): call it in a thread. The
-    Redis provider's hook builds the client as it does for workers; we take over its
-    connection kwargs (host, port, db, ACL user, password, TLS), so both paths meet the same
-    server with the same credentials.
+    Redis provider's hook resolves the connection as it does for workers, so both paths meet
+    the same server with the same credentials.
     """
     from airflow_jrs.hooks.jrs import JrsHook
 
     hook = JrsHook(jrs_conn_id, namespace=jrs_namespace)
-    namespace = hook.namespace
-    client = hook.get_conn()
     try:
-        return trigger_connection_kwargs(client, hook.jrs_conn_id), namespace
+        return hook.get_async_store(
+            socket_connect_timeout=10, socket_timeout=10, client_name=f"jrs-start-in-triggerer:{hook.namespace}"
+        )
     except JrsConfigError as exc:  # Redis Cluster, a Unix socket: the worker handles those
         raise _GoToWorker(str(exc)) from None
     finally:
-        client.close()
+        hook.close()
 
 
 class _TriggererTaskInstance:
@@ -120,7 +117,7 @@ def _triggerer_context(context: Any) -> Any:
     return {**context, "ti": wrapped, "task_instance": wrapped}
 
 
-class _ShortcutTrigger(BaseTrigger):
+class StartInTriggererTrigger(BaseTrigger):
     """Shared mechanics: keep the render context, resolve the store, one event, close the client."""
 
     def __init__(self, *, jrs_conn_id: str | None = None, jrs_namespace: str | None = None) -> None:
@@ -129,7 +126,7 @@ class _ShortcutTrigger(BaseTrigger):
         self.jrs_namespace = jrs_namespace
         self._context: Any = None
         self._render_error: str | None = None
-        self._client: aioredis.Redis | None = None
+        self._store: AsyncRedisJobResultStore | None = None
 
     def _kwargs(self) -> dict[str, Any]:
         return {"jrs_conn_id": self.jrs_conn_id, "jrs_namespace": self.jrs_namespace}
@@ -162,20 +159,24 @@ class _ShortcutTrigger(BaseTrigger):
             raise _GoToWorker("no task instance context in the triggerer")
         return self._context
 
-    async def _connect(self) -> tuple[aioredis.Redis, KeySpace]:
-        kwargs, namespace = await asyncio.wait_for(
-            asyncio.to_thread(resolve_connection, self.jrs_conn_id, self.jrs_namespace), COMMS_TIMEOUT
+    async def _open(self) -> AsyncRedisJobResultStore:
+        self._store = await asyncio.wait_for(
+            asyncio.to_thread(_open_store, self.jrs_conn_id, self.jrs_namespace), COMMS_TIMEOUT
         )
-        self._client = aioredis.Redis(
-            **kwargs, socket_connect_timeout=10, socket_timeout=10, client_name=f"jrs-shortcut:{namespace}"
-        )
-        return self._client, KeySpace(namespace)
+        return self._store
+
+    async def _read(self, store: AsyncRedisJobResultStore, job_ids: list[str]) -> dict[str, JobResultEntry | None]:
+        """Entries through the store's rules; an entry it refuses goes to the worker, named."""
+        try:
+            return await store.get_entries(job_ids)
+        except JobResultEntryError as exc:
+            raise _GoToWorker(f"{type(exc).__name__}: {exc}") from None
 
     async def _close(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
+        store, self._store = self._store, None
+        if store is not None:
             try:
-                await client.aclose()
+                await store.aclose()
             except Exception as exc:
                 self.log.debug("Closing the Redis client failed: %s", exc)
 
@@ -216,24 +217,14 @@ class _ShortcutTrigger(BaseTrigger):
             event = await self._decide()
         except Exception as exc:  # anything unexpected: the worker path decides, with all its rules
             reason = str(exc) if isinstance(exc, _GoToWorker) else f"the triggerer could not decide ({exc!r})"
-            self.log.info("Handing the task to a worker: %s", reason)
+            self.log.info("Started in the triggerer, handing the task to a worker: %s", reason)
             event = TriggerEvent({"status": TO_WORKER, "reason": reason})
         finally:
             await self._close()
         yield event
 
 
-async def _read_entry(client: aioredis.Redis, keys: KeySpace, job_id: str) -> JobResultEntry | None:
-    raw = await client.get(keys.result(job_id))
-    if raw is None:
-        return None  # missing or quarantined: the worker path tells them apart and acts
-    entry = decode_entry(raw)  # corrupt or newer schema: raises, the worker quarantines/reports
-    if entry.job_id != job_id:
-        raise _GoToWorker(f"the entry of job {job_id!r} holds job {entry.job_id!r}")
-    return entry
-
-
-class CommittedResultTrigger(_ShortcutTrigger):
+class StartInTriggererSubmitTrigger(StartInTriggererTrigger):
     """Start a JRS Spark submit task in the triggerer; end it there when its job is done.
 
     Attribute names match :class:`~airflow_jrs.operators.spark.JrsSparkSubmitOperator`'s
@@ -275,36 +266,28 @@ class CommittedResultTrigger(_ShortcutTrigger):
     def _job_id(self) -> str:
         if self.job_id:
             return validate_job_id(self.job_id)
-        from airflow_jrs.operators.identity import default_job_id
-
         return default_job_id(self._task_context())
 
     async def _decide(self) -> TriggerEvent:
-        from airflow_jrs.operators.identity import application_fingerprint  # the worker's own rule
-
-        job_id = self._job_id()
+        job_id = self._job_id()  # the worker's own rules, for identity and fingerprint
         fp = await asyncio.to_thread(application_fingerprint, self.application, self.application_args, self.job_version)
-        client, keys = await self._connect()
-        entry = await _read_entry(client, keys, job_id)
+        store = await self._open()
+        entry = (await self._read(store, [job_id]))[job_id]
         decision = decide(entry, fp, accept_changed_fingerprint=self.accept_changed_fingerprint)
         if not decision.skip or decision.entry is None:
             raise _GoToWorker(f"job {job_id}: {decision.reason}")
-        stored = decision.entry
-        payload = {
-            **result_to_dict(stored.result),
-            "state": stored.state.value,
-            "skipped": True,
-            "decided_in": DECIDED_IN_TRIGGERER,
-        }
-        self.log.info("Job %s: %s; the task ends in the triggerer, Spark is not started.", job_id, decision.reason)
+        payload = entry_payload(decision.entry, skipped=True, decided_in=DECIDED_IN_TRIGGERER)
+        self.log.info(
+            "Job %s: %s; started in the triggerer, the task ends there: Spark is not started.", job_id, decision.reason
+        )
         if self.skip_when_done:
-            await self._push_xcom("jrs_result", payload)
+            await self._push_xcom(SKIPPED_RESULT_KEY, payload)
             return TaskSkippedEvent()
         await self._push_xcom("return_value", payload)
         return TaskSuccessEvent()
 
 
-class CommittedCleanupTrigger(_ShortcutTrigger):
+class StartInTriggererCleanupTrigger(StartInTriggererTrigger):
     """Start a JRS cleanup task in the triggerer; end it there when every job is already clean.
 
     ``job_ids`` (a template field of :class:`~airflow_jrs.operators.cleanup.JrsCleanupOperator`)
@@ -334,9 +317,7 @@ class CommittedCleanupTrigger(_ShortcutTrigger):
         ti = self.task_instance
         if ti is None:
             raise _GoToWorker("no task instance in the triggerer to read the submit tasks' XComs")
-        from airflow_jrs.operators.cleanup import submitted_job_ids  # the worker's own rule
-
-        pull = _TriggererTaskInstance(ti).xcom_pull
+        pull = _TriggererTaskInstance(ti).xcom_pull  # submitted_job_ids: the worker's own rule
         pulled = asyncio.to_thread(submitted_job_ids, pull, self.job_tasks)
         # Up to two XCom reads per task, each through the triggerer's Execution API channel.
         try:
@@ -347,14 +328,15 @@ class CommittedCleanupTrigger(_ShortcutTrigger):
 
     async def _decide(self) -> TriggerEvent:
         job_ids = await self._all_job_ids()
-        client, keys = await self._connect()
+        store = await self._open()
+        entries = await self._read(store, job_ids)
         committed: list[Any] = []
         for job_id in job_ids:
-            entry = await _read_entry(client, keys, job_id)
+            entry = entries[job_id]
             if entry is None or not entry.is_clean:
                 state = "no result" if entry is None else entry.state.value
                 raise _GoToWorker(f"job {job_id} needs cleanup ({state})")
-            committed.append({**result_to_dict(entry.result), "state": "clean"})
-        self.log.info("Jobs %s are already clean; the task ends in the triggerer.", job_ids)
+            committed.append(entry_payload(entry))
+        self.log.info("Jobs %s are already clean; started in the triggerer, the task ends there.", job_ids)
         await self._push_xcom("return_value", committed)
         return TaskSuccessEvent()

@@ -8,7 +8,7 @@ we choose (written to the password file before the api-server starts), and the p
 folders as bundles. The metadata database is SQLite in the home unless ``sql_alchemy_conn``
 (or ``AIRFLOW__DATABASE__SQL_ALCHEMY_CONN`` pointing at PostgreSQL or MySQL) says otherwise.
 
-    with LocalDeployment(bundles={"dags": "dags"}, env=jrs_env(redis_url, "dev")) as airflow:
+    with LocalDeployment(bundles={"dags": "dags"}, env=jrs_env(redis_url, "dev", data_dir="data")) as airflow:
         airflow.wait_for_dag("flights_daily")
         airflow.client.unpause("flights_daily")
         run = airflow.client.trigger("flights_daily", logical_date="2013-01-01T00:00:00Z")
@@ -21,7 +21,7 @@ and a failed ``start()`` both stop.
 
 No Airflow import here (the CLI imports this module; Airflow is only ever run as a process).
 The REST client is :mod:`.rest`, the shared environment :mod:`.environment`, backfills
-:mod:`.backfills`.
+:mod:`.backfills`; ``jrs_env`` is :func:`jrs_testbench.helpers.jrs_env`.
 """
 
 from __future__ import annotations
@@ -40,9 +40,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_jrs.deployment.backfills import Backfills
-from airflow_jrs.deployment.environment import ROOT, component_env, free_port
-from airflow_jrs.deployment.rest import AirflowClient, ApiError, DeploymentError
+from jrs_testbench.deployment.backfills import Backfills
+from jrs_testbench.deployment.environment import component_env
+from jrs_testbench.deployment.rest import AirflowClient, ApiError, DeploymentError
+from jrs_testbench.helpers import ROOT, free_port
 
 COMPONENTS = ("api-server", "dag-processor", "scheduler", "triggerer")
 

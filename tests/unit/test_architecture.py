@@ -1,0 +1,163 @@
+"""The layering of DESIGN.md section 5, checked from the source (imports inside functions count too).
+
+* the import graph of ``airflow_jrs`` has no circle;
+* the store, the lease, the pure job rules and the PySpark helpers import no Airflow;
+* triggers never import operators;
+* only ``store/``, ``lease.py`` and ``intent.py`` talk to Redis: nobody else imports the key
+  layout, the scripts or the encoding, builds keys, or sends raw commands.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).parents[2] / "airflow_jrs"
+MODULES = {
+    ".".join(("airflow_jrs", *path.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__"): path
+    for path in sorted(PACKAGE.rglob("*.py"))
+}
+#: Allowed to talk to Redis (DESIGN.md section 5).
+REDIS_OWNERS = ("airflow_jrs.store", "airflow_jrs.lease", "airflow_jrs.intent")
+#: Must stay free of Airflow: importable in milliseconds, and inside a PySpark driver.
+AIRFLOW_FREE = (
+    "airflow_jrs.store",
+    "airflow_jrs.lease",
+    "airflow_jrs.intent",
+    "airflow_jrs.supervisor",
+    "airflow_jrs.stream_requests",
+    "airflow_jrs.exceptions",
+    "airflow_jrs.redis_diagnosis",
+    "airflow_jrs.identity",
+    "airflow_jrs.paths",
+    "airflow_jrs.payload",
+    "airflow_jrs.wait",
+    "airflow_jrs.decision",
+    "airflow_jrs.config",
+    "airflow_jrs.spark",
+)
+#: Modules that adapt the store to Airflow: nothing Airflow-free may import them.
+AIRFLOW_FACING = (
+    "airflow_jrs.hooks",
+    "airflow_jrs.operators",
+    "airflow_jrs.sensors",
+    "airflow_jrs.triggers",
+    "airflow_jrs.cli",
+)
+RAW_COMMANDS = {
+    "eval", "evalsha", "register_script", "hget", "hgetall", "hmget", "hset", "smembers", "sadd", "srem",
+    "zadd", "zrange", "zrevrange", "zrangebyscore", "lrange", "lpush", "mget", "publish", "pubsub",
+    "pexpire", "pttl", "scan_iter", "execute_command",
+}  # fmt: skip
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(tree: ast.AST) -> list[tuple[str, list[str]]]:
+    """(module, names) of every import statement, inside functions too, outside TYPE_CHECKING blocks."""
+    found: list[tuple[str, list[str]]] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, []) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.module, [alias.name for alias in node.names]))
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def _edges(name: str) -> set[str]:
+    """Modules of airflow_jrs that ``name`` imports (``from pkg import submodule`` counts as the submodule)."""
+    out = set()
+    for module, names in _imports(ast.parse(MODULES[name].read_text())):
+        if not module.startswith("airflow_jrs"):
+            continue
+        subs = {f"{module}.{n}" for n in names if f"{module}.{n}" in MODULES}
+        out |= subs or ({module} if module in MODULES else set())
+    out.discard(name)
+    return out
+
+
+def _within(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def test_the_import_graph_has_no_circle():
+    graph = {name: _edges(name) for name in MODULES}
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycle = [*path[path.index(nxt) :], nxt]
+                pytest.fail("import circle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt)
+        path.pop()
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if _within(n, AIRFLOW_FREE)))
+def test_store_lease_rules_and_spark_helpers_import_no_airflow(name):
+    tree = ast.parse(MODULES[name].read_text())
+    airflow = [m for m, _ in _imports(tree) if m == "airflow" or m.startswith("airflow.")]
+    upward = [m for m in _edges(name) if _within(m, AIRFLOW_FACING)]
+    assert not airflow and not upward, f"{name} imports {airflow + upward}"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if _within(n, ("airflow_jrs.triggers",))))
+def test_triggers_never_import_operators(name):
+    assert not [m for m in _edges(name) if _within(m, ("airflow_jrs.operators", "airflow_jrs.sensors"))]
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if not _within(n, REDIS_OWNERS)))
+def test_only_the_store_the_lease_and_the_intent_talk_to_redis(name):
+    source = MODULES[name].read_text()
+    tree = ast.parse(source)
+    internals = [
+        m
+        for m, names in _imports(tree)
+        for target in [m, *(f"{m}.{n}" for n in names)]
+        if target in ("airflow_jrs.store.keys", "airflow_jrs.store.scripts", "airflow_jrs.store.serde")
+    ]
+    assert not internals, f"{name} imports the store's internals: {internals}"
+    names = {n for _, ns in _imports(tree) for n in ns}
+    assert "KeySpace" not in names, f"{name} builds Redis keys"
+    assert "jrs:{" not in source, f"{name} spells a Redis key"
+    calls = sorted(
+        {
+            node.func.attr
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in RAW_COMMANDS
+        }
+    )
+    assert not calls, f"{name} sends raw Redis commands: {calls}"
+
+
+def test_the_checks_see_what_they_check():
+    # A check that finds no modules, or no edges, proves nothing.
+    assert len(MODULES) > 30
+    assert "airflow_jrs.store.redis" in _edges("airflow_jrs.store")
+    assert "airflow_jrs.store.scripts" in _edges("airflow_jrs.lease")
+    assert "airflow_jrs.operators.spark" in _edges("airflow_jrs.operators.start_in_triggerer")
