@@ -21,10 +21,15 @@ import redis as redis_lib
 from airflow.providers.redis.hooks.redis import RedisHook
 from airflow.sdk import BaseHook, conf
 
-from airflow_jrs.config import CONFIG_OPTIONS, DEFAULT_CONN_ID
+from airflow_jrs.config import CONFIG_OPTIONS, DEFAULT_CONN_ID, ON_STORE_UNAVAILABLE, ZERO_ALLOWED
 from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.hooks.store_failures import apply_client_policy
 from airflow_jrs.lease import JobLease, default_owner
-from airflow_jrs.store import RedisJobResultStore, validate_namespace
+from airflow_jrs.redis_diagnosis import describe_server
+from airflow_jrs.store import AsyncRedisJobResultStore, RedisJobResultStore, validate_namespace
+from airflow_jrs.store.aio import CONNECTION_KEYS
+
+_SSL_KEYS = sorted(k for k in CONNECTION_KEYS if k.startswith("ssl_"))
 
 
 def _airflow_home() -> str:
@@ -43,6 +48,13 @@ class JrsSettings:
     history_limit: int
     output_root: str
     spec_root: str
+    # When Redis is down or slow: see airflow_jrs.hooks.store_failures.
+    connect_timeout: float = 5.0
+    read_timeout: float = 10.0
+    retries: int = 3
+    retry_backoff: float = 0.2
+    retry_backoff_max: float = 2.0
+    on_store_unavailable: str = "fail"
 
 
 def _coerce(raw: Any, kind: str) -> Any:
@@ -52,10 +64,10 @@ def _coerce(raw: Any, kind: str) -> Any:
         if value <= 0:
             raise ValueError("must be positive")
         return value
-    if kind == "integer":
+    if kind in ("integer", "count"):
         value = int(raw)
-        if value < 1:
-            raise ValueError("must be at least 1")
+        if value < (0 if kind == "count" else 1):
+            raise ValueError("must be at least 0" if kind == "count" else "must be at least 1")
         return value
     if kind == "boolean":
         if isinstance(raw, bool):
@@ -116,6 +128,40 @@ class _JrsRedisHook(RedisHook):
         return conn
 
 
+def async_connection_kwargs(client: Any, conn_id: str) -> dict[str, Any]:
+    """Plain ``redis.asyncio`` kwargs equivalent to the sync ``client`` of connection ``conn_id``.
+
+    For triggers: they receive serializable kwargs (resolved on a worker or in a thread),
+    never a client. Only what the jrs connection can set is carried (host, port, db, ACL user,
+    password, TLS; ``cluster`` for a Redis Cluster, reached through one of its nodes); a Unix
+    socket is refused with what to use instead.
+    """
+    if isinstance(client, redis_lib.RedisCluster):
+        node = client.get_default_node()
+        given = client.nodes_manager.connection_kwargs
+        kwargs = {"host": node.host, "port": node.port, "cluster": True}
+        kwargs.update({k: given[k] for k in ("username", "password") if given.get(k) is not None})
+        connection_class = given.get("connection_class")
+        if given.get("ssl") or (
+            isinstance(connection_class, type) and issubclass(connection_class, redis_lib.SSLConnection)
+        ):
+            kwargs["ssl"] = True
+            kwargs.update({k: given[k] for k in _SSL_KEYS if given.get(k) is not None})
+        return kwargs
+    pool = client.connection_pool
+    given = pool.connection_kwargs
+    if "path" in given:
+        raise JrsConfigError(
+            f"jrs connection {conn_id!r} uses a Unix socket; waiting in the triggerer needs host and "
+            "port. Use mode='reschedule', or a TCP address."
+        )
+    kwargs = {k: given[k] for k in ("host", "port", "db", "username", "password") if given.get(k) is not None}
+    if issubclass(pool.connection_class, redis_lib.SSLConnection):
+        kwargs["ssl"] = True
+        kwargs.update({k: given[k] for k in _SSL_KEYS if given.get(k) is not None})
+    return kwargs
+
+
 class JrsHook(BaseHook):
     """Builds the job result store and job leases from the ``jrs_default`` connection."""
 
@@ -162,11 +208,16 @@ class JrsHook(BaseHook):
                 if name == "clean_ttl" and (raw is None or str(raw).strip() == ""):
                     values[name] = None
                     continue
-                values[name] = _parse(name, raw, kind)
+                values[name] = _parse(name, raw, "count" if name in ZERO_ALLOWED else kind)
             try:
                 validate_namespace(values["namespace"])
             except ValueError as exc:
                 raise JrsConfigError(str(exc)) from None
+            if values["on_store_unavailable"] not in ON_STORE_UNAVAILABLE:
+                raise JrsConfigError(
+                    f"jrs setting 'on_store_unavailable' has invalid value {values['on_store_unavailable']!r}; "
+                    f"use one of {list(ON_STORE_UNAVAILABLE)} (AIRFLOW__JRS__ON_STORE_UNAVAILABLE)"
+                )
             values["conn_id"] = self.jrs_conn_id
             home = _airflow_home()
             values["output_root"] = values["output_root"] or os.path.join(home, "jrs", "output")
@@ -179,10 +230,28 @@ class JrsHook(BaseHook):
         return self.settings.namespace
 
     def get_conn(self) -> redis_lib.Redis:
-        """The redis-py client (built by the Redis provider's hook, cached)."""
+        """The redis-py client (built by the Redis provider's hook, cached), with the ``[jrs]``
+        timeouts and retry policy (:func:`~airflow_jrs.hooks.store_failures.apply_client_policy`)."""
         if self._client is None:
-            self._client = _JrsRedisHook(redis_conn_id=self.jrs_conn_id).get_conn()
+            client = _JrsRedisHook(redis_conn_id=self.jrs_conn_id).get_conn()
+            apply_client_policy(client, self.settings)
+            self._client = client
         return self._client
+
+    def server(self) -> str:
+        """``host:port`` of the store, for messages: never credentials; ``unknown host`` when the
+        connection cannot even be looked up."""
+        try:
+            conn = self.get_connection(self.jrs_conn_id)
+        except Exception:
+            return "unknown host"
+        return describe_server(conn.host, conn.port or 6379)
+
+    def close(self) -> None:
+        """Close the cached client's connections (a hook used for one lookup in a thread)."""
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
 
     def get_store(self) -> RedisJobResultStore:
         s = self.settings
@@ -193,6 +262,15 @@ class JrsHook(BaseHook):
             delete_on_commit=s.delete_on_commit,
             history_limit=s.history_limit,
         )
+
+    def async_connection_kwargs(self) -> dict[str, Any]:
+        """Plain ``redis.asyncio`` kwargs for the same server and credentials as :meth:`get_conn`."""
+        return async_connection_kwargs(self.get_conn(), self.jrs_conn_id)
+
+    def get_async_store(self, **client_options: Any) -> AsyncRedisJobResultStore:
+        """The store's async reader for this connection (call it outside the event loop: it may
+        look the connection up)."""
+        return AsyncRedisJobResultStore(self.async_connection_kwargs(), self.namespace, **client_options)
 
     def get_lease(self, job_id: str, **owner: Any) -> JobLease:
         return JobLease(

@@ -16,17 +16,17 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from airflow.sdk import BaseOperator, ObjectStoragePath, TaskGroup
+from airflow.sdk import BaseOperator, ObjectStoragePath
 from airflow.sdk.exceptions import AirflowSkipException
 
-from airflow_jrs.exceptions import CleanupError, NoSuchJobResultError
-from airflow_jrs.faults import crash_point
+from airflow_jrs.exceptions import CleanupError, JrsConfigError, NoSuchJobResultError
 from airflow_jrs.hooks.jrs import JrsHook
+from airflow_jrs.hooks.store_failures import airflow_failures
 from airflow_jrs.intent import IntentStore
-from airflow_jrs.store import JobResult, RedisJobResultStore
-from airflow_jrs.store.keys import KeySpace
-from airflow_jrs.store.redis import redis_errors
-from airflow_jrs.store.serde import result_to_dict
+from airflow_jrs.operators.steps import reached
+from airflow_jrs.paths import FENCE_PREFIX, fence_name, spec_dir, staging_root
+from airflow_jrs.payload import result_payload, submitted_job_ids
+from airflow_jrs.store import EntryState, JobResult, RedisJobResultStore
 
 CleanupCallable = Callable[[JobResult, Any], None]
 
@@ -43,24 +43,6 @@ def remove_path(uri: str) -> bool:
     return True
 
 
-def submitted_job_ids(pull: Callable[..., Any], task_ids: Sequence[str]) -> list[str]:
-    """The job ids that submit tasks handled in this run, from their XComs (``pull`` is
-    ``ti.xcom_pull``): ``return_value``, or ``jrs_result`` when they skipped with
-    ``skip_when_done``. The cleanup operator and its triggerer shortcut share this rule."""
-    ids = []
-    for task_id in task_ids:
-        value = pull(task_ids=task_id)
-        if value is None:
-            value = pull(task_ids=task_id, key="jrs_result")
-        if not isinstance(value, dict) or "job_id" not in value:
-            raise CleanupError(
-                f"task {task_id!r} returned no job result ({value!r}); is it a JrsSparkSubmitOperator "
-                "that succeeded in this run?"
-            )
-        ids.append(value["job_id"])
-    return ids
-
-
 def retry_with_backoff(
     action: Callable[[], None],
     *,
@@ -69,6 +51,7 @@ def retry_with_backoff(
     initial_delay: float,
     max_delay: float,
     log: Any,
+    job_id: str | None = None,
 ) -> None:
     """Run ``action`` until it succeeds, doubling the delay (Flink's exponential-delay strategy)."""
     delay = initial_delay
@@ -81,7 +64,8 @@ def retry_with_backoff(
                 raise CleanupError(
                     f"cleanup step {what!r} failed {attempts} times, last with {exc!r}; the result "
                     "stays dirty and the next cleanup run retries it. Fix the cause (permissions, "
-                    "connectivity) and clear this task."
+                    "connectivity) and clear this task.",
+                    job_id=job_id,
                 ) from exc
             log.warning("Cleanup step %r failed (%s); retrying in %.1fs", what, exc, delay)
             time.sleep(delay)
@@ -117,7 +101,7 @@ class JrsCleanupOperator(BaseOperator):
     ) -> None:
         super().__init__(**kwargs)
         if not jobs:
-            raise ValueError(f"{self.task_id}: `jobs` is empty; name the job ids or submit tasks to commit")
+            raise JrsConfigError(f"{self.task_id}: `jobs` is empty; name the job ids or submit tasks to commit")
         self.job_ids = [j for j in jobs if isinstance(j, str)]
         self.job_tasks = [j.task_id for j in jobs if isinstance(j, BaseOperator)]
         for task in jobs:
@@ -137,7 +121,7 @@ class JrsCleanupOperator(BaseOperator):
             return list(self.job_ids)
         return [*self.job_ids, *submitted_job_ids(context["ti"].xcom_pull, self.job_tasks)]
 
-    def _step(self, what: str, action: Callable[[], None]) -> None:
+    def _step(self, job_id: str, what: str, action: Callable[[], None]) -> None:
         retry_with_backoff(
             action,
             what=what,
@@ -145,14 +129,16 @@ class JrsCleanupOperator(BaseOperator):
             initial_delay=self.initial_backoff,
             max_delay=self.max_backoff,
             log=self.log,
+            job_id=job_id,
         )
 
     def execute(self, context: Any) -> list[dict[str, Any]]:
         hook = JrsHook(self.jrs_conn_id, namespace=self.jrs_namespace)
-        store = hook.get_store()
         committed = []
-        for job_id in self._job_ids(context):
-            committed.append(self._commit(context, hook, store, job_id))
+        with airflow_failures(hook):  # one clear line; no retries for what needs a person
+            store = hook.get_store()
+            for job_id in self._job_ids(context):
+                committed.append(self._commit(context, hook, store, job_id))
         # Asset integration: each Asset outlet's event (emitted by Airflow when this task
         # succeeds) carries what was committed, so a DAG scheduled on it can find the outputs.
         from airflow.sdk import Asset
@@ -174,19 +160,6 @@ class JrsCleanupOperator(BaseOperator):
             context["outlet_events"][outlet].extra.update(extra)
         return committed
 
-    @staticmethod
-    def _live_fences(hook: JrsHook, job_id: str) -> set[str]:
-        """``fence-N`` names of the attempt holding the job's lease and of a recorded intent."""
-        client = hook.get_conn()
-        keys = KeySpace(hook.namespace)
-        with redis_errors(f"read the lease and intent of job {job_id!r}", hook.namespace):
-            token = client.hget(keys.lease(job_id), "token")
-        live = {f"fence-{int(token)}"} if token is not None else set()
-        intent = IntentStore(client, hook.namespace, hook.settings.spec_root).get(job_id)
-        if intent is not None:
-            live.add(f"fence-{intent.fence}")
-        return live
-
     def _commit(self, context: Any, hook: JrsHook, store: RedisJobResultStore, job_id: str) -> dict[str, Any]:
         entry = store.get_entry(job_id)
         if entry is None:
@@ -199,85 +172,47 @@ class JrsCleanupOperator(BaseOperator):
         result = entry.result
         if entry.is_clean:
             self.log.info("Job %s is already clean; nothing to do.", job_id)
-            return {**result_to_dict(result), "state": "clean"}
+            return result_payload(result, EntryState.CLEAN)
         s = hook.settings
-        safe = job_id.replace("/", "_")
         # An attempt that holds the job's lease or left an intent now (a recompute after a
         # fingerprint change, a recovery in progress) owns its fence-N staging and spec:
         # they are not leftovers, whatever this (possibly late) cleanup thinks.
-        live = self._live_fences(hook, job_id)
+        live = IntentStore(hook.get_conn(), hook.namespace, s.spec_root).live_fences(job_id)
         if live:
             self.log.info("Job %s: fences %s are in use by a live attempt; their files are kept.", job_id, live)
         if self.remove_staging_losers:
-            winner = f"fence-{result.fence}" if result.fence is not None else None
-            job_root = ObjectStoragePath(f"{s.output_root.rstrip('/')}/{hook.namespace}/{safe}")
+            winner = fence_name(result.fence) if result.fence is not None else None
+            job_root = ObjectStoragePath(staging_root(s.output_root, hook.namespace, job_id))
 
             def remove_losers() -> None:
                 if not job_root.exists():
                     return
                 for child in job_root.iterdir():
                     keep = (result.status.is_success and child.name == winner) or child.name in live
-                    if child.name.startswith("fence-") and not keep:
+                    if child.name.startswith(FENCE_PREFIX) and not keep:
                         remove_path(str(child))
                         self.log.info("Removed staging %s", child)
 
-            self._step(f"remove other attempts' staging of {job_id}", remove_losers)
-        spec_dir = f"{s.spec_root.rstrip('/')}/{hook.namespace}/{safe}"
+            self._step(job_id, f"remove other attempts' staging of {job_id}", remove_losers)
+        specs = spec_dir(s.spec_root, hook.namespace, job_id)
 
         def remove_specs() -> None:
             if not live:
-                remove_path(spec_dir)
+                remove_path(specs)
                 return
-            folder = ObjectStoragePath(spec_dir)
+            folder = ObjectStoragePath(specs)
             if folder.exists():
                 for spec in folder.iterdir():
                     if spec.name.removesuffix(".json") not in live:
                         remove_path(str(spec))
 
-        self._step(f"remove specs of {job_id}", remove_specs)
+        self._step(job_id, f"remove specs of {job_id}", remove_specs)
         for path in self.cleanup_paths:
-            self._step(f"remove {path}", lambda p=path: (remove_path(p), None)[1])  # type: ignore[misc]
+            self._step(job_id, f"remove {path}", lambda p=path: (remove_path(p), None)[1])  # type: ignore[misc]
         for fn in self.cleanup_callables:
             name = getattr(fn, "__name__", repr(fn))
-            self._step(f"{name}({job_id})", lambda f=fn: f(result, context))  # type: ignore[misc]
-        crash_point("cleanup_before_clean")
+            self._step(job_id, f"{name}({job_id})", lambda f=fn: f(result, context))  # type: ignore[misc]
+        reached("cleanup_before_clean")
         changed = store.mark_result_as_clean(job_id)
         self.log.info("Job %s committed (%s).", job_id, "dirty -> clean" if changed else "already clean")
-        return {**result_to_dict(result), "state": "clean"}
-
-
-def jrs_spark_job(
-    group_id: str,
-    *,
-    cleanup_paths: Sequence[str] = (),
-    cleanup_callables: Sequence[CleanupCallable] = (),
-    start_in_triggerer: bool = False,
-    **submit_kwargs: Any,
-) -> TaskGroup:
-    """One call for the usual pair: ``<group_id>.submit`` (JrsSparkSubmitOperator) >> ``<group_id>.cleanup``.
-
-    Use inside a DAG context; returns the TaskGroup so it chains like a task.
-    ``start_in_triggerer=True`` starts both tasks in the triggerer (see
-    :mod:`airflow_jrs.operators.triggerer_skip`): committed jobs then need no worker slot.
-    """
-    submit_cls: type[BaseOperator]
-    cleanup_cls: type[BaseOperator]
-    if start_in_triggerer:
-        from airflow_jrs.operators.triggerer_skip import JrsTriggererCleanupOperator, JrsTriggererSparkSubmitOperator
-
-        submit_cls, cleanup_cls = JrsTriggererSparkSubmitOperator, JrsTriggererCleanupOperator
-    else:
-        from airflow_jrs.operators.spark import JrsSparkSubmitOperator
-
-        submit_cls, cleanup_cls = JrsSparkSubmitOperator, JrsCleanupOperator
-    conn = {k: submit_kwargs[k] for k in ("jrs_conn_id", "jrs_namespace") if k in submit_kwargs}
-    with TaskGroup(group_id) as group:
-        submit = submit_cls(task_id="submit", **submit_kwargs)
-        cleanup_cls(
-            task_id="cleanup",
-            jobs=[submit],
-            cleanup_paths=cleanup_paths,
-            cleanup_callables=cleanup_callables,
-            **conn,
-        )
-    return group
+        return result_payload(result, EntryState.CLEAN)

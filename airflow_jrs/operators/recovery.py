@@ -1,154 +1,50 @@
-"""Finding a dead attempt's Spark application, in every deploy mode, so we never run beside it.
+"""Recovery: a predecessor's intent means it died mid-flight; never run beside it, never redo its work.
 
-Every submission is tagged from the job (``spark.jrs.namespace``/``spark.jrs.job_id`` conf,
-``spark.yarn.tags=jrs-<tag>``, Kubernetes driver label ``jrs-job=<tag>``), so a successor
-finds its predecessor's application without pid files or ids that may never have been saved
-(the provider's own ``durable`` mode admits a crash window between submit and its save):
+The attempt that takes over a job's lease and finds an intent (FLINK-2354's "job graph
+still referenced") knows an earlier attempt submitted Spark and never wrote a result. In
+order, it
 
-* local and client mode: the orphaned spark-submit process, by command line (psutil);
-* YARN cluster mode: live applications with the tag, through the ResourceManager REST API
-  (the Spark connection's ``yarn_resourcemanager_webapp_address``, as the provider uses);
-* Kubernetes cluster mode: Pending/Running driver pods with the label.
+1. finds the predecessor's live application (:mod:`.deploy_modes`: a local spark-submit, a
+   YARN application, a Kubernetes driver pod) and waits for it to end (``predecessor="wait"``:
+   its work may finish and be adopted) or stops it (``"stop"``), checking its own lease
+   between polls;
+2. reads the predecessor's commit marker: a marker (for the same fingerprint) means the
+   output is complete, so it is *adopted*: the SUCCEEDED result is written under the
+   successor's fence, with no recompute;
+3. otherwise returns ``None``, and the caller submits anew.
 
-The successor then waits for them (their work may finish and be adopted) or stops them.
-The running attempt, for its part, amends its intent with what spark-submit reports
-(:class:`SubmissionRecorder`), so successors and the engineer on call see the pid and id.
+In local and client mode a spark-submit left on *another* worker cannot be seen from here:
+the successor names that host and pid in its log (its output stays in its own fence's
+staging and is never published).
 """
 
 from __future__ import annotations
 
-import hashlib
-import threading
+import socket
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from functools import partial
+from collections.abc import Callable, Sequence
 from typing import Any
 
-import psutil
-import requests
+from airflow_jrs.exceptions import CorruptCommitMarkerError
+from airflow_jrs.intent import Heartbeat, Heartbeats, IntentStore
+from airflow_jrs.operators.attempt import JobRun, succeeded_result
+from airflow_jrs.operators.deploy_modes import Predecessor, deploy_mode_for
+from airflow_jrs.paths import job_tag
+from airflow_jrs.payload import result_payload
+from airflow_jrs.spark.commit import read_commit_marker
+from airflow_jrs.store import EntryState
 
-from airflow_jrs.exceptions import LeaseLostError
-from airflow_jrs.intent import Intent, IntentStore
-
-_YARN_LIVE_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
-
-
-def job_tag(namespace: str, job_id: str) -> str:
-    """A short tag valid as a YARN tag and a Kubernetes label value."""
-    return hashlib.sha1(f"{namespace}/{job_id}".encode()).hexdigest()[:16]
-
-
-@dataclass
-class Predecessor:
-    """A live application of an earlier attempt: how to see it, whether it lives, how to stop it."""
-
-    description: str
-    alive: Callable[[], bool]
-    stop: Callable[[], None]
+#: What a successor does with a predecessor's application that still runs.
+PREDECESSOR_POLICIES = ("wait", "stop")
+#: Seconds between two reads of a predecessor's heartbeat.
+HEARTBEAT_POLL = 0.5
 
 
-def find_spark_submit_processes(namespace: str, job_id: str) -> list[psutil.Process]:
-    """Live local processes submitted for this job (any fence)."""
-    want_job = f"spark.jrs.job_id={job_id}"
-    want_ns = f"spark.jrs.namespace={namespace}"
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        cmdline = proc.info.get("cmdline") or []
-        if want_job in cmdline and want_ns in cmdline:
-            found.append(proc)
-    return found
-
-
-def _process_alive(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _local(namespace: str, job_id: str) -> list[Predecessor]:
-    out = []
-    for proc in find_spark_submit_processes(namespace, job_id):
-        out.append(
-            Predecessor(
-                description=f"local spark-submit pid {proc.pid}",
-                alive=partial(_process_alive, proc),
-                stop=proc.terminate,
-            )
-        )
-    return out
-
-
-def _yarn(hook: Any, tag: str) -> list[Predecessor]:
-    base = hook._get_yarn_rm_base_url()
-    auth = hook._resolved_yarn_rm_auth
-    resp = requests.get(
-        f"{base}/ws/v1/cluster/apps",
-        params={"applicationTags": f"jrs-{tag}", "states": _YARN_LIVE_STATES},
-        auth=auth,
-        timeout=(5, 30),
-    )
-    resp.raise_for_status()
-    apps = ((resp.json() or {}).get("apps") or {}).get("app") or []
-    out = []
-    for app in apps:
-        app_id = app["id"]
-
-        def alive(app_id: str = app_id) -> bool:
-            r = requests.get(f"{base}/ws/v1/cluster/apps/{app_id}", auth=auth, timeout=(5, 30))
-            r.raise_for_status()
-            return r.json()["app"]["state"] in _YARN_LIVE_STATES.split(",")
-
-        out.append(
-            Predecessor(
-                description=f"YARN application {app_id}",
-                alive=alive,
-                stop=partial(hook._kill_yarn_application, app_id),
-            )
-        )
-    return out
-
-
-def _kubernetes(hook: Any, tag: str) -> list[Predecessor]:
-    from airflow.providers.cncf.kubernetes import kube_client
-
-    client = kube_client.get_kube_client()
-    namespace = hook._connection["namespace"]
-    pods = client.list_namespaced_pod(namespace, label_selector=f"jrs-job={tag}").items
-    out = []
-    for pod in pods:
-        if (pod.status.phase or "") not in ("Pending", "Running"):
-            continue
-        name = pod.metadata.name
-
-        def alive(name: str = name) -> bool:
-            try:
-                return client.read_namespaced_pod(name, namespace).status.phase in ("Pending", "Running")
-            except kube_client.ApiException as exc:
-                if exc.status == 404:
-                    return False
-                raise
-
-        out.append(
-            Predecessor(
-                description=f"Kubernetes driver pod {namespace}/{name}",
-                alive=alive,
-                stop=partial(client.delete_namespaced_pod, name, namespace),
-            )
-        )
-    return out
-
-
-def find_predecessors(hook: Any, namespace: str, job_id: str) -> list[Predecessor]:
-    """Live applications of earlier attempts of this job, for the hook's master and deploy mode."""
-    found = _local(namespace, job_id)
-    tag = job_tag(namespace, job_id)
-    if hook is not None and getattr(hook, "_is_yarn_cluster_mode", False):
-        found += _yarn(hook, tag)
-    elif hook is not None and getattr(hook, "_is_kubernetes", False) and hook._connection["deploy_mode"] == "cluster":
-        found += _kubernetes(hook, tag)
-    return found
+def find_predecessors(spark_hook: Any, namespace: str, job_id: str, known_ids: Sequence[str] = ()) -> list[Predecessor]:
+    """Live applications of earlier attempts of this job, for the hook's master and deploy mode
+    (``known_ids``: application ids the attempts' intents recorded)."""
+    mode = deploy_mode_for(spark_hook)
+    return mode.find_predecessors(spark_hook, namespace, job_id, job_tag(namespace, job_id), known_ids)
 
 
 def wait_for(predecessors: list[Predecessor], check: Callable[[], object], poll: float = 1.0) -> None:
@@ -161,66 +57,83 @@ def wait_for(predecessors: list[Predecessor], check: Callable[[], object], poll:
             time.sleep(poll)
 
 
-class SubmissionRecorder:
-    """Amend the intent (fenced) with the spark-submit pid and the application or driver id as
-    soon as the Spark provider's hook knows them, so the running job can be found by them.
+def _settle_supervised_predecessor(run: JobRun, fence: int, predecessor: str, log: Any) -> Heartbeat | None:
+    """Wait for, or stop, the predecessor's supervised spark-submit, wherever it runs.
 
-    Best effort, on its own thread: a failure is logged and never fails the attempt (the lease
-    renewer already stops Spark when the lease is lost). :meth:`stop` must return before the
-    result is written; the amend script only replaces an existing intent, so even a late
-    amendment cannot revive the intent the result script deleted.
+    Acts on the heartbeat its supervisor keeps (:mod:`airflow_jrs.intent`), not on a process
+    list of this host: it returns once the heartbeat says ``ended`` or has expired. Returns the
+    heartbeat first seen (``None``: there was none running)."""
+    heartbeats = Heartbeats(run.intents.client, run.store.namespace)
+    beat = heartbeats.get(run.job_id)
+    if beat is None or not beat.running or beat.fence != fence:
+        return None
+    if predecessor == "stop":
+        heartbeats.request_stop(run.job_id, fence)
+        log.warning(
+            "Job %s: asked the supervisor of fence %s on host %s (pid %s) to stop its spark-submit (pid %s).",
+            run.job_id, fence, beat.host, beat.pid, beat.child,
+        )  # fmt: skip
+    else:
+        log.warning(
+            "Job %s: the predecessor's spark-submit still runs on host %s (supervisor pid %s, spark-submit "
+            "pid %s); waiting for it to end (its output is adopted when it finished).",
+            run.job_id, beat.host, beat.pid, beat.child,
+        )  # fmt: skip
+    while True:
+        run.lease.check()
+        current = heartbeats.get(run.job_id)
+        if current is None or not current.running or current.fence != fence:
+            ended = "expired" if current is None else f"ended with exit code {current.exit_code}"
+            log.info("Job %s: the predecessor's supervisor %s.", run.job_id, ended)
+            return beat
+        time.sleep(HEARTBEAT_POLL)
 
-    :param hook: returns the operator's current SparkSubmitHook (None until it exists)
+
+def recover(run: JobRun, *, spark_hook: Callable[[], Any], predecessor: str, log: Any) -> dict[str, Any] | None:
+    """Recover from a predecessor that died mid-flight; returns the adopted result's payload, or
+    ``None`` when there is nothing to adopt and the caller must submit.
+
+    :param spark_hook: builds the provider's SparkSubmitHook (only called when there is an intent)
     """
-
-    def __init__(self, intents: IntentStore, intent: Intent, hook: Callable[[], Any], log: Any) -> None:
-        self.intents = intents
-        self.intent = intent
-        self._hook = hook
-        self._log = log
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"jrs-intent-{intent.job_id}", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._done.set()
-        self._thread.join(timeout=timeout)
-
-    @staticmethod
-    def submission(hook: Any) -> tuple[int | None, str | None]:
-        """(spark-submit pid, application or driver id) as the hook has parsed them so far."""
-        process = getattr(hook, "_submit_sp", None)
-        app_id = (
-            getattr(hook, "_yarn_application_id", None)
-            or getattr(hook, "_driver_id", None)
-            or getattr(hook, "_kubernetes_application_id", None)
-            or getattr(hook, "_kubernetes_driver_pod", None)
-        )
-        return (process.pid if process is not None else None), app_id
-
-    def _run(self) -> None:
-        intent = self.intent
-        try:
-            while not self._done.wait(0.25):
-                hook = self._hook()
-                if hook is None:
-                    continue
-                pid, app_id = self.submission(hook)
-                amended = replace(
-                    intent, submit_pid=pid or intent.submit_pid, application_id=app_id or intent.application_id
-                )
-                if amended == intent:
-                    continue
-                if self._done.is_set() or not self.intents.amend(amended):
-                    return  # Spark ended meanwhile, or the intent is gone with the result
-                self.intent = intent = amended
-                self._log.info(
-                    "Job %s: spark-submit pid %s, application %s recorded in the intent (fence %s).",
-                    intent.job_id, intent.submit_pid, intent.application_id or "(local)", intent.fence,
-                )  # fmt: skip
-        except LeaseLostError:
-            return  # the renewer has already stopped Spark and said so
-        except Exception as exc:
-            self._log.warning("Job %s: could not record the submission in the intent: %s", intent.job_id, exc)
+    job_id, lease = run.job_id, run.lease
+    stale = run.intents.get(job_id)
+    if stale is None:
+        return None
+    log.warning(
+        "Job %s: attempt with fence %s (pid %s on %s; spark-submit pid %s, application %s) left an "
+        "intent; recovering.",
+        job_id, stale.fence, stale.pid, stale.host, stale.submit_pid, stale.application_id,
+    )  # fmt: skip
+    beat = _settle_supervised_predecessor(run, stale.fence, predecessor, log)
+    known = [stale.application_id] if stale.application_id else []
+    predecessors = find_predecessors(spark_hook(), run.store.namespace, job_id, known)
+    if predecessors:
+        names = [p.description for p in predecessors]
+        if predecessor == "stop":
+            log.warning("Stopping the predecessor's application: %s", names)
+            for p in predecessors:
+                p.stop()
+        else:
+            log.warning("Waiting for the predecessor's application to end: %s", names)
+        wait_for(predecessors, check=lease.check)
+    elif beat is None and stale.host != socket.gethostname() and stale.application_id is None:
+        log.warning(
+            "Job %s: the predecessor ran on host %s (spark-submit pid %s) and left no heartbeat: its "
+            "supervisor ended or expired, so nothing of it runs (a bare spark-submit of an older "
+            "airflow-jrs could not be checked from %s).",
+            job_id, stale.host, stale.submit_pid, socket.gethostname(),
+        )  # fmt: skip
+    try:
+        marker = read_commit_marker(stale.staging)
+    except CorruptCommitMarkerError as exc:  # half-written marker: the output cannot be trusted
+        log.warning("Job %s: predecessor's commit marker is unreadable (%s); recomputing.", job_id, exc)
+        marker = None
+    if marker is None or (stale.fingerprint and stale.fingerprint != run.fingerprint):
+        log.info("Job %s: predecessor left no complete output; resubmitting.", job_id)
+        return None
+    token = lease.check()
+    result = succeeded_result(run, stale.staging, marker, started=None, application_id=stale.application_id)
+    run.store.create_dirty_result(result, fence=token, supersede=run.supersede)
+    IntentStore.delete_spec(stale.spec_uri)
+    log.info("Job %s: adopted the finished output of fence %s without re-running.", job_id, stale.fence)
+    return result_payload(result, EntryState.DIRTY, skipped=False, adopted_from=stale.fence)

@@ -29,49 +29,41 @@ import os
 import socket
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import redis as redis_lib
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import (
     AirflowException,
+    AirflowFailException,
     AirflowSkipException,
     AirflowTaskTerminated,
     AirflowTaskTimeout,
 )
 
 from airflow_jrs.decision import decide
-from airflow_jrs.exceptions import JobKilledError, JrsConfigError, LeaseHeldError
-from airflow_jrs.faults import crash_point
+from airflow_jrs.exceptions import JobKilledError, JrsConfigError, LeaseHeldError, StoreUnavailableError
 from airflow_jrs.hooks.jrs import JrsHook
+from airflow_jrs.hooks.store_failures import airflow_failures
+from airflow_jrs.identity import application_fingerprint, default_job_id
 from airflow_jrs.intent import Intent, IntentStore
 from airflow_jrs.lease import JobLease
-from airflow_jrs.operators.identity import application_fingerprint, default_job_id
-from airflow_jrs.operators.recovery import SubmissionRecorder, find_predecessors, job_tag, wait_for
+from airflow_jrs.operators.attempt import JobRun, attempt_from_context, record_failure, succeeded_result
+from airflow_jrs.operators.deploy_modes import deploy_mode_for
+from airflow_jrs.operators.recovery import PREDECESSOR_POLICIES, recover
+from airflow_jrs.operators.steps import reached
+from airflow_jrs.operators.streaming import DEFAULT_STOP_TIMEOUT, StreamAttempt
+from airflow_jrs.operators.streaming import prepare as prepare_stream
+from airflow_jrs.operators.submission import SubmissionRecorder, Supervision
+from airflow_jrs.operators.unguarded import run_unguarded
+from airflow_jrs.paths import app_name, job_tag, staging_path
+from airflow_jrs.payload import SKIPPED_RESULT_KEY, entry_payload, result_payload
 from airflow_jrs.spark.commit import read_commit_marker
-from airflow_jrs.store import Attempt, JobResult, JobResultEntry, JobStatus, RedisJobResultStore, scripts
-from airflow_jrs.store.serde import result_to_dict
+from airflow_jrs.spark.conf import PLACEHOLDERS, fill_placeholders, job_conf
+from airflow_jrs.store import Attempt, EntryState, JobResultEntry, JobStatus
 
-
-@dataclass
-class _JobRun:
-    """What one attempt that runs (or recovers) a job carries from step to step."""
-
-    hook: JrsHook
-    store: RedisJobResultStore
-    intents: IntentStore
-    lease: JobLease
-    job_id: str
-    fingerprint: str
-    attempt: Attempt
-    supersede: bool
-
-
-#: Placeholders replaced in ``application_args`` at run time (single braces survive Jinja).
-PLACEHOLDERS = ("{jrs_output}", "{jrs_job_id}", "{jrs_fence}")
+__all__ = ["PLACEHOLDERS", "JrsSparkSubmitOperator"]
 
 
 class JrsSparkSubmitOperator(SparkSubmitOperator):
@@ -91,6 +83,12 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
     :param lease_wait_timeout: how long to wait for another attempt's lease before failing
     :param predecessor: what to do with a predecessor's spark-submit that still runs:
         ``"wait"`` (default: its work may finish and be adopted) or ``"stop"``
+    :param streaming: a Structured Streaming application (:func:`airflow_jrs.spark.streaming_job`):
+        its checkpoint and output are stable across attempts and runs of the job (resume, no
+        rewind), ``on_kill`` stops it at a batch boundary before it cancels, and a stop or cancel
+        records STOPPED or CANCELED (see :mod:`airflow_jrs.operators.streaming`, docs/streaming.md)
+    :param stop_timeout: streaming only: seconds ``on_kill`` waits for the stop before it cancels;
+        keep it below Airflow's ``[core] killed_task_cleanup_time``
 
     ``application_args`` may use ``{jrs_output}``, ``{jrs_job_id}`` and ``{jrs_fence}``; the
     same values reach the application as Spark conf ``spark.jrs.output_dir``, ``spark.jrs.job_id``
@@ -120,11 +118,15 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         lease_ttl: float | None = None,
         lease_wait_timeout: float = 0.0,
         predecessor: str = "wait",
+        streaming: bool = False,
+        stop_timeout: float = DEFAULT_STOP_TIMEOUT,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if predecessor not in ("wait", "stop"):
-            raise ValueError(f"predecessor must be 'wait' or 'stop', got {predecessor!r}")
+        if predecessor not in PREDECESSOR_POLICIES:
+            raise JrsConfigError(
+                f"{self.task_id}: predecessor must be one of {list(PREDECESSOR_POLICIES)}, got {predecessor!r}"
+            )
         self.job_id = job_id
         self.jrs_conn_id = jrs_conn_id
         self.jrs_namespace = jrs_namespace
@@ -136,6 +138,9 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         self.lease_ttl = lease_ttl
         self.lease_wait_timeout = lease_wait_timeout
         self.predecessor = predecessor
+        self.streaming = streaming
+        self.stop_timeout = stop_timeout
+        self._stream: StreamAttempt | None = None
         self._killed = False
         self._lease: JobLease | None = None
 
@@ -148,28 +153,29 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             output_root=self.output_root,
         )
 
-    def _attempt(self, context: Any) -> Attempt:
-        ti = context["ti"]
-        return Attempt(
-            dag_id=ti.dag_id,
-            task_id=ti.task_id,
-            run_id=context["run_id"],
-            try_number=int(getattr(ti, "try_number", 0) or 0),
-            map_index=int(getattr(ti, "map_index", -1) if getattr(ti, "map_index", -1) is not None else -1),
-        )
-
     def _done(self, context: Any, job_id: str, entry: JobResultEntry, reason: str) -> dict[str, Any]:
         self.log.info("Job %s: %s; Spark is not started.", job_id, reason)
-        payload = {**result_to_dict(entry.result), "state": entry.state.value, "skipped": True}
+        payload = entry_payload(entry, skipped=True)
         if self.skip_when_done:
-            context["ti"].xcom_push(key="jrs_result", value=payload)
+            context["ti"].xcom_push(key=SKIPPED_RESULT_KEY, value=payload)
             raise AirflowSkipException(f"job {job_id} already has a SUCCEEDED result ({entry.state.value})")
         return payload
 
     # -- the attempt --------------------------------------------------------------------------
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
-        self._killed = False
         hook = self._jrs_hook()
+        self._guarded = False  # True once this attempt holds the job's lease
+        try:
+            with airflow_failures(hook):  # one clear line; no retries for what needs a person
+                return self._execute_guarded(context, hook)
+        except StoreUnavailableError as exc:
+            # Only before the lease: from then on the attempt always fails closed.
+            if self._guarded or hook.settings.on_store_unavailable != "run":
+                raise
+            return run_unguarded(self, context, hook, exc)
+
+    def _execute_guarded(self, context: Any, hook: JrsHook) -> dict[str, Any]:
+        self._killed = False
         store = hook.get_store()
         job_id = self.job_id or default_job_id(context)
         self.job_id = job_id
@@ -179,17 +185,19 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             return self._done(context, job_id, decision.entry, decision.reason)
         self.log.info("Job %s: %s; taking the lease to run it.", job_id, decision.reason)
 
-        attempt = self._attempt(context)
+        attempt = attempt_from_context(context)
         lease = self._acquire_lease(hook, job_id, attempt)
-        crash_point("after_lease")
+        self._guarded = True
+        reached("after_lease")
         try:
             # Someone may have finished the job between our read and our lease: read again.
             decision = decide(store.get_entry(job_id), fp, accept_changed_fingerprint=self.accept_changed_fingerprint)
             if decision.skip and decision.entry is not None:
                 return self._done(context, job_id, decision.entry, decision.reason + " (found under lease)")
             intents = IntentStore(hook.get_conn(), hook.namespace, hook.settings.spec_root)
-            run = _JobRun(hook, store, intents, lease, job_id, fp, attempt, decision.supersede)
-            adopted = self._recover(run)
+            outputs = self.outputs or {"output": ""}
+            run = JobRun(hook, store, intents, lease, job_id, fp, attempt, decision.supersede, outputs)
+            adopted = recover(run, spark_hook=self._checked_spark_hook, predecessor=self.predecessor, log=self.log)
             if adopted is not None:
                 return adopted
             return self._run(context, run)
@@ -232,114 +240,50 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
                 f'AIRFLOW_CONN_{self._conn_id.upper()}=\'{{"conn_type": "spark", "host": "local[2]"}}\''
             ) from exc
 
-    def _staging(self, hook: JrsHook, job_id: str, fence: int) -> str:
-        root = hook.settings.output_root.rstrip("/")
-        return f"{root}/{hook.namespace}/{job_id.replace('/', '_')}/fence-{fence}"
+    def _get_hook(self) -> Any:
+        """The provider's hook, prepared by this attempt's deploy mode (it may read spark-submit's output)."""
+        hook = super()._get_hook()
+        mode = getattr(self, "_jrs_deploy_mode", None)
+        if mode is not None:
+            mode.prepare(hook)
+        supervision = getattr(self, "_jrs_supervision", None)
+        if supervision is not None:
+            supervision.wrap(hook)
+        return hook
 
-    def _app_name(self, namespace: str, job_id: str, fence: int) -> str:
-        return f"jrs-{namespace}-{job_id}-f{fence}"
-
-    def _recover(self, run: _JobRun) -> dict[str, Any] | None:
-        """A predecessor's intent means it died mid-flight: never run beside it, never redo its work."""
-        store, intents, lease, job_id, fp = run.store, run.intents, run.lease, run.job_id, run.fingerprint
-        stale = intents.get(job_id)
-        if stale is None:
-            return None
-        self.log.warning(
-            "Job %s: attempt with fence %s (pid %s on %s; spark-submit pid %s, application %s) left an "
-            "intent; recovering.",
-            job_id, stale.fence, stale.pid, stale.host, stale.submit_pid, stale.application_id,
-        )  # fmt: skip
+    def _checked_spark_hook(self) -> Any:
+        """The provider's SparkSubmitHook, for a Spark connection that exists (see above)."""
         self._require_spark_connection()
-        predecessors = find_predecessors(self._get_hook(), store.namespace, job_id)
-        if predecessors:
-            names = [p.description for p in predecessors]
-            if self.predecessor == "stop":
-                self.log.warning("Stopping the predecessor's application: %s", names)
-                for p in predecessors:
-                    p.stop()
-            else:
-                self.log.warning("Waiting for the predecessor's application to end: %s", names)
-            wait_for(predecessors, check=lease.check)
-        elif stale.host != socket.gethostname() and stale.application_id is None:
-            # Local and client mode: a spark-submit on another worker cannot be seen from here.
-            # Its output stays in its own fence's staging and is never published, but it may
-            # still be computing: say where, so the engineer on call can stop it.
-            self.log.warning(
-                "Job %s: the predecessor ran on host %s (spark-submit pid %s), which cannot be checked "
-                "from %s; if it still runs there, stop it (its output will never be published).",
-                job_id, stale.host, stale.submit_pid, socket.gethostname(),
-            )  # fmt: skip
-        try:
-            marker = read_commit_marker(stale.staging)
-        except ValueError as exc:  # half-written marker: the output cannot be trusted
-            self.log.warning("Job %s: predecessor's commit marker is unreadable (%s); recomputing.", job_id, exc)
-            marker = None
-        if marker is None or (stale.fingerprint and stale.fingerprint != fp):
-            self.log.info("Job %s: predecessor left no complete output; resubmitting.", job_id)
-            return None
-        token = lease.check()
-        result = self._result(run, stale.staging, marker, None)
-        store.create_dirty_result(result, fence=token, supersede=run.supersede)
-        IntentStore.delete_spec(stale.spec_uri)
-        self.log.info("Job %s: adopted the finished output of fence %s without re-running.", job_id, stale.fence)
-        return {**result_to_dict(result), "state": "dirty", "skipped": False, "adopted_from": stale.fence}
+        return self._get_hook()
 
-    def _result(self, run: _JobRun, staging: str, marker: dict[str, Any] | None, started: datetime | None) -> JobResult:
-        outputs = {
-            name: (f"{staging}/{sub}".rstrip("/") if sub else staging)
-            for name, sub in (self.outputs or {"output": ""}).items()
-        }
-        hook = self._hook
-        app_id = (marker or {}).get("application_id") or (
-            getattr(hook, "_yarn_application_id", None) or getattr(hook, "_driver_id", None) if hook else None
-        )
-        metrics = (marker or {}).get("metrics") or {}
-        return JobResult(
-            job_id=run.job_id,
-            status=JobStatus.SUCCEEDED,
-            application_id=app_id,
-            outputs=outputs,
-            metrics=metrics if isinstance(metrics, dict) else {"value": metrics},
-            fingerprint=run.fingerprint,
-            start_time=started,
-            end_time=datetime.now(UTC),
-            attempt=run.attempt,
-        )
-
-    def _run(self, context: Any, run: _JobRun) -> dict[str, Any]:
+    def _run(self, context: Any, run: JobRun) -> dict[str, Any]:
         hook, store, intents, lease, job_id, fp = (
             run.hook, run.store, run.intents, run.lease, run.job_id, run.fingerprint,
         )  # fmt: skip
-        self._require_spark_connection()
+        mode = self._jrs_deploy_mode = deploy_mode_for(self._checked_spark_hook())
         token = lease.check()
-        staging = self._staging(hook, job_id, token)
-        app_name = self._app_name(hook.namespace, job_id, token)
-        tag = job_tag(hook.namespace, job_id)
-        values = {"{jrs_output}": staging, "{jrs_job_id}": job_id, "{jrs_fence}": str(token)}
-        args = list(self.application_args or [])
-        for i, arg in enumerate(args):
-            if isinstance(arg, str):
-                for placeholder, value in values.items():
-                    arg = arg.replace(placeholder, value)
-                args[i] = arg
-        self.application_args = args
-        self.name = app_name
-        user_tags = (self.conf or {}).get("spark.yarn.tags")
+        self._jrs_supervision = Supervision.for_attempt(hook, job_id, token, self.log)
+        staging = staging_path(hook.settings.output_root, hook.namespace, job_id, token)
+        stream_paths = None
+        if self.streaming:  # one checkpoint and output for every attempt: resume, never rewind
+            stream_paths = prepare_stream(hook.settings.output_root, hook.namespace, job_id)
+            staging = stream_paths.output
+        name = app_name(hook.namespace, job_id, token)
+        args = self.application_args = fill_placeholders(
+            self.application_args, output=staging, job_id=job_id, fence=token
+        )
+        self.name = name
+        user_conf = dict(self.conf or {})
         self.conf = {
-            **(self.conf or {}),
-            "spark.jrs.job_id": job_id,
-            "spark.jrs.namespace": hook.namespace,
-            "spark.jrs.fence": str(token),
-            "spark.jrs.output_dir": staging,
-            "spark.yarn.tags": ",".join(filter(None, [user_tags, f"jrs-{tag}", f"jrs-fence-{token}"])),
-            "spark.kubernetes.driver.label.jrs-job": tag,
-            "spark.kubernetes.driver.label.jrs-fence": str(token),
+            **user_conf,
+            **job_conf(job_id=job_id, namespace=hook.namespace, fence=token, output_dir=staging),
+            **mode.submission_conf(job_tag(hook.namespace, job_id), token, user_conf),
+            **(stream_paths.conf() if stream_paths is not None else {}),
         }
         self._hook = None  # rebuilt by the parent from the settings above
         intent = Intent(
             job_id=job_id, fence=token, spec_uri=intents.spec_uri(job_id, token), staging=staging,
-            app_name=app_name, host=socket.gethostname(), pid=os.getpid(), started_at=time.time(),
+            app_name=name, host=socket.gethostname(), pid=os.getpid(), started_at=time.time(),
             fingerprint=fp,
         )  # fmt: skip
         spec = {
@@ -351,12 +295,20 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             "spark_conn_id": self._conn_id,
         }
         intents.record(intent, spec)
-        crash_point("after_intent")
+        reached("after_intent")
         started = datetime.now(UTC)
         if self._killed:  # on_kill or a lost lease before submit: on_kill had no process to stop
-            raise JobKilledError(f"job {job_id}: attempt was killed before Spark was submitted; nothing recorded")
+            raise JobKilledError(
+                f"job {job_id}: attempt was killed before Spark was submitted; nothing recorded",
+                job_id=job_id,
+                fence=token,
+            )
         lease.check()
-        recorder = SubmissionRecorder(intents, intent, lambda: self._hook, self.log)
+        if stream_paths is not None:
+            self._stream = StreamAttempt(
+                run, stream_paths, token, self.stop_timeout, alive=self._spark_submit_alive, kill=self._stop_spark
+            )
+        recorder = SubmissionRecorder(intents, intent, lambda: self._hook, self.log, mode)
         recorder.start()
         try:
             super().execute(context)
@@ -365,48 +317,57 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             # released in execute's finally, so no successor ever runs beside it. The intent
             # stays: the next attempt finds no commit marker and resubmits.
             self._killed = True
+            if self._stream is not None:
+                self._stream.stop_then_cancel(by="execution_timeout")
             self._stop_spark()
             raise
         except BaseException:
+            if self._stream is not None and not self._killed and self._stream.cancel_requested():
+                self._stream.record(JobStatus.CANCELED, None, "canceled on request (airflow-jrs cancel)", fresh=False)
+                raise AirflowFailException(
+                    f"job {job_id}: streaming application canceled on request; recorded CANCELED. The next run "
+                    "resumes from its checkpoint."
+                ) from None
             if self._killed:
-                raise JobKilledError(f"job {job_id}: attempt was killed; nothing recorded") from None
+                raise JobKilledError(
+                    f"job {job_id}: attempt was killed; nothing recorded", job_id=job_id, fence=token
+                ) from None
             self._record_failure(context, run)
             raise
         finally:
             recorder.stop()  # before a SUCCEEDED result (a failure path may write first: SET XX covers it)
         if self._killed:
-            raise JobKilledError(f"job {job_id}: attempt was killed after Spark finished; nothing recorded")
-        crash_point("after_spark")
+            raise JobKilledError(
+                f"job {job_id}: attempt was killed after Spark finished; nothing recorded", job_id=job_id, fence=token
+            )
+        reached("after_spark")
         token = lease.check()
-        marker = read_commit_marker(staging)
-        result = self._result(run, staging, marker, started)
+        if self._stream is not None and (stopped := self._stream.stopped_outcome()) is not None:
+            self._stream.record(JobStatus.STOPPED, stopped, "stopped on request (airflow-jrs stop)", fresh=False)
+            raise AirflowFailException(
+                f"job {job_id}: streaming application stopped on request at batch {stopped.get('last_batch_id')}; "
+                "recorded STOPPED. The next run resumes from its checkpoint."
+            )
+        marker = None if self._stream is not None else read_commit_marker(staging)
+        _, reported_id = mode.submission(self._hook)
+        result = succeeded_result(run, staging, marker, started=started, application_id=reported_id)
+        if self._stream is not None:
+            result = self._stream.finished_result(result)
         store.create_dirty_result(result, fence=token, supersede=run.supersede)
-        crash_point("after_result")
+        reached("after_result")
         IntentStore.delete_spec(intent.spec_uri)
         self.log.info("Job %s: SUCCEEDED, result written dirty (fence %s): %s", job_id, token, result.outputs)
-        return {**result_to_dict(result), "state": "dirty", "skipped": False}
+        return result_payload(result, EntryState.DIRTY, skipped=False)
 
-    def _record_failure(self, context: Any, run: _JobRun) -> None:
-        """Spark failed: drop the intent; on the last try also record FAILED (sensors fail fast).
-
-        A FAILED result never makes a later attempt skip: the next one supersedes it."""
-        job_id = run.job_id
-        try:
-            token = run.lease.check()
-            ti = context["ti"]
-            last_try = int(getattr(ti, "try_number", 1) or 1) > int(self.retries or 0)
-            if last_try:
-                failed = JobResult(
-                    job_id=job_id, status=JobStatus.FAILED, fingerprint=run.fingerprint, attempt=run.attempt,
-                    end_time=datetime.now(UTC), error="spark-submit failed",
-                )  # fmt: skip
-                run.store.create_dirty_result(failed, fence=token, supersede=True)
-            else:
-                run.intents.clear(job_id, token)
-        except Exception as exc:  # never mask Spark's own error
-            self.log.warning("Job %s: could not record the failure: %s", job_id, exc)
+    def _record_failure(self, context: Any, run: JobRun) -> None:
+        last_try = int(getattr(context["ti"], "try_number", 1) or 1) > int(self.retries or 0)
+        record_failure(run, last_try=last_try, log=self.log)
 
     # -- kill ---------------------------------------------------------------------------------
+    def _spark_submit_alive(self) -> bool:
+        process = getattr(self._hook, "_submit_sp", None) if self._hook is not None else None
+        return process is not None and process.poll() is None
+
     def _stop_spark(self) -> None:
         if self._hook is None:
             return
@@ -427,19 +388,9 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         (an exception would surface in ``execute`` before Spark is stopped) and must not
         reuse a pooled connection the interrupted code may hold."""
         self._killed = True
+        if self._stream is not None:  # stop at a batch boundary, then cancel; records the outcome
+            self._stream.stop_then_cancel(by="on_kill")
         self._stop_spark()
         lease = self._lease
-        if lease is None or lease.token is None:
-            return
-        try:
-            lease.stop_renewal()
-            pool = lease.client.connection_pool
-            fresh = pool.__class__(connection_class=pool.connection_class, **pool.connection_kwargs)
-            client = redis_lib.Redis(connection_pool=fresh)
-            try:
-                client.eval(scripts.RELEASE_LEASE, 1, lease.keys.lease(lease.job_id), lease.token)
-            finally:
-                client.close()
-                fresh.disconnect()
-        except Exception as exc:
-            self.log.warning("Could not revoke the lease of job %s: %s", lease.job_id, exc)
+        if lease is not None and lease.token is not None:
+            lease.revoke()

@@ -30,14 +30,11 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_jrs.exceptions import CorruptCommitMarkerError
+from airflow_jrs.spark.conf import CONF_FENCE, CONF_JOB_ID, CONF_NAMESPACE, CONF_OUTPUT_DIR
+
 MARKER_NAME = "_JRS_COMMIT.json"
 MARKER_VERSION = 1
-
-#: Spark conf keys the operator sets on every submission (see ``JrsSparkSubmitOperator``).
-CONF_JOB_ID = "spark.jrs.job_id"
-CONF_FENCE = "spark.jrs.fence"
-CONF_OUTPUT_DIR = "spark.jrs.output_dir"
-CONF_NAMESPACE = "spark.jrs.namespace"
 
 
 def marker_path(output_dir: str) -> str:
@@ -103,8 +100,9 @@ def read_commit_marker(output_dir: str) -> dict[str, Any] | None:
     """The parsed marker in ``output_dir`` (Airflow side), or ``None`` when there is none.
 
     ``output_dir`` is a local path or any fsspec URL (``s3://``, ``hdfs://``, ...). A missing folder
-    counts as no marker. Raises ``ValueError`` naming the file when it is not a JSON object: a marker
-    that exists but cannot be read is an anomaly to look at, not a reason to recompute silently.
+    counts as no marker. Raises :class:`~airflow_jrs.exceptions.CorruptCommitMarkerError` (a
+    ``ValueError``) naming the file when it is not a JSON object: a marker that exists but cannot be
+    read is an anomaly to look at, not a reason to recompute silently.
     """
     import fsspec
 
@@ -118,7 +116,12 @@ def read_commit_marker(output_dir: str) -> dict[str, Any] | None:
     try:
         doc = json.loads(raw.decode("utf-8"))
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are both ValueErrors
-        raise ValueError(f"commit marker {url} is not valid JSON: {exc}") from None
+        raise CorruptCommitMarkerError(
+            f"commit marker {url} is not valid JSON: {exc}; its output is not trusted (recomputed)", path=url
+        ) from None
     if not isinstance(doc, dict):
-        raise ValueError(f"commit marker {url} is not a JSON object (got {type(doc).__name__})")
+        raise CorruptCommitMarkerError(
+            f"commit marker {url} is not a JSON object (got {type(doc).__name__}); its output is not trusted",
+            path=url,
+        )
     return doc

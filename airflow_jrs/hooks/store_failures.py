@@ -1,0 +1,128 @@
+"""When the store cannot be reached or refuses: bounded waits, then one clear line, fail closed.
+
+Two halves, one rule (DESIGN.md invariant 7, docs/operations-store-errors.md):
+
+* :func:`apply_client_policy` bounds every wait on Redis: a connect timeout, a read timeout and
+  a few retries with exponential backoff (``[jrs] connect_timeout``, ``read_timeout``,
+  ``retries``, ``retry_backoff``, ``retry_backoff_max``). A retry only happens after a failed
+  or timed-out command, so the happy path costs no extra round trip.
+* :func:`airflow_failures` turns what still fails into what Airflow understands, in the
+  operators and the sensor (the store itself stays Airflow-free): one line naming the
+  connection id, the host, what failed and what to do (never the password), and
+
+  - a :class:`StoreUnavailableError` that waiting may fix (refused, timeout, DNS, LOADING,
+    READONLY, OOM) stays a retryable task failure: Airflow's retries take over;
+  - what no retry can fix (wrong password or ACL refusal, an invalid job id, a quarantined or
+    corrupt entry, a newer schema version, a configuration error) raises
+    ``AirflowFailException`` from the original: the task fails without burning its retries.
+
+A write whose reply is lost (a timeout after Redis ran it) is retried like any command: every
+write is a compare-and-set script, so a repeat cannot write twice; at worst it reports
+"already exists" or "lease held" and the next attempt reads what is really there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import redis as redis_lib
+from airflow.sdk.exceptions import AirflowFailException
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+from airflow_jrs.exceptions import (
+    CorruptCommitMarkerError,
+    CorruptIntentError,
+    CorruptJobResultError,
+    InvalidJobIdError,
+    JobResultQuarantinedError,
+    JrsConfigError,
+    StoreUnavailableError,
+    UnsupportedSchemaVersionError,
+)
+from airflow_jrs.redis_diagnosis import diagnose
+
+if TYPE_CHECKING:
+    from airflow_jrs.hooks.jrs import JrsHook, JrsSettings
+
+#: Errors that need a person: failing the task at once beats waiting for its retries.
+NEEDS_A_PERSON: tuple[type[Exception], ...] = (
+    InvalidJobIdError,
+    JrsConfigError,
+    JobResultQuarantinedError,
+    CorruptJobResultError,
+    UnsupportedSchemaVersionError,
+    CorruptIntentError,
+    CorruptCommitMarkerError,
+)
+
+
+def client_retry(settings: JrsSettings) -> Retry:
+    """The retry policy of the sync client: ``retries`` times, backoff doubling from
+    ``retry_backoff`` up to ``retry_backoff_max``, on lost connections and timeouts only."""
+    return Retry(
+        ExponentialBackoff(cap=settings.retry_backoff_max, base=settings.retry_backoff),
+        settings.retries,
+        supported_errors=(redis_lib.exceptions.ConnectionError, redis_lib.exceptions.TimeoutError, TimeoutError),
+    )
+
+
+def apply_client_policy(client: Any, settings: JrsSettings) -> None:
+    """Set the ``[jrs]`` timeouts and retry policy on a fresh redis-py client (no connection yet
+    is affected: it only changes how the next connections are made and commands retried)."""
+    timeouts = {"socket_connect_timeout": settings.connect_timeout, "socket_timeout": settings.read_timeout}
+    retry = client_retry(settings)
+    if isinstance(client, redis_lib.RedisCluster):
+        client.nodes_manager.connection_kwargs.update(timeouts)
+        client.set_retry(retry)
+        return
+    client.connection_pool.connection_kwargs.update(timeouts)
+    client.set_retry(retry)
+
+
+def explain(exc: StoreUnavailableError, *, conn_id: str, server: str, password: str | None = None) -> str:
+    """One line: the connection id and host, what failed, what is wrong and what to do."""
+    cause = exc.__cause__
+    what = exc.what or "use the job result store"
+    if cause is not None:
+        sentence = diagnose(cause, conn=f"connection {conn_id!r}", server=server).sentence()
+    else:  # raised by the store itself (e.g. an entry that changed under a write): its words
+        sentence = str(exc).rstrip(" .") + "."
+    line = (
+        f"job result store unavailable: could not {what} (namespace {exc.namespace!r}, "
+        f"connection {conn_id!r}, Redis {server}): {sentence}"
+    )
+    line = " ".join(line.split())
+    if password:
+        line = line.replace(password, "***")
+    return line
+
+
+def _password(hook: JrsHook) -> str | None:
+    try:
+        return hook.get_connection(hook.jrs_conn_id).password or None
+    except Exception:
+        return None
+
+
+@contextmanager
+def airflow_failures(hook: JrsHook) -> Iterator[None]:
+    """Map store failures inside the block to Airflow outcomes (see the module docstring)."""
+    try:
+        yield
+    except StoreUnavailableError as exc:
+        line = explain(exc, conn_id=hook.jrs_conn_id, server=hook.server(), password=_password(hook))
+        if exc.retryable:
+            raise StoreUnavailableError(
+                line,
+                namespace=exc.namespace,
+                job_id=exc.job_id,
+                retryable=True,
+                what=exc.what,
+                kind=exc.kind,
+            ) from exc.__cause__
+        raise AirflowFailException(f"{line} Not retried: retrying cannot fix this.") from exc
+    except NEEDS_A_PERSON as exc:
+        raise AirflowFailException(" ".join(str(exc).split())) from exc

@@ -1,0 +1,93 @@
+"""One attempt of a job: what it carries from step to step, and the result it writes.
+
+An Airflow task attempt that runs (or recovers) a job holds the job's lease and talks to
+the store and the intent under its fence; recovery (:mod:`.recovery`) and the submit
+operator (:mod:`.spark`) both pass a :class:`JobRun` around and build the SUCCEEDED result
+the same way (:func:`succeeded_result`), whether Spark ran in this attempt or in a
+predecessor whose finished output is adopted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow_jrs.hooks.jrs import JrsHook
+from airflow_jrs.intent import IntentStore
+from airflow_jrs.lease import JobLease
+from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
+
+
+@dataclass
+class JobRun:
+    """What one attempt that runs (or recovers) a job carries from step to step."""
+
+    hook: JrsHook
+    store: RedisJobResultStore
+    intents: IntentStore
+    lease: JobLease
+    job_id: str
+    fingerprint: str
+    attempt: Attempt
+    supersede: bool
+    #: logical output name -> sub-path of the staging folder ("" is the folder itself)
+    outputs: Mapping[str, str]
+
+
+def attempt_from_context(context: Mapping[str, Any]) -> Attempt:
+    """The Airflow task attempt, for the on-call engineer (recorded in the lease and the result)."""
+    ti = context["ti"]
+    map_index = getattr(ti, "map_index", -1)
+    return Attempt(
+        dag_id=ti.dag_id,
+        task_id=ti.task_id,
+        run_id=context["run_id"],
+        try_number=int(getattr(ti, "try_number", 0) or 0),
+        map_index=int(map_index if map_index is not None else -1),
+    )
+
+
+def succeeded_result(
+    run: JobRun,
+    staging: str,
+    marker: Mapping[str, Any] | None,
+    *,
+    started: datetime | None,
+    application_id: str | None,
+) -> JobResult:
+    """The SUCCEEDED result of output in ``staging`` (its commit marker may add the
+    application id and the application's metrics)."""
+    outputs = {name: (f"{staging}/{sub}".rstrip("/") if sub else staging) for name, sub in run.outputs.items()}
+    metrics = (marker or {}).get("metrics") or {}
+    return JobResult(
+        job_id=run.job_id,
+        status=JobStatus.SUCCEEDED,
+        application_id=(marker or {}).get("application_id") or application_id,
+        outputs=outputs,
+        metrics=metrics if isinstance(metrics, dict) else {"value": metrics},
+        fingerprint=run.fingerprint,
+        start_time=started,
+        end_time=datetime.now(UTC),
+        attempt=run.attempt,
+    )
+
+
+def record_failure(run: JobRun, *, last_try: bool, log: Any) -> None:
+    """Spark failed: drop the intent; on the last try also record FAILED (sensors fail fast).
+
+    A FAILED result never makes a later attempt skip: the next one supersedes it. Never raises:
+    Spark's own error is what the task reports."""
+    try:
+        token = run.lease.check()
+        if last_try:
+            failed = JobResult(
+                job_id=run.job_id, status=JobStatus.FAILED, fingerprint=run.fingerprint, attempt=run.attempt,
+                end_time=datetime.now(UTC), error="spark-submit failed",
+            )  # fmt: skip
+            run.store.create_dirty_result(failed, fence=token, supersede=True)
+        else:
+            run.intents.clear(run.job_id, token)
+    except Exception as exc:
+        log.warning("Job %s: could not record the failure: %s", run.job_id, exc)

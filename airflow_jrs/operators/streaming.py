@@ -1,0 +1,192 @@
+"""The Airflow side of a streaming job (FLIP-45): stable locations, stop-then-cancel, STOPPED/CANCELED.
+
+``JrsSparkSubmitOperator(streaming=True, stop_timeout=...)`` uses this module at four points:
+
+1. before submit (:func:`prepare`): the stream's folders are per job, not per fence
+   (:func:`airflow_jrs.paths.stream_root`), so every attempt and every run of the job resumes
+   from the same checkpoint and appends to the same exactly-once file sink; a request left by
+   an earlier attempt is dropped;
+2. when spark-submit ended well (:meth:`StreamAttempt.result_after_exit`): the driver's
+   ``ended-fence-N.json`` says ``finished`` (SUCCEEDED, with the checkpoint) or ``stopped``
+   (STOPPED: recorded, and the task fails without retries: someone asked for the stop);
+3. when spark-submit failed: a cancel requested for this fence records CANCELED (not FAILED);
+4. ``on_kill`` / ``execution_timeout`` (:meth:`StreamAttempt.stop_then_cancel`): request a
+   stop, wait up to ``stop_timeout`` for spark-submit to exit, then cancel (request + kill);
+   a second kill while the stop waits cancels at once. The outcome is recorded (STOPPED when
+   the driver confirmed the stop, else CANCELED) under the attempt's fence on a fresh
+   connection, before the lease is revoked; the task still fails (invariant 5).
+
+Neither STOPPED nor CANCELED is a success: the decision table runs the job again and the new
+result supersedes them (they stay in the job's history).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow_jrs.lease import fresh_client
+from airflow_jrs.operators.attempt import JobRun
+from airflow_jrs.paths import checkpoint_path, control_path, stream_output_path
+from airflow_jrs.spark.conf import streaming_conf
+from airflow_jrs.spark.control import CANCEL, FINISHED, STOP, STOPPED, clear_request, read_outcome, requested_kind
+from airflow_jrs.spark.control import write_request as _write_request
+from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
+
+log = logging.getLogger(__name__)
+
+#: Default seconds ``on_kill`` waits for a graceful stop before it cancels.
+DEFAULT_STOP_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class StreamPaths:
+    checkpoint: str
+    output: str
+    control: str
+
+    @classmethod
+    def of(cls, output_root: str, namespace: str, job_id: str) -> StreamPaths:
+        return cls(
+            checkpoint_path(output_root, namespace, job_id),
+            stream_output_path(output_root, namespace, job_id),
+            control_path(output_root, namespace, job_id),
+        )
+
+    def conf(self) -> dict[str, str]:
+        return streaming_conf(checkpoint_dir=self.checkpoint, control_dir=self.control)
+
+
+def prepare(output_root: str, namespace: str, job_id: str) -> StreamPaths:
+    """The stream's stable folders; drops a request an earlier attempt left behind."""
+    paths = StreamPaths.of(output_root, namespace, job_id)
+    clear_request(paths.control)
+    return paths
+
+
+def stopped_or_canceled_result(
+    run: JobRun, paths: StreamPaths, fence: int, *, status: JobStatus, outcome: dict[str, Any] | None, why: str
+) -> JobResult:
+    """The STOPPED or CANCELED result of this attempt: where to resume, and what was committed."""
+    metrics: dict[str, Any] = {}
+    if outcome is not None:
+        metrics = {"last_batch_id": outcome.get("last_batch_id"), "boundary": outcome.get("boundary")}
+    return JobResult(
+        job_id=run.job_id,
+        status=status,
+        application_id=(outcome or {}).get("application_id"),
+        outputs={"output": paths.output},
+        metrics=metrics,
+        checkpoint_location=paths.checkpoint,
+        fingerprint=run.fingerprint,
+        end_time=datetime.now(UTC),
+        attempt=run.attempt,
+        error=why,
+    )
+
+
+@dataclass
+class StreamAttempt:
+    """One attempt of a streaming job, as the operator and its ``on_kill`` see it.
+
+    :param alive: is spark-submit still running?
+    :param kill: kill spark-submit (the provider's ``on_kill``); never raises
+    """
+
+    run: JobRun
+    paths: StreamPaths
+    fence: int
+    stop_timeout: float
+    alive: Callable[[], bool]
+    kill: Callable[[], None]
+    #: what ``on_kill`` recorded (STOPPED or CANCELED), so execute() writes nothing more
+    recorded: JobStatus | None = None
+    _stopping: bool = False
+    _cancel_now: bool = field(default=False, repr=False)
+
+    # -- after spark-submit -----------------------------------------------------------------
+    def finished_result(self, result: JobResult) -> JobResult:
+        """A SUCCEEDED result (``Trigger.AvailableNow`` ended on its own) gains the checkpoint."""
+        outcome = read_outcome(self.paths.control, self.fence) or {}
+        metrics = {**result.metrics, "last_batch_id": outcome.get("last_batch_id")}
+        return replace(result, checkpoint_location=self.paths.checkpoint, metrics=metrics)
+
+    def stopped_outcome(self) -> dict[str, Any] | None:
+        """The driver's outcome when it stopped on request (exit 0 but not finished)."""
+        outcome = read_outcome(self.paths.control, self.fence)
+        return outcome if outcome is not None and outcome.get("ended") == STOPPED else None
+
+    def finished(self) -> bool:
+        outcome = read_outcome(self.paths.control, self.fence)
+        return outcome is not None and outcome.get("ended") == FINISHED
+
+    def cancel_requested(self) -> bool:
+        try:
+            return requested_kind(self.paths.control, self.fence) == CANCEL
+        except Exception:
+            return False
+
+    def record(self, status: JobStatus, outcome: dict[str, Any] | None, why: str, *, fresh: bool) -> None:
+        """Write the STOPPED/CANCELED result under this attempt's fence (it supersedes an
+        unsuccessful entry; a SUCCEEDED one is never replaced). ``fresh``: on a connection of its
+        own (inside ``on_kill``, the interrupted thread may be using the pooled one)."""
+        result = stopped_or_canceled_result(self.run, self.paths, self.fence, status=status, outcome=outcome, why=why)
+        store = self.run.store
+        client = fresh_client(store.client) if fresh else None
+        try:
+            if client is not None:
+                store = RedisJobResultStore(client, store.namespace, history_limit=store.history_limit)
+            store.create_dirty_result(result, fence=self.fence, supersede=True)
+            self.recorded = status
+        finally:
+            if client is not None:
+                client.close()
+
+    # -- kill -----------------------------------------------------------------------------------
+    def request(self, kind: str, by: str) -> None:
+        try:
+            _write_request(self.paths.control, kind, self.fence, by=by)
+        except Exception as exc:  # the kill below still ends the attempt
+            log.warning("Job %s: could not write the %s request: %s", self.run.job_id, kind, exc)
+
+    def stop_then_cancel(self, by: str) -> None:
+        """Stop at a batch boundary within ``stop_timeout``, else cancel; record the outcome.
+
+        Re-entrant: a second call while the first waits (a second SIGTERM) cancels at once.
+        Never raises (it runs in a signal handler)."""
+        job_id = self.run.job_id
+        if self._stopping:
+            log.warning("Job %s: second kill while stopping: canceling now.", job_id)
+            self._cancel_now = True
+            self.request(CANCEL, by)
+            self.kill()
+            return
+        self._stopping = True
+        try:
+            if self.alive():
+                log.warning("Job %s: stop requested at the next batch boundary (up to %ss)", job_id, self.stop_timeout)
+                self.request(STOP, by)
+                deadline = time.monotonic() + self.stop_timeout
+                while self.alive() and not self._cancel_now and time.monotonic() < deadline:
+                    time.sleep(0.2)
+            outcome = self.stopped_outcome()
+            if outcome is None and self.alive():
+                log.warning("Job %s: no stop within %ss: canceling.", job_id, self.stop_timeout)
+                self.request(CANCEL, by)
+            self.kill()  # no-op when spark-submit is gone already
+            if outcome is None and not self.finished():
+                self.record(JobStatus.CANCELED, None, f"canceled by {by}", fresh=True)
+            elif outcome is not None:
+                self.record(JobStatus.STOPPED, outcome, f"stopped by {by}", fresh=True)
+            # finished on its own just before the kill: nothing recorded; the killed task
+            # never writes SUCCEEDED, and the next run finds the stream's work in its checkpoint.
+        except Exception as exc:
+            log.warning("Job %s: stop/cancel could not complete cleanly: %s", job_id, exc)
+            try:
+                self.kill()
+            except Exception:
+                pass

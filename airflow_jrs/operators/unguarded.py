@@ -1,0 +1,61 @@
+"""``on_store_unavailable = run``: compute without the store's guarantee, and say so loudly.
+
+A team may prefer recomputing to waiting for Redis (docs/operations-store-errors.md). When
+the submit task cannot read the store or take the job's lease, it then runs spark-submit
+anyway, but:
+
+* it holds no lease, so it has no fencing token: it **writes nothing** to the store (no
+  intent, no result). A result that cannot be fenced could overwrite the result of an attempt
+  that did hold the lease, or be written beside one that is still running;
+* its output goes to a staging folder of its own, ``unguarded-<random>`` beside the fenced
+  ``fence-N`` folders, so it can never be mistaken for (or clobber) a fenced attempt's output;
+* it logs at ERROR before and after, and returns a payload with ``"guarded": false`` and no
+  ``state``, so downstream tasks and people can tell.
+
+The price: the job may run twice (or more), later attempts do not know it ran, and a cleanup
+task of the run finds no result to commit. Never used after the lease was taken: from there
+on an attempt always fails closed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from airflow_jrs.exceptions import StoreUnavailableError
+from airflow_jrs.hooks.jrs import JrsHook
+from airflow_jrs.identity import default_job_id
+from airflow_jrs.paths import staging_root
+from airflow_jrs.spark.conf import fill_placeholders, job_conf
+
+#: Prefix of an unguarded run's staging folder (fenced ones are ``fence-N``).
+UNGUARDED_PREFIX = "unguarded-"
+
+
+def run_unguarded(op: Any, context: Any, hook: JrsHook, exc: StoreUnavailableError) -> dict[str, Any]:
+    """Run ``op``'s Spark application without lease, intent or result; return its payload."""
+    job_id = op.job_id or default_job_id(context)
+    s = hook.settings
+    op.log.error(
+        "Job %s: RUNNING SPARK WITHOUT THE JOB RESULT STORE (on_store_unavailable=run): %s "
+        "No lease, no fencing token: the job may run twice, and nothing is recorded.",
+        job_id,
+        exc,
+    )
+    op._require_spark_connection()
+    staging = f"{staging_root(s.output_root, s.namespace, job_id)}/{UNGUARDED_PREFIX}{uuid.uuid4().hex[:12]}"
+    op.application_args = fill_placeholders(op.application_args, output=staging, job_id=job_id, fence=0)
+    op.conf = {**(op.conf or {}), **job_conf(job_id=job_id, namespace=s.namespace, fence=0, output_dir=staging)}
+    op._hook = None
+    SparkSubmitOperator.execute(op, context)
+    named = op.outputs or {"output": ""}
+    outputs = {name: (f"{staging}/{sub}".rstrip("/") if sub else staging) for name, sub in named.items()}
+    op.log.error(
+        "Job %s: Spark finished WITHOUT the job result store; output in %s is not recorded "
+        "(no result, no cleanup, later attempts will compute it again).",
+        job_id,
+        staging,
+    )
+    return {"job_id": job_id, "status": "SUCCEEDED", "outputs": outputs, "skipped": False, "guarded": False}

@@ -1,0 +1,133 @@
+"""The supervisor beside spark-submit, with a stand-in command (no JVM): heartbeat, stop, fences.
+
+Each test runs ``python -m airflow_jrs.supervisor`` as a real process against a real Redis,
+with a small Python child in place of spark-submit, and asserts on what the child did (files
+it wrote, whether it still lives) and on the heartbeat in Redis.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import redis
+
+from airflow_jrs.intent import Heartbeats
+from airflow_jrs.lease import JobLease
+from airflow_jrs.supervisor import LOST_BEFORE_START, SUPERVISOR_ENV, supervised_command
+from jrs_testbench.redis_server import EmbeddedRedis
+
+JOB = "sup.job.2013-01-01"
+#: The child: writes "started", then ticks into a file until told to stop (or SLEEP runs out).
+CHILD = """
+import pathlib, sys, time
+out = pathlib.Path(sys.argv[1]); out.mkdir(exist_ok=True)
+(out / "started").write_text(str(__import__("os").getpid()))
+end = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    print("tick " * 200, flush=True)  # plenty of output: the relay must keep draining it
+    time.sleep(0.05)
+(out / "finished").write_text("ok")
+"""
+
+
+def _connection(url: str) -> str:
+    client = redis.Redis.from_url(url)
+    kw = client.connection_pool.connection_kwargs
+    client.close()
+    return json.dumps({"host": kw["host"], "port": kw["port"], "db": kw.get("db", 0)})
+
+
+def start(
+    url: str, namespace: str, fence: int, out: Path, seconds: float, *, ttl: float = 3.0, **popen
+) -> subprocess.Popen:
+    cmd = supervised_command(
+        [sys.executable, "-c", CHILD, str(out), str(seconds)], namespace=namespace, job_id=JOB, fence=fence, ttl=ttl
+    )
+    env = {**os.environ, SUPERVISOR_ENV: _connection(url), "PYTHONPATH": str(Path(__file__).parents[2])}
+    popen.setdefault("stdout", subprocess.DEVNULL)
+    return subprocess.Popen(cmd, env=env, stderr=subprocess.STDOUT, **popen)
+
+
+def wait_until(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def leased(redis_url, namespace):
+    """The job's lease held by fence 1 (the attempt that starts the supervisor)."""
+    lease = JobLease(redis.Redis.from_url(redis_url), namespace, JOB, ttl=30)
+    assert lease.acquire() == 1
+    return lease
+
+
+def test_it_beats_while_the_child_runs_and_records_how_it_ended(redis_url, namespace, leased, tmp_path):
+    beats = Heartbeats(redis.Redis.from_url(redis_url), namespace)
+    proc = start(redis_url, namespace, 1, tmp_path / "out", 1.5)
+    wait_until(lambda: (b := beats.get(JOB)) is not None and b.child, 30, "a heartbeat naming the child")
+    beat = beats.get(JOB)
+    assert beat.running and beat.fence == 1 and beat.pid == proc.pid and 0 < beat.ttl_ms <= 3000
+    assert proc.wait(60) == 0
+    ended = beats.get(JOB)
+    assert ended.state == "ended" and ended.exit_code == 0 and (tmp_path / "out" / "finished").exists()
+
+
+def test_a_successor_stop_request_stops_the_child(redis_url, namespace, leased, tmp_path):
+    beats = Heartbeats(redis.Redis.from_url(redis_url), namespace)
+    proc = start(redis_url, namespace, 1, tmp_path / "out", 120)
+    wait_until(lambda: (tmp_path / "out" / "started").exists(), 30, "the child")
+    assert beats.request_stop(JOB, 1) and not beats.request_stop(JOB, 2)  # only the running fence's
+    assert proc.wait(60) == 128 + signal.SIGTERM
+    assert beats.get(JOB).state == "ended" and not (tmp_path / "out" / "finished").exists()
+
+
+def test_an_attempt_that_lost_its_lease_before_the_launch_starts_nothing(redis_url, namespace, leased, tmp_path):
+    leased.release()
+    JobLease(redis.Redis.from_url(redis_url), namespace, JOB, ttl=30).acquire()  # a successor: fence 2
+    proc = start(redis_url, namespace, 1, tmp_path / "out", 120)
+    assert proc.wait(60) == LOST_BEFORE_START
+    assert not (tmp_path / "out").exists()  # the child never ran
+    assert Heartbeats(redis.Redis.from_url(redis_url), namespace).get(JOB) is None
+
+
+def test_a_newer_fences_heartbeat_stops_the_older_supervisors_child(redis_url, namespace, leased, tmp_path):
+    beats = Heartbeats(redis.Redis.from_url(redis_url), namespace)
+    proc = start(redis_url, namespace, 1, tmp_path / "out", 120, ttl=1.5)
+    wait_until(lambda: (tmp_path / "out" / "started").exists(), 30, "the child")
+    beats.beat(JOB, 2, 30_000, host="elsewhere", pid=1, child=2)  # the successor's supervisor took over
+    assert proc.wait(60) == 128 + signal.SIGTERM
+
+
+def test_killing_the_supervisor_kills_the_child_and_the_task_dying_does_not(redis_url, namespace, leased, tmp_path):
+    proc = start(redis_url, namespace, 1, tmp_path / "out", 120, stdout=subprocess.PIPE)
+    wait_until(lambda: (tmp_path / "out" / "started").exists(), 30, "the child")
+    child = psutil.Process(int((tmp_path / "out" / "started").read_text()))
+    proc.stdout.close()  # the task process that read spark-submit's output is gone
+    time.sleep(1.0)  # the child keeps printing into the relay, which keeps draining
+    assert child.is_running() and child.status() != psutil.STATUS_ZOMBIE
+    proc.kill()  # the operator's on_kill (through the Spark provider) SIGKILLs the supervisor
+    proc.wait(30)
+    wait_until(lambda: not child.is_running() or child.status() == psutil.STATUS_ZOMBIE, 30, "the child to die")
+
+
+def test_a_supervisor_cut_off_from_redis_stops_its_child_before_its_heartbeat_expires(tmp_path, namespace):
+    with EmbeddedRedis(tmp_path / "redis") as server:
+        JobLease(redis.Redis.from_url(server.url), namespace, JOB, ttl=30).acquire()
+        proc = start(server.url, namespace, 1, tmp_path / "out", 120, ttl=3)
+        wait_until(lambda: (tmp_path / "out" / "started").exists(), 30, "the child")
+        os.kill(server.process.pid, signal.SIGSTOP)  # a partition: Redis answers nothing
+        try:
+            assert proc.wait(60) == 128 + signal.SIGKILL  # self-fenced after 70 % of the TTL, at once
+        finally:
+            os.kill(server.process.pid, signal.SIGCONT)
+    assert not (tmp_path / "out" / "finished").exists()
