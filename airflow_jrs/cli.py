@@ -7,6 +7,8 @@
     airflow-jrs purge --older-than-days N   delete clean results older than N days (retention)
     airflow-jrs quarantined                 jobs blocked by a corrupt entry
     airflow-jrs release-quarantine JOB_ID   drop a quarantined entry (prints its bytes first)
+    airflow-jrs stop JOB_ID                 stop a running stream at its next batch boundary (STOPPED)
+    airflow-jrs cancel JOB_ID               cancel a running stream at once (CANCELED)
 
 The store comes from ``--redis-url``/``--namespace`` when given, else from the Airflow
 connection (``[jrs] conn_id``, ``jrs_default``) through JrsHook. No I/O at import.
@@ -19,17 +21,51 @@ import json
 import sys
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
-from airflow_jrs.exceptions import JrsError
+import redis as redis_lib
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+from airflow_jrs.exceptions import JrsError, StoreUnavailableError
+from airflow_jrs.redis_diagnosis import describe_server, diagnose
 from airflow_jrs.store import JobResultEntry, RedisJobResultStore, result_to_dict
 
 
 def _store(args: argparse.Namespace) -> RedisJobResultStore:
     if args.redis_url:
-        return RedisJobResultStore(args.redis_url, args.namespace or "default")
+        # Bounded waits, as [jrs]'s defaults give the connection's client: a paused server must
+        # not hang the on-call engineer's terminal.
+        client = redis_lib.Redis.from_url(
+            args.redis_url,
+            socket_connect_timeout=5,
+            socket_timeout=10,
+            retry=Retry(ExponentialBackoff(cap=2, base=0.2), 3),
+        )
+        return RedisJobResultStore(client, args.namespace or "default")
     from airflow_jrs.hooks.jrs import JrsHook
 
     return JrsHook(args.conn_id, namespace=args.namespace).get_store()
+
+
+def _store_failure(exc: StoreUnavailableError, args: argparse.Namespace) -> str:
+    """One line naming where the store is (never the password), what failed and what to do."""
+    if args.redis_url:
+        url = urlsplit(args.redis_url)
+        conn, server, password = "--redis-url", describe_server(url.hostname, url.port or 6379), url.password
+    else:
+        from airflow_jrs.hooks.jrs import JrsHook
+
+        hook = JrsHook(args.conn_id)
+        conn, server = f"connection {hook.jrs_conn_id!r}", hook.server()
+        try:
+            password = hook.get_connection(hook.jrs_conn_id).password
+        except Exception:
+            password = None
+    cause = exc.__cause__
+    sentence = diagnose(cause, conn=conn, server=server).sentence() if cause is not None else str(exc)
+    line = f"job result store unavailable: could not {exc.what or 'use it'} ({conn}, Redis {server}): {sentence}"
+    return line.replace(password, "***") if password else line
 
 
 def _entry_json(entry: JobResultEntry) -> dict[str, Any]:
@@ -58,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     p_purge.add_argument("--older-than-days", type=float, required=True)
     sub.add_parser("quarantined", help="jobs blocked by a corrupt entry")
     sub.add_parser("release-quarantine", help="drop a quarantined entry").add_argument("job_id")
+    sub.add_parser("stop", help="stop a running stream at a batch boundary").add_argument("job_id")
+    sub.add_parser("cancel", help="cancel a running stream at once").add_argument("job_id")
     args = parser.parse_args(argv)
     try:
         store = _store(args)
@@ -86,8 +124,16 @@ def main(argv: list[str] | None = None) -> int:
             raw = store.release_quarantine(args.job_id)
             print(f"released {args.job_id}; its quarantined bytes (kept in history):")
             print(raw.decode("utf-8", errors="replace"))
+        elif args.command in ("stop", "cancel"):
+            from airflow_jrs.stream_requests import request_stream
+
+            doc = request_stream(store, args.job_id, args.command)
+            print(f"{args.command} requested for {args.job_id} (fence {doc['fence']}) in {doc['control']}")
+    except StoreUnavailableError as exc:
+        print(f"airflow-jrs: {_store_failure(exc, args)}", file=sys.stderr)
+        return 2
     except JrsError as exc:
-        print(f"airflow-jrs: {exc}", file=sys.stderr)
+        print(f"airflow-jrs: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     return 0
 

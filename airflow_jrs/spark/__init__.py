@@ -1,9 +1,10 @@
 """Helpers imported INSIDE PySpark applications run by ``JrsSparkSubmitOperator``.
 
 This subpackage must stay importable in a bare Spark driver: standard library and pyspark only
-(pyspark imported lazily inside functions), never Airflow. On a cluster, ship ``airflow_jrs`` to the
-driver (``py_files``/``--py-files`` with a zip of the package, or install it in the driver image);
-locally the operator puts the repository root on ``PYTHONPATH``.
+(pyspark imported lazily inside functions), never Airflow. The driver's Python must be able to
+import ``airflow_jrs``: install the package there (``pip install airflow-jrs`` in the driver's
+environment or image; in local and client mode the driver is the worker's Python, where the
+provider is installed already), or ship a zip of the package with ``py_files``/``--py-files``.
 
 Note: ``import airflow_jrs.spark`` first runs ``airflow_jrs/__init__.py``, which imports the job
 result store and therefore the ``redis`` client library (but not Airflow). The driver's Python
@@ -14,5 +15,14 @@ The one contract between an application and the operator is the commit marker wr
 """
 
 from airflow_jrs.spark.commit import MARKER_NAME, job_context, read_commit_marker, write_commit_marker
+from airflow_jrs.spark.streaming import StreamingJob, StreamOutcome, streaming_job
 
-__all__ = ["MARKER_NAME", "job_context", "read_commit_marker", "write_commit_marker"]
+__all__ = [
+    "MARKER_NAME",
+    "StreamOutcome",
+    "StreamingJob",
+    "job_context",
+    "read_commit_marker",
+    "streaming_job",
+    "write_commit_marker",
+]

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from airflow_jrs.spark import read_commit_marker
+from jrs_testbench.helpers import pyspark_env
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ROOT / "dags" / "flights" / "apps"
@@ -38,8 +39,7 @@ def _load_flights_data() -> ModuleType:
 def spark_submit(app: Path, *args: str, conf: dict[str, str] | None = None) -> float:
     """Run one application to completion; return its wall time in seconds."""
     env = {k: v for k, v in os.environ.items() if k != "SPARK_HOME"}  # the venv's Spark, always
-    env["PYSPARK_PYTHON"] = sys.executable
-    env["PYTHONPATH"] = str(ROOT)
+    env |= pyspark_env()
     settings = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", **(conf or {})}
     cmd = [str(SPARK_SUBMIT), "--master", "local[1]"]
     for key, value in settings.items():
