@@ -46,4 +46,31 @@ CONFIG_OPTIONS: dict[str, tuple[str, str, str]] = {
         "",
         "State backend for submission specs (local path or fsspec URL); empty means $AIRFLOW_HOME/jrs/specs.",
     ),
+    # -- when Redis is down or slow (docs/operations-store-errors.md) ----------------------------
+    "connect_timeout": ("float", "5", "Seconds to wait for a connection to Redis before the attempt counts as failed."),
+    "read_timeout": (
+        "float",
+        "10",
+        "Seconds to wait for Redis to answer one command (a paused or overloaded server). Keep it "
+        "below lease_ttl: a lease renewal that waits longer than the lease lives is useless.",
+    ),
+    "retries": (
+        "integer",
+        "3",
+        "Times a command is retried after a lost connection or a timeout, with exponential backoff; "
+        "0 disables. Then the task fails and Airflow's own retries take over.",
+    ),
+    "retry_backoff": ("float", "0.2", "Seconds before the first retry; doubles on each retry."),
+    "retry_backoff_max": ("float", "2", "Longest pause between two retries, in seconds."),
+    "on_store_unavailable": (
+        "string",
+        "fail",
+        "What a submit task does when it cannot read the store or take the job's lease: `fail` "
+        "(the default: fail closed, Airflow retries) or `run` (run Spark without the store's "
+        "guarantee, log it loudly and record nothing; the job may then run twice).",
+    ),
 }
+#: Values of ``on_store_unavailable``.
+ON_STORE_UNAVAILABLE = ("fail", "run")
+#: Options whose value may be 0 although they are integers (Airflow's config has no such type).
+ZERO_ALLOWED = ("retries",)

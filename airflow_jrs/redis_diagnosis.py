@@ -1,0 +1,209 @@
+"""What went wrong with Redis, in words an on-call engineer can act on.
+
+redis-py's errors are written for redis-py's authors: ``Error 111 connecting to
+127.0.0.1:6379. Connection refused.``, ``HELLO must be called with the client already
+authenticated``, ``OOM command not allowed when used memory > 'maxmemory'.``. Appended to a
+sentence of ours they read badly (``refused..``) and say nothing about what to do. Every
+Redis error that reaches a user goes through :func:`diagnose`, which tells the case
+(:class:`Problem`) from the exception's class, its errno and the server's error code, and
+says it in our words. The server's own text is never shown as is: only for a case this
+table does not know, and then quoted, trimmed and with its punctuation normalised.
+
+================  ==========================================  =========  ==========================
+case              when                                        retryable  what to do
+================  ==========================================  =========  ==========================
+``refused``       nothing listens at host:port                yes        start Redis / fix host+port
+``dns``           the host name does not resolve              yes        fix the host name
+``timeout``       no answer within the timeout                yes        check the server's load
+``lost``          the connection broke                        yes        Airflow retries
+``loading``       LOADING after a restart                     yes        wait, Airflow retries
+``readonly``      READONLY: a replica                         yes        point at the primary
+``oom``           OOM: maxmemory with noeviction              yes        free memory / raise it
+``auth``          NOAUTH, WRONGPASS, HELLO before AUTH        no         fix user/password
+``noperm``        NOPERM: the ACL user may not                no         grant the ACL rule
+``tls``           the TLS handshake failed                    no         fix certificates
+``cluster``       no cluster node answers for the slot        yes        check the cluster
+``other``         anything else                               no         quoted, for a bug report
+================  ==========================================  =========  ==========================
+
+"Retryable" means waiting (a failover, a restart, an eviction, a freed connection) can fix
+it without anyone changing a setting; the rest needs a person. No Airflow, no I/O here.
+"""
+
+from __future__ import annotations
+
+import errno
+import re
+import socket
+import ssl
+from dataclasses import dataclass
+
+import redis as redis_lib
+
+#: getaddrinfo's "no such name" codes: EAI_NONAME, EAI_AGAIN, EAI_NODATA (-5 on glibc).
+_DNS_ERRNOS = {socket.EAI_NONAME, socket.EAI_AGAIN, -5}
+_DNS_WORDS = ("name or service not known", "nodename nor servname", "temporary failure in name resolution")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One diagnosed Redis failure: ``kind`` (see the table above), ``retryable``, and the
+    two halves of the sentence a user reads: what is wrong, and what to do."""
+
+    kind: str
+    retryable: bool
+    problem: str
+    advice: str
+
+    def sentence(self) -> str:
+        """``<problem>; <advice>`` with exactly one full stop at the end."""
+        return f"{self.problem}; {self.advice}".rstrip(" .") + "."
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what caused it (``__cause__`` or ``__context__``), nearest first."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def _text(exc: BaseException) -> str:
+    return " ".join(str(a) for a in exc.args) if exc.args else ""
+
+
+def _code(upper: str, code: str) -> bool:
+    """Does the server's error code ``code`` start the text, or a part of it? Inside a Lua script
+    redis-py sees it wrapped: ``Error running script ...: @user_script: 10: -READONLY You can't...``."""
+    return re.search(rf"(?:^|[\s:-]){code}\b", upper) is not None
+
+
+def quote_server_text(text: str, limit: int = 160) -> str:
+    """The server's text for a case we do not know: one line, trimmed, no trailing dots."""
+    one_line = re.sub(r"\s+", " ", text).strip().rstrip(".")
+    if len(one_line) > limit:
+        one_line = one_line[: limit - 3] + "..."
+    return f'"{one_line}"'
+
+
+def diagnose(exc: BaseException, *, conn: str = "the jrs connection", server: str | None = None) -> Problem:
+    """The :class:`Problem` behind ``exc`` (a redis-py or socket error).
+
+    ``conn`` names the connection in the advice (``connection 'jrs_default'``); ``server`` is
+    ``host:port`` when known. Neither may hold a password: callers pass what
+    :func:`describe_server` builds.
+    """
+    at = f" at {server}" if server else ""
+    chain = _chain(exc)
+    words = " ".join(_text(e) for e in chain)
+    upper = words.upper()
+    if isinstance(exc, redis_lib.exceptions.NoPermissionError) or _code(upper, "NOPERM"):
+        denied = re.search(r"permissions? to (?:run|access) (.*?)(?:$|\.)", words, re.IGNORECASE)
+        what = f" ({denied.group(0).rstrip('.')})" if denied else ""
+        return Problem(
+            "noperm",
+            False,
+            f"Redis refused the command: the ACL user of {conn} lacks a permission{what}",
+            f"grant that user the rule in docs/security.md for this namespace, or fix the namespace of {conn}",
+        )
+    if (
+        isinstance(exc, redis_lib.exceptions.AuthenticationError | redis_lib.exceptions.AuthorizationError)
+        or _code(upper, "NOAUTH")
+        or _code(upper, "WRONGPASS")
+        or "HELLO MUST BE CALLED" in upper
+        or "INVALID PASSWORD" in upper
+        or "AUTH <PASSWORD> CALLED WITHOUT ANY PASSWORD" in upper
+    ):
+        return Problem(
+            "auth",
+            False,
+            f"the Redis server{at} needs a password (or the user or password is wrong)",
+            f"set the ACL user and password in {conn} (login and password fields, or redis://user:password@host)",
+        )
+    if isinstance(exc, redis_lib.exceptions.ReadOnlyError) or _code(upper, "READONLY"):
+        return Problem(
+            "readonly",
+            True,
+            f"connected to a read-only replica{at}",
+            f"point {conn} at the primary (after a failover Airflow's retry may reach the new one)",
+        )
+    if isinstance(exc, redis_lib.exceptions.OutOfMemoryError) or _code(upper, "OOM"):
+        return Problem(
+            "oom",
+            True,
+            f"Redis{at} is out of memory (maxmemory with noeviction) and refuses writes",
+            "free memory or raise maxmemory (keep noeviction: evicting results would re-run jobs); Airflow will retry",
+        )
+    if isinstance(exc, redis_lib.exceptions.BusyLoadingError) or _code(upper, "LOADING"):
+        return Problem(
+            "loading",
+            True,
+            f"Redis{at} is loading its data after a restart",
+            "Airflow will retry once it has loaded",
+        )
+    if any(isinstance(e, ssl.SSLError | ssl.CertificateError) for e in chain) or "SSL:" in upper:
+        return Problem(
+            "tls",
+            False,
+            f"the TLS handshake with Redis{at} failed",
+            f"check the TLS settings of {conn} (ssl, ssl_ca_certs, ssl_cert_reqs, ssl_certfile) "
+            "and that the server speaks TLS on that port",
+        )
+    for e in chain:
+        if isinstance(e, socket.gaierror) or (
+            isinstance(e, OSError) and e.errno in _DNS_ERRNOS and not isinstance(e, ConnectionError)
+        ):
+            return Problem(
+                "dns",
+                True,
+                f"the Redis host name{' of ' + server if server else ''} does not resolve",
+                f"fix the host of {conn} (or the DNS it relies on); Airflow will retry",
+            )
+    if any(w in words.lower() for w in _DNS_WORDS):
+        return Problem("dns", True, "the Redis host name does not resolve", f"fix the host of {conn}")
+    if any(isinstance(e, ConnectionRefusedError) for e in chain) or any(
+        isinstance(e, OSError) and e.errno == errno.ECONNREFUSED for e in chain
+    ):
+        return Problem(
+            "refused",
+            True,
+            f"connection refused: nothing listens{at}",
+            f"start Redis, or fix the host and port of {conn}; Airflow will retry",
+        )
+    if isinstance(exc, redis_lib.exceptions.TimeoutError | TimeoutError) or any(
+        isinstance(e, socket.timeout | TimeoutError) for e in chain
+    ):
+        return Problem(
+            "timeout",
+            True,
+            f"Redis{at} did not answer in time",
+            "check that the server is up and not overloaded or paused (the timeouts are [jrs] "
+            "connect_timeout and read_timeout); Airflow will retry",
+        )
+    if isinstance(exc, redis_lib.exceptions.ConnectionError | ConnectionError | OSError):
+        return Problem(
+            "lost",
+            True,
+            f"the connection to Redis{at} failed or broke",
+            f"check that Redis is up and reachable with the settings of {conn}; Airflow will retry",
+        )
+    if isinstance(exc, redis_lib.exceptions.RedisClusterException):
+        return Problem(
+            "cluster",
+            True,
+            "no node of the Redis Cluster answered for the namespace's slot",
+            f"check the cluster's health and the nodes of {conn}; Airflow will retry",
+        )
+    return Problem(
+        "other",
+        False,
+        f"Redis{at} answered with an error: {quote_server_text(_text(exc) or type(exc).__name__)}",
+        "this is unexpected: report it with the task log",
+    )
+
+
+def describe_server(host: object, port: object) -> str:
+    """``host:port`` for messages (never credentials)."""
+    return f"{host}:{port}"
