@@ -39,7 +39,8 @@ from airflow_jrs.store import (
 
 if TYPE_CHECKING:
     from airflow_jrs.hooks.jrs import JrsHook
-    from airflow_jrs.operators.cleanup import JrsCleanupOperator, jrs_spark_job
+    from airflow_jrs.operators.cleanup import JrsCleanupOperator
+    from airflow_jrs.operators.factory import jrs_spark_job
     from airflow_jrs.operators.spark import JrsSparkSubmitOperator
     from airflow_jrs.sensors.job_result import JobResultSensor
     from airflow_jrs.triggers.job_result import JobResultTrigger
@@ -50,7 +51,7 @@ _LAZY = {
     "JrsHook": "airflow_jrs.hooks.jrs",
     "JrsSparkSubmitOperator": "airflow_jrs.operators.spark",
     "JrsCleanupOperator": "airflow_jrs.operators.cleanup",
-    "jrs_spark_job": "airflow_jrs.operators.cleanup",
+    "jrs_spark_job": "airflow_jrs.operators.factory",
     "JobResultSensor": "airflow_jrs.sensors.job_result",
     "JobResultTrigger": "airflow_jrs.triggers.job_result",
 }

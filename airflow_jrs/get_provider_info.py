@@ -41,7 +41,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_jrs.operators.spark",
                     "airflow_jrs.operators.cleanup",
-                    "airflow_jrs.operators.triggerer_skip",
+                    "airflow_jrs.operators.start_in_triggerer",
                 ],
             }
         ],
@@ -50,7 +50,7 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {
                 "integration-name": "Job Result Store",
-                "python-modules": ["airflow_jrs.triggers.job_result", "airflow_jrs.triggers.committed"],
+                "python-modules": ["airflow_jrs.triggers.job_result", "airflow_jrs.triggers.start_in_triggerer"],
             }
         ],
         "connection-types": [

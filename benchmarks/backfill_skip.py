@@ -9,7 +9,7 @@ PostgreSQL database, created and dropped by the script; figures belong there (on
 Airflow 3.3.2's scheduler can die on a lock race at backfill creation; it is restarted, but
 the restart lands in a timed backfill).
 
-One :class:`~airflow_jrs.deployment.LocalDeployment` (api-server, scheduler, dag-processor,
+One :class:`~jrs_testbench.deployment.LocalDeployment` (api-server, scheduler, dag-processor,
 triggerer; LocalExecutor, 2 slots, SQLite) with the DAGs of ``benchmarks/dags`` (the flights
 shape: ``ingest.submit >> ingest.cleanup >> ontime.submit >> ontime.cleanup``), a private
 redis-server, real spark-submit (``local[1]``). Each timed backfill is created through
@@ -53,10 +53,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from airflow_jrs.deployment import LocalDeployment, jrs_env  # noqa: E402
-from airflow_jrs.embedded_redis import EmbeddedRedis  # noqa: E402
-from airflow_jrs.operators.identity import fingerprint  # noqa: E402
+from airflow_jrs.identity import fingerprint  # noqa: E402
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore  # noqa: E402
+from jrs_testbench.deployment import LocalDeployment  # noqa: E402
+from jrs_testbench.helpers import SparkLaunches, jrs_env  # noqa: E402
+from jrs_testbench.redis_server import EmbeddedRedis  # noqa: E402
 
 APPS = ROOT / "dags" / "flights" / "apps"
 INGEST_APP = str(APPS / "ingest_flights.py")
@@ -97,14 +98,14 @@ def precommit(store: RedisJobResultStore, dates: list[date], landing: str, outpu
 
 
 class Bench:
-    def __init__(self, airflow: LocalDeployment, events: Path, max_active_runs: int) -> None:
+    def __init__(self, airflow: LocalDeployment, spark: SparkLaunches, max_active_runs: int) -> None:
         self.airflow = airflow
-        self.events = events
+        self.spark = spark
         self.max_active_runs = max_active_runs
         self.walls: dict[str, list[tuple[int, float]]] = {}
 
     def launches(self) -> int:
-        return len(list(self.events.iterdir()))
+        return self.spark.count()
 
     def occupy_slots(self, seconds: float, slots: int) -> str:
         """Trigger ``bench_busy`` and wait until its tasks hold every worker slot; return its run id."""
@@ -290,7 +291,7 @@ def run(
         for dag_id in all_dags:
             airflow.wait_for_dag(dag_id)
             airflow.client.unpause(dag_id)
-        bench = Bench(airflow, events, args.max_active_runs)
+        bench = Bench(airflow, SparkLaunches(events), args.max_active_runs)
         print("Warm-up:", flush=True)
         for dag_id in variants:
             bench.backfill(dag_id, warmup, timed=False)

@@ -38,9 +38,10 @@ def main() -> int:
     parser.add_argument("--lease-ttl", type=float, default=3.0)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from airflow_jrs.embedded_redis import EmbeddedRedis
     from airflow_jrs.spark.commit import read_commit_marker
     from airflow_jrs.store import JobStatus, RedisJobResultStore
+    from jrs_testbench.helpers import SparkLaunches, connection_env, spark_env
+    from jrs_testbench.redis_server import EmbeddedRedis
 
     rng = random.Random(args.seed)
     work = Path(tempfile.mkdtemp(prefix="jrs-chaos-"))
@@ -49,26 +50,14 @@ def main() -> int:
     with EmbeddedRedis(work / "redis") as server:
         for trial in range(args.trials):
             ns = f"chaos-{trial}"
-            events = work / f"events-{trial}"
-            events.mkdir()
+            spark = SparkLaunches(work / f"events-{trial}")
             env = {
                 **os.environ,
                 "AIRFLOW_HOME": str(work / "airflow"),
-                "AIRFLOW_CONN_JRS_DEFAULT": f"{server.url}?namespace={ns}",
-                "AIRFLOW_CONN_SPARK_LOCAL": json.dumps({"conn_type": "spark", "host": "local[1]"}),
+                **connection_env(server.url, ns, data_dir=work),
+                **spark_env("local[1]"),
                 "AIRFLOW__JRS__LEASE_TTL": str(args.lease_ttl),
-                "AIRFLOW__JRS__OUTPUT_ROOT": str(work / "output"),
-                "AIRFLOW__JRS__SPEC_ROOT": str(work / "specs"),
-                "JRS_TEST_SPARK_CONF": json.dumps(
-                    {
-                        "spark.ui.enabled": "false",
-                        "spark.eventLog.enabled": "true",
-                        "spark.eventLog.dir": events.as_uri(),
-                    }
-                ),
-                "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-                "PYSPARK_PYTHON": sys.executable,
-                "PYTHONPATH": str(ROOT),
+                "JRS_TEST_SPARK_CONF": json.dumps(spark.conf({"spark.ui.enabled": "false"})),
             }
             store = RedisJobResultStore(server.url, ns)
             fence_key = store.keys.fence(JOB)
@@ -119,7 +108,7 @@ def main() -> int:
                 duplicates += 1  # the result names output that is not complete
             was_adopted = '"adopted_from"' in out
             adopted += was_adopted
-            n = len(list(events.iterdir()))
+            n = spark.count()
             launches_total += n
             shown = "-" if takeover is None else f"{takeover:.2f}s"
             note = "adopted" if was_adopted else ""

@@ -11,7 +11,6 @@ Also measures the JRS skip path (a committed job) end to end through ``execute``
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -37,19 +36,13 @@ def main() -> int:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="jrs-bench-"))
     sys.path.insert(0, str(ROOT))
-    from airflow_jrs.embedded_redis import EmbeddedRedis
+    from jrs_testbench.helpers import connection_env, spark_env
+    from jrs_testbench.redis_server import EmbeddedRedis
 
     with EmbeddedRedis(work / "redis") as server:
+        # the namespace changes for every JRS run below (a fresh one really computes)
         os.environ.update(
-            {
-                "AIRFLOW_HOME": str(work / "airflow"),
-                "AIRFLOW_CONN_SPARK_LOCAL": json.dumps({"conn_type": "spark", "host": "local[1]"}),
-                "AIRFLOW__JRS__OUTPUT_ROOT": str(work / "out"),
-                "AIRFLOW__JRS__SPEC_ROOT": str(work / "specs"),
-                "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-                "PYSPARK_PYTHON": sys.executable,
-                "PYTHONPATH": str(ROOT),
-            }
+            {"AIRFLOW_HOME": str(work / "airflow"), **connection_env(server.url, "bench", data_dir=work), **spark_env()}
         )
         sys.path.insert(0, str(ROOT / "dags"))
         from flights.data import ensure_landing
@@ -73,7 +66,7 @@ def main() -> int:
             plain.execute(context("plain"))
             plain_times.append(time.perf_counter() - t0)
             ns = f"bench-{uuid.uuid4().hex[:8]}"
-            os.environ["AIRFLOW_CONN_JRS_DEFAULT"] = f"{server.url}?namespace={ns}"
+            os.environ.update(connection_env(server.url, ns))
             jrs = JrsSparkSubmitOperator(
                 task_id="jrs", application=app, application_args=[*base_args, "--output", "{jrs_output}"],
                 conn_id="spark_local", conf=conf,

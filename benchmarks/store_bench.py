@@ -38,12 +38,15 @@ from pathlib import Path
 
 import redis as redis_lib
 
-from airflow_jrs.embedded_redis import EmbeddedRedis, find_redis_server
-from airflow_jrs.lease import JobLease
-from airflow_jrs.store.keys import KeySpace
-from airflow_jrs.store.model import Attempt, EntryState, JobResult, JobStatus
-from airflow_jrs.store.redis import RedisJobResultStore
-from airflow_jrs.store.serde import DIRTY_PREFIX, decode_entry, encode_entry
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # jrs_testbench is not installed: it lives beside benchmarks/
+
+from airflow_jrs.lease import JobLease  # noqa: E402
+from airflow_jrs.store.keys import KeySpace  # noqa: E402
+from airflow_jrs.store.model import Attempt, EntryState, JobResult, JobStatus  # noqa: E402
+from airflow_jrs.store.redis import RedisJobResultStore  # noqa: E402
+from airflow_jrs.store.serde import DIRTY_PREFIX, decode_entry, encode_entry  # noqa: E402
+from jrs_testbench.redis_server import EmbeddedRedis, find_redis_server  # noqa: E402
 
 SAMPLE = 1_000  # jobs checked through the real path, and keys sampled with MEMORY USAGE
 SKIP_CALLS = 5_000

@@ -54,9 +54,9 @@ def main() -> int:
 
     import redis
 
-    from airflow_jrs.embedded_redis import EmbeddedRedis
     from airflow_jrs.store import JobResult, JobStatus, KeySpace, RedisJobResultStore
     from airflow_jrs.triggers import JobResultTrigger
+    from jrs_testbench.redis_server import EmbeddedRedis
 
     namespace = f"bench-{uuid.uuid4().hex[:8]}"
     channel = KeySpace(namespace).events

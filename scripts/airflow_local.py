@@ -45,8 +45,9 @@ def main() -> int:
     args = parser.parse_args()
 
     sys.path.insert(0, str(ROOT))
-    from airflow_jrs.deployment import LocalDeployment, jrs_env
-    from airflow_jrs.embedded_redis import EmbeddedRedis
+    from jrs_testbench.deployment import LocalDeployment
+    from jrs_testbench.helpers import jrs_env
+    from jrs_testbench.redis_server import EmbeddedRedis
 
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     home = Path(args.home)

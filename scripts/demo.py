@@ -9,7 +9,6 @@ home in ``data/airflow`` (SQLite), Spark in local mode. Options: ``--dates N`` (
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -20,15 +19,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
 NAMESPACE = "demo"
+sys.path.insert(0, str(ROOT))  # the test bench is not installed: it lives in the repository
+
+from jrs_testbench.helpers import SparkLaunches, jrs_env  # noqa: E402
 
 
-def configure_environment(redis_url: str) -> Path:
+def configure_environment(redis_url: str) -> SparkLaunches:
     """Everything Airflow reads at import time must be set before it is imported."""
     home = DATA / "airflow"
     home.mkdir(parents=True, exist_ok=True)
     events = DATA / "spark-events"
-    events.mkdir(parents=True, exist_ok=True)
-    venv_bin = str(Path(sys.executable).parent)
     os.environ.update(
         {
             "AIRFLOW_HOME": str(home),
@@ -36,39 +36,27 @@ def configure_environment(redis_url: str) -> Path:
             "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": os.environ.get("JRS_DEMO_LOG_LEVEL", "WARNING"),
-            "AIRFLOW_CONN_JRS_DEFAULT": f"{redis_url}?namespace={NAMESPACE}",
-            "AIRFLOW_CONN_SPARK_LOCAL": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-            "AIRFLOW__JRS__OUTPUT_ROOT": str(DATA / "output"),
-            "AIRFLOW__JRS__SPEC_ROOT": str(DATA / "specs"),
-            "JRS_FLIGHTS_LANDING": str(DATA / "landing"),
-            "JRS_SPARK_EVENT_LOG_DIR": events.as_uri(),
-            "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
-            "PYSPARK_PYTHON": sys.executable,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            **jrs_env(redis_url, NAMESPACE, data_dir=DATA, spark_master="local[2]", event_log_dir=events),
         }
     )
     if not (home / ".migrated").exists():
         print("Preparing the Airflow metadata database (once) ...", flush=True)
         subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, stdout=subprocess.DEVNULL)
         (home / ".migrated").touch()
-    return events
+    return SparkLaunches(events)
 
 
-def launches(events: Path) -> int:
-    return len(list(events.iterdir()))
-
-
-def run_pass(dag, dates: list[datetime], events: Path, label: str) -> None:
+def run_pass(dag, dates: list[datetime], spark: SparkLaunches, label: str) -> None:
     print(f"\n=== {label}: flights_daily for {', '.join(d.date().isoformat() for d in dates)}", flush=True)
     for day in dates:
-        before, started = launches(events), time.monotonic()
+        before, started = spark.count(), time.monotonic()
         dr = dag.test(logical_date=day)
         states = {ti.task_id: str(ti.state) for ti in dr.get_task_instances()}
         bad = {t: s for t, s in states.items() if s != "success"}
         took = time.monotonic() - started
         print(
             f"  {day.date()}  run {dr.state}  {took:5.1f}s  Spark applications started: "
-            f"{launches(events) - before}" + (f"  NOT OK: {bad}" if bad else ""),
+            f"{spark.count() - before}" + (f"  NOT OK: {bad}" if bad else ""),
             flush=True,
         )
 
@@ -103,11 +91,10 @@ def main() -> int:
     args = parser.parse_args()
     dates = [datetime(2013, 1, 1, tzinfo=UTC) + timedelta(days=i) for i in range(args.dates)]
 
-    sys.path.insert(0, str(ROOT))
     import warnings
 
     warnings.filterwarnings("ignore")  # Airflow's own deprecation chatter hides the demo's output
-    from airflow_jrs.embedded_redis import EmbeddedRedis
+    from jrs_testbench.redis_server import EmbeddedRedis
 
     server = None
     if not args.redis_url:
@@ -115,7 +102,7 @@ def main() -> int:
         print(f"Started a local redis-server on port {server.port} (append-only, data in data/redis)")
     redis_url = args.redis_url or server.url  # type: ignore[union-attr]
     try:
-        events = configure_environment(redis_url)
+        spark = configure_environment(redis_url)
         from airflow_jrs.store import RedisJobResultStore
 
         store = RedisJobResultStore(redis_url, NAMESPACE)
@@ -126,11 +113,11 @@ def main() -> int:
         import flights_daily
 
         warnings.filterwarnings("ignore", category=DeprecationWarning)  # again: importing Airflow reset it
-        run_pass(flights_daily.dag, dates, events, "First pass (computes what the store does not have)")
+        run_pass(flights_daily.dag, dates, spark, "First pass (computes what the store does not have)")
         print_store(store)
-        run_pass(flights_daily.dag, dates, events, "Second pass (same dates: every job is committed)")
+        run_pass(flights_daily.dag, dates, spark, "Second pass (same dates: every job is committed)")
         print_ontime(store, dates[0])
-        print(f"\nSpark applications launched in total (event logs in data/spark-events): {launches(events)}")
+        print(f"\nSpark applications launched in total (event logs in data/spark-events): {spark.count()}")
         print("Run it again: nothing recomputes. `./dev demo --fresh` forgets the results first.")
     finally:
         if server is not None:

@@ -6,7 +6,7 @@ accepts it (by default: a SUCCEEDED result, dirty or clean). An unsuccessful res
 wait at once instead of at ``timeout`` (``fail_on_unsuccessful``), because no amount of
 waiting turns a FAILED result into a success; only a new attempt of the job does.
 
-Three ways to wait, one rule (:func:`~airflow_jrs.triggers.job_result.evaluate`):
+Three ways to wait, one rule (:func:`~airflow_jrs.wait.evaluate`):
 
 * ``mode="poke"``: read every ``poke_interval`` while holding a worker slot;
 * ``mode="reschedule"``: read, give the slot back, come back after ``poke_interval``;
@@ -30,15 +30,10 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, A
 
 from airflow_jrs.exceptions import JrsConfigError, JrsError
 from airflow_jrs.hooks.jrs import JrsHook
+from airflow_jrs.hooks.store_failures import airflow_failures
 from airflow_jrs.store import JobResultEntry, validate_job_id
-from airflow_jrs.triggers.job_result import (
-    DEFAULT_STATUSES,
-    JobResultTrigger,
-    WaitOutcome,
-    evaluate,
-    trigger_connection_kwargs,
-    validate_wait_args,
-)
+from airflow_jrs.triggers.job_result import JobResultTrigger
+from airflow_jrs.wait import DEFAULT_STATUSES, WaitOutcome, evaluate, validate_wait_args
 
 #: Error events (the triggerer could not read the store) before the sensor gives up and lets
 #: Airflow retry: a triggerer that cannot reach Redis must not bounce the task forever.
@@ -84,7 +79,7 @@ class JobResultSensor(BaseSensorOperator):
         super().__init__(**kwargs)
         self.job_ids = [job_ids] if isinstance(job_ids, str) else list(job_ids)
         if not self.job_ids:
-            raise ValueError(f"{self.task_id}: job_ids is empty; name the job(s) to wait for")
+            raise JrsConfigError(f"{self.task_id}: job_ids is empty; name the job(s) to wait for")
         self.statuses = validate_wait_args(target_state, statuses)
         self.target_state = target_state
         self.fail_on_unsuccessful = fail_on_unsuccessful
@@ -92,7 +87,7 @@ class JobResultSensor(BaseSensorOperator):
         self.jrs_namespace = jrs_namespace
         self.deferrable = deferrable
         if trigger_poll_interval <= 0:
-            raise ValueError(f"{self.task_id}: trigger_poll_interval must be > 0, got {trigger_poll_interval}")
+            raise JrsConfigError(f"{self.task_id}: trigger_poll_interval must be > 0, got {trigger_poll_interval}")
         self.trigger_poll_interval = trigger_poll_interval
         self._hook: JrsHook | None = None
 
@@ -110,10 +105,14 @@ class JobResultSensor(BaseSensorOperator):
         return [validate_job_id(j) for j in ids]
 
     def _outcome(self) -> WaitOutcome:
-        """Read every job's entry through the store (which raises on corrupt/quarantined entries)."""
-        store = self.hook.get_store()
-        job_ids = self._rendered_job_ids()
-        entries: dict[str, JobResultEntry | None] = {j: store.get_entry(j) for j in job_ids}
+        """Read every job's entry through the store (which raises on corrupt/quarantined entries).
+
+        Store failures become one clear line: retryable ones stay task failures Airflow retries,
+        the rest fail the task at once (:func:`~airflow_jrs.hooks.store_failures.airflow_failures`)."""
+        with airflow_failures(self.hook):
+            store = self.hook.get_store()
+            job_ids = self._rendered_job_ids()
+            entries: dict[str, JobResultEntry | None] = {j: store.get_entry(j) for j in job_ids}
         return evaluate(
             job_ids,
             entries,
@@ -165,7 +164,7 @@ class JobResultSensor(BaseSensorOperator):
         self.log.info("Deferring in namespace %r: %s", self.hook.namespace, outcome.describe_wait())
         self.defer(
             trigger=JobResultTrigger(
-                connection=trigger_connection_kwargs(self.hook.get_conn(), self.hook.jrs_conn_id),
+                connection=self.hook.async_connection_kwargs(),
                 namespace=self.hook.namespace,
                 job_ids=self._rendered_job_ids(),
                 target_state=self.target_state,

@@ -27,6 +27,7 @@ import os
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,6 @@ from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import DAG, TaskGroup
 
 from airflow_jrs.operators import jrs_spark_job
-from airflow_jrs.operators.triggerer_skip import jrs_triggerer_spark_job
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ROOT / "dags" / "flights" / "apps"
@@ -123,7 +123,7 @@ def _plain_submit(name: str, task_id: str) -> SparkSubmitOperator:
 
 
 bench_jrs = _jrs(jrs_spark_job, "bench_jrs")
-bench_jrs_triggerer = _jrs(jrs_triggerer_spark_job, "bench_jrs_triggerer")
+bench_jrs_triggerer = _jrs(partial(jrs_spark_job, start_in_triggerer=True), "bench_jrs_triggerer")
 bench_plain = _pairs("bench_plain", _plain_submit, lambda t: PythonOperator(task_id=t, python_callable=noop))
 bench_python = _pairs(
     "bench_python",

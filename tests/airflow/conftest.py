@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -12,9 +11,7 @@ from pathlib import Path
 import pytest
 
 from airflow_jrs.store import RedisJobResultStore
-
-VENV_BIN = str(Path(sys.executable).parent)
-TINY_APP = str(Path(__file__).parents[1] / "spark" / "apps" / "tiny_app.py")
+from jrs_testbench.helpers import SparkLaunches, connection_env, spark_env
 
 
 @pytest.fixture(scope="session")
@@ -34,33 +31,21 @@ class JrsEnv:
     namespace: str
     store: RedisJobResultStore
     output_root: Path
-    event_dir: Path
+    spark: SparkLaunches
 
     def spark_conf(self, **extra: str) -> dict[str, str]:
         """Local-mode conf with event logs on: one event log file per launched application."""
-        return {
-            "spark.ui.enabled": "false",
-            "spark.sql.shuffle.partitions": "2",
-            "spark.eventLog.enabled": "true",
-            "spark.eventLog.dir": self.event_dir.as_uri(),
-            **extra,
-        }
+        return {**self.spark.conf({"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}), **extra}
 
     def launches(self) -> int:
         """Spark applications started so far (event log files), the effect we count."""
-        return len(list(self.event_dir.iterdir()))
+        return self.spark.count()
 
 
 @pytest.fixture
 def jrs_env(redis_url: str, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: str) -> JrsEnv:
-    monkeypatch.setenv("AIRFLOW_CONN_JRS_DEFAULT", f"{redis_url}?namespace={namespace}")
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_LOCAL", json.dumps({"conn_type": "spark", "host": "local[1]"}))
-    monkeypatch.setenv("PATH", f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parents[2]))
-    out = tmp_path / "output"
-    monkeypatch.setenv("AIRFLOW__JRS__OUTPUT_ROOT", str(out))
-    monkeypatch.setenv("AIRFLOW__JRS__SPEC_ROOT", str(tmp_path / "specs"))
-    events = tmp_path / "events"
-    events.mkdir()
-    return JrsEnv(namespace, RedisJobResultStore(redis_url, namespace), out, events)
+    env = {**connection_env(redis_url, namespace, data_dir=tmp_path), **spark_env("local[1]")}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    store = RedisJobResultStore(redis_url, namespace)
+    return JrsEnv(namespace, store, Path(env["AIRFLOW__JRS__OUTPUT_ROOT"]), SparkLaunches(tmp_path / "events"))

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 from redis.connection import AbstractConnection
 
+from airflow_jrs.identity import fingerprint
 from airflow_jrs.operators import JrsSparkSubmitOperator
-from airflow_jrs.operators.identity import fingerprint
 from airflow_jrs.store import JobResult, JobStatus
 
 pytestmark = pytest.mark.airflow

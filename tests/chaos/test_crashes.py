@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from airflow_jrs.embedded_redis import EmbeddedRedis
 from airflow_jrs.spark.commit import read_commit_marker
 from airflow_jrs.store import JobStatus, RedisJobResultStore
+from jrs_testbench.helpers import SparkLaunches, connection_env, spark_env
+from jrs_testbench.redis_server import EmbeddedRedis
 
 pytestmark = [pytest.mark.chaos, pytest.mark.spark]
 
-ROOT = Path(__file__).parents[2]
 ATTEMPT = str(Path(__file__).parent / "attempt.py")
 JOB = "chaos.submit.2013-01-01"
 LEASE_TTL = 3.0
@@ -45,26 +45,14 @@ class Chaos:
         self.tmp = tmp
         self._started = 0
         self._logs: dict[int, Path] = {}
-        self.events = tmp / "events"
-        self.events.mkdir()
-        self.output_root = tmp / "output"
-        conf = {
-            "spark.ui.enabled": "false",
-            "spark.sql.shuffle.partitions": "1",
-            "spark.eventLog.enabled": "true",
-            "spark.eventLog.dir": self.events.as_uri(),
-        }
+        self.spark = SparkLaunches(tmp / "events")
+        conf = self.spark.conf({"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "1"})
         self.env = {
             **os.environ,
-            "AIRFLOW_CONN_JRS_DEFAULT": f"{redis.url}?namespace={namespace}",
-            "AIRFLOW_CONN_SPARK_LOCAL": json.dumps({"conn_type": "spark", "host": "local[1]"}),
+            **connection_env(redis.url, namespace, data_dir=tmp),
+            **spark_env("local[1]"),
             "AIRFLOW__JRS__LEASE_TTL": str(LEASE_TTL),
-            "AIRFLOW__JRS__OUTPUT_ROOT": str(self.output_root),
-            "AIRFLOW__JRS__SPEC_ROOT": str(tmp / "specs"),
             "JRS_TEST_SPARK_CONF": json.dumps(conf),
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-            "PYSPARK_PYTHON": sys.executable,
-            "PYTHONPATH": str(ROOT),
         }
         self.env.pop("JRS_FAULT_KILL_AT", None)
 
@@ -94,7 +82,7 @@ class Chaos:
         return self._logs[proc.pid].read_text(errors="replace")
 
     def launches(self) -> int:
-        return len(list(self.events.iterdir()))
+        return self.spark.count()
 
     def wait_for_spark(self, timeout: float = 90) -> None:
         deadline = time.monotonic() + timeout
@@ -134,7 +122,7 @@ def chaos(chaos_redis, namespace, tmp_path):
     harness = Chaos(chaos_redis, namespace, tmp_path)
     yield harness
     # never leave a Spark application of a test behind (some tests switch namespaces per trial)
-    from airflow_jrs.operators.recovery import find_spark_submit_processes
+    from airflow_jrs.operators.deploy_modes import find_spark_submit_processes
 
     for ns in {namespace, harness.namespace, *(f"{namespace}.{trial}" for trial in range(3))}:
         for proc in find_spark_submit_processes(ns, JOB):
@@ -210,7 +198,7 @@ def test_sigkill_at_random_moments_never_duplicates_or_loses_the_result(chaos):
     rng = random.Random(20131)
     for trial in range(3):
         chaos.namespace = f"{chaos.namespace.split('.')[0]}.{trial}"
-        chaos.env["AIRFLOW_CONN_JRS_DEFAULT"] = f"{chaos.redis.url}?namespace={chaos.namespace}"
+        chaos.env.update(connection_env(chaos.redis.url, chaos.namespace))
         first = chaos.start("--app-sleep", "3")
         time.sleep(rng.uniform(1.0, 16.0))
         first.kill()

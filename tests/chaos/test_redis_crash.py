@@ -16,9 +16,9 @@ import time
 import pytest
 import redis
 
-from airflow_jrs.embedded_redis import EmbeddedRedis
 from airflow_jrs.lease import JobLease
 from airflow_jrs.store import JobResult, JobStatus, KeySpace, RedisJobResultStore
+from jrs_testbench.redis_server import EmbeddedRedis
 
 pytestmark = pytest.mark.chaos
 

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from airflow_jrs.deployment import AirflowClient, LocalDeployment, jrs_env
 from airflow_jrs.store import RedisJobResultStore
+from jrs_testbench.deployment import AirflowClient, LocalDeployment
+from jrs_testbench.helpers import SparkLaunches, jrs_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +30,7 @@ class E2E:
     store: RedisJobResultStore
     redis_url: str
     namespace: str
-    event_dir: Path
+    spark: SparkLaunches
 
     @property
     def client(self) -> AirflowClient:
@@ -37,7 +38,7 @@ class E2E:
 
     def launches(self) -> int:
         """Spark applications started so far: one event log file each."""
-        return len(list(self.event_dir.iterdir()))
+        return self.spark.count()
 
     def run(self, dag_id: str, run_id: str, timeout: float = 600.0) -> dict:
         """Wait for a run; fail with the task states and the components' logs if it did not succeed."""
@@ -62,5 +63,5 @@ def e2e(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2
     )
     store = RedisJobResultStore(redis_url, namespace)
     with deployment:
-        yield E2E(deployment, store, redis_url, namespace, events)
+        yield E2E(deployment, store, redis_url, namespace, SparkLaunches(events))
     store.client.close()

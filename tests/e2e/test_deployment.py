@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_jrs.deployment import ApiError
+from jrs_testbench.deployment import ApiError
 
 pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.spark]
 

@@ -14,15 +14,15 @@ from airflow.sdk.exceptions import AirflowSkipException
 from airflow_jrs.lease import JobLease
 from airflow_jrs.operators import JrsCleanupOperator
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
+from jrs_testbench.helpers import connection_env
 
 DATA = Asset("file:///data/totals")
 
 
 @pytest.fixture
 def store(monkeypatch, redis_url, namespace, tmp_path):
-    monkeypatch.setenv("AIRFLOW_CONN_JRS_DEFAULT", f"{redis_url}?namespace={namespace}")
-    monkeypatch.setenv("AIRFLOW__JRS__OUTPUT_ROOT", str(tmp_path / "output"))
-    monkeypatch.setenv("AIRFLOW__JRS__SPEC_ROOT", str(tmp_path / "specs"))
+    for key, value in connection_env(redis_url, namespace, data_dir=tmp_path).items():
+        monkeypatch.setenv(key, value)
     s = RedisJobResultStore(redis_url, namespace)
     yield s
     s.client.close()

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from airflow_jrs.decision import Action, decide
-from airflow_jrs.operators.identity import default_job_id, fingerprint
+from airflow_jrs.identity import default_job_id, fingerprint
 from airflow_jrs.store import EntryState, JobResult, JobResultEntry, JobStatus
 
 DAY = datetime(2013, 1, 1, tzinfo=UTC)
@@ -46,7 +46,9 @@ def test_mapped_task_instances_are_distinct_jobs():
 
 
 def test_unsafe_characters_are_replaced_and_long_ids_are_shortened_with_a_hash():
-    assert default_job_id(ctx(partition_key="a b{c}")) == "flights.ingest.submit.a_b_c_"
+    # replaced characters add a digest of the key as given: "a;b" and "a<b" stay two jobs
+    assert default_job_id(ctx(partition_key="a b{c}")) == "flights.ingest.submit.a_b_c_-h429cf96eb03a"
+    assert default_job_id(ctx(partition_key="a;b")) != default_job_id(ctx(partition_key="a<b"))
     long_a = default_job_id(ctx(partition_key="x" * 300 + "a"))
     long_b = default_job_id(ctx(partition_key="x" * 300 + "b"))
     assert len(long_a) <= 200 and long_a != long_b

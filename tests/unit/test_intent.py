@@ -100,7 +100,7 @@ def test_recorder_amends_the_pid_then_the_yarn_application_id_and_stops_before_t
     import sys
     from types import SimpleNamespace
 
-    from airflow_jrs.operators.recovery import SubmissionRecorder
+    from airflow_jrs.operators.submission import SubmissionRecorder
 
     lease, intents, intent = held
     hook = SimpleNamespace(_submit_sp=None, _yarn_application_id=None)

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from airflow_jrs.embedded_redis import EmbeddedRedis
 from airflow_jrs.exceptions import InvalidJobIdError, LeaseHeldError, LeaseLostError, StoreUnavailableError
 from airflow_jrs.lease import JobLease
 from airflow_jrs.store import JobResult, JobStatus, KeySpace, RedisJobResultStore
+from jrs_testbench.redis_server import EmbeddedRedis
 
 JOB = "dag.task.2013-01-01"
 

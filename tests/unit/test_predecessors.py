@@ -12,7 +12,8 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from airflow_jrs.operators.recovery import find_predecessors, job_tag, wait_for
+from airflow_jrs.operators.recovery import find_predecessors, wait_for
+from airflow_jrs.paths import job_tag
 
 
 class FakeResourceManager(BaseHTTPRequestHandler):

@@ -11,13 +11,15 @@ from airflow.sdk.exceptions import AirflowSensorTimeout, TaskDeferred
 from airflow_jrs.exceptions import JrsError
 from airflow_jrs.sensors import JobResultSensor
 from airflow_jrs.sensors.job_result import MAX_TRIGGER_ERRORS
+from jrs_testbench.helpers import connection_env
 
 ERROR = {"status": "error", "message": "Connection refused (from the triggerer)"}
 
 
 @pytest.fixture
 def sensor(monkeypatch, redis_url, namespace):
-    monkeypatch.setenv("AIRFLOW_CONN_JRS_DEFAULT", f"{redis_url}?namespace={namespace}")
+    for key, value in connection_env(redis_url, namespace).items():
+        monkeypatch.setenv(key, value)
     return JobResultSensor(task_id="wait", job_ids=["other.job.2013-01-01"], deferrable=True, timeout=600)
 
 

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 import redis
 
-from airflow_jrs.embedded_redis import EmbeddedRedis
 from airflow_jrs.store import EntryState, JobResult, JobStatus, KeySpace, RedisJobResultStore
 from airflow_jrs.store.model import utcnow
 from airflow_jrs.store.serde import encode_entry
 from airflow_jrs.triggers import JobResultTrigger
+from jrs_testbench.redis_server import EmbeddedRedis
 
 JOB = "dag.task.2013-01-01"
 
@@ -204,13 +204,17 @@ def test_waits_for_every_job_and_returns_results_in_the_order_asked(redis_url, r
     assert [r["job_id"] for r in event.payload["results"]] == ["a", "b"]
 
 
-def test_corrupt_entry_yields_an_error_event_and_is_left_to_the_store(redis_url, redis_client, namespace):
-    key = KeySpace(namespace).result(JOB)
-    redis_client.set(key, b"\x80 not json")
+def test_corrupt_entry_yields_an_error_event_naming_the_key_and_is_quarantined(redis_url, redis_client, namespace):
+    # The trigger reads through the async store, with the sync store's rules: a corrupt entry
+    # is quarantined and reported, never taken for "missing".
+    keys = KeySpace(namespace)
+    redis_client.set(keys.result(JOB), b"\x80 not json")
     event = first_event(make_trigger(redis_url, namespace))
     assert event.payload["status"] == "error" and event.payload["job_id"] == JOB
-    assert "unreadable" in event.payload["message"]
-    assert redis_client.get(key) == b"\x80 not json"  # the store (in the sensor) quarantines it
+    assert event.payload["error"] == "CorruptJobResultError"
+    assert "corrupt" in event.payload["message"] and keys.quarantine(JOB) in event.payload["message"]
+    assert redis_client.get(keys.result(JOB)) is None
+    assert redis_client.get(keys.quarantine(JOB)) == b"\x80 not json"
 
 
 def test_periodic_re_read_finds_a_result_whose_message_was_lost(redis_url, redis_client, namespace):
@@ -282,7 +286,7 @@ def test_closes_its_connections_when_done(redis_url, redis_client, namespace):
 
 
 def test_sensor_hands_the_trigger_plain_connection_kwargs_with_credentials_and_tls():
-    from airflow_jrs.triggers.job_result import trigger_connection_kwargs
+    from airflow_jrs.hooks.jrs import async_connection_kwargs as trigger_connection_kwargs
 
     plain = redis.Redis(host="redis.internal", port=6380, db=3, username="jrs", password="s3cret")
     assert trigger_connection_kwargs(plain, "jrs_default") == {

@@ -14,13 +14,12 @@ from __future__ import annotations
 import json
 import os
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from airflow.sdk import DAG
 
 from airflow_jrs.operators import JrsCleanupOperator, JrsSparkSubmitOperator
+from jrs_testbench.helpers import TINY_APP
 
-TINY_APP = str(Path(__file__).parents[2] / "spark" / "apps" / "tiny_app.py")
 _timeout = os.environ.get("JRS_TEST_EXEC_TIMEOUT")
 
 with DAG("jrs_tiny", schedule=None, start_date=datetime(2013, 1, 1, tzinfo=UTC), catchup=False) as dag:

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
-from pathlib import Path
 
 from airflow.sdk import DAG
 
-from airflow_jrs.operators.triggerer_skip import jrs_triggerer_spark_job
+from airflow_jrs.operators import jrs_spark_job
+from jrs_testbench.helpers import ROOT, TINY_APP
 
-ROOT = Path(__file__).resolve().parents[3]
-TINY_APP = str(ROOT / "tests" / "spark" / "apps" / "tiny_app.py")
 SPARK_CONF = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}
 if os.environ.get("JRS_SPARK_EVENT_LOG_DIR"):
     SPARK_CONF |= {"spark.eventLog.enabled": "true", "spark.eventLog.dir": os.environ["JRS_SPARK_EVENT_LOG_DIR"]}
@@ -32,8 +30,9 @@ with DAG(
     max_active_runs=2,
     tags=["jrs", "e2e"],
 ) as dag:
-    first = jrs_triggerer_spark_job(
+    first = jrs_spark_job(
         "tiny",
+        start_in_triggerer=True,
         application=TINY_APP,
         application_args=["--output", "{jrs_output}", "--rows", "5"],
         conn_id="spark_local",
@@ -42,8 +41,9 @@ with DAG(
     )
     # A template that reads XCom, rendered in the triggerer as on a worker (like flights' ontime).
     rows = "{{ ti.xcom_pull(task_ids='tiny.submit')['metrics']['rows'] + 1 }}"
-    second = jrs_triggerer_spark_job(
+    second = jrs_spark_job(
         "tiny2",
+        start_in_triggerer=True,
         application=TINY_APP,
         application_args=["--output", "{jrs_output}", "--rows", rows],
         conn_id="spark_local",
