@@ -36,6 +36,25 @@ CONFIG_OPTIONS: dict[str, tuple[str, str, str]] = {
         "Delete results when marked clean, as Flink does. Then a re-run recomputes: leave off.",
     ),
     "history_limit": ("integer", "20", "Superseded or forgotten entries kept per job."),
+    "index_limit": (
+        "integer",
+        "10000",
+        "Most recent creations the store's index keeps for listings (`airflow-jrs list`, the UI); "
+        "older entries stay readable by job id. 0 keeps every job in the index (~148 B per job).",
+    ),
+    "durability": (
+        "string",
+        "none",
+        "When a result write (dirty or clean) counts as done: `none` (in Redis's memory), `aof` "
+        "(fsynced to the append-only file: WAITAOF, Redis 7.2+) or `replicas:N` (received by N "
+        "replicas: WAIT). See docs/store-lifecycle.md.",
+    ),
+    "durability_timeout": (
+        "float",
+        "3",
+        "Seconds a write waits for the acknowledgement `durability` asks for before the task fails; "
+        "keep it at least 1 s below `read_timeout`.",
+    ),
     "output_root": (
         "string",
         "",
@@ -73,4 +92,4 @@ CONFIG_OPTIONS: dict[str, tuple[str, str, str]] = {
 #: Values of ``on_store_unavailable``.
 ON_STORE_UNAVAILABLE = ("fail", "run")
 #: Options whose value may be 0 although they are integers (Airflow's config has no such type).
-ZERO_ALLOWED = ("retries",)
+ZERO_ALLOWED = ("retries", "index_limit")

@@ -122,6 +122,27 @@ class IntentStore:
                 key=key,
             ) from None
 
+    def list_intents(self) -> dict[str, Intent | CorruptIntentError]:
+        """Every recorded intent of the namespace, by job id: the jobs that may need recovery.
+
+        Intents have no index (one exists only while a job is in flight), so this SCANs, never
+        KEYS. An unreadable intent is returned as its :class:`CorruptIntentError` rather than
+        raised: one bad reference must not hide the others from the on-call engineer."""
+        with redis_errors("list intents", self.namespace):
+            found = sorted(as_str(k) for k in self.client.scan_iter(match=self.keys.job_pattern("intent"), count=1000))
+            raws = [raw for start in range(0, len(found), 500) for raw in self.client.mget(found[start : start + 500])]
+        out: dict[str, Intent | CorruptIntentError] = {}
+        for key, raw in zip(found, raws, strict=True):
+            job_id = self.keys.job_id_of("intent", key)
+            try:
+                intent = self._parse(job_id, raw)
+            except CorruptIntentError as exc:
+                out[job_id] = exc
+                continue
+            if intent is not None:  # cleared between the SCAN and the read
+                out[job_id] = intent
+        return out
+
     def live_fences(self, job_id: str) -> set[str]:
         """Is a live attempt working on this job? The ``fence-N`` names it owns, in one round trip.
 

@@ -1,9 +1,10 @@
 """Fenced leases: at most one attempt works on a job, and a stale one cannot write.
 
 Leadership alone is not mutual exclusion (FLINK-2354): a holder paused past its TTL wakes up
-believing it still holds the job. So every acquisition hands out a *fencing token* from a
-per-job counter that only grows (``INCR``), and every state change of the job compares the
-caller's token with the lease's inside one Lua script. A timeline::
+believing it still holds the job. So every acquisition hands out a *fencing token* from the
+namespace's counter, which only grows (``INCR``: one key per namespace, so nothing is left
+behind per job, and a job purged and created again never meets an old token), and every state
+change of the job compares the caller's token with the lease's inside one Lua script. A timeline::
 
     t0  attempt A acquires         lease{token=7}   A works, renews every ttl/3
     t1  A is SIGSTOPped            lease expires at t0+ttl
@@ -39,9 +40,29 @@ log = logging.getLogger(__name__)
 DEFAULT_LEASE_TTL = 60.0
 
 
+def process_identity(pid: int) -> dict[str, str]:
+    """What tells process ``pid`` apart from a later process that reuses its number, on Linux.
+
+    ``pid_start`` is its start time (clock ticks since boot, ``/proc/<pid>/stat``) and
+    ``pid_space`` the kernel boot and pid namespace it lives in: two containers may share a
+    host name, never both. A successor may only judge a holder's pid from the same pid space
+    (:mod:`airflow_jrs.operators.takeover`). Empty where ``/proc`` is not there."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            start = fh.read().rsplit(")", 1)[1].split()[19]
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            boot = fh.read().strip()
+        space = f"{boot}/{os.readlink(f'/proc/{pid}/ns/pid')}"
+    except (OSError, IndexError):
+        return {}
+    return {"pid_start": start, "pid_space": space}
+
+
 def default_owner(**extra: Any) -> dict[str, Any]:
-    """Who holds a lease: enough for an on-call engineer to find the process."""
-    return {"host": socket.gethostname(), "pid": os.getpid(), **extra}
+    """Who holds a lease: enough for an on-call engineer to find the process, and for a
+    successor on the same host to prove it dead (:func:`process_identity`)."""
+    pid = os.getpid()
+    return {"host": socket.gethostname(), "pid": pid, **process_identity(pid), **extra}
 
 
 @dataclass(frozen=True)
@@ -103,6 +124,7 @@ class JobLease:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._acquire = self.client.register_script(scripts.ACQUIRE_LEASE)
+        self._take_over = self.client.register_script(scripts.TAKE_OVER_LEASE)
         self._renew = self.client.register_script(scripts.RENEW_LEASE)
         self._release = self.client.register_script(scripts.RELEASE_LEASE)
 
@@ -110,18 +132,44 @@ class JobLease:
     def ttl_ms(self) -> int:
         return int(self.ttl * 1000)
 
+    def _acquire_keys(self) -> list[str]:
+        """The keys of ACQUIRE_LEASE; TAKE_OVER_LEASE uses the same, so both count on one fence."""
+        return [self.keys.lease(self.job_id), self.keys.fence_counter, self.keys.fence(self.job_id)]
+
     def acquire(self) -> int:
         """Take the lease and return the fencing token, or raise :class:`LeaseHeldError`."""
         with redis_errors(f"acquire the lease of job {self.job_id!r}", self.namespace, self.job_id):
             reply = self._acquire(
-                keys=[self.keys.lease(self.job_id), self.keys.fence(self.job_id)],
-                args=[json.dumps(self.owner), self.ttl_ms, int(time.time() * 1000)],
+                keys=self._acquire_keys(), args=[json.dumps(self.owner), self.ttl_ms, int(time.time() * 1000)]
             )
         if int(reply[0]) == scripts.ACQUIRED:
             self.token = int(reply[1])
             return self.token
-        holder = _holder(reply[1], reply[2], reply[3])
-        raise LeaseHeldError(
+        raise self._held(_holder(reply[1], reply[2], reply[3]))
+
+    def take_over(self, dead: LeaseHolder) -> int | None:
+        """Take the lease from ``dead``, a holder the caller proved dead, before its TTL runs out.
+
+        A compare-and-set on ``dead.token`` that hands out a new token from the fence counter:
+        whatever ``dead`` left running can no longer write, and of two successors that proved the
+        same holder dead only one gets the lease. Returns the new token; ``None`` when the lease is
+        gone meanwhile (call :meth:`acquire`); raises :class:`LeaseHeldError` naming whoever holds
+        it now. Proving the holder dead is the caller's business: the lease cannot see processes.
+        """
+        with redis_errors(f"take over the lease of job {self.job_id!r}", self.namespace, self.job_id):
+            reply = self._take_over(
+                keys=self._acquire_keys(),
+                args=[dead.token, json.dumps(self.owner), self.ttl_ms, int(time.time() * 1000)],
+            )
+        if int(reply[0]) == scripts.ACQUIRED:
+            self.token = int(reply[1])
+            return self.token
+        if len(reply) < 4:
+            return None
+        raise self._held(_holder(reply[1], reply[2], reply[3]))
+
+    def _held(self, holder: LeaseHolder) -> LeaseHeldError:
+        return LeaseHeldError(
             f"job {self.job_id!r} is being worked on by another attempt ({holder.describe()}); its lease "
             f"expires in {holder.ttl_ms / 1000:.1f}s unless renewed. Not starting a second copy.",
             job_id=self.job_id,
@@ -235,3 +283,26 @@ class JobLease:
             # A programming error, not a state of the job: no JrsError on purpose.
             raise RuntimeError(f"the lease of job {self.job_id!r} was never acquired; call acquire() first")
         return self.token
+
+
+def held_leases(client: redis_lib.Redis, namespace: str) -> dict[str, LeaseHolder]:
+    """Every lease held in ``namespace`` now, by job id: what the on-call engineer asks first
+    ("who is running what?"). Leases have no index (they come and go with attempts), so this
+    SCANs (never KEYS: a large keyspace must not block the server); a lease that expires
+    between the SCAN and the read is left out."""
+    keys = KeySpace(namespace)
+    with redis_errors("list held leases", namespace):
+        found = sorted(as_str(k) for k in client.scan_iter(match=keys.job_pattern("lease"), count=1000))
+        pipe = client.pipeline(transaction=False)
+        for key in found:
+            pipe.hmget(key, ["token", "owner"])
+            pipe.pttl(key)
+        replies = pipe.execute() if found else []
+    held: dict[str, LeaseHolder] = {}
+    for i, key in enumerate(found):
+        (token, owner), ttl_ms = replies[2 * i], replies[2 * i + 1]
+        if token is not None:
+            held[keys.job_id_of("lease", key)] = _holder(
+                as_str(token), as_str(owner) if owner is not None else None, ttl_ms
+            )
+    return held

@@ -60,7 +60,7 @@ def main() -> int:
                 "JRS_TEST_SPARK_CONF": json.dumps(spark.conf({"spark.ui.enabled": "false"})),
             }
             store = RedisJobResultStore(server.url, ns)
-            fence_key = store.keys.fence(JOB)
+            fence_key = store.keys.fence_counter
             mode = rng.choice(["random", "random", "after_intent", "after_spark", "after_result"])
             delay = rng.uniform(4.0, 18.0)
             first_env = {**env, "JRS_FAULT_KILL_AT": mode} if mode != "random" else env

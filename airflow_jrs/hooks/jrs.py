@@ -28,6 +28,7 @@ from airflow_jrs.lease import JobLease, default_owner
 from airflow_jrs.redis_diagnosis import describe_server
 from airflow_jrs.store import AsyncRedisJobResultStore, RedisJobResultStore, validate_namespace
 from airflow_jrs.store.aio import CONNECTION_KEYS
+from airflow_jrs.store.durability import Durability
 
 _SSL_KEYS = sorted(k for k in CONNECTION_KEYS if k.startswith("ssl_"))
 
@@ -55,6 +56,10 @@ class JrsSettings:
     retry_backoff: float = 0.2
     retry_backoff_max: float = 2.0
     on_store_unavailable: str = "fail"
+    # The store's size and durability: see docs/store-lifecycle.md.
+    index_limit: int = 10_000
+    durability: str = "none"
+    durability_timeout: float = 3.0
 
 
 def _coerce(raw: Any, kind: str) -> Any:
@@ -218,6 +223,10 @@ class JrsHook(BaseHook):
                     f"jrs setting 'on_store_unavailable' has invalid value {values['on_store_unavailable']!r}; "
                     f"use one of {list(ON_STORE_UNAVAILABLE)} (AIRFLOW__JRS__ON_STORE_UNAVAILABLE)"
                 )
+            try:
+                values["durability"] = str(Durability.parse(values["durability"]))
+            except JrsConfigError as exc:
+                raise JrsConfigError(f"jrs setting 'durability' (AIRFLOW__JRS__DURABILITY or extra): {exc}") from None
             values["conn_id"] = self.jrs_conn_id
             home = _airflow_home()
             values["output_root"] = values["output_root"] or os.path.join(home, "jrs", "output")
@@ -261,6 +270,9 @@ class JrsHook(BaseHook):
             clean_ttl=s.clean_ttl,
             delete_on_commit=s.delete_on_commit,
             history_limit=s.history_limit,
+            index_limit=s.index_limit or None,
+            durability=s.durability,
+            durability_timeout=s.durability_timeout,
         )
 
     def async_connection_kwargs(self) -> dict[str, Any]:

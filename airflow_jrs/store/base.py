@@ -21,6 +21,12 @@ State machine of one job's entry::
   :class:`JobResultQuarantinedError` (fail closed) until :meth:`release_quarantine`.
 * Writes may carry a fencing token (see :mod:`airflow_jrs.lease`); a stale token raises
   :class:`LeaseLostError` and writes nothing.
+* The two listings say different things (docs/store-lifecycle.md). :meth:`get_dirty_results`
+  is "done, cleanup pending": dirty SUCCEEDED results, the work of a cleanup task.
+  :meth:`get_unsuccessful_results` is "the last word was a failure": FAILED, CANCELED and
+  STOPPED results, dirty or clean, which a later run supersedes. An unsuccessful result is
+  still written dirty, and a cleanup that runs for it marks it clean as usual; it is just
+  never reported as pending cleanup, because usually no cleanup follows a failed submit.
 
 Public methods validate arguments and raise; the ``_*`` methods do the I/O.
 """
@@ -32,6 +38,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from airflow_jrs.store.model import JobResult, JobResultEntry, validate_job_id
+from airflow_jrs.store.query import EntryQuery, find_entries
 
 
 class JobResultStore(abc.ABC):
@@ -69,7 +76,8 @@ class JobResultStore(abc.ABC):
 
         Retention for stores without ``clean_ttl``. Dirty entries are never purged (their
         cleanup is pending). A purged job runs again if asked to: purge only what no backfill
-        will ask for."""
+        will ask for. Nothing of a purged job stays behind (its history goes too), and its
+        next fencing token is still above every token it had."""
         if older_than.total_seconds() < 0:
             raise ValueError(f"older_than must not be negative, got {older_than}")
         return self._purge_clean_entries(older_than)
@@ -91,17 +99,34 @@ class JobResultStore(abc.ABC):
         return entry is not None and entry.is_clean
 
     def get_dirty_results(self) -> list[JobResult]:
-        """Results whose cleanup is pending; costs O(number of dirty entries)."""
+        """SUCCEEDED results whose cleanup is pending; costs O(number of dirty entries)."""
         return [e.result for e in self._get_dirty_entries()]
 
     def get_dirty_entries(self) -> list[JobResultEntry]:
         return self._get_dirty_entries()
+
+    def get_unsuccessful_results(self) -> list[JobResult]:
+        """Jobs whose current result is FAILED, CANCELED or STOPPED (they run again when asked);
+        costs O(number of such entries)."""
+        return [e.result for e in self._get_unsuccessful_entries()]
+
+    def get_unsuccessful_entries(self) -> list[JobResultEntry]:
+        return self._get_unsuccessful_entries()
 
     def list_entries(self, *, limit: int = 100, offset: int = 0) -> list[JobResultEntry]:
         """Entries, newest first; unreadable ones are quarantined and left out (and logged)."""
         if limit < 1 or offset < 0:
             raise ValueError(f"limit must be >= 1 and offset >= 0, got limit={limit}, offset={offset}")
         return self._list_entries(limit, offset)
+
+    def find_entries(self, query: EntryQuery, *, limit: int = 100, offset: int = 0) -> list[JobResultEntry]:
+        """Entries matching ``query`` (state, status, dag, job id prefix, since), newest first.
+
+        Walks the index page by page (see :mod:`airflow_jrs.store.query` for why no index per
+        filter): meant for operators' listings, not for the task path."""
+        if limit < 1 or offset < 0:
+            raise ValueError(f"limit must be >= 1 and offset >= 0, got limit={limit}, offset={offset}")
+        return find_entries(self, query, limit=limit, offset=offset)
 
     def get_history(self, job_id: str) -> list[JobResultEntry]:
         """Earlier entries of the job, newest first: superseded, forgotten, or (with
@@ -133,6 +158,9 @@ class JobResultStore(abc.ABC):
 
     @abc.abstractmethod
     def _get_dirty_entries(self) -> list[JobResultEntry]: ...
+
+    @abc.abstractmethod
+    def _get_unsuccessful_entries(self) -> list[JobResultEntry]: ...
 
     @abc.abstractmethod
     def _list_entries(self, limit: int, offset: int) -> list[JobResultEntry]: ...

@@ -53,7 +53,7 @@ def decode_stored(keys: KeySpace, job_id: str, raw: bytes | str) -> JobResultEnt
     """The entry in ``raw``; raises :class:`NeedsQuarantine` or :class:`UnsupportedSchemaVersionError`."""
     key = keys.result(job_id)
     try:
-        entry = decode_entry(raw)
+        entry = decode_entry(raw, job_id)
     except EntryDecodeError as exc:
         if exc.version is not None:
             # Written by a newer airflow-jrs: readable by it, so leave it where it is.
@@ -73,7 +73,8 @@ def decode_stored(keys: KeySpace, job_id: str, raw: bytes | str) -> JobResultEnt
 
 def quarantine_call(keys: KeySpace, job_id: str, raw: bytes) -> tuple[list[str], list[Any]]:
     """KEYS and ARGV of ``QUARANTINE_ENTRY`` for these bytes."""
-    return [keys.result(job_id), keys.quarantine(job_id), keys.dirty, keys.index, keys.quarantined], [job_id, raw]
+    names = [keys.result(job_id), keys.quarantine(job_id), keys.dirty, keys.index, keys.quarantined, keys.unsuccessful]
+    return names, [job_id, raw]
 
 
 def corrupt_error(keys: KeySpace, job_id: str, reason: str, moved: bool) -> CorruptJobResultError:

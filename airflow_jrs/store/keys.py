@@ -6,13 +6,18 @@ script may update them together. Tests pin these literals: change them only with
 
 ========================================  =====================================================
 ``jrs:{ns}:result:<job id>``              string: the entry (versioned JSON, see ``serde``)
-``jrs:{ns}:dirty``                        set: job ids whose entry is dirty (cleanup pending)
-``jrs:{ns}:index``                        sorted set: job ids by creation time (ms)
+``jrs:{ns}:dirty``                        set: job ids whose SUCCEEDED entry is dirty (cleanup pending)
+                                          (older versions added FAILED ones too: readers filter)
+``jrs:{ns}:unsuccessful``                 set: job ids whose entry is FAILED, CANCELED or STOPPED
+``jrs:{ns}:index``                        sorted set: job ids by creation time (ms), the most recent
+                                          ``index_limit`` creations only (older ones are trimmed)
 ``jrs:{ns}:history:<job id>``             list: earlier entries of the job, newest first
 ``jrs:{ns}:quarantine:<job id>``          string: raw bytes of a corrupt entry
 ``jrs:{ns}:quarantined``                  set: job ids in quarantine
 ``jrs:{ns}:lease:<job id>``               hash: holder of the job's lease (token, owner), with a TTL
-``jrs:{ns}:fence:<job id>``               counter: last fencing token handed out for the job
+``jrs:{ns}:fence``                        counter: last fencing token handed out in the namespace
+``jrs:{ns}:fence:<job id>``               legacy counter (written by versions before the namespace
+                                          counter; still honoured, folded away by a purge)
 ``jrs:{ns}:intent:<job id>``              string: reference to the running job's spec (JSON)
 ``jrs:{ns}:heartbeat:<job id>``           hash: the supervisor beside spark-submit (fence, host, state), TTL
 ``jrs:{ns}:events``                       pub/sub channel: one message per create/clean/forget
@@ -57,7 +62,12 @@ class KeySpace:
         return self._job("lease", job_id)
 
     def fence(self, job_id: str) -> str:
+        """The legacy per-job counter: read (never created) so tokens stay above its value."""
         return self._job("fence", job_id)
+
+    @property
+    def fence_counter(self) -> str:
+        return f"{self.base}:fence"
 
     def intent(self, job_id: str) -> str:
         return self._job("intent", job_id)
@@ -65,9 +75,23 @@ class KeySpace:
     def heartbeat(self, job_id: str) -> str:
         return self._job("heartbeat", job_id)
 
+    def job_pattern(self, kind: str) -> str:
+        """SCAN pattern matching every ``kind`` key of the namespace (``lease``, ``intent``, ...):
+        for listings that have no index of their own. Namespaces hold no glob characters."""
+        return f"{self.base}:{kind}:*"
+
+    def job_id_of(self, kind: str, key: bytes | str) -> str:
+        """The job id in a ``kind`` key that :meth:`job_pattern` matched."""
+        text = key.decode() if isinstance(key, bytes) else key
+        return text.removeprefix(f"{self.base}:{kind}:")
+
     @property
     def dirty(self) -> str:
         return f"{self.base}:dirty"
+
+    @property
+    def unsuccessful(self) -> str:
+        return f"{self.base}:unsuccessful"
 
     @property
     def index(self) -> str:

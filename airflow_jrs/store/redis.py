@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import timedelta
+from typing import Any
 
 import redis as redis_lib
 
@@ -24,6 +25,7 @@ from airflow_jrs.exceptions import (
 )
 from airflow_jrs.store import scripts
 from airflow_jrs.store.base import JobResultStore
+from airflow_jrs.store.durability import Durability
 from airflow_jrs.store.entries import (
     READ_CHUNK,
     NeedsQuarantine,
@@ -40,13 +42,29 @@ from airflow_jrs.store.serde import (
     CLEAN_PREFIX,
     DIRTY_VERSION_PREFIX,
     SCHEMA_VERSION,
+    V1_CLEAN_PREFIX,
     EntryDecodeError,
+    compact_fingerprint,
     decode_entry,
     encode_entry,
     event_message,
 )
 
 log = logging.getLogger(__name__)
+
+#: The index keeps the most recent creations only (docs/store-lifecycle.md): at a million
+#: entries it would otherwise cost ~148 B per job for a listing nobody pages through.
+DEFAULT_INDEX_LIMIT = 10_000
+#: Seconds a durable write waits for its acknowledgement; below redis-py's default read timeout (5 s).
+DEFAULT_DURABILITY_TIMEOUT = 3.0
+
+
+def _read_timeout(client: Any) -> float | None:
+    kwargs = client.nodes_manager.connection_kwargs if isinstance(client, redis_lib.RedisCluster) else None
+    if kwargs is None:
+        kwargs = client.connection_pool.connection_kwargs
+    timeout = kwargs.get("socket_timeout")
+    return float(timeout) if timeout is not None else None
 
 
 class RedisJobResultStore(JobResultStore):
@@ -57,6 +75,13 @@ class RedisJobResultStore(JobResultStore):
     :param clean_ttl: expire clean entries after this long; ``None`` (default) keeps them forever
     :param delete_on_commit: delete entries when marked clean, as Flink does (then re-runs happen!)
     :param history_limit: how many superseded/forgotten entries to keep per job
+    :param index_limit: how many of the most recent creations :meth:`list_entries` can list
+        (the index's size, whatever the number of entries); ``None`` keeps every job in it
+    :param durability: ``"none"`` (default), ``"aof"`` (each create and clean waits until the
+        server's append-only file has it on disk: ``WAITAOF 1 0``, Redis 7.2+) or
+        ``"replicas:N"`` (waits until N replicas have it: ``WAIT N``); see :mod:`.durability`
+    :param durability_timeout: seconds to wait for that acknowledgement before failing; shorter
+        than the client's read timeout (else the client gives up first, and retries the write)
     """
 
     def __init__(
@@ -67,6 +92,9 @@ class RedisJobResultStore(JobResultStore):
         clean_ttl: timedelta | float | None = None,
         delete_on_commit: bool = False,
         history_limit: int = 20,
+        index_limit: int | None = DEFAULT_INDEX_LIMIT,
+        durability: str | Durability | None = None,
+        durability_timeout: float = DEFAULT_DURABILITY_TIMEOUT,
     ) -> None:
         self.keys = KeySpace(namespace)
         self.namespace = namespace
@@ -82,6 +110,13 @@ class RedisJobResultStore(JobResultStore):
         if history_limit < 1:
             raise JrsConfigError(f"history_limit must be >= 1, got {history_limit}")
         self.history_limit = history_limit
+        if index_limit is not None and index_limit < 1:
+            raise JrsConfigError(f"index_limit must be >= 1 or None, got {index_limit}")
+        self.index_limit = index_limit
+        self.durability = durability if isinstance(durability, Durability) else Durability.parse(durability)
+        self.durability.check_timeout(durability_timeout, _read_timeout(client))
+        self.durability_timeout_ms = int(durability_timeout * 1000)
+        self._durability_checked = False
         self._create = client.register_script(scripts.CREATE_DIRTY_RESULT)
         self._clean = client.register_script(scripts.MARK_RESULT_AS_CLEAN)
         self._quarantine = client.register_script(scripts.QUARANTINE_ENTRY)
@@ -107,7 +142,10 @@ class RedisJobResultStore(JobResultStore):
         raw = encode_entry(result, EntryState.DIRTY, created)
         event = event_message("created", job_id, status=result.status.value, state="dirty")
         with redis_errors(f"create the result of job {job_id!r}", self.namespace, job_id):
-            code = self._create(
+            code = self._durable_write(
+                self._create,
+                f"the result of job {job_id!r}",
+                job_id,
                 keys=[
                     k.result(job_id),
                     k.dirty,
@@ -116,6 +154,7 @@ class RedisJobResultStore(JobResultStore):
                     k.lease(job_id),
                     k.intent(job_id),
                     k.history(job_id),
+                    k.unsuccessful,
                 ],
                 args=[
                     raw,
@@ -128,6 +167,9 @@ class RedisJobResultStore(JobResultStore):
                     k.events,
                     event,
                     SCHEMA_VERSION,
+                    "1" if result.status.is_success else "0",
+                    self.index_limit or 0,
+                    compact_fingerprint(result.fingerprint),
                 ],
             )
         if code == scripts.OK:
@@ -158,7 +200,10 @@ class RedisJobResultStore(JobResultStore):
     def _mark_result_as_clean(self, job_id: str, _retry: bool = True) -> bool:
         k = self.keys
         with redis_errors(f"mark job {job_id!r} clean", self.namespace, job_id):
-            code = self._clean(
+            code = self._durable_write(
+                self._clean,
+                f"job {job_id!r} marked clean",
+                job_id,
                 keys=[k.result(job_id), k.dirty, k.index, k.quarantine(job_id), k.history(job_id)],
                 args=[
                     job_id,
@@ -169,6 +214,7 @@ class RedisJobResultStore(JobResultStore):
                     DIRTY_VERSION_PREFIX,
                     self.history_limit,
                     CLEAN_PREFIX,
+                    V1_CLEAN_PREFIX,
                 ],
             )
         if code == scripts.OK:
@@ -206,7 +252,7 @@ class RedisJobResultStore(JobResultStore):
         with redis_errors(f"forget job {job_id!r}", self.namespace, job_id):
             raw = self.client.get(k.result(job_id))
             code = self._forget(
-                keys=[k.result(job_id), k.history(job_id), k.dirty, k.index],
+                keys=[k.result(job_id), k.history(job_id), k.dirty, k.index, k.unsuccessful],
                 args=[job_id, self.history_limit, k.events, event_message("forgotten", job_id)],
             )
         if code != scripts.OK:
@@ -216,7 +262,7 @@ class RedisJobResultStore(JobResultStore):
                 namespace=self.namespace,
             )
         try:
-            return decode_entry(raw) if raw is not None else None
+            return decode_entry(raw, job_id) if raw is not None else None
         except EntryDecodeError:
             return None
 
@@ -236,21 +282,71 @@ class RedisJobResultStore(JobResultStore):
         return bytes(raw)
 
     def _purge_clean_entries(self, older_than: timedelta) -> int:
-        cutoff_ms = int((utcnow() - older_than).timestamp() * 1000)
-        purged, start = 0, 0
+        # SCAN, not the index: the index keeps only the most recent creations. A purge is
+        # maintenance (a daily task, a CLI call): O(keys in the database) is its price, and
+        # what it buys is an index that costs nothing per job.
+        cutoff = utcnow() - older_than
+        k, purged = self.keys, 0
+        prefix = k.result("x")[:-1]
+        with redis_errors("list the entries to purge", self.namespace):
+            names = [as_str(n) for n in self.client.scan_iter(match=f"{prefix}*", count=1000)]
+        for start in range(0, len(names), READ_CHUNK):
+            chunk = names[start : start + READ_CHUNK]
+            with redis_errors("read the entries to purge", self.namespace):
+                raws = self.client.mget(chunk)
+            for name, raw in zip(chunk, raws, strict=True):
+                job_id = name[len(prefix) :]
+                if raw is None:
+                    continue
+                try:
+                    entry = decode_entry(raw, job_id)
+                except EntryDecodeError:
+                    continue  # a read quarantines it (or a newer version owns it): not purge's to judge
+                if not entry.is_clean or entry.created_at is None or entry.created_at > cutoff:
+                    continue
+                keys = [name, k.index, k.history(job_id), k.unsuccessful, k.fence(job_id), k.fence_counter]
+                with redis_errors(f"purge job {job_id!r}", self.namespace, job_id):
+                    purged += self._purge(keys=keys, args=[job_id, raw]) == scripts.OK
+        self._trim_index()
+        return purged
+
+    def _trim_index(self) -> None:
+        """Trim an index written before ``index_limit`` existed, in bounded steps."""
+        if self.index_limit is None:
+            return
         while True:
-            with redis_errors("list old entries", self.namespace):
-                members = self.client.zrangebyscore(self.keys.index, "-inf", cutoff_ms, start=start, num=READ_CHUNK)
-            if not members:
-                return purged
-            kept = 0
-            for member in members:
-                job_id = as_str(member)
-                with redis_errors(f"purge job {job_id!r}", self.namespace):
-                    code = self._purge(keys=[self.keys.result(job_id), self.keys.index], args=[job_id, CLEAN_PREFIX])
-                purged += code == scripts.OK
-                kept += code == scripts.NOOP
-            start += kept  # dirty entries stay in the index: page past them
+            with redis_errors("trim the index", self.namespace):
+                excess = int(self.client.zcard(self.keys.index)) - self.index_limit
+                if excess <= 0:
+                    return
+                self.client.zremrangebyrank(self.keys.index, 0, min(excess, READ_CHUNK) - 1)
+
+    # -- durability -----------------------------------------------------------------------
+    def _durable_write(self, script: Any, what: str, job_id: str, *, keys: list[str], args: list[Any]) -> Any:
+        """Run a write script; with ``durability`` set, also wait for its acknowledgement.
+
+        ``WAIT``/``WAITAOF`` count the writes of *their own connection*: the script and the
+        wait go down one pipeline (one connection, one round trip), never as two calls that
+        a connection pool might send on different connections. On a Redis Cluster both go to
+        the primary that owns the namespace's slot."""
+        if not self.durability.enabled:
+            return script(keys=keys, args=args)
+        client = self._slot_client()
+        if not self._durability_checked:
+            self.durability.check_server(client, self.namespace)
+            self._durability_checked = True
+        pipe = client.pipeline(transaction=False)
+        script(keys=keys, args=args, client=pipe)
+        self.durability.wait(pipe, self.durability_timeout_ms)
+        code, acked = pipe.execute()
+        if code in (scripts.OK, scripts.ALREADY_CLEAN):
+            self.durability.require(acked, what, self.namespace, job_id, self.durability_timeout_ms)
+        return code
+
+    def _slot_client(self) -> Any:
+        if isinstance(self.client, redis_lib.RedisCluster):
+            return self.client.get_node_from_key(self.keys.dirty).redis_connection
+        return self.client
 
     # -- reads ----------------------------------------------------------------------------
     def _get_entry(self, job_id: str) -> JobResultEntry | None:
@@ -298,7 +394,17 @@ class RedisJobResultStore(JobResultStore):
         with redis_errors("list dirty results", self.namespace):
             members = self.client.smembers(self.keys.dirty)
         job_ids = sorted(m.decode() if isinstance(m, bytes) else m for m in members)
-        return [e for e in self._read_many(job_ids) if e.is_dirty]
+        # A store written before the unsuccessful set holds FAILED jobs in the dirty set too.
+        return [e for e in self._read_many(job_ids) if e.is_dirty and e.result.status.is_success]
+
+    def _get_unsuccessful_entries(self) -> list[JobResultEntry]:
+        with redis_errors("list unsuccessful results", self.namespace):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.smembers(self.keys.unsuccessful)
+            pipe.smembers(self.keys.dirty)  # where older versions put them
+            unsuccessful, dirty = pipe.execute()
+        job_ids = sorted({as_str(m) for m in unsuccessful} | {as_str(m) for m in dirty})
+        return [e for e in self._read_many(job_ids) if not e.result.status.is_success]
 
     def _list_entries(self, limit: int, offset: int) -> list[JobResultEntry]:
         with redis_errors("list results", self.namespace):
@@ -323,7 +429,7 @@ class RedisJobResultStore(JobResultStore):
         out = []
         for raw in raws:
             try:
-                out.append(decode_entry(raw))
+                out.append(decode_entry(raw, job_id))
             except EntryDecodeError as exc:
                 log.error("History of job %r holds an unreadable entry (%s); kept as is", job_id, exc)
         return out

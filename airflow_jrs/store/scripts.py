@@ -24,8 +24,6 @@ STALE_FENCE = -2
 UNRECOGNISED = -3
 #: MARK_RESULT_AS_CLEAN: the entry was clean already (a retried cleanup).
 ALREADY_CLEAN = 2
-#: PURGE_CLEAN_ENTRY: no entry any more (expired); its index member was dropped.
-PURGE_NO_ENTRY = -1
 #: ACQUIRE_LEASE: first element of the reply when the lease was taken.
 ACQUIRED = 1
 
@@ -43,7 +41,7 @@ CREATE_DIRTY_RESULT = (
 -- Write a job's result as a dirty entry, once; drop the job's intent in the same step.
 -- KEYS[1] - result key           KEYS[2] - dirty set       KEYS[3] - index zset
 -- KEYS[4] - quarantine key       KEYS[5] - lease hash      KEYS[6] - intent key
--- KEYS[7] - history list
+-- KEYS[7] - history list       KEYS[8] - unsuccessful set
 -- ARGV[1] - entry JSON (state "dirty" first)
 -- ARGV[2] - job id               ARGV[3] - created time in ms
 -- ARGV[4] - fencing token, or '' for an unfenced write
@@ -52,6 +50,12 @@ CREATE_DIRTY_RESULT = (
 -- ARGV[6] - fingerprint of the new result ('' when none)
 -- ARGV[7] - history length cap  ARGV[8] - events channel   ARGV[9] - event message
 -- ARGV[10] - highest schema version the caller understands (a newer entry is never replaced)
+-- ARGV[11] - '1' the new result is SUCCEEDED (its job joins the dirty set: cleanup pending),
+--            '0' it is not (the job joins the unsuccessful set instead, and leaves the dirty one)
+-- ARGV[12] - most recent creations the index keeps ('0': all); at most 100 older ones are
+--            dropped per call, so that a long legacy index shrinks without a long script
+-- ARGV[13] - the fingerprint in its compact form (serde.compact_fingerprint, '' when it has
+--            none): what a version-2 entry stores as 'F'; ARGV[6] is compared with 'f'
 -- return 1 created, 0 an entry exists, -1 quarantined, -2 stale fence, -3 existing entry unreadable
 if not fence_ok(KEYS[5], ARGV[4]) then return -2 end
 if redis.call('EXISTS', KEYS[4]) == 1 then return -1 end
@@ -59,18 +63,36 @@ local existing = redis.call('GET', KEYS[1])
 if existing then
   if ARGV[5] ~= '1' then return 0 end
   local ok, doc = pcall(cjson.decode, existing)
-  if not ok or type(doc) ~= 'table' or type(doc['result']) ~= 'table' then return -3 end
+  if not ok or type(doc) ~= 'table' then return -3 end
   if type(doc['v']) ~= 'number' or doc['v'] > tonumber(ARGV[10]) then return -3 end
-  local old = doc['result']
-  local old_fp = old['fingerprint']
+  -- version 1 nests the result; version 2 keeps status (left out: SUCCEEDED) and fingerprint
+  -- (a SHA-256 hex one as 'F', compared in that form) at the top level
+  local old_status, old_fp, new_fp = doc['st'] or 'SUCCEEDED', doc['f'], ARGV[6]
+  if doc['v'] == 1 then
+    if type(doc['result']) ~= 'table' then return -3 end
+    old_status, old_fp = doc['result']['status'], doc['result']['fingerprint']
+  elseif doc['F'] ~= nil then
+    old_fp, new_fp = doc['F'], ARGV[13]
+  end
   if type(old_fp) ~= 'string' then old_fp = '' end
-  if old['status'] == 'SUCCEEDED' and old_fp == ARGV[6] then return 0 end
+  if old_status == 'SUCCEEDED' and old_fp == new_fp then return 0 end
   redis.call('LPUSH', KEYS[7], existing)
   redis.call('LTRIM', KEYS[7], 0, tonumber(ARGV[7]) - 1)
 end
 redis.call('SET', KEYS[1], ARGV[1])
-redis.call('SADD', KEYS[2], ARGV[2])
+if ARGV[11] == '1' then
+  redis.call('SADD', KEYS[2], ARGV[2])
+  redis.call('SREM', KEYS[8], ARGV[2])
+else
+  redis.call('SADD', KEYS[8], ARGV[2])
+  redis.call('SREM', KEYS[2], ARGV[2])
+end
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[2])
+local cap = tonumber(ARGV[12])
+if cap > 0 then
+  local excess = redis.call('ZCARD', KEYS[3]) - cap
+  if excess > 0 then redis.call('ZREMRANGEBYRANK', KEYS[3], 0, math.min(excess, 100) - 1) end
+end
 if ARGV[4] ~= '' then redis.call('DEL', KEYS[6]) end
 redis.call('PUBLISH', ARGV[8], ARGV[9])
 return 1
@@ -90,19 +112,23 @@ MARK_RESULT_AS_CLEAN = """
 --           an entry of another version is never rewritten by prefix (-3: the caller decodes)
 -- ARGV[7] - history length cap
 -- ARGV[8] - the clean state prefix (serde.CLEAN_PREFIX), as long as the dirty one
+-- ARGV[9] - the clean state prefix of schema version 1 (serde.V1_CLEAN_PREFIX): still clean
 -- return 1 marked clean, 2 was already clean, 0 no entry, -1 quarantined, -3 unrecognised
 local clean = ARGV[8]
 local n = string.len(clean)
+local function is_clean(raw)
+  return string.sub(raw, 1, n) == clean or string.sub(raw, 1, string.len(ARGV[9])) == ARGV[9]
+end
 local v = redis.call('GET', KEYS[1])
 if not v then
   if redis.call('EXISTS', KEYS[4]) == 1 then return -1 end
   if ARGV[3] == '1' then
     local last = redis.call('LINDEX', KEYS[5], 0)
-    if last and string.sub(last, 1, n) == clean then return 2 end
+    if last and is_clean(last) then return 2 end
   end
   return 0
 end
-if string.sub(v, 1, n) == clean then return 2 end
+if is_clean(v) then return 2 end
 if string.sub(v, 1, string.len(ARGV[6])) ~= ARGV[6] then return -3 end
 redis.call('SREM', KEYS[2], ARGV[1])
 if ARGV[3] == '1' then
@@ -121,7 +147,7 @@ return 1
 QUARANTINE_ENTRY = """
 -- Move an unreadable entry aside so it blocks its job (fail closed) without blocking others.
 -- KEYS[1] - result key      KEYS[2] - quarantine key   KEYS[3] - dirty set
--- KEYS[4] - index zset      KEYS[5] - quarantined set
+-- KEYS[4] - index zset      KEYS[5] - quarantined set   KEYS[6] - unsuccessful set
 -- ARGV[1] - job id          ARGV[2] - the raw bytes the caller could not read
 -- return 1 moved, 0 the entry changed meanwhile (nothing moved; the caller re-reads)
 local v = redis.call('GET', KEYS[1])
@@ -129,6 +155,7 @@ if v ~= ARGV[2] then return 0 end
 redis.call('SET', KEYS[2], v)
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[3], ARGV[1])
+redis.call('SREM', KEYS[6], ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('SADD', KEYS[5], ARGV[1])
 return 1
@@ -163,7 +190,7 @@ return v
 FORGET_RESULT = """
 -- Forget a job's result on purpose (so it may run again); the entry is kept in history.
 -- KEYS[1] - result key      KEYS[2] - history list     KEYS[3] - dirty set
--- KEYS[4] - index zset
+-- KEYS[4] - index zset      KEYS[5] - unsuccessful set
 -- ARGV[1] - job id          ARGV[2] - history length cap
 -- ARGV[3] - events channel  ARGV[4] - event message
 -- return 1 forgotten, 0 no entry
@@ -173,30 +200,43 @@ redis.call('LPUSH', KEYS[2], v)
 redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[2]) - 1)
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[3], ARGV[1])
+redis.call('SREM', KEYS[5], ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1
 """
 
 PURGE_CLEAN_ENTRY = """
--- Delete a clean entry on purpose (retention), leaving dirty ones alone: they still need cleanup.
--- KEYS[1] - result key      KEYS[2] - index zset
--- ARGV[1] - job id          ARGV[2] - the clean state prefix (serde.CLEAN_PREFIX)
--- return 1 purged, 0 not clean (kept), -1 no entry (index member dropped)
-local v = redis.call('GET', KEYS[1])
-if not v then
-  redis.call('ZREM', KEYS[2], ARGV[1])
-  return -1
-end
-if string.sub(v, 1, string.len(ARGV[2])) ~= ARGV[2] then return 0 end
-redis.call('DEL', KEYS[1])
+-- Delete a clean entry on purpose (retention) and every per-job key it leaves, if it is still
+-- the entry the caller read (and judged clean and old enough); dirty ones are never purged.
+-- The job's legacy per-job fence counter is folded into the namespace counter before it goes,
+-- so a job created again later can never be handed a token it had before.
+-- KEYS[1] - result key      KEYS[2] - index zset       KEYS[3] - history list
+-- KEYS[4] - unsuccessful set                           KEYS[5] - legacy per-job fence counter
+-- KEYS[6] - namespace fence counter
+-- ARGV[1] - job id          ARGV[2] - the raw bytes the caller read
+-- return 1 purged, 0 the entry changed meanwhile (kept)
+if redis.call('GET', KEYS[1]) ~= ARGV[2] then return 0 end
+redis.call('DEL', KEYS[1], KEYS[3])
 redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('SREM', KEYS[4], ARGV[1])
+local legacy = tonumber(redis.call('GET', KEYS[5]))
+if legacy then
+  if legacy > (tonumber(redis.call('GET', KEYS[6])) or 0) then redis.call('SET', KEYS[6], legacy) end
+  redis.call('DEL', KEYS[5])
+end
 return 1
 """
 
 ACQUIRE_LEASE = """
--- Take a job's lease if nobody holds it; the fencing token comes from a counter that only grows.
--- KEYS[1] - lease hash      KEYS[2] - fence counter
+-- Take a job's lease if nobody holds it; the fencing token comes from the namespace's counter,
+-- which only grows: no token is ever handed out twice in a namespace, so a job purged and
+-- created again cannot meet an old one, and no counter is left behind per job.
+-- A job that still has a per-job counter (fence:<job id>, written before the namespace counter
+-- existed) gets a token above it, and that counter follows, so that an attempt of the older
+-- version (rolling upgrade) that INCRs it still gets a token above every token the job had.
+-- The per-job counter is never created for a job that has none.
+-- KEYS[1] - lease hash      KEYS[2] - namespace fence counter   KEYS[3] - legacy per-job counter
 -- ARGV[1] - owner JSON      ARGV[2] - TTL in ms         ARGV[3] - now in ms
 -- return {1, token} acquired, or {0, holder token, holder owner JSON, holder TTL in ms}
 local held = redis.call('HGET', KEYS[1], 'token')
@@ -204,8 +244,50 @@ if held then
   return {0, held, redis.call('HGET', KEYS[1], 'owner'), redis.call('PTTL', KEYS[1])}
 end
 local token = redis.call('INCR', KEYS[2])
+local legacy = tonumber(redis.call('GET', KEYS[3]))
+if legacy then
+  if legacy >= token then
+    token = legacy + 1
+    redis.call('SET', KEYS[2], token)
+  end
+  redis.call('SET', KEYS[3], token)
+end
 redis.call('HSET', KEYS[1], 'token', token, 'owner', ARGV[1], 'acquired_ms', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return {1, token}
+"""
+
+TAKE_OVER_LEASE = """
+-- Take a job's lease from a holder the caller proved dead, before its TTL runs out. A
+-- compare-and-set on the dead holder's token: of two successors that saw the same dead holder
+-- only the first takes over (the second sees a newer token); the new token comes from the same
+-- counter(s) and by the same rule as ACQUIRE_LEASE's, so every write of the dead holder is fenced
+-- off from here on.
+-- KEYS - exactly ACQUIRE_LEASE's: KEYS[1] - lease hash   KEYS[2] - namespace fence counter
+--        KEYS[3] - legacy per-job counter (optional)
+-- ARGV[1] - the dead holder's token   ARGV[2] - owner JSON   ARGV[3] - TTL in ms
+-- ARGV[4] - now in ms
+-- return {1, token} taken over, {0} no lease any more (acquire it), or
+--        {0, holder token, holder owner JSON, holder TTL in ms} another holder has it now
+local held = redis.call('HGET', KEYS[1], 'token')
+if not held then return {0} end
+if held ~= ARGV[1] then
+  return {0, held, redis.call('HGET', KEYS[1], 'owner'), redis.call('PTTL', KEYS[1])}
+end
+local token = redis.call('INCR', KEYS[2])
+if KEYS[3] then
+  local legacy = tonumber(redis.call('GET', KEYS[3]))
+  if legacy then
+    if legacy >= token then
+      token = legacy + 1
+      redis.call('SET', KEYS[2], token)
+    end
+    redis.call('SET', KEYS[3], token)
+  end
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'token', token, 'owner', ARGV[2], 'acquired_ms', ARGV[4], 'taken_from', ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {1, token}
 """
 

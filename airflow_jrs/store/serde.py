@@ -1,32 +1,73 @@
 """Versioned JSON in and out: the only place that encodes or decodes an entry.
 
 An entry is one JSON object whose first member is the state, so that the Lua script that
-marks an entry clean can flip ``{"state":"dirty"`` to ``{"state":"clean"`` by prefix without
-decoding (both words are five letters; the entry stays valid JSON and keeps its length)::
+marks an entry clean can flip the dirty prefix to the clean one without decoding (both are
+equally long; the entry stays valid JSON and keeps its length). Version 2, written today::
 
-    {"state":"dirty","v":1,"created_at":"2026-11-22T07:00:00+00:00","result":{"job_id":...}}
+    {"s":"d","v":2,"c":1795483251916961,"a":"local-17","O":{"flights":"/out/{j}/fence-1"},"b0":37089953,...}
 
-Empty fields are left out to keep entries small. Nothing here ever unpickles: unknown data
+Version 2 exists to keep a million entries small (docs/benchmarks.md: a realistic entry must
+fit the 320-B allocation class, version 1 took 768 B): short member names; the creation time
+in UTC as integer microseconds since the epoch, and start and end as microseconds before it
+(``b0``/``b1``: a duration needs 8 digits, not 16); other offsets stay ISO text (``t0``/``t1``)
+so they round-trip; the status left out when it is SUCCEEDED; a SHA-256 hex fingerprint as
+unpadded base64url (``F``: 43 characters, not 64); the attempt as an array; empty members left
+out; and the job id written nowhere: it is in the entry's key, so the reader passes it in.
+Where outputs or the checkpoint location contain the job id, it is written as ``{j}`` under
+``O``/``K`` (only when no value holds ``{j}`` itself; then they stay verbatim under ``o``/``k``).
+
+Version 1 (``{"state":"dirty","v":1,"created_at":"...","result":{"job_id":...}}``) is still
+read, so a store written by an older airflow-jrs keeps working; a version-1 entry is
+rewritten as version 2 when it is marked clean. Nothing here ever unpickles: unknown data
 raises :class:`EntryDecodeError` and the caller quarantines it.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import re
 import time
 from dataclasses import asdict
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow_jrs.store.model import Attempt, EntryState, JobResult, JobResultEntry, JobStatus
 
-SCHEMA_VERSION = 1
-DIRTY_PREFIX = '{"state":"dirty"'
-CLEAN_PREFIX = '{"state":"clean"'
+SCHEMA_VERSION = 2
+DIRTY_PREFIX = '{"s":"d"'
+CLEAN_PREFIX = '{"s":"c"'
 #: What every dirty entry of this schema version starts with: the clean script flips only these.
 DIRTY_VERSION_PREFIX = f'{DIRTY_PREFIX},"v":{SCHEMA_VERSION},'
+#: Version 1's state prefixes: its clean entries must still read as clean to the scripts.
+V1_DIRTY_PREFIX = '{"state":"dirty"'
+V1_CLEAN_PREFIX = '{"state":"clean"'
 # The clean script swaps one prefix for the other in place: they must be equally long.
-assert len(DIRTY_PREFIX) == len(CLEAN_PREFIX)
+assert len(DIRTY_PREFIX) == len(CLEAN_PREFIX) and len(V1_DIRTY_PREFIX) == len(V1_CLEAN_PREFIX)
+#: Stands for the job id inside outputs and the checkpoint location (version 2).
+JOB_ID_MARK = "{j}"
+_STATE_CODE = {EntryState.DIRTY: "d", EntryState.CLEAN: "c"}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICRO = timedelta(microseconds=1)
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def compact_fingerprint(fingerprint: str | None) -> str:
+    """The ``F`` member of a SHA-256 hex fingerprint; ``""`` for any other (kept verbatim as ``f``).
+    The create script compares this form with a stored ``F`` without decoding base64 in Lua."""
+    if fingerprint is None or not _SHA256_HEX.fullmatch(fingerprint):
+        return ""
+    return base64.urlsafe_b64encode(bytes.fromhex(fingerprint)).rstrip(b"=").decode()
+
+
+def _fingerprint_from_compact(value: object) -> str:
+    if not isinstance(value, str) or len(value) != 43:
+        raise ValueError(f"'F' must be 43 characters of base64url, got {value!r}")
+    try:
+        return base64.urlsafe_b64decode(value + "=").hex()
+    except (binascii.Error, ValueError):
+        raise ValueError(f"'F' is not base64url: {value!r}") from None
 
 
 class EntryDecodeError(Exception):
@@ -98,14 +139,66 @@ def result_from_dict(data: dict[str, Any]) -> JobResult:
     )
 
 
+def _time(value: datetime | None) -> int | str | None:
+    """UTC as integer microseconds (16 digits instead of 32); any other offset, or a naive
+    time, as ISO text, so that it reads back exactly as it was."""
+    if value is None:
+        return None
+    if value.tzinfo is not None and value.utcoffset() == timedelta(0):
+        return (value - _EPOCH) // _MICRO
+    return value.isoformat()
+
+
+def _read_time(raw: object) -> datetime | None:
+    if raw is None:
+        return None
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return _EPOCH + raw * _MICRO
+    if isinstance(raw, str):
+        return datetime.fromisoformat(raw)
+    raise TypeError(f"a time must be an integer or ISO text, got {raw!r}")
+
+
+def _templated(values: dict[str, str], job_id: str) -> tuple[bool, dict[str, str]]:
+    """``values`` with the job id written as :data:`JOB_ID_MARK`, when that can be undone."""
+    texts = [v for v in values.values() if isinstance(v, str)]
+    if not any(job_id in v for v in texts) or any(JOB_ID_MARK in v for v in texts):
+        return False, values
+    return True, {k: v.replace(job_id, JOB_ID_MARK) if isinstance(v, str) else v for k, v in values.items()}
+
+
 def encode_entry(result: JobResult, state: EntryState, created_at: datetime) -> str:
-    """Encode an entry; ``state`` is always the first member (see module docstring)."""
-    doc = {
-        "state": state.value,
-        "v": SCHEMA_VERSION,
-        "created_at": created_at.isoformat(),
-        "result": result_to_dict(result),
-    }
+    """Encode an entry (version 2); the state is always the first member (see module docstring)."""
+    job_id = result.job_id
+    created = _time(created_at)
+    doc: dict[str, Any] = {"s": _STATE_CODE[state], "v": SCHEMA_VERSION, "c": created}
+    if not result.status.is_success:
+        doc["st"] = result.status.value
+    doc["a"] = result.application_id
+    if result.outputs:
+        templated, outputs = _templated(dict(result.outputs), job_id)
+        doc["O" if templated else "o"] = outputs
+    doc["m"] = dict(result.metrics) or None
+    if result.checkpoint_location is not None:
+        templated, chk = _templated({"k": result.checkpoint_location}, job_id)
+        doc["K" if templated else "k"] = chk["k"]
+    compact = compact_fingerprint(result.fingerprint)
+    doc["F" if compact else "f"] = compact or result.fingerprint
+    for name, value in (("0", result.start_time), ("1", result.end_time)):
+        t = _time(value)
+        if isinstance(created, int) and isinstance(t, int):
+            doc[f"b{name}"] = created - t  # microseconds before the creation
+        else:
+            doc[f"t{name}"] = t
+    if result.attempt is not None:
+        a = result.attempt
+        at: list[Any] = [a.dag_id, a.task_id, a.run_id, a.try_number]
+        if a.map_index != -1:
+            at.append(a.map_index)
+        doc["at"] = at
+    doc["n"] = result.fence
+    doc["e"] = result.error
+    doc = {k: v for k, v in doc.items() if v is not None}
     try:
         return json.dumps(doc, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
@@ -115,8 +208,64 @@ def encode_entry(result: JobResult, state: EntryState, created_at: datetime) -> 
         ) from None
 
 
-def decode_entry(raw: bytes | str) -> JobResultEntry:
-    """Decode and validate an entry, or raise :class:`EntryDecodeError` saying what is wrong."""
+def _untemplated(values: Any, job_id: str) -> dict[str, str]:
+    if not isinstance(values, dict):
+        raise TypeError(f"outputs must be a JSON object, got {type(values).__name__}")
+    return {k: v.replace(JOB_ID_MARK, job_id) if isinstance(v, str) else v for k, v in values.items()}
+
+
+def _optional_str(doc: dict[str, Any], name: str) -> str | None:
+    value = doc.get(name)
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{name!r} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _decode_v2(doc: dict[str, Any], job_id: str) -> JobResultEntry:
+    state = {"d": EntryState.DIRTY, "c": EntryState.CLEAN}[doc["s"]]
+    outputs = _untemplated(doc["O"], job_id) if "O" in doc else dict(doc.get("o") or {})
+    checkpoint = _optional_str(doc, "K")
+    checkpoint = checkpoint.replace(JOB_ID_MARK, job_id) if checkpoint is not None else _optional_str(doc, "k")
+    at = doc.get("at")
+    if at is not None and not isinstance(at, list):
+        raise TypeError(f"attempt must be a JSON array, got {type(at).__name__}")
+    metrics = doc.get("m") or {}
+    if not isinstance(metrics, dict):
+        raise TypeError(f"metrics must be a JSON object, got {type(metrics).__name__}")
+    fence = doc.get("n")
+    if fence is not None and (not isinstance(fence, int) or isinstance(fence, bool)):
+        raise TypeError(f"fence must be an integer, got {fence!r}")
+    created_at = _read_time(doc.get("c"))
+    times = []
+    for name in ("0", "1"):
+        before = doc.get(f"b{name}")
+        if before is None:
+            times.append(_read_time(doc.get(f"t{name}")))
+        elif isinstance(before, int) and not isinstance(before, bool) and isinstance(doc.get("c"), int):
+            times.append(_EPOCH + (doc["c"] - before) * _MICRO)
+        else:
+            raise TypeError(f"'b{name}' must be an integer beside an integer 'c', got {before!r}")
+    result = JobResult(
+        job_id=job_id,
+        status=JobStatus(doc.get("st", JobStatus.SUCCEEDED.value)),
+        application_id=_optional_str(doc, "a"),
+        outputs=outputs,
+        metrics=dict(metrics),
+        checkpoint_location=checkpoint,
+        fingerprint=_fingerprint_from_compact(doc["F"]) if "F" in doc else _optional_str(doc, "f"),
+        start_time=times[0],
+        end_time=times[1],
+        attempt=Attempt(*at) if at else None,
+        fence=fence,
+        error=_optional_str(doc, "e"),
+    )
+    return JobResultEntry(result=result, state=state, created_at=created_at)
+
+
+def decode_entry(raw: bytes | str, job_id: str | None = None) -> JobResultEntry:
+    """Decode and validate an entry, or raise :class:`EntryDecodeError` saying what is wrong.
+
+    ``job_id`` is the job whose key held ``raw``: version 2 does not repeat it in the value."""
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
         doc = json.loads(text)
@@ -136,6 +285,13 @@ def decode_entry(raw: bytes | str) -> JobResultEntry:
         )
     if version < 1:
         raise EntryDecodeError(f"schema version {version} does not exist")
+    if version == 2:
+        if job_id is None:
+            raise EntryDecodeError("a version-2 entry is read with its job id (from its key); none was given")
+        try:
+            return _decode_v2(doc, job_id)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise EntryDecodeError(f"invalid entry content: {exc!r}") from None
     try:
         state = EntryState(doc["state"])
         result = result_from_dict(doc["result"])

@@ -79,7 +79,7 @@ def test_acknowledged_results_and_fences_survive_a_sigkill_of_redis(tmp_path):
                 if entry is None or (state == "clean" and not entry.is_clean):
                     lost.append((job_id, state, entry))
             assert not lost, f"{len(lost)} of {len(final)} acknowledged writes lost, e.g. {lost[:3]}"
-            assert int(client.get(KeySpace(NAMESPACE).fence(FENCED))) >= last_token
+            assert int(client.get(KeySpace(NAMESPACE).fence_counter)) >= last_token
             # The kill may have landed between an acquire and its release: that lease survives
             # (as it should) until its TTL; let it expire, then the next token must be newer.
             client.delete(KeySpace(NAMESPACE).lease(FENCED))

@@ -234,6 +234,30 @@ def test_get_dirty_results_returns_only_dirty_entries(store: JobResultStore) -> 
     assert all(e.is_dirty for e in store.get_dirty_entries())
 
 
+@pytest.mark.parametrize("status", [JobStatus.FAILED, JobStatus.CANCELED, JobStatus.STOPPED])
+def test_an_unsuccessful_result_is_listed_as_unsuccessful_not_as_cleanup_pending(
+    store: JobResultStore, status: JobStatus
+) -> None:
+    store.create_dirty_result(ok("done"))
+    store.create_dirty_result(JobResult(job_id="gave-up", status=status))
+    assert store.has_dirty_job_result_entry("gave-up")  # written dirty, like every result
+    assert [r.job_id for r in store.get_dirty_results()] == ["done"]
+    assert [(r.job_id, r.status) for r in store.get_unsuccessful_results()] == [("gave-up", status)]
+    store.mark_result_as_clean("gave-up")  # a cleanup that runs for it commits it as usual
+    assert [e.job_id for e in store.get_unsuccessful_entries()] == ["gave-up"]
+    assert store.get_unsuccessful_entries()[0].is_clean
+
+
+def test_a_later_success_takes_a_job_out_of_the_unsuccessful_listing(store: JobResultStore) -> None:
+    store.create_dirty_result(JobResult(job_id="j", status=JobStatus.FAILED))
+    store.create_dirty_result(ok("j"), supersede=True)
+    assert store.get_unsuccessful_results() == []
+    assert [r.job_id for r in store.get_dirty_results()] == ["j"]
+    store.create_dirty_result(JobResult(job_id="k", status=JobStatus.FAILED))
+    store.forget_result("k")
+    assert store.get_unsuccessful_results() == []
+
+
 def test_list_entries_returns_newest_first_with_their_state(store: JobResultStore) -> None:
     for job_id in ["a", "b", "c"]:
         store.create_dirty_result(ok(job_id))
@@ -656,6 +680,21 @@ def test_supersede_replaces_a_succeeded_entry_of_another_fingerprint(store: JobR
     new = store.create_dirty_result(ok("j", fingerprint="fp-2"), supersede=True)
     assert store.get_entry("j") == new
     assert [e.result for e in store.get_history("j")] == [old.result]
+
+
+SHA_A, SHA_B = "0a" * 32, "0b" * 32
+
+
+def test_supersede_compares_sha256_fingerprints_exactly(store: JobResultStore) -> None:
+    store.create_dirty_result(ok("j", fingerprint=SHA_A))
+    with pytest.raises(JobResultEntryAlreadyExistsError):
+        store.create_dirty_result(ok("j", fingerprint=SHA_A), supersede=True)
+    new = store.create_dirty_result(ok("j", fingerprint=SHA_B), supersede=True)
+    assert store.get_entry("j") == new
+    newest = store.create_dirty_result(ok("j", fingerprint="sha256:other"), supersede=True)
+    assert store.get_entry("j") == newest
+    with pytest.raises(JobResultEntryAlreadyExistsError):
+        store.create_dirty_result(ok("j", fingerprint="sha256:other"), supersede=True)
 
 
 def test_supersede_replaces_a_fingerprinted_success_with_an_unfingerprinted_one(store: JobResultStore) -> None:

@@ -181,27 +181,42 @@ def _valid_entry(job_id: str) -> bytes:
     return encode_entry(result, EntryState.DIRTY, datetime(2013, 1, 1, tzinfo=UTC)).encode()
 
 
+def _v1_entry(job_id: str) -> bytes:
+    """The same entry as the version before schema 2 wrote it (still read)."""
+    result = {"job_id": job_id, "status": "SUCCEEDED", "outputs": {"o": "/x"}}
+    doc = {"state": "dirty", "v": 1, "created_at": "2013-01-01T00:00:00+00:00", "result": result}
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
 def _mutations(job_id: str) -> st.SearchStrategy[bytes]:
-    valid = _valid_entry(job_id)
-    doc = json.loads(valid)
+    valid, v1 = _valid_entry(job_id), _v1_entry(job_id)
+    doc, doc1 = json.loads(valid), json.loads(v1)
     return st.one_of(
         st.binary(max_size=300),  # anything, non-UTF-8 included
         st.integers(0, len(valid) - 1).map(lambda n: valid[:n]),  # truncated
         json_values.map(lambda v: json.dumps(v).encode()),  # JSON of the wrong shape
         st.sampled_from(sorted(doc)).map(lambda k: json.dumps({x: y for x, y in doc.items() if x != k}).encode()),
-        st.sampled_from(sorted(doc["result"])).map(
-            lambda k: json.dumps({**doc, "result": {x: y for x, y in doc["result"].items() if x != k}}).encode()
-        ),  # a missing field
+        st.tuples(
+            st.sampled_from(
+                sorted({*doc, "o", "O", "k", "K", "m", "f", "F", "st", "t0", "t1", "b0", "b1", "at", "n", "e"})
+            ),
+            json_values,
+        ).map(lambda kv: json.dumps({**doc, kv[0]: kv[1]}).encode()),  # a wrong type (version 2)
+        st.sampled_from(sorted(doc1)).map(lambda k: json.dumps({x: y for x, y in doc1.items() if x != k}).encode()),
+        st.sampled_from(sorted(doc1["result"])).map(
+            lambda k: json.dumps({**doc1, "result": {x: y for x, y in doc1["result"].items() if x != k}}).encode()
+        ),  # a missing field (version 1)
         st.tuples(st.sampled_from(["state", "v", "created_at", "result"]), json_values).map(
-            lambda kv: json.dumps({**doc, kv[0]: kv[1]}).encode()
-        ),  # a wrong type
-        st.tuples(st.sampled_from(sorted(doc["result"])), json_values).map(
-            lambda kv: json.dumps({**doc, "result": {**doc["result"], kv[0]: kv[1]}}).encode()
+            lambda kv: json.dumps({**doc1, kv[0]: kv[1]}).encode()
+        ),  # a wrong type (version 1)
+        st.tuples(st.sampled_from(sorted(doc1["result"])), json_values).map(
+            lambda kv: json.dumps({**doc1, "result": {**doc1["result"], kv[0]: kv[1]}}).encode()
         ),
-        st.integers(2, 10**6).map(lambda v: json.dumps({**doc, "v": v}).encode()),  # a future schema
+        st.integers(3, 10**6).map(lambda v: json.dumps({**doc, "v": v}).encode()),  # a future schema
         st.just(b"[" * 100_000 + b"]" * 100_000),  # nested past the JSON parser's recursion limit
-        st.just(valid.replace(job_id.encode(), b"another.job")),  # another job's entry
+        st.just(v1.replace(f'"{job_id}"'.encode(), b'"another.job"')),  # another job's entry
         st.just(valid),
+        st.just(v1),
     )
 
 

@@ -103,3 +103,20 @@ def test_missing_connection_says_how_to_define_it(conn):
 def test_unknown_override_is_refused(conn):
     with pytest.raises(JrsConfigError, match="unknown jrs settings"):
         JrsHook(lease_tt=3)
+
+
+def test_durability_and_index_limit_reach_the_store(conn, monkeypatch, redis_url, namespace):
+    conn(f"{redis_url}?namespace={namespace}&durability=replicas%3A2&durability_timeout=3")
+    monkeypatch.setenv("AIRFLOW__JRS__INDEX_LIMIT", "0")
+    store = JrsHook().get_store()
+    assert (str(store.durability), store.durability_timeout_ms, store.index_limit) == ("replicas:2", 3000, None)
+    monkeypatch.delenv("AIRFLOW__JRS__INDEX_LIMIT")
+    conn(f"{redis_url}?namespace={namespace}")
+    store = JrsHook().get_store()
+    assert (str(store.durability), store.index_limit) == ("none", 10_000)
+
+
+def test_invalid_durability_names_the_setting_and_the_choices(conn):
+    conn("redis://127.0.0.1:6379/0?durability=fsync")
+    with pytest.raises(JrsConfigError, match=r"'durability'.*'none', 'aof' or 'replicas:N'"):
+        _ = JrsHook().settings

@@ -16,6 +16,8 @@ from airflow_jrs.store.serde import (
     DIRTY_PREFIX,
     DIRTY_VERSION_PREFIX,
     SCHEMA_VERSION,
+    V1_CLEAN_PREFIX,
+    V1_DIRTY_PREFIX,
     EntryDecodeError,
     decode_entry,
     encode_entry,
@@ -45,19 +47,22 @@ def full_result() -> JobResult:
 
 def test_encode_puts_the_state_first() -> None:
     minimal = JobResult(job_id="x", status=JobStatus.SUCCEEDED)
-    assert encode_entry(minimal, EntryState.DIRTY, CREATED).startswith('{"state":"dirty",')
+    assert encode_entry(minimal, EntryState.DIRTY, CREATED).startswith('{"s":"d",')
     assert encode_entry(full_result(), EntryState.DIRTY, CREATED).startswith(DIRTY_PREFIX + ",")
     assert encode_entry(full_result(), EntryState.CLEAN, CREATED).startswith(CLEAN_PREFIX + ",")
 
 
 def test_clean_and_dirty_prefixes_have_equal_length_and_only_serde_knows_them() -> None:
-    assert len(DIRTY_PREFIX) == len(CLEAN_PREFIX) == 16
+    assert len(DIRTY_PREFIX) == len(CLEAN_PREFIX) == 8
+    assert len(V1_DIRTY_PREFIX) == len(V1_CLEAN_PREFIX) == 16
     # the scripts flip and compare prefixes they receive as ARGV: no literal or offset of the
     # encoding lives in Lua, so serde stays the only place that knows it
     for script in (scripts.MARK_RESULT_AS_CLEAN, scripts.PURGE_CLEAN_ENTRY):
-        assert '"state"' not in script and "16" not in script and "17" not in script
+        assert '"state"' not in script and '"s"' not in script and "16" not in script and "17" not in script
     assert "ARGV[8] - the clean state prefix" in scripts.MARK_RESULT_AS_CLEAN
-    assert "ARGV[2] - the clean state prefix" in scripts.PURGE_CLEAN_ENTRY
+    assert "ARGV[9] - the clean state prefix of schema version 1" in scripts.MARK_RESULT_AS_CLEAN
+    # the purge compares the bytes its caller read (and judged clean), not a prefix
+    assert "ARGV[2] - the raw bytes the caller read" in scripts.PURGE_CLEAN_ENTRY
     # the dirty prefix reaches the script as an argument, with the schema version in it
     assert DIRTY_VERSION_PREFIX == f'{DIRTY_PREFIX},"v":{SCHEMA_VERSION},'
     assert encode_entry(full_result(), EntryState.DIRTY, CREATED).startswith(DIRTY_VERSION_PREFIX)
@@ -68,19 +73,19 @@ def test_flipping_the_prefix_of_a_dirty_entry_yields_the_same_entry_clean() -> N
     flipped = CLEAN_PREFIX + dirty[len(DIRTY_PREFIX) :]
     assert len(flipped) == len(dirty)
     assert flipped == encode_entry(full_result(), EntryState.CLEAN, CREATED)
-    entry = decode_entry(flipped.encode())
+    entry = decode_entry(flipped.encode(), "dag.task.2013-01-01")
     assert entry.is_clean and entry.result == full_result()
 
 
 def test_entry_round_trips_through_bytes_and_text() -> None:
     raw = encode_entry(full_result(), EntryState.DIRTY, CREATED)
     for form in (raw, raw.encode("utf-8")):
-        entry = decode_entry(form)
+        entry = decode_entry(form, "dag.task.2013-01-01")
         assert entry.result == full_result()
         assert entry.state is EntryState.DIRTY and entry.is_dirty and not entry.is_clean
         assert entry.created_at == CREATED and entry.created_at.tzinfo is not None
         assert entry.job_id == "dag.task.2013-01-01"
-    assert json.loads(raw)["v"] == SCHEMA_VERSION == 1
+    assert json.loads(raw)["v"] == SCHEMA_VERSION == 2
 
 
 def test_result_dict_round_trip_keeps_timezones() -> None:
@@ -93,14 +98,10 @@ def test_empty_fields_are_omitted() -> None:
     minimal = JobResult(job_id="x", status=JobStatus.FAILED)
     assert result_to_dict(minimal) == {"job_id": "x", "status": "FAILED"}
     raw = encode_entry(minimal, EntryState.DIRTY, CREATED)
-    assert "null" not in raw and "outputs" not in raw and "metrics" not in raw
-    assert json.loads(raw) == {
-        "state": "dirty",
-        "v": 1,
-        "created_at": CREATED.isoformat(),
-        "result": {"job_id": "x", "status": "FAILED"},
-    }
-    assert decode_entry(raw).result == minimal
+    assert "null" not in raw and '"o"' not in raw and '"m"' not in raw
+    created_us = (CREATED - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+    assert json.loads(raw) == {"s": "d", "v": 2, "c": created_us, "st": "FAILED"}
+    assert decode_entry(raw, "x").result == minimal
 
 
 def test_encode_is_compact_json() -> None:
@@ -172,3 +173,117 @@ def test_job_result_is_immutable_and_with_fence_copies() -> None:
 
 def test_only_succeeded_is_a_success() -> None:
     assert [s for s in JobStatus if s.is_success] == [JobStatus.SUCCEEDED]
+
+
+# -- schema version 2 next to version 1 ---------------------------------------------------------
+
+
+def v1_entry(result: JobResult, state: str = "dirty") -> str:
+    """An entry exactly as airflow-jrs wrote it before schema version 2."""
+    doc = {"state": state, "v": 1, "created_at": CREATED.isoformat(), "result": result_to_dict(result)}
+    return json.dumps(doc, separators=(",", ":"))
+
+
+@pytest.mark.parametrize("state", ["dirty", "clean"])
+def test_a_version_1_entry_still_reads_the_same(state: str) -> None:
+    entry = decode_entry(v1_entry(full_result(), state), "dag.task.2013-01-01")
+    assert entry.result == full_result() and entry.state == EntryState(state) and entry.created_at == CREATED
+    assert decode_entry(v1_entry(full_result(), state)).result == full_result()  # it names its job itself
+
+
+def test_version_2_does_not_repeat_the_job_id_and_is_read_with_it() -> None:
+    result = dataclasses.replace(
+        full_result(),
+        outputs={"flights": "/out/dag.task.2013-01-01/fence-9/flights", "plain": "/x"},
+        checkpoint_location="/chk/dag.task.2013-01-01",
+    )
+    raw = encode_entry(result, EntryState.DIRTY, CREATED)
+    assert "dag.task.2013-01-01" not in raw and '"O"' in raw and '"K"' in raw
+    assert decode_entry(raw, "dag.task.2013-01-01").result == result
+    with pytest.raises(EntryDecodeError, match="job id"):
+        decode_entry(raw)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "/out/{j}/x",
+        "{j}",
+        "{dag.task.2013-01-01}",
+        "x{{j}dag.task.2013-01-01",
+        "dag.task.2013-01-01{j",
+        "{jdag.task.2013-01-01}",
+    ],
+)
+def test_job_id_mark_never_changes_an_output(value: str) -> None:
+    result = dataclasses.replace(
+        full_result(), outputs={"a": value, "b": "dag.task.2013-01-01"}, checkpoint_location=value
+    )
+    raw = encode_entry(result, EntryState.CLEAN, CREATED)
+    assert decode_entry(raw, "dag.task.2013-01-01").result == result
+
+
+def test_times_round_trip_whatever_their_offset() -> None:
+    ist = timezone(timedelta(hours=5, minutes=30))
+    for t in (
+        CREATED,
+        datetime(2013, 1, 1, 5, 30, 0, 123456, tzinfo=ist),
+        datetime(1969, 12, 31, 23, 59, 59, 1, tzinfo=UTC),
+    ):
+        result = dataclasses.replace(full_result(), start_time=t, end_time=t)
+        read = decode_entry(encode_entry(result, EntryState.DIRTY, t), "dag.task.2013-01-01")
+        assert read.result == result and read.result.start_time.utcoffset() == t.utcoffset()  # type: ignore[union-attr]
+        assert read.created_at == t
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"s":"x","v":2,"st":"SUCCEEDED"}',
+        '{"v":2,"st":"FAILED"}',
+        '{"s":"d","v":2,"st":"DONE"}',
+        '{"s":"d","v":2,"st":"FAILED","at":{"who":1}}',
+        '{"s":"d","v":2,"st":"FAILED","at":["d"]}',
+        '{"s":"d","v":2,"st":"FAILED","c":"yesterday"}',
+        '{"s":"d","v":2,"st":"FAILED","c":1.5}',
+        '{"s":"d","v":2,"st":"FAILED","O":["x"]}',
+        '{"s":"d","v":2,"st":"FAILED","n":"7"}',
+        '{"s":"d","v":2,"st":"FAILED","a":7}',
+    ],
+)
+def test_decode_rejects_an_invalid_version_2_entry(raw: str) -> None:
+    with pytest.raises(EntryDecodeError, match="invalid entry content") as info:
+        decode_entry(raw, "x")
+    assert info.value.version is None
+
+
+def test_the_realistic_entry_of_the_memory_benchmark_stays_small() -> None:
+    """docs/benchmarks.md: up to 314 B of JSON (+ a 6-B sds header) fit the 320-B allocation
+    class, which keeps a clean entry under 500 B at a million entries; version 1 needed 768 B."""
+    job = "flights_daily.ingest.submit.2013-01-01-123456"
+    result = JobResult(
+        job_id=job,
+        status=JobStatus.SUCCEEDED,
+        application_id="local-1763799367872",
+        outputs={"flights": f"/data/jrs/output/prod/{job}/fence-1000000/flights"},
+        metrics={"rows": 842},
+        fingerprint="2aad2c537da05fac073530db99fdaf7dc5c335dea63c10b0f11b576b33824194",
+        start_time=datetime(2026, 11, 24, 1, 20, 14, 827008, tzinfo=UTC),
+        end_time=datetime(2026, 11, 24, 1, 20, 51, 912640, tzinfo=UTC),
+        attempt=Attempt("flights_daily", "ingest.submit", "scheduled__2021-03-26T00:00:00+00:00", 1),
+        fence=1_000_000,
+    )
+    created = datetime(2026, 11, 24, 1, 20, 51, 916961, tzinfo=UTC)
+    assert len(encode_entry(result, EntryState.CLEAN, created)) <= 314
+    assert len(v1_entry(result, "clean")) > 600
+
+
+@pytest.mark.parametrize(
+    "fingerprint",
+    [None, "sha256:abc", "2aad2c537da05fac073530db99fdaf7dc5c335dea63c10b0f11b576b33824194", "2AAD" * 16, "ab" * 31],
+)
+def test_fingerprints_round_trip_in_whichever_form_they_are_stored(fingerprint: str | None) -> None:
+    result = dataclasses.replace(full_result(), fingerprint=fingerprint)
+    raw = encode_entry(result, EntryState.DIRTY, CREATED)
+    assert ('"F"' in raw) == (fingerprint is not None and len(fingerprint) == 64 and fingerprint.islower())
+    assert decode_entry(raw, "dag.task.2013-01-01").result == result

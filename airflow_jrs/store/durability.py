@@ -1,0 +1,130 @@
+"""Durability on request: a create or clean returns only once Redis says the write will survive.
+
+By default a write is acknowledged when it is in the primary's memory: with ``appendfsync
+everysec`` a crash may lose the last second, and a failover may lose what the replicas had
+not received yet. A lost SUCCEEDED result only costs a recomputation (the job runs again),
+but a lost *clean* mark or a lost result of a job with side effects outside its staging folder
+may cost more; this option trades a little latency for that (docs/benchmarks.md has the
+figure):
+
+=================  ===========================================================================
+``none``           acknowledged in memory (the default; the behaviour of every earlier version)
+``aof``            ``WAITAOF 1 0 <timeout>``: fsynced to the primary's append-only file (Redis
+                   7.2+, ``appendonly yes``); an older server or AOF off is a configuration error
+``replicas:N``     ``WAIT N <timeout>``: received by N replicas (any Redis version)
+=================  ===========================================================================
+
+When the acknowledgement does not come in time the write has still happened (Redis cannot
+take it back): the task fails with :class:`StoreUnavailableError` and its retry finds the
+entry, exactly as after a lost reply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_jrs.exceptions import JrsConfigError, StoreUnavailableError
+
+#: Seconds between the end of the wait and the client's read timeout.
+READ_TIMEOUT_MARGIN = 1.0
+#: WAITAOF exists from this server version on.
+WAITAOF_SINCE = (7, 2)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(p) for p in text.split(".")[:2])
+    except ValueError:
+        return (0,)
+
+
+@dataclass(frozen=True)
+class Durability:
+    """A parsed ``durability`` setting: ``mode`` is ``none``, ``aof`` or ``replicas``."""
+
+    mode: str = "none"
+    replicas: int = 0
+
+    @classmethod
+    def parse(cls, value: str | None) -> Durability:
+        text = (value or "none").strip().lower()
+        if text == "none":
+            return cls()
+        if text == "aof":
+            return cls("aof")
+        if text.startswith("replicas:"):
+            count = text.removeprefix("replicas:")
+            if count.isdigit() and int(count) >= 1:
+                return cls("replicas", int(count))
+        raise JrsConfigError(
+            f"durability {value!r} is not one of 'none', 'aof' or 'replicas:N' (N >= 1, e.g. 'replicas:1')"
+        )
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode != "none"
+
+    def __str__(self) -> str:
+        return f"replicas:{self.replicas}" if self.mode == "replicas" else self.mode
+
+    def check_timeout(self, seconds: float, read_timeout: float | None) -> None:
+        """The wait must end before the client's read timeout: otherwise redis-py gives up on the
+        reply first and *retries the pipeline*, which runs the write script a second time."""
+        if not self.enabled:
+            return
+        if not seconds > 0:
+            raise JrsConfigError(f"durability_timeout must be positive, got {seconds!r}")
+        if read_timeout is not None and seconds + READ_TIMEOUT_MARGIN > read_timeout:
+            raise JrsConfigError(
+                f"durability_timeout ({seconds:g} s) must be at least {READ_TIMEOUT_MARGIN:g} s shorter than "
+                f"the Redis client's read timeout ({read_timeout:g} s, [jrs] read_timeout): lower the one or "
+                "raise the other"
+            )
+
+    def check_server(self, client: Any, namespace: str) -> None:
+        """Refuse ``aof`` where it cannot work, before the first write rather than after it."""
+        if self.mode != "aof":
+            return
+        info = client.info()
+        version = str(info.get("redis_version", "?"))
+        if _version(version) < WAITAOF_SINCE:
+            raise JrsConfigError(
+                f"durability='aof' (namespace {namespace!r}) waits with WAITAOF, which needs Redis "
+                f"{'.'.join(map(str, WAITAOF_SINCE))} or newer; this server runs redis {version}. Upgrade "
+                "Redis, or set durability to 'replicas:N' (WAIT, any version) or 'none'."
+            )
+        if not info.get("aof_enabled"):
+            raise JrsConfigError(
+                f"durability='aof' (namespace {namespace!r}) needs the server's append-only file, but "
+                f"redis {version} runs with appendonly no. Turn it on (appendonly yes) or choose "
+                "another durability."
+            )
+
+    def wait(self, pipe: Any, timeout_ms: int) -> None:
+        """Queue the wait behind the write on ``pipe`` (same connection)."""
+        if self.mode == "aof":
+            pipe.execute_command("WAITAOF", 1, 0, timeout_ms)
+        else:
+            pipe.execute_command("WAIT", self.replicas, timeout_ms)
+
+    def require(self, reply: Any, what: str, namespace: str, job_id: str, timeout_ms: int) -> None:
+        """Raise unless ``reply`` (of :meth:`wait`) acknowledges the write."""
+        if self.mode == "aof":
+            local = int(reply[0]) if isinstance(reply, (list, tuple)) and reply else 0
+            if local >= 1:
+                return
+            got = f"the append-only file did not have it on disk within {timeout_ms} ms"
+        else:
+            if int(reply) >= self.replicas:
+                return
+            got = f"{int(reply)} of {self.replicas} replicas acknowledged it within {timeout_ms} ms"
+        raise StoreUnavailableError(
+            f"{what} was written, but not durably as durability={str(self)!r} asks: {got}. The task "
+            "fails so that its retry (which finds the entry) runs once the store is healthy again; "
+            "check the replicas' link (INFO replication) or the disk.",
+            namespace=namespace,
+            job_id=job_id,
+            retryable=True,
+            what=f"make {what} durable",
+        )

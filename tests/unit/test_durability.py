@@ -1,0 +1,109 @@
+"""Durability on request: a create or clean returns once Redis says the write will survive.
+
+Real servers only: a primary with a real replica (``--replicaof``) for ``WAIT``, and this
+machine's redis-server for the ``WAITAOF`` refusal (7.0 has no WAITAOF; on 7.2+ the same test
+proves the write waits instead).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from airflow_jrs.exceptions import JrsConfigError, StoreUnavailableError
+from airflow_jrs.store import JobResult, JobStatus, KeySpace, RedisJobResultStore
+from airflow_jrs.store.durability import WAITAOF_SINCE, Durability
+from jrs_testbench.redis_server import EmbeddedRedis
+
+
+def ok(job_id: str) -> JobResult:
+    return JobResult(job_id=job_id, status=JobStatus.SUCCEEDED)
+
+
+@pytest.fixture(scope="module")
+def primary_and_replica(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmbeddedRedis, EmbeddedRedis]]:
+    root: Path = tmp_path_factory.mktemp("replicated")
+    with EmbeddedRedis(root / "primary") as primary:
+        with EmbeddedRedis(root / "replica", extra_args=["--replicaof", "127.0.0.1", str(primary.port)]) as replica:
+            client = redis.Redis(port=primary.port)
+            deadline = time.monotonic() + 20
+            while client.info("replication").get("slave0", {}).get("state") != "online":
+                assert time.monotonic() < deadline, "the replica did not connect"
+                time.sleep(0.05)
+            client.close()
+            yield primary, replica
+
+
+def test_replicas_durability_returns_once_the_replica_has_the_write(primary_and_replica, namespace: str) -> None:
+    primary, replica = primary_and_replica
+    store = RedisJobResultStore(redis.Redis(port=primary.port), namespace, durability="replicas:1")
+    on_replica = redis.Redis(port=replica.port)
+    key = KeySpace(namespace).result("j")
+    store.create_dirty_result(ok("j"))
+    assert on_replica.get(key).startswith(b'{"s":"d"')  # there already: no polling
+    assert store.mark_result_as_clean("j") is True
+    assert on_replica.get(key).startswith(b'{"s":"c"')
+
+
+def test_a_replica_count_nobody_reaches_fails_the_write_loudly(redis_client: redis.Redis, namespace: str) -> None:
+    store = RedisJobResultStore(redis_client, namespace, durability="replicas:1", durability_timeout=0.1)
+    with pytest.raises(StoreUnavailableError) as info:
+        store.create_dirty_result(ok("j"))
+    assert "durability='replicas:1'" in str(info.value) and "0 of 1 replicas" in str(info.value)
+    assert info.value.retryable and info.value.job_id == "j"
+    assert store.has_dirty_job_result_entry("j")  # written all the same: the retry finds it
+
+
+def test_aof_durability_on_a_server_without_waitaof_is_a_clear_configuration_error(
+    redis_client: redis.Redis, namespace: str
+) -> None:
+    version = str(redis_client.info("server")["redis_version"])
+    store = RedisJobResultStore(redis_client, namespace, durability="aof")
+    if tuple(int(p) for p in version.split(".")[:2]) >= WAITAOF_SINCE:
+        store.create_dirty_result(ok("j"))  # a newer server: the write waits for the fsync instead
+        return
+    with pytest.raises(JrsConfigError) as info:
+        store.create_dirty_result(ok("j"))
+    message = str(info.value)
+    assert "durability='aof'" in message and f"redis {version}" in message and "7.2" in message
+    assert store.get_entry("j") is None  # refused before anything was written
+
+
+@pytest.mark.parametrize("value", ["fsync", "replicas", "replicas:0", "replicas:-1", "replicas:x", "aof:1"])
+def test_invalid_durability_is_rejected_naming_the_choices(redis_client: redis.Redis, value: str) -> None:
+    with pytest.raises(JrsConfigError, match="'none', 'aof' or 'replicas:N'"):
+        RedisJobResultStore(redis_client, "ns", durability=value)
+
+
+def test_durability_settings_parse() -> None:
+    assert Durability.parse(None) == Durability.parse("none") == Durability()
+    assert str(Durability.parse(" AOF ")) == "aof"
+    assert Durability.parse("replicas:2") == Durability("replicas", 2)
+    with pytest.raises(JrsConfigError, match="durability_timeout"):
+        RedisJobResultStore("redis://127.0.0.1:1/0", "ns", durability="aof", durability_timeout=0)
+
+
+def test_a_wait_longer_than_the_clients_read_timeout_is_refused() -> None:
+    # redis-py would give up on the reply first and retry the pipeline: the write would run twice
+    client = redis.Redis(port=1, socket_timeout=5)
+    with pytest.raises(JrsConfigError, match=r"durability_timeout \(10 s\).*read timeout \(5 s"):
+        RedisJobResultStore(client, "ns", durability="replicas:1", durability_timeout=10)
+    RedisJobResultStore(client, "ns", durability="replicas:1", durability_timeout=3)
+    RedisJobResultStore(client, "ns", durability_timeout=10)  # no durability: nothing waits
+
+
+@pytest.mark.cluster
+def test_replicas_durability_through_a_cluster_client(redis_cluster, namespace: str) -> None:
+    client = redis_cluster.client()
+    try:
+        store = RedisJobResultStore(client, namespace, durability="replicas:1")
+        store.create_dirty_result(ok("j"))
+        assert store.mark_result_as_clean("j") is True
+        entry = store.get_entry("j")
+        assert entry is not None and entry.is_clean
+    finally:
+        client.close()
