@@ -104,7 +104,7 @@ def test_forget_then_clear_recomputes_the_job(flights, first_date):
     assert old is not None
     forget = subprocess.run(
         [str(Path(sys.executable).parent / "airflow-jrs"), "--redis-url", flights.redis_url,
-         "--namespace", flights.namespace, "forget", job_id],
+         "--namespace", flights.namespace, "forget", "--yes", job_id],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert forget.returncode == 0, forget.stderr

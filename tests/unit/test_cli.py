@@ -1,37 +1,290 @@
-"""The airflow-jrs CLI against a real Redis (store given by URL: no Airflow connection needed)."""
+"""The airflow-jrs CLI against a real Redis (store given by URL: no Airflow connection needed).
+
+In-process ``main([...])`` for behaviour; a few real subprocesses for what only a process shows
+(exit codes, one-line errors without traceback, no password on screen)."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
 
 from airflow_jrs.cli import main
-from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
+from airflow_jrs.exceptions import CorruptJobResultError
+from airflow_jrs.intent import Intent, IntentStore
+from airflow_jrs.lease import JobLease
+from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
+from jrs_testbench.redis_server import EmbeddedRedis
+
+CLI = str(Path(sys.executable).parent / "airflow-jrs")
 
 
-def test_cli_lists_shows_forgets_and_releases_quarantine(redis_url, namespace, capsys):
-    store = RedisJobResultStore(redis_url, namespace)
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=120)
+
+
+def jout(capsys: pytest.CaptureFixture[str]) -> dict:
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.fixture
+def base(redis_url, namespace):
+    return ["--redis-url", redis_url, "--namespace", namespace]
+
+
+@pytest.fixture
+def store(redis_url, namespace):
+    return RedisJobResultStore(redis_url, namespace)
+
+
+def ok(job_id: str, dag: str = "d", status: JobStatus = JobStatus.SUCCEEDED) -> JobResult:
+    return JobResult(job_id=job_id, status=status, attempt=Attempt(dag, "t", "manual__1", 1))
+
+
+def test_cli_lists_shows_forgets_and_releases_quarantine(base, store, capsys):
     store.create_dirty_result(JobResult(job_id="d.t.2013-01-01", status=JobStatus.SUCCEEDED))
-    base = ["--redis-url", redis_url, "--namespace", namespace]
 
     assert main([*base, "dirty"]) == 0
     assert "d.t.2013-01-01" in capsys.readouterr().out
-    assert main([*base, "show", "d.t.2013-01-01"]) == 0
-    assert json.loads(capsys.readouterr().out)["state"] == "dirty"
-    assert main([*base, "forget", "d.t.2013-01-01"]) == 0
+    assert main([*base, "show", "--json", "d.t.2013-01-01"]) == 0
+    assert jout(capsys)["state"] == "dirty"
+    assert main([*base, "forget", "--yes", "d.t.2013-01-01"]) == 0
     assert store.get_entry("d.t.2013-01-01") is None
     assert main([*base, "show", "d.t.2013-01-01"]) == 1
+    assert "forgotten" in capsys.readouterr().out  # the kept history is shown, not just "no result"
 
     store.client.set(store.keys.result("bad"), b"not json")
     assert main([*base, "show", "bad"]) == 2  # the corrupt entry is quarantined, with a clear error
     assert "quarantine" in capsys.readouterr().err
-    assert main([*base, "quarantined"]) == 0
-    assert capsys.readouterr().out.split() == ["bad"]
-    assert main([*base, "release-quarantine", "bad"]) == 0
+    assert main([*base, "--json", "quarantined"]) == 0
+    assert jout(capsys)["quarantined"] == ["bad"]
+    assert main([*base, "release-quarantine", "--yes", "bad"]) == 0
     assert "not json" in capsys.readouterr().out
     assert store.get_quarantined() == []
 
 
-def test_cli_errors_name_the_problem(redis_url, namespace, capsys):
-    assert main(["--redis-url", redis_url, "--namespace", namespace, "forget", "nope"]) == 2
+def test_cli_errors_name_the_problem(base, capsys):
+    assert main([*base, "forget", "--yes", "nope"]) == 1
     err = capsys.readouterr().err
     assert "nope" in err and "no result" in err
+
+
+def test_list_json_names_the_namespace_and_filters(base, store, namespace, capsys):
+    store.create_dirty_result(ok("a.t.2013-01-01", dag="a"))
+    store.create_dirty_result(ok("a.t.2013-01-02", dag="a", status=JobStatus.FAILED))
+    store.create_dirty_result(ok("b.t.2013-01-01", dag="b"))
+    store.mark_result_as_clean("b.t.2013-01-01")
+    store.client.set(store.keys.result("a.t.bad"), b"garbage")
+    with pytest.raises(CorruptJobResultError):
+        store.get_entry("a.t.bad")  # quarantines it
+
+    assert main([*base, "list", "--json"]) == 0
+    doc = jout(capsys)
+    assert doc["namespace"] == namespace and doc["server"].startswith("127.0.0.1:")
+    assert [e["job_id"] for e in doc["entries"]] == ["b.t.2013-01-01", "a.t.2013-01-02", "a.t.2013-01-01"]
+    assert set(doc["entries"][0]) >= {"job_id", "state", "status", "created_at", "result"}
+    assert doc["quarantined"] == ["a.t.bad"]  # quarantined jobs appear in the listing too
+
+    def ids(*args: str) -> list[str]:
+        assert main([*base, "--json", "list", *args]) == 0
+        return [e["job_id"] for e in jout(capsys)["entries"]]
+
+    assert ids("--state", "clean") == ["b.t.2013-01-01"]
+    assert ids("--state", "dirty") == ["a.t.2013-01-02", "a.t.2013-01-01"]
+    assert ids("--status", "failed") == ["a.t.2013-01-02"]
+    assert ids("--dag-id", "b") == ["b.t.2013-01-01"]
+    assert ids("--prefix", "a.t.2013-01-01") == ["a.t.2013-01-01"]
+    assert ids("--limit", "1", "--offset", "1") == ["a.t.2013-01-02"]
+    assert ids("--since", "2999-01-01") == []
+    assert ids("--since", "2000-01-01", "--dag-id", "a") == ["a.t.2013-01-02", "a.t.2013-01-01"]
+
+
+def test_an_empty_answer_says_where_it_looked_and_the_implicit_namespace(redis_url, capsys):
+    assert main(["--redis-url", redis_url, "list", "--prefix", "no-such-prefix-at-all"]) == 0
+    out = capsys.readouterr().out
+    assert "no results" in out and "namespace 'default'" in out and "without --namespace" in out
+    assert "127.0.0.1:" in out
+
+
+def test_show_running_job_with_lease_and_intent(base, store, namespace, capsys):
+    lease = JobLease(store.client, namespace, "r.t.2013-01-01", owner={"host": "h1", "pid": 42, "run_id": "r1"})
+    token = lease.acquire()
+    intent = Intent("r.t.2013-01-01", token, "file:///spec", "/staging", "app", "h1", 42, 0.0)
+    IntentStore(store.client, namespace, spec_root="/tmp").update(intent)
+
+    assert main([*base, "show", "--json", "r.t.2013-01-01"]) == 0
+    doc = jout(capsys)
+    assert doc["summary"] == "running" and doc["running"] is True and doc["state"] is None
+    assert doc["lease"]["token"] == token and doc["intent"]["fence"] == token
+    assert main([*base, "show", "r.t.2013-01-01"]) == 0
+    assert "running" in capsys.readouterr().out
+
+    assert main([*base, "--json", "leases"]) == 0
+    leases = jout(capsys)["leases"]
+    assert [(x["job_id"], x["token"], x["owner"]["host"]) for x in leases] == [("r.t.2013-01-01", token, "h1")]
+    assert main([*base, "--json", "intents"]) == 0
+    intents = jout(capsys)["intents"]
+    assert intents[0]["job_id"] == "r.t.2013-01-01" and intents[0]["verdict"].startswith("running")
+    lease.release()
+    assert main([*base, "--json", "intents"]) == 0
+    assert jout(capsys)["intents"][0]["verdict"].startswith("needs recovery")
+
+
+def test_history_after_forget(base, store, capsys):
+    store.create_dirty_result(ok("h.t.1"))
+    store.forget_result("h.t.1")
+    assert main([*base, "--json", "history", "h.t.1"]) == 0
+    assert [h["job_id"] for h in jout(capsys)["history"]] == ["h.t.1"]
+    assert main([*base, "history", "h.t.never"]) == 1
+
+
+def test_destructive_verbs_refuse_without_yes_off_a_terminal(base, store, capsys):
+    store.create_dirty_result(ok("x.t.1"))
+    store.create_dirty_result(ok("x.t.2"))
+    store.mark_result_as_clean("x.t.2")
+    for verb in (["forget", "x.t.1"], ["mark-clean", "x.t.1"], ["purge", "--older-than-days", "0"]):
+        assert main([*base, *verb]) == 2, verb
+        err = capsys.readouterr().err
+        assert "--yes" in err and len(err.strip().splitlines()) == 1
+    assert store.get_entry("x.t.1").is_dirty and store.get_entry("x.t.2").is_clean
+
+
+def test_dry_run_changes_nothing(base, store, capsys):
+    store.create_dirty_result(ok("y.t.1"))
+    store.create_dirty_result(ok("y.t.2"))
+    store.mark_result_as_clean("y.t.2")
+    assert main([*base, "forget", "--dry-run", "y.t.1", "y.t.2"]) == 0
+    assert main([*base, "mark-clean", "--dry-run", "y.t.1"]) == 0
+    assert main([*base, "purge", "--dry-run", "--older-than-days", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "dry run: nothing changed" in out and "y.t.2" in out
+    assert store.get_entry("y.t.1").is_dirty and store.get_entry("y.t.2").is_clean
+
+    assert main([*base, "mark-clean", "--yes", "y.t.1"]) == 0
+    assert store.get_entry("y.t.1").is_clean
+    capsys.readouterr()
+    assert main([*base, "--json", "purge", "--yes", "--older-than-days", "0"]) == 0
+    assert jout(capsys)["purged"] == 2
+
+
+PLAN_DAG = """
+from datetime import datetime, UTC
+from airflow.sdk import DAG
+from airflow_jrs.operators import JrsSparkSubmitOperator
+
+with DAG("jrs_plan", schedule="@daily", start_date=datetime(2013, 1, 1, tzinfo=UTC), catchup=False) as dag:
+    JrsSparkSubmitOperator(task_id="daily", application="/nowhere/app.py", conn_id="spark_local")
+    JrsSparkSubmitOperator(
+        task_id="tmpl", application="/nowhere/app.py", conn_id="spark_local", job_id="flights.{{ ds_nodash }}"
+    )
+"""
+
+
+@pytest.fixture
+def dags(tmp_path):
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    (folder / "jrs_plan.py").write_text(PLAN_DAG)
+    return str(folder)
+
+
+def test_plan_shows_what_a_backfill_would_compute(base, store, namespace, dags, capsys):
+    store.create_dirty_result(ok("jrs_plan.daily.2013-01-01", dag="jrs_plan"))
+    store.mark_result_as_clean("jrs_plan.daily.2013-01-01")
+    store.create_dirty_result(ok("jrs_plan.daily.2013-01-02", dag="jrs_plan"))
+    store.create_dirty_result(ok("flights.20130101", dag="jrs_plan", status=JobStatus.FAILED))
+    JobLease(store.client, namespace, "flights.20130102").acquire()
+    rng = ["--dag-id", "jrs_plan", "--from-date", "2013-01-01", "--to-date", "2013-01-03", "--dags-folder", dags]
+
+    assert main([*base, "--json", "plan", *rng]) == 0
+    doc = jout(capsys)
+    assert doc["namespace"] == namespace and doc["reprocess_behavior"] == "completed"
+    got = {j["job_id"]: (j["status"], j["backfill"]) for j in doc["jobs"]}
+    assert got == {
+        "jrs_plan.daily.2013-01-01": ("committed", "skip"),
+        "jrs_plan.daily.2013-01-02": ("dirty", "skip"),
+        "jrs_plan.daily.2013-01-03": ("missing", "run"),
+        "flights.20130101": ("failed", "run"),
+        "flights.20130102": ("running", "blocked"),
+        "flights.20130103": ("missing", "run"),
+    }
+    assert doc["summary"] == {"run": 3, "skip": 2, "blocked": 1}
+    assert main([*base, "plan", *rng]) == 0
+    assert "would run Spark for 3 jobs" in capsys.readouterr().out
+
+
+def test_range_forget_previews_then_forgets_only_the_range(base, store, dags, capsys):
+    for day in ("01", "02", "05"):
+        store.create_dirty_result(ok(f"jrs_plan.daily.2013-01-{day}", dag="jrs_plan"))
+    rng = ["--dag-id", "jrs_plan", "--from-date", "2013-01-01", "--to-date", "2013-01-03", "--dags-folder", dags]
+    assert main([*base, "forget", *rng]) == 2  # no terminal, no --yes
+    assert main([*base, "forget", "--dry-run", *rng]) == 0
+    out = capsys.readouterr().out
+    assert "jrs_plan.daily.2013-01-02" in out and "2013-01-05" not in out
+    assert store.get_entry("jrs_plan.daily.2013-01-01") is not None
+    assert main([*base, "--json", "forget", "--yes", *rng]) == 0
+    assert sorted(jout(capsys)["forgotten"]) == ["jrs_plan.daily.2013-01-01", "jrs_plan.daily.2013-01-02"]
+    assert store.get_entry("jrs_plan.daily.2013-01-01") is None
+    assert store.get_entry("jrs_plan.daily.2013-01-05") is not None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "check"),
+    [({"appendfsync": "everysec"}, "persistence"), ({"extra_args": ["--maxmemory-policy", "allkeys-lru"]}, "eviction")],
+)
+def test_doctor_warns_when_a_guarantee_does_not_hold(tmp_path, kwargs, check, capsys):
+    with EmbeddedRedis(tmp_path, **kwargs) as server:
+        assert main(["--redis-url", server.url, "--json", "doctor", "--redis-only"]) == 1
+    doc = jout(capsys)
+    levels = {c["name"]: c["level"] for c in doc["checks"]}
+    assert levels[check] == "warn" and levels["connection"] == "ok" and doc["namespace"] == "default"
+    other = {"persistence": "eviction", "eviction": "persistence"}[check]
+    assert levels[other] == "ok"
+
+
+def test_doctor_checks_java_spark_and_the_provider(redis_url, capsys):
+    main(["--redis-url", redis_url, "--json", "doctor"])
+    levels = {c["name"]: c["level"] for c in jout(capsys)["checks"]}
+    assert levels["persistence"] == "ok" and levels["eviction"] == "ok"
+    assert levels["java"] == "ok" and levels["provider"] == "ok"
+    assert "pyspark" in levels and "spark-submit" in levels
+
+
+# -- real processes -------------------------------------------------------------------------------
+def test_bad_arguments_are_one_line_with_exit_2():
+    for args, hint in (
+        (["list", "--limit", "0"], "use e.g. 50"),
+        (["purge", "--older-than-days", "-1"], "use e.g. 90"),
+        (["--redis-url", "localhost:6379", "list"], "use redis://localhost:6379/0"),
+        (["--redis-url", "redis://127.0.0.1:1/0", "list", "--since", "yesterday"], "use e.g. 2013-01-01"),
+    ):
+        done = run(*args)
+        assert done.returncode == 2, args
+        assert hint in done.stderr and len(done.stderr.strip().splitlines()) == 1
+        assert "Traceback" not in done.stderr
+
+
+def test_unreachable_store_is_exit_3_without_the_password(tmp_path):
+    from jrs_testbench.helpers import free_port
+
+    done = run("--redis-url", f"redis://u:s3cret-pw@127.0.0.1:{free_port()}/0", "list")
+    assert done.returncode == 3
+    assert "nothing listens" in done.stderr and "s3cret-pw" not in done.stderr + done.stdout
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_process_exit_codes_and_confirmation(redis_url, namespace, store):
+    store.create_dirty_result(ok("p.t.1"))
+    base = ["--redis-url", redis_url, "--namespace", namespace]
+    assert run(*base, "show", "p.t.none").returncode == 1
+    refused = subprocess.run([CLI, *base, "forget", "p.t.1"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert refused.returncode == 2 and "--yes" in refused.stderr and "Traceback" not in refused.stderr
+    listed = run(*base, "--json", "list")
+    assert listed.returncode == 0 and json.loads(listed.stdout)["entries"][0]["job_id"] == "p.t.1"
+    assert run(*base, "forget", "--yes", "p.t.1").returncode == 0
+    assert store.get_entry("p.t.1") is None
+    assert datetime.now(UTC)  # keeps the import used for readers of the plan test

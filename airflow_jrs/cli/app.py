@@ -1,0 +1,162 @@
+"""The parser and the dispatch: one place decides exit codes and how errors read.
+
+A bad argument or a failure is one line on stderr, never a traceback: the person reading it
+is on call, and the line says what to type or do instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, NoReturn
+
+from rich_argparse import RawDescriptionRichHelpFormatter
+
+from airflow_jrs.cli import common, doctor, plan, reads, writes
+from airflow_jrs.cli.common import NOT_FOUND, UNREACHABLE, USAGE, CliError, Output
+from airflow_jrs.exceptions import JrsError, NoSuchJobResultError, StoreUnavailableError
+
+DESCRIPTION = """\
+The on-call engineer's view of the airflow-jrs job result store: which Spark jobs have a
+result (and so will not run again), which wait for cleanup, who holds a lease, what a backfill
+would compute. The store is the Airflow connection jrs_default (or \\[jrs] conn_id), or
+--redis-url and --namespace."""
+
+EPILOG = """\
+exit codes:
+  0  ok
+  1  not found: no such job, nothing matched, answered no (doctor: a check warned or failed)
+  2  usage or configuration error, or the store refused (corrupt or quarantined entry,
+     confirmation needed without a terminal)
+  3  store unreachable, or it refused the connection (password, ACL)"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad argument is one line saying what to type instead (no usage dump)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _sub(sub: Any, name: str, help_text: str, handler: Any, *, json_out: bool = True) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(
+        name, help=help_text, description=help_text, formatter_class=RawDescriptionRichHelpFormatter, epilog=EPILOG
+    )
+    if json_out:
+        # SUPPRESS: a subcommand's default must not overwrite a --json given before it.
+        p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON document")
+    p.set_defaults(handler=handler)
+    return p
+
+
+def _destructive(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation (for scripts)")
+    p.add_argument("--dry-run", action="store_true", help="show what would change, change nothing")
+
+
+def _dag_range(p: argparse.ArgumentParser, required: bool) -> None:
+    p.add_argument("--dag-id", required=required, help="the DAG whose JrsSparkSubmitOperator tasks define the jobs")
+    p.add_argument("--from-date", type=common.when, required=required, help="first logical date, e.g. 2013-01-01")
+    p.add_argument("--to-date", type=common.when, required=required, help="last logical date (inclusive)")
+    p.add_argument("--dags-folder", help="where the DAG file is (default: \\[core] dags_folder)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="airflow-jrs", description=DESCRIPTION, epilog=EPILOG, formatter_class=RawDescriptionRichHelpFormatter
+    )
+    parser.add_argument("--redis-url", type=common.redis_url, help="use this Redis, e.g. redis://host:6379/0")
+    parser.add_argument(
+        "--namespace",
+        type=common.namespace,
+        help="store namespace (default: the connection's; 'default' with --redis-url)",
+    )
+    parser.add_argument("--conn-id", default=None, help="Airflow connection id (default: \\[jrs] conn_id)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document (read commands)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = _sub(sub, "list", "results, newest first, with filters; quarantined jobs too", reads.cmd_list)
+    p.add_argument("--state", choices=["dirty", "clean", "quarantined"], help="only entries in this state")
+    p.add_argument(
+        "--status", type=str.upper, choices=["SUCCEEDED", "FAILED", "CANCELED", "STOPPED"], help="only this status"
+    )
+    p.add_argument("--dag-id", help="only results written by this DAG (or job ids starting with DAG_ID.)")
+    p.add_argument("--prefix", help="only job ids starting with this")
+    p.add_argument("--since", type=common.when, help="only results created at or after this date")
+    p.add_argument("--limit", type=common.positive_int, default=50, help="at most this many (default 50)")
+    p.add_argument("--offset", type=common.non_negative_int, default=0, help="skip this many matches first")
+
+    p = _sub(sub, "show", "one job: result, history, lease holder, intent and heartbeat", reads.cmd_show)
+    p.add_argument("job_id", help="the job id, e.g. my_dag.my_task.2013-01-01")
+    _sub(sub, "dirty", "results whose cleanup is pending", reads.cmd_dirty)
+    _sub(sub, "unsuccessful", "jobs whose last result is FAILED, CANCELED or STOPPED", reads.cmd_unsuccessful)
+    p = _sub(sub, "history", "earlier entries of a job: superseded, forgotten", reads.cmd_history)
+    p.add_argument("job_id", help="the job id")
+    _sub(sub, "leases", "held leases: holder host, pid and run, token, time left", reads.cmd_leases)
+    _sub(sub, "intents", "jobs in flight or needing recovery (recorded intents)", reads.cmd_intents)
+    _sub(sub, "quarantined", "jobs blocked by a corrupt entry", reads.cmd_quarantined)
+
+    p = _sub(
+        sub,
+        "plan",
+        "before a backfill: each date and job committed, dirty, failed, running or missing, and what "
+        "a backfill with --reprocess-behavior completed would compute; nothing runs. Job ids follow the "
+        f"operator's rule: the default one, or a job_id template using only {plan.RENDERABLE}",
+        plan.cmd_plan,
+    )
+    _dag_range(p, required=True)
+
+    p = _sub(sub, "doctor", "check Redis persistence, eviction, latency, Java, Spark and the provider", None)
+    p.add_argument("--redis-only", action="store_true", help="skip the Java, Spark and provider checks")
+
+    p = _sub(sub, "mark-clean", "mark a dirty result clean without running its cleanup", writes.cmd_mark_clean)
+    p.add_argument("job_id", help="the job id")
+    _destructive(p)
+    p = _sub(sub, "forget", "forget results so the jobs run again (kept in history)", writes.cmd_forget)
+    p.add_argument("job_ids", nargs="*", metavar="JOB_ID", help="job ids to forget")
+    _dag_range(p, required=False)
+    _destructive(p)
+    p = _sub(sub, "purge", "delete clean results older than N days (retention)", writes.cmd_purge)
+    p.add_argument("--older-than-days", type=common.non_negative_days, required=True, help="age in days, e.g. 90")
+    _destructive(p)
+    p = _sub(sub, "release-quarantine", "drop a quarantined entry (prints its bytes)", writes.cmd_release_quarantine)
+    p.add_argument("job_id", help="the job id")
+    _destructive(p)
+    p = _sub(sub, "stop", "stop a running stream at its next batch boundary (STOPPED)", writes.cmd_stream)
+    p.add_argument("job_id", help="the job id of the running stream")
+    p = _sub(sub, "cancel", "cancel a running stream at once (CANCELED)", writes.cmd_stream)
+    p.add_argument("job_id", help="the job id of the running stream")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or a bad argument (already printed as one line)
+        return exc.code if isinstance(exc.code, int) else USAGE
+    out = Output(as_json=args.json)
+
+    def fail(code: int, line: str) -> int:
+        print(f"airflow-jrs: {line}", file=sys.stderr)
+        return code
+
+    try:
+        if args.command == "doctor":
+            return doctor.run_doctor(args, out)
+        ctx = common.open_store(args, out)
+        return int(args.handler(ctx))
+    except CliError as exc:
+        return fail(exc.code, str(exc))
+    except StoreUnavailableError as exc:
+        return fail(UNREACHABLE, common.store_failure(exc, args))
+    except NoSuchJobResultError as exc:
+        return fail(NOT_FOUND, f"{type(exc).__name__}: {exc}")
+    except JrsError as exc:
+        return fail(USAGE, f"{type(exc).__name__}: {exc}")
+    except KeyboardInterrupt:
+        return fail(130, "interrupted")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

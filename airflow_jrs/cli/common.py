@@ -1,0 +1,273 @@
+"""What every command shares: where the store is, how answers are printed, how to ask.
+
+Every answer names the namespace and server it read, because the commonest on-call mistake
+is reading the wrong namespace and concluding "the job has no result, so it will run again".
+Nothing here prints a password: servers are described as ``host:port``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from airflow_jrs.exceptions import StoreUnavailableError
+from airflow_jrs.redis_diagnosis import describe_server, diagnose
+from airflow_jrs.store import JobResultEntry, RedisJobResultStore, result_to_dict, validate_namespace
+
+#: Exit codes, as the help's epilog and the package docstring document them.
+OK, NOT_FOUND, USAGE, UNREACHABLE = 0, 1, 2, 3
+
+
+class CliError(Exception):
+    """One line for the user and the exit code; never shown with a traceback."""
+
+    def __init__(self, message: str, code: int = USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# -- argument types: a bad value says what to type instead --------------------------------------
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1; use e.g. 50")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 0; use e.g. 0 or 100")
+    return value
+
+
+def non_negative_days(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of days of at least 0; use e.g. 90")
+    return value
+
+
+def when(text: str) -> datetime:
+    """A date (``2013-01-01``) or an ISO date-time; without a zone it means UTC, as in Airflow."""
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        try:
+            value = datetime.combine(date.fromisoformat(text), datetime.min.time())
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a date; use e.g. 2013-01-01 or 2013-01-01T06:00:00+00:00"
+            ) from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def redis_url(text: str) -> str:
+    """Refuse what redis-py would refuse with a traceback, and say the URL to type instead."""
+    parts = urlsplit(text)
+    if parts.scheme in ("redis", "rediss", "unix") and (parts.netloc or parts.path):
+        return text
+    # Never echo a password back: keep only what follows the last "@".
+    rest = text.split("://", 1)[-1].rsplit("@", 1)[-1].split("/", 1)[0] or "localhost:6379"
+    if ":" not in rest:
+        rest += ":6379"
+    login = "USER:PASSWORD@" if "@" in text else ""
+    raise argparse.ArgumentTypeError(f"not a Redis URL; use redis://{login}{rest}/0 (or rediss:// for TLS)")
+
+
+def namespace(text: str) -> str:
+    try:
+        return validate_namespace(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+# -- where the store is -------------------------------------------------------------------------
+@dataclass
+class Ctx:
+    """One command's store and where it is, said the same way in every answer."""
+
+    args: argparse.Namespace
+    store: RedisJobResultStore
+    server: str
+    origin: str
+    out: Output
+
+    @property
+    def namespace(self) -> str:
+        return self.store.namespace
+
+    def where(self) -> str:
+        """``namespace 'x' on Redis host:port (origin)``: what an answer read."""
+        implicit = ""
+        if self.args.redis_url and not self.args.namespace:
+            implicit = " (--redis-url without --namespace)"
+        return f"namespace {self.namespace!r}{implicit} on Redis {self.server} ({self.origin})"
+
+    def located(self, doc: dict[str, Any]) -> dict[str, Any]:
+        """``doc`` with the namespace and server first, for JSON answers."""
+        return {"namespace": self.namespace, "server": self.server, **doc}
+
+
+def url_server(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return f"unix:{parts.path}"
+    return describe_server(parts.hostname or "localhost", parts.port or 6379)
+
+
+def open_store(args: argparse.Namespace, out: Output) -> Ctx:
+    if args.redis_url:
+        import redis as redis_lib
+        from redis.backoff import ExponentialBackoff
+        from redis.retry import Retry
+
+        # Bounded waits, as [jrs]'s defaults give the connection's client: a paused server must
+        # not hang the on-call engineer's terminal.
+        client = redis_lib.Redis.from_url(
+            args.redis_url,
+            socket_connect_timeout=5,
+            socket_timeout=10,
+            retry=Retry(ExponentialBackoff(cap=2, base=0.2), 3),
+        )
+        store = RedisJobResultStore(client, args.namespace or "default")
+        return Ctx(args, store, url_server(args.redis_url), "--redis-url", out)
+    from airflow_jrs.hooks.jrs import JrsHook
+
+    hook = JrsHook(args.conn_id, namespace=args.namespace)
+    return Ctx(args, hook.get_store(), hook.server(), f"connection {hook.jrs_conn_id!r}", out)
+
+
+def store_failure(exc: StoreUnavailableError, args: argparse.Namespace) -> str:
+    """One line naming where the store is (never the password), what failed and what to do."""
+    if args.redis_url:
+        conn, server, password = "--redis-url", url_server(args.redis_url), urlsplit(args.redis_url).password
+    else:
+        from airflow_jrs.hooks.jrs import JrsHook
+
+        hook = JrsHook(args.conn_id)
+        conn, server = f"connection {hook.jrs_conn_id!r}", hook.server()
+        try:
+            password = hook.get_connection(hook.jrs_conn_id).password
+        except Exception:
+            password = None
+    cause = exc.__cause__
+    sentence = diagnose(cause, conn=conn, server=server).sentence() if cause is not None else str(exc)
+    ns = args.namespace or ("default" if args.redis_url else "of the connection")
+    line = (
+        f"job result store unavailable: could not {exc.what or 'use it'} "
+        f"(namespace {ns!r}, {conn}, Redis {server}): {sentence}"
+    )
+    return line.replace(password, "***") if password else line
+
+
+# -- printing -------------------------------------------------------------------------------------
+class Output:
+    """Rich tables for people, plain JSON for scripts; errors and progress go to stderr."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        tty = sys.stdout.isatty()
+        # Off a terminal rich assumes 80 columns and would fold job ids mid-word: widen instead.
+        self.console = Console(file=sys.stdout, highlight=False, width=None if tty else 200, soft_wrap=not tty)
+        self.err = Console(file=sys.stderr, highlight=False, width=None if sys.stderr.isatty() else 200)
+
+    def json(self, doc: Any) -> None:
+        print(json.dumps(doc, indent=2, default=str))
+
+    def line(self, text: str) -> None:
+        self.console.print(escape(text))
+
+    def header(self, ctx: Ctx, what: str) -> None:
+        self.console.print(f"[bold]{escape(what)}[/bold] in {escape(ctx.where())}")
+
+    def table(self, columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None) -> None:
+        table = Table(title=title, title_justify="left", show_lines=False)
+        for column in columns:
+            table.add_column(column, overflow="fold")
+        for row in rows:
+            table.add_row(*(escape("" if v is None else str(v)) for v in row))
+        self.console.print(table)
+
+
+def ask(ctx: Ctx, question: str) -> None:
+    """Go on only after a yes: ``--yes``, or a person answering at a terminal.
+
+    Without a terminal nobody can answer, and a script that forgot ``--yes`` must not hang or
+    guess: it gets exit 2 and the flag to add (as ``airflow db clean`` does)."""
+    if ctx.args.yes:
+        return
+    try:
+        interactive = sys.stdin.isatty()
+    except (AttributeError, ValueError, OSError):
+        interactive = False
+    if not interactive:
+        raise CliError(
+            f"refusing to {question} without confirmation (stdin is not a terminal): "
+            "add --yes to go ahead, or --dry-run to only preview",
+            USAGE,
+        )
+    from rich.prompt import Confirm
+
+    if not Confirm.ask(f"{escape(question[0].upper() + question[1:])} in {escape(ctx.where())}?", console=ctx.out.err):
+        raise CliError("nothing changed (answered no)", NOT_FOUND)
+
+
+def progress(ctx: Ctx, description: str, total: int | None) -> Any:
+    """A rich progress bar on stderr (silent when stderr is not a terminal or for JSON)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
+
+    columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}")]
+    if total is not None:
+        columns += [BarColumn(), MofNCompleteColumn()]
+    disable = ctx.out.as_json or not ctx.out.err.is_terminal
+    bar = Progress(*columns, console=ctx.out.err, transient=True, disable=disable)
+    bar.add_task(description, total=total)
+    return bar
+
+
+# -- entries ---------------------------------------------------------------------------------------
+def stamp(value: datetime | None) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ") if value else "-"
+
+
+def entry_json(entry: JobResultEntry) -> dict[str, Any]:
+    created = entry.created_at.isoformat() if entry.created_at else None
+    return {
+        "job_id": entry.job_id,
+        "state": entry.state.value,
+        "status": entry.result.status.value,
+        "created_at": created,
+        "result": result_to_dict(entry.result),
+    }
+
+
+ENTRY_COLUMNS = ("job id", "state", "status", "fence", "created (UTC)", "written by")
+
+
+def entry_row(entry: JobResultEntry) -> list[Any]:
+    a = entry.result.attempt
+    by = f"{a.dag_id}/{a.task_id} {a.run_id} try {a.try_number}" if a else "-"
+    return [entry.job_id, entry.state.value, entry.result.status.value, entry.result.fence, stamp(entry.created_at), by]
+
+
+Handler = Callable[[Ctx], int]

@@ -1,0 +1,277 @@
+"""``plan``: what a backfill would compute, before anyone starts it; and the jobs of a date range.
+
+A backfill with ``--reprocess-behavior completed`` creates a run for every interval in the
+range; each JrsSparkSubmitOperator task then asks the store and runs Spark or not by the
+decision table (:mod:`airflow_jrs.decision`). ``plan`` asks the same questions without running
+anything, so the cost of a backfill is known before it is paid.
+
+The job ids come from the DAG itself (loaded with Airflow's DagBag) and the operator's own
+rule: :func:`airflow_jrs.identity.default_job_id` for tasks without ``job_id``; a templated
+``job_id`` is rendered with the interval's values (``ds``, ``ds_nodash``, ``ts``,
+``logical_date``, ``data_interval_start``/``end``, ``dag``, ``task``, ``ti.dag_id``/
+``ti.task_id``, ``dag_id``, ``task_id``). A template needing anything else (XCom, a Variable,
+a macro) is refused by name rather than guessed. Mapped tasks are left out: their job ids
+depend on an expansion known only at run time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from datetime import datetime
+from types import SimpleNamespace
+from typing import Any
+
+from airflow_jrs.cli.common import NOT_FOUND, OK, USAGE, CliError, Ctx, stamp
+from airflow_jrs.decision import decide
+from airflow_jrs.exceptions import (
+    CorruptIntentError,
+    CorruptJobResultError,
+    JobResultQuarantinedError,
+    UnsupportedSchemaVersionError,
+)
+from airflow_jrs.identity import application_fingerprint, default_job_id
+from airflow_jrs.intent import IntentStore
+from airflow_jrs.lease import held_leases
+from airflow_jrs.store import JobResultEntry, validate_job_id
+
+RENDERABLE = "ds, ds_nodash, ts, ts_nodash, logical_date, data_interval_start/end, dag, task, ti, dag_id, task_id"
+
+
+@dataclass(frozen=True)
+class PlannedJob:
+    """One job of one interval: where it stands and what a backfill would do with it."""
+
+    logical_date: datetime | None
+    task_id: str
+    job_id: str
+    status: str  # committed | dirty | failed | running | missing | quarantined | unreadable
+    result_status: str | None
+    backfill: str  # skip | run | blocked
+    reason: str
+    entry: JobResultEntry | None = None
+
+
+def load_dag(dag_id: str, dags_folder: str | None) -> Any:
+    """The DAG ``dag_id`` parsed from ``dags_folder`` (default ``[core] dags_folder``)."""
+    from airflow.configuration import conf
+    from airflow.dag_processing.dagbag import DagBag
+
+    folder = dags_folder or conf.get("core", "dags_folder")
+    if not folder or not os.path.exists(folder):
+        raise CliError(f"dags folder {folder!r} does not exist; pass --dags-folder PATH", USAGE)
+    # Airflow logs "Filling up the DagBag" to stdout, where it would corrupt --json: only warnings, on stderr.
+    quiet = logging.getLogger("airflow.dag_processing.dagbag")
+    level = quiet.level
+    quiet.setLevel(logging.WARNING)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            bag = DagBag(dag_folder=folder)
+    finally:
+        quiet.setLevel(level)
+    dag = bag.dags.get(dag_id)
+    if dag is None:
+        known = ", ".join(sorted(bag.dags)[:10]) or "none"
+        errors = f"; {len(bag.import_errors)} files failed to import" if bag.import_errors else ""
+        raise CliError(f"DAG {dag_id!r} is not in {folder} (found: {known}{errors}); check --dag-id", NOT_FOUND)
+    return dag
+
+
+def _intervals(dag: Any, start: datetime, end: datetime) -> list[Any]:
+    """The DAG's runs between ``start`` and ``end`` (inclusive), as its timetable makes them."""
+    from airflow.serialization.encoders import coerce_to_core_timetable
+    from airflow.timetables.base import TimeRestriction
+
+    timetable = coerce_to_core_timetable(dag.timetable)
+    if getattr(timetable, "partitioned", False):
+        return list(timetable.iter_partition_dagrun_infos(earliest=start, latest=end))
+    import pendulum
+
+    restriction = TimeRestriction(pendulum.instance(start), pendulum.instance(end), catchup=True)
+    infos, info = [], None
+    while (info := timetable.next_dagrun_info_v2(last_dagrun_info=info, restriction=restriction)) is not None:
+        infos.append(info)
+    return infos
+
+
+def _render(template: str, dag: Any, task: Any, info: Any) -> str:
+    import jinja2
+
+    logical = info.logical_date
+    interval = info.data_interval
+    context: dict[str, Any] = {
+        "dag": dag,
+        "task": task,
+        "ti": SimpleNamespace(dag_id=dag.dag_id, task_id=task.task_id, map_index=-1),
+        "dag_id": dag.dag_id,
+        "task_id": task.task_id,
+        "logical_date": logical,
+        "data_interval_start": interval.start if interval else None,
+        "data_interval_end": interval.end if interval else None,
+    }
+    if logical is not None:
+        context |= {
+            "ds": logical.strftime("%Y-%m-%d"),
+            "ds_nodash": logical.strftime("%Y%m%d"),
+            "ts": logical.isoformat(),
+            "ts_nodash": logical.strftime("%Y%m%dT%H%M%S"),
+        }
+    env = dag.get_template_env().overlay(undefined=jinja2.StrictUndefined)
+    try:
+        return env.from_string(template).render(**context)
+    except jinja2.UndefinedError as exc:
+        raise CliError(
+            f"task {task.task_id!r}: its job_id template {template!r} uses something plan cannot render "
+            f"({exc.message}); plan renders {RENDERABLE}",
+            USAGE,
+        ) from None
+
+
+def job_ids(dag: Any, start: datetime, end: datetime) -> tuple[list[tuple[Any, Any, str]], list[str]]:
+    """``(interval, task, job id)`` for every JrsSparkSubmitOperator task and interval, and notes."""
+    from airflow_jrs.operators.spark import JrsSparkSubmitOperator
+
+    notes: list[str] = []
+    tasks = [t for t in dag.tasks if isinstance(t, JrsSparkSubmitOperator)]
+    from airflow.sdk.definitions.mappedoperator import MappedOperator
+
+    mapped = [
+        t.task_id
+        for t in dag.tasks
+        if isinstance(t, MappedOperator)
+        and isinstance(t.operator_class, type)
+        and issubclass(t.operator_class, JrsSparkSubmitOperator)
+    ]
+    if mapped:
+        notes.append(f"left out mapped tasks {mapped}: their job ids depend on the run's expansion")
+    if not tasks:
+        raise CliError(f"DAG {dag.dag_id!r} has no JrsSparkSubmitOperator task; nothing to plan", NOT_FOUND)
+    infos = _intervals(dag, start, end)
+    if not infos:
+        raise CliError(
+            f"DAG {dag.dag_id!r} has no scheduled run between {stamp(start)} and {stamp(end)} "
+            "(no schedule, or outside its start/end date); check the dates",
+            NOT_FOUND,
+        )
+    out = []
+    for info in infos:
+        for task in tasks:
+            if task.job_id:
+                raw = (
+                    _render(task.job_id, dag, task, info) if "{{" in task.job_id or "{%" in task.job_id else task.job_id
+                )
+                job_id = validate_job_id(raw)
+            else:
+                interval = info.data_interval
+                context = {
+                    "ti": SimpleNamespace(dag_id=dag.dag_id, task_id=task.task_id, map_index=-1),
+                    "partition_key": getattr(info, "partition_key", None),
+                    "data_interval_start": interval.start if interval else None,
+                    "logical_date": info.logical_date,
+                    "run_id": f"backfill__{info.run_after.isoformat()}",
+                }
+                job_id = default_job_id(context)
+            out.append((info, task, job_id))
+    return out, notes
+
+
+def _fingerprint(task: Any) -> str | None:
+    """The task's fingerprint when it does not depend on templating; ``None`` (counts as the same
+    job, as the decision table says for unknown fingerprints) otherwise."""
+    parts = [task.application, *(task.application_args or []), task.job_version or ""]
+    if any("{{" in str(p) or "{%" in str(p) for p in parts):
+        return None
+    return application_fingerprint(task.application, task.application_args, task.job_version)
+
+
+def plan_jobs(ctx: Ctx, dag: Any, start: datetime, end: datetime) -> tuple[list[PlannedJob], list[str]]:
+    jobs, notes = job_ids(dag, start, end)
+    store = ctx.store
+    leases = held_leases(store.client, ctx.namespace)
+    intents = IntentStore(store.client, ctx.namespace, spec_root="").list_intents()
+    fingerprints = {task.task_id: _fingerprint(task) for _, task, _ in jobs}
+    planned = []
+    for info, task, job_id in jobs:
+        holder = leases.get(job_id)
+        intent = intents.get(job_id)
+        try:
+            entry = store.get_entry(job_id)
+        except (CorruptJobResultError, JobResultQuarantinedError):
+            planned.append(_row(info, task, job_id, "quarantined", None, "blocked", "entry in quarantine: fails"))
+            continue
+        except UnsupportedSchemaVersionError:
+            planned.append(_row(info, task, job_id, "unreadable", None, "blocked", "written by a newer airflow-jrs"))
+            continue
+        if entry is None:
+            status = "running" if holder is not None else "missing"
+        elif entry.result.status.is_success:
+            status = "committed" if entry.is_clean else "dirty"
+        else:
+            status = "failed"
+        decision = decide(entry, fingerprints[task.task_id], accept_changed_fingerprint=task.accept_changed_fingerprint)
+        if decision.skip:
+            action, reason = "skip", decision.reason
+        elif holder is not None:
+            who = f"{holder.owner.get('host', '?')} pid {holder.owner.get('pid', '?')}"
+            action, reason = "blocked", f"lease held by {who} (token {holder.token}): waits or fails, no second copy"
+        else:
+            action, reason = "run", "runs Spark: " + decision.reason
+            if intent is not None and not isinstance(intent, CorruptIntentError):
+                reason += f"; recovers fence {intent.fence}'s unfinished attempt first"
+        result_status = entry.result.status.value if entry else None
+        planned.append(_row(info, task, job_id, status, result_status, action, reason, entry))
+    return planned, notes
+
+
+def _row(
+    info: Any,
+    task: Any,
+    job_id: str,
+    status: str,
+    result_status: str | None,
+    action: str,
+    reason: str,
+    entry: JobResultEntry | None = None,
+) -> PlannedJob:
+    when = info.logical_date or getattr(info, "partition_date", None) or info.run_after
+    return PlannedJob(when, task.task_id, job_id, status, result_status, action, reason, entry)
+
+
+def cmd_plan(ctx: Ctx) -> int:
+    a = ctx.args
+    if a.from_date > a.to_date:
+        raise CliError("--from-date is after --to-date; swap them", USAGE)
+    dag = load_dag(a.dag_id, a.dags_folder)
+    planned, notes = plan_jobs(ctx, dag, a.from_date, a.to_date)
+    counts = {k: sum(p.backfill == k for p in planned) for k in ("run", "skip", "blocked")}
+    if ctx.out.as_json:
+        rows = [
+            {
+                "logical_date": p.logical_date.isoformat() if p.logical_date else None,
+                "task_id": p.task_id,
+                "job_id": p.job_id,
+                "status": p.status,
+                "result_status": p.result_status,
+                "backfill": p.backfill,
+                "reason": p.reason,
+            }
+            for p in planned
+        ]
+        doc = {"dag_id": a.dag_id, "from_date": a.from_date.isoformat(), "to_date": a.to_date.isoformat()}
+        ctx.out.json(
+            ctx.located({**doc, "reprocess_behavior": "completed", "jobs": rows, "summary": counts, "notes": notes})
+        )
+        return OK
+    ctx.out.header(ctx, f"Backfill plan for {a.dag_id} --reprocess-behavior completed (nothing runs)")
+    rows2 = [[stamp(p.logical_date), p.task_id, p.job_id, p.status, p.backfill, p.reason] for p in planned]
+    ctx.out.table(("logical date", "task", "job id", "now", "backfill", "why"), rows2)
+    ctx.out.line(
+        f"a backfill would run Spark for {counts['run']} jobs, skip {counts['skip']}, "
+        f"and find {counts['blocked']} blocked"
+    )
+    for note in notes:
+        ctx.out.line(f"note: {note}")
+    return OK

@@ -1,0 +1,176 @@
+"""Commands that change the store: mark-clean, forget, purge, release-quarantine, stop, cancel.
+
+Each destructive verb first shows what it will change, then asks (``--yes`` answers for a
+script; without a terminal and without ``--yes`` it refuses), and ``--dry-run`` stops after
+the preview. A forgotten or purged result makes its job run again on the next attempt: that
+is the point of these verbs, and the reason they never act silently.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from airflow_jrs.cli.common import (
+    ENTRY_COLUMNS,
+    NOT_FOUND,
+    OK,
+    USAGE,
+    CliError,
+    Ctx,
+    ask,
+    entry_json,
+    entry_row,
+    progress,
+)
+from airflow_jrs.cli.plan import load_dag, plan_jobs
+from airflow_jrs.exceptions import JobResultEntryError, NoSuchJobResultError
+from airflow_jrs.store import EntryState, JobResultEntry
+from airflow_jrs.store.model import utcnow
+from airflow_jrs.store.query import EntryQuery
+
+
+def _dry_run(ctx: Ctx, doc: dict[str, object]) -> int:
+    if ctx.out.as_json:
+        ctx.out.json(ctx.located({**doc, "dry_run": True}))
+    else:
+        ctx.out.line("dry run: nothing changed")
+    return OK
+
+
+def cmd_mark_clean(ctx: Ctx) -> int:
+    job_id = ctx.args.job_id
+    entry = ctx.store.get_entry(job_id)
+    if entry is None:
+        raise CliError(f"job {job_id!r} has no result in {ctx.where()}; nothing to mark clean", NOT_FOUND)
+    if entry.is_clean:
+        ctx.out.line(f"job {job_id} is already clean in {ctx.where()}; nothing to do")
+        return OK
+    if not ctx.out.as_json:
+        ctx.out.header(ctx, "Will mark clean, without running its cleanup (staging data and spec stay)")
+        ctx.out.table(ENTRY_COLUMNS, [entry_row(entry)])
+    if ctx.args.dry_run:
+        return _dry_run(ctx, {"mark_clean": [job_id]})
+    ask(ctx, f"mark job {job_id} clean without its cleanup")
+    ctx.store.mark_result_as_clean(job_id)
+    if ctx.out.as_json:
+        ctx.out.json(ctx.located({"marked_clean": [job_id]}))
+    else:
+        ctx.out.line(f"marked {job_id} clean; its cleanup will not run (remove its staging data by hand if needed)")
+    return OK
+
+
+def _forget_targets(ctx: Ctx) -> tuple[list[JobResultEntry], list[str]]:
+    """Entries to forget and, for the preview, job ids that have nothing to forget (and why)."""
+    a = ctx.args
+    if a.job_ids:
+        entries, skipped = [], []
+        for job_id in a.job_ids:
+            try:
+                entry = ctx.store.get_entry(job_id)
+            except JobResultEntryError as exc:
+                skipped.append(f"{job_id}: {exc}")
+                continue
+            if entry is None:
+                skipped.append(f"{job_id}: no result")
+            else:
+                entries.append(entry)
+        return entries, skipped
+    dag = load_dag(a.dag_id, a.dags_folder)
+    planned, _notes = plan_jobs(ctx, dag, a.from_date, a.to_date)
+    found = [p.entry for p in planned if p.entry is not None]
+    return found, [f"{p.job_id}: {p.status}" for p in planned if p.entry is None]
+
+
+def cmd_forget(ctx: Ctx) -> int:
+    a = ctx.args
+    if bool(a.job_ids) == bool(a.dag_id):
+        raise CliError("give JOB_IDs, or --dag-id with --from-date and --to-date (not both)", USAGE)
+    if a.dag_id and (a.from_date is None or a.to_date is None):
+        raise CliError("--dag-id needs --from-date and --to-date, e.g. --from-date 2013-01-01 --to-date 2013-01-31")
+    entries, skipped = _forget_targets(ctx)
+    if not entries:
+        detail = "; ".join(skipped[:5]) + (" ..." if len(skipped) > 5 else "")
+        raise CliError(f"nothing to forget in {ctx.where()} ({detail})", NOT_FOUND)
+    if not ctx.out.as_json:
+        ctx.out.header(ctx, f"Will forget {len(entries)} results (kept in history; these jobs run again)")
+        ctx.out.table(ENTRY_COLUMNS, [entry_row(e) for e in entries])
+        for line in skipped:
+            ctx.out.line(f"skipped {line}")
+    if a.dry_run:
+        return _dry_run(ctx, {"forget": [entry_json(e) for e in entries], "skipped": skipped})
+    ask(ctx, f"forget {len(entries)} results so their jobs run again")
+    forgotten: list[str] = []
+    with progress(ctx, "forgetting", len(entries)) as bar:
+        for entry in entries:
+            try:
+                ctx.store.forget_result(entry.job_id)
+                forgotten.append(entry.job_id)
+            except NoSuchJobResultError:
+                skipped.append(f"{entry.job_id}: gone meanwhile")
+            bar.advance(bar.task_ids[0])
+    if ctx.out.as_json:
+        ctx.out.json(ctx.located({"forgotten": forgotten, "skipped": skipped}))
+    else:
+        for job_id in forgotten:
+            ctx.out.line(f"forgot {job_id} (kept in its history); the next run of the job computes it again")
+    return OK
+
+
+def cmd_purge(ctx: Ctx) -> int:
+    days = ctx.args.older_than_days
+    cutoff = utcnow() - timedelta(days=days)
+    with progress(ctx, "finding clean results to purge", None):
+        old = ctx.store.find_entries(EntryQuery(state=EntryState.CLEAN, before=cutoff), limit=10_000_000)
+    if not old:
+        ctx.out.line(f"no clean results older than {days:g} days in {ctx.where()}; nothing to purge")
+        if ctx.out.as_json:
+            ctx.out.json(ctx.located({"purge": [], "purged": 0}))
+        return OK
+    if not ctx.out.as_json:
+        ctx.out.header(ctx, f"Will delete {len(old)} clean results older than {days:g} days (no history kept)")
+        ctx.out.table(ENTRY_COLUMNS, [entry_row(e) for e in old[:20]])
+        if len(old) > 20:
+            ctx.out.line(f"... and {len(old) - 20} more; a backfill over these dates would recompute them")
+    if ctx.args.dry_run:
+        return _dry_run(ctx, {"purge": [e.job_id for e in old]})
+    ask(ctx, f"delete {len(old)} clean results older than {days:g} days")
+    with progress(ctx, f"purging {len(old)} clean results", None):
+        purged = ctx.store.purge_clean_entries(timedelta(days=days))
+    if ctx.out.as_json:
+        ctx.out.json(ctx.located({"purged": purged}))
+    else:
+        ctx.out.line(f"purged {purged} clean results older than {days:g} days (dirty ones are kept)")
+    return OK
+
+
+def cmd_release_quarantine(ctx: Ctx) -> int:
+    job_id = ctx.args.job_id
+    if job_id not in ctx.store.get_quarantined():
+        raise CliError(f"job {job_id!r} has nothing in quarantine in {ctx.where()}", NOT_FOUND)
+    if not ctx.out.as_json:
+        ctx.out.line(
+            f"will drop the quarantined entry of {job_id} (its bytes go to its history); the job may run again"
+        )
+    if ctx.args.dry_run:
+        return _dry_run(ctx, {"release": [job_id]})
+    ask(ctx, f"release job {job_id} from quarantine")
+    raw = ctx.store.release_quarantine(job_id)
+    text = raw.decode("utf-8", errors="replace")
+    if ctx.out.as_json:
+        ctx.out.json(ctx.located({"released": job_id, "bytes": text}))
+    else:
+        print(f"released {job_id}; its quarantined bytes (kept in history):")
+        print(text)
+    return OK
+
+
+def cmd_stream(ctx: Ctx) -> int:
+    from airflow_jrs.stream_requests import request_stream
+
+    kind, job_id = ctx.args.command, ctx.args.job_id
+    doc = request_stream(ctx.store, job_id, kind)
+    if ctx.out.as_json:
+        ctx.out.json(ctx.located(doc))
+    else:
+        ctx.out.line(f"{kind} requested for {job_id} (fence {doc['fence']}) in {doc['control']}")
+    return OK
