@@ -53,6 +53,14 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": ["airflow_jrs.triggers.job_result", "airflow_jrs.triggers.start_in_triggerer"],
             }
         ],
+        "extra-links": [
+            "airflow_jrs.operators.links.JobResultLink",
+            "airflow_jrs.operators.links.SparkApplicationLink",
+        ],
+        # The UI plugin is registered through the ``airflow.plugins`` entry point, not a
+        # ``plugins`` key here: Airflow reads a provider's plugins only with
+        # ``[core] lazy_discover_providers = False`` (off by default), and with both the plugin
+        # would load twice and show up as an import error.
         "connection-types": [
             {
                 "hook-class-name": "airflow_jrs.hooks.jrs.JrsHook",

@@ -6,7 +6,9 @@ through the Execution API. Downstream tasks (and the cleanup, which reads the jo
 submit tasks from it) therefore see one shape::
 
     {"job_id", "status", "outputs", "metrics", "fingerprint", ..., "state": "dirty"|"clean",
-     "skipped": bool, "decided_in": "triggerer" (when the triggerer ended the task),
+     "skipped": bool, "reused": bool (submit tasks: the stored result was reused, Spark did not
+     run; its ``attempt`` and ``end_time`` say which run computed it, and when),
+     "decided_in": "triggerer" (when the triggerer ended the task),
      "adopted_from": <fence> (when a predecessor's finished output was adopted)}
 """
 
@@ -25,8 +27,12 @@ SKIPPED_RESULT_KEY = "jrs_result"
 
 
 def result_payload(result: JobResult, state: EntryState | str, **extra: Any) -> dict[str, Any]:
-    """The payload of ``result`` stored in ``state``; ``extra`` adds ``skipped``, ``decided_in``, ..."""
-    return {**result_to_dict(result), "state": EntryState(state).value, **extra}
+    """The payload of ``result`` stored in ``state``; ``extra`` adds ``skipped``, ``decided_in``, ...
+
+    A submit task's payload (one with ``skipped``) also says ``reused``: the words a UI shows for
+    "computed now" vs "reused", without changing what success means."""
+    reused = {"reused": bool(extra["skipped"])} if "skipped" in extra else {}
+    return {**result_to_dict(result), "state": EntryState(state).value, **reused, **extra}
 
 
 def entry_payload(entry: JobResultEntry, **extra: Any) -> dict[str, Any]:

@@ -74,9 +74,18 @@ def succeeded_result(
     )
 
 
-def record_failure(run: JobRun, *, last_try: bool, log: Any) -> None:
+def record_failure(
+    run: JobRun,
+    *,
+    last_try: bool,
+    log: Any,
+    error: str = "spark-submit failed",
+    application_id: str | None = None,
+) -> None:
     """Spark failed: drop the intent; on the last try also record FAILED (sensors fail fast).
 
+    ``error`` is what the on-call engineer reads first (``airflow-jrs show``, the UI): the exit
+    code and the end of the application's error output (:func:`.submission.failure_summary`).
     A FAILED result never makes a later attempt skip: the next one supersedes it. Never raises:
     Spark's own error is what the task reports."""
     try:
@@ -84,7 +93,7 @@ def record_failure(run: JobRun, *, last_try: bool, log: Any) -> None:
         if last_try:
             failed = JobResult(
                 job_id=run.job_id, status=JobStatus.FAILED, fingerprint=run.fingerprint, attempt=run.attempt,
-                end_time=datetime.now(UTC), error="spark-submit failed",
+                end_time=datetime.now(UTC), error=error, application_id=application_id,
             )  # fmt: skip
             run.store.create_dirty_result(failed, fence=token, supersede=True)
         else:

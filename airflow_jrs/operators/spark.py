@@ -42,6 +42,7 @@ from airflow.sdk.exceptions import (
     AirflowTaskTimeout,
 )
 
+from airflow_jrs import recompute
 from airflow_jrs.decision import decide
 from airflow_jrs.exceptions import JobKilledError, JrsConfigError, LeaseHeldError, StoreUnavailableError
 from airflow_jrs.hooks.jrs import JrsHook
@@ -51,11 +52,13 @@ from airflow_jrs.intent import Intent, IntentStore
 from airflow_jrs.lease import JobLease
 from airflow_jrs.operators.attempt import JobRun, attempt_from_context, record_failure, succeeded_result
 from airflow_jrs.operators.deploy_modes import deploy_mode_for
+from airflow_jrs.operators.links import JobResultLink, SparkApplicationLink
 from airflow_jrs.operators.recovery import PREDECESSOR_POLICIES, recover
 from airflow_jrs.operators.steps import reached
 from airflow_jrs.operators.streaming import DEFAULT_STOP_TIMEOUT, StreamAttempt
 from airflow_jrs.operators.streaming import prepare as prepare_stream
-from airflow_jrs.operators.submission import SubmissionRecorder, Supervision
+from airflow_jrs.operators.submission import OutputTail, SubmissionRecorder, Supervision, failure_summary
+from airflow_jrs.operators.takeover import refusal, take_over_if_dead
 from airflow_jrs.operators.unguarded import run_unguarded
 from airflow_jrs.paths import app_name, job_tag, staging_path
 from airflow_jrs.payload import SKIPPED_RESULT_KEY, entry_payload, result_payload
@@ -103,6 +106,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         "outputs",
     )
     ui_color = "#fdd9b5"
+    operator_extra_links = (JobResultLink(), SparkApplicationLink())
 
     def __init__(
         self,
@@ -154,7 +158,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         )
 
     def _done(self, context: Any, job_id: str, entry: JobResultEntry, reason: str) -> dict[str, Any]:
-        self.log.info("Job %s: %s; Spark is not started.", job_id, reason)
+        self.log.info("%s (%s)", recompute.describe_reuse(job_id, entry), reason)
         payload = entry_payload(entry, skipped=True)
         if self.skip_when_done:
             context["ti"].xcom_push(key=SKIPPED_RESULT_KEY, value=payload)
@@ -181,7 +185,8 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         self.job_id = job_id
         fp = application_fingerprint(self.application, self.application_args, self.job_version)
         decision = decide(store.get_entry(job_id), fp, accept_changed_fingerprint=self.accept_changed_fingerprint)
-        if decision.skip and decision.entry is not None:
+        wanted = recompute.requested(context, task_id=self.task_id, job_id=job_id)
+        if decision.skip and decision.entry is not None and not self._recompute(context, wanted, decision.entry):
             return self._done(context, job_id, decision.entry, decision.reason)
         self.log.info("Job %s: %s; taking the lease to run it.", job_id, decision.reason)
 
@@ -193,7 +198,15 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             # Someone may have finished the job between our read and our lease: read again.
             decision = decide(store.get_entry(job_id), fp, accept_changed_fingerprint=self.accept_changed_fingerprint)
             if decision.skip and decision.entry is not None:
-                return self._done(context, job_id, decision.entry, decision.reason + " (found under lease)")
+                if not self._recompute(context, wanted, decision.entry):
+                    return self._done(context, job_id, decision.entry, decision.reason + " (found under lease)")
+                lease.check()  # forget is not fenced: only a holder forgets, right after taking the lease
+                store.forget_result(job_id)
+                self.log.warning(
+                    "Job %s: recomputing on request (DAG run conf %r); the result of run %s moved to the job's "
+                    "history.", job_id, recompute.RECOMPUTE_KEY,
+                    decision.entry.result.attempt.run_id if decision.entry.result.attempt else "?",
+                )  # fmt: skip
             intents = IntentStore(hook.get_conn(), hook.namespace, hook.settings.spec_root)
             outputs = self.outputs or {"output": ""}
             run = JobRun(hook, store, intents, lease, job_id, fp, attempt, decision.supersede, outputs)
@@ -219,15 +232,28 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             try:
                 lease.acquire()
             except LeaseHeldError as exc:
-                if time.monotonic() >= deadline:
-                    raise AirflowException(
-                        f"{exc} Airflow will retry this task; raise lease_wait_timeout to wait longer."
-                    ) from exc
-                time.sleep(min(0.5, max(0.05, deadline - time.monotonic())))
-                continue
+                taken, waiting_for = take_over_if_dead(hook, lease, self.log)
+                if not taken:
+                    if not waiting_for:  # the lease changed hands or went free meanwhile
+                        continue
+                    if time.monotonic() >= deadline:
+                        raise AirflowException(
+                            refusal(job_id, waiting_for, try_number=attempt.try_number,
+                                    retries=int(self.retries or 0), lease_wait_timeout=self.lease_wait_timeout)
+                        ) from exc  # fmt: skip
+                    self.log.info("Job %s: waiting for %s.", job_id, waiting_for)
+                    time.sleep(min(0.5, max(0.05, deadline - time.monotonic())))
+                    continue
             self._lease = lease
             lease.start_renewal()
             return lease
+
+    def _recompute(self, context: Any, wanted: bool, entry: JobResultEntry) -> bool:
+        """Recompute a done job because this run's conf asks for it (:mod:`.recompute`)."""
+        if wanted and recompute.computed_by_this_run(entry, context):
+            self.log.info("Job %s: recompute requested, but this run computed its result already.", entry.job_id)
+            return False
+        return wanted
 
     def _require_spark_connection(self) -> None:
         """The Spark hook turns an unknown connection into ``yarn`` silently; we refuse instead."""
@@ -249,6 +275,9 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         supervision = getattr(self, "_jrs_supervision", None)
         if supervision is not None:
             supervision.wrap(hook)
+        tail = getattr(self, "_jrs_output_tail", None)
+        if tail is not None:
+            tail.wrap(hook)
         return hook
 
     def _checked_spark_hook(self) -> Any:
@@ -263,6 +292,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         mode = self._jrs_deploy_mode = deploy_mode_for(self._checked_spark_hook())
         token = lease.check()
         self._jrs_supervision = Supervision.for_attempt(hook, job_id, token, self.log)
+        self._jrs_output_tail = OutputTail()
         staging = staging_path(hook.settings.output_root, hook.namespace, job_id, token)
         stream_paths = None
         if self.streaming:  # one checkpoint and output for every attempt: resume, never rewind
@@ -321,7 +351,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
                 self._stream.stop_then_cancel(by="execution_timeout")
             self._stop_spark()
             raise
-        except BaseException:
+        except BaseException as exc:
             if self._stream is not None and not self._killed and self._stream.cancel_requested():
                 self._stream.record(JobStatus.CANCELED, None, "canceled on request (airflow-jrs cancel)", fresh=False)
                 raise AirflowFailException(
@@ -332,7 +362,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
                 raise JobKilledError(
                     f"job {job_id}: attempt was killed; nothing recorded", job_id=job_id, fence=token
                 ) from None
-            self._record_failure(context, run)
+            self._record_failure(context, run, exc)
             raise
         finally:
             recorder.stop()  # before a SUCCEEDED result (a failure path may write first: SET XX covers it)
@@ -359,9 +389,21 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         self.log.info("Job %s: SUCCEEDED, result written dirty (fence %s): %s", job_id, token, result.outputs)
         return result_payload(result, EntryState.DIRTY, skipped=False)
 
-    def _record_failure(self, context: Any, run: JobRun) -> None:
+    def _record_failure(self, context: Any, run: JobRun, error: BaseException) -> None:
+        """Say why Spark failed in the task log (every try) and in the FAILED result (last try)."""
+        summary, application_id = "spark-submit failed", None
+        try:  # never mask Spark's own error
+            process = getattr(self._hook, "_submit_sp", None)
+            exit_code = process.returncode if process is not None else None
+            tail = self._jrs_output_tail
+            _, application_id = self._jrs_deploy_mode.submission(self._hook) if self._hook else (None, None)
+            application_id = application_id or tail.application_id
+            summary = failure_summary(exit_code, application_id, tail.text(), error)
+        except Exception as exc:
+            self.log.warning("Job %s: could not summarise the failure: %s", run.job_id, exc)
+        self.log.error("Job %s: %s", run.job_id, summary)
         last_try = int(getattr(context["ti"], "try_number", 1) or 1) > int(self.retries or 0)
-        record_failure(run, last_try=last_try, log=self.log)
+        record_failure(run, last_try=last_try, log=self.log, error=summary, application_id=application_id)
 
     # -- kill ---------------------------------------------------------------------------------
     def _spark_submit_alive(self) -> bool:

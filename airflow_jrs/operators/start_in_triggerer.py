@@ -108,7 +108,11 @@ class StartInTriggererSubmitMixin(StartInTriggererMixin, _SubmitBase):
 
 
 class JrsStartInTriggererSparkSubmitOperator(StartInTriggererSubmitMixin, JrsSparkSubmitOperator):
-    """:class:`JrsSparkSubmitOperator` that starts in the triggerer (``start_in_triggerer=True``)."""
+    """:class:`JrsSparkSubmitOperator` that starts in the triggerer (``start_in_triggerer=True``).
+
+    :param start_in_triggerer: start in the triggerer and end the task there when its job is
+        done (no worker slot); ``False`` behaves exactly as :class:`JrsSparkSubmitOperator`
+    """
 
     # Airflow's operator metaclass wraps a class's own ``__init__`` only (defaults, XComArg
     # dependencies): a class that merely inherits the mixin's ``__init__`` would skip that.
@@ -131,7 +135,11 @@ class StartInTriggererCleanupMixin(StartInTriggererMixin, _CleanupBase):
 
 
 class JrsStartInTriggererCleanupOperator(StartInTriggererCleanupMixin, JrsCleanupOperator):
-    """:class:`JrsCleanupOperator` that starts in the triggerer (``start_in_triggerer=True``)."""
+    """:class:`JrsCleanupOperator` that starts in the triggerer (``start_in_triggerer=True``).
+
+    :param start_in_triggerer: start in the triggerer and end the task there when every job is
+        already clean (no worker slot); ``False`` behaves exactly as :class:`JrsCleanupOperator`
+    """
 
     def __init__(self, *, start_in_triggerer: bool = True, **kwargs: Any) -> None:
         super().__init__(start_in_triggerer=start_in_triggerer, **kwargs)

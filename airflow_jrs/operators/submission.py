@@ -11,7 +11,9 @@ intent (fenced) as soon as they appear (:class:`SubmissionRecorder`).
 from __future__ import annotations
 
 import json
+import re
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -116,3 +118,69 @@ class SubmissionRecorder:
             return  # the renewer has already stopped Spark and said so
         except Exception as exc:
             self._log.warning("Job %s: could not record the submission in the intent: %s", intent.job_id, exc)
+
+
+#: Spark's own logging at INFO and below (log4j's ``yy/MM/dd HH:mm:ss LEVEL`` or ISO dates): it
+#: follows the application's error in the output (shutdown hooks) and would push it out of the tail.
+_CHATTER = re.compile(r"^\s*(?:\d[\d/:.,T+Z-]*\s+){0,2}(?:INFO|DEBUG|TRACE)\b")
+#: Application and driver ids as Spark prints them (local, YARN, standalone, Kubernetes).
+_APPLICATION_ID = re.compile(r"(local-\d{10,}|application_\d+_\d+|app-\d{14}-\d{4,}|spark-[0-9a-f]{32})(?![\w-])")
+#: Bounds of what a FAILED result keeps of the output: the result is one Redis string, read by
+#: every attempt that decides on the job.
+TAIL_LINES = 20
+TAIL_CHARS = 4096
+
+
+class OutputTail:
+    """The last lines spark-submit printed that are not Spark's INFO logging (in local and client
+    mode the driver's stderr: a PySpark application's traceback ends there), bounded, and the
+    first application id it named.
+
+    Spark's provider consumes spark-submit's output line by line (through the supervisor's relay);
+    :meth:`wrap` reads along, so nothing is read twice and nothing is kept unbounded. Lines pass the
+    provider's masking of secrets (``password=...``) before they are kept.
+    """
+
+    def __init__(self, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> None:
+        self._lines: deque[str] = deque(maxlen=lines)
+        self._chars = chars
+        self.application_id: str | None = None
+
+    def wrap(self, spark_hook: Any) -> None:
+        process_log = spark_hook._process_spark_submit_log
+        mask = getattr(spark_hook, "_mask_cmd", None)
+
+        def scan(lines: Any) -> Any:
+            for line in lines:
+                try:
+                    self.add(line, mask)
+                except Exception:  # never let the tail break the provider's own reading
+                    pass
+                yield line
+
+        spark_hook._process_spark_submit_log = lambda itr: process_log(scan(itr))
+
+    def add(self, line: str | bytes, mask: Callable[[list[str]], str] | None = None) -> None:
+        text = (line.decode(errors="replace") if isinstance(line, bytes) else line).rstrip()
+        if self.application_id is None and (found := _APPLICATION_ID.search(text)):
+            self.application_id = found.group(1)
+        if text.strip() and not _CHATTER.match(text):
+            self._lines.append(mask([text]) if mask is not None else text)
+
+    def text(self) -> str:
+        tail = "\n".join(self._lines)
+        return tail if len(tail) <= self._chars else "..." + tail[-(self._chars - 3) :]
+
+
+def failure_summary(exit_code: int | None, application_id: str | None, tail: str, error: BaseException) -> str:
+    """What a FAILED result records and the task log shows: exit code, application, the tail."""
+    if exit_code is None:  # spark-submit never ran, or the provider failed after it (no driver id, ...)
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        head = f"spark-submit failed: {first[:300]}"
+    else:
+        head = f"spark-submit exited with code {exit_code}"
+    if application_id:
+        head += f"; application {application_id}"
+    if not tail:
+        return head + "; it printed nothing besides Spark's INFO logging"
+    return f"{head}; last lines of its output:\n{tail}"

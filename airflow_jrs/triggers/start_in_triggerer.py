@@ -50,6 +50,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TaskSkippedEvent, TaskSuccessEvent, TriggerEvent
 
+from airflow_jrs import recompute
 from airflow_jrs.decision import decide
 from airflow_jrs.exceptions import CleanupError, JobResultEntryError, JrsConfigError
 from airflow_jrs.identity import application_fingerprint, default_job_id
@@ -276,10 +277,18 @@ class StartInTriggererSubmitTrigger(StartInTriggererTrigger):
         decision = decide(entry, fp, accept_changed_fingerprint=self.accept_changed_fingerprint)
         if not decision.skip or decision.entry is None:
             raise _GoToWorker(f"job {job_id}: {decision.reason}")
+        try:  # the worker reads the run's conf the same way, and says what is wrong with it
+            context = self._task_context()
+            wanted = recompute.requested(context, task_id=context["ti"].task_id, job_id=job_id)
+        except JrsConfigError as exc:
+            raise _GoToWorker(str(exc)) from None
+        if wanted and not recompute.computed_by_this_run(decision.entry, context):
+            raise _GoToWorker(f"job {job_id}: the DAG run's conf asks to recompute it")
         payload = entry_payload(decision.entry, skipped=True, decided_in=DECIDED_IN_TRIGGERER)
         self.log.info(
-            "Job %s: %s; started in the triggerer, the task ends there: Spark is not started.", job_id, decision.reason
-        )
+            "%s (%s; decided in the triggerer, where the task ends)", recompute.describe_reuse(job_id, decision.entry),
+            decision.reason,
+        )  # fmt: skip
         if self.skip_when_done:
             await self._push_xcom(SKIPPED_RESULT_KEY, payload)
             return TaskSkippedEvent()

@@ -25,8 +25,11 @@ def load_dag(dag_id: str = "jrs_tiny") -> Any:
     return next(d for d in dags if d.dag_id == dag_id) if dags else module.dag
 
 
-def run_dag(logical_date: datetime = DATE, dag_id: str = "jrs_tiny") -> dict[str, str | None]:
-    """dag.test() one run; returns task id -> final state."""
+def run_dag(
+    logical_date: datetime = DATE, dag_id: str = "jrs_tiny", run_conf: dict[str, Any] | None = None
+) -> dict[str, str | None]:
+    """dag.test() one run (``run_conf``: the run's conf, as "Trigger DAG w/ config" sets it);
+    returns task id -> final state."""
     dag = load_dag(dag_id)
-    dr = dag.test(logical_date=logical_date)
+    dr = dag.test(logical_date=logical_date, run_conf=run_conf)
     return {ti.task_id: (str(ti.state) if ti.state else None) for ti in dr.get_task_instances()}

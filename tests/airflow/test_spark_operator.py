@@ -79,6 +79,24 @@ def test_failed_spark_job_records_nothing_that_skips_and_the_next_run_computes(e
     assert [e.result.status for e in env.store.get_history(JOB)] == [JobStatus.FAILED]
 
 
+def test_failed_result_names_the_exit_code_the_application_and_its_exception(env, monkeypatch, capfd):
+    message = "jrs-probe: input partition 2013-01-01 is empty"
+    monkeypatch.setenv("JRS_TEST_APP_ARGS", json.dumps(["--raise", message]))
+    assert run_dag()["submit"] == "failed"
+    result = env.store.get_entry(JOB).result
+    assert result.status is JobStatus.FAILED
+    error = result.error or ""
+    assert error.startswith("spark-submit exited with code 1")
+    assert result.application_id and result.application_id.startswith("local-")  # from the event log line
+    assert f"application {result.application_id}" in error
+    assert f"ValueError: {message}" in error and "Traceback" not in error.splitlines()[0]
+    assert len(error) <= 4096 + 300 and len(error.splitlines()) <= 21
+    assert " INFO " not in error  # Spark's shutdown chatter does not push the exception out
+    out, err = capfd.readouterr()  # the task log: the summary, with the exception, in one record
+    assert any("exited with code 1" in line and "last lines of its output" in line for line in (out + err).splitlines())
+    assert f"ValueError: {message}" in out + err
+
+
 def test_failed_try_with_retries_left_records_no_result_and_the_retry_computes(env, monkeypatch, tmp_path):
     monkeypatch.setenv("JRS_TEST_APP_ARGS", json.dumps(["--fail-once", str(tmp_path / "failed-once")]))
     monkeypatch.setenv("JRS_TEST_RETRIES", "1")

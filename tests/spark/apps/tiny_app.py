@@ -5,6 +5,7 @@
 --sleep S         sleep S seconds before writing (kill tests)
 --fail            exit 3 after starting Spark
 --fail-once PATH  like --fail when PATH does not exist yet (and create it): the retry succeeds
+--raise MESSAGE   raise an exception with MESSAGE after starting Spark (a Python traceback)
 """
 
 import argparse
@@ -22,6 +23,7 @@ parser.add_argument("--rows", type=int, default=10)
 parser.add_argument("--sleep", type=float, default=0.0)
 parser.add_argument("--fail", action="store_true")
 parser.add_argument("--fail-once")
+parser.add_argument("--raise", dest="raise_message")
 args = parser.parse_args()
 if args.fail_once and not os.path.exists(args.fail_once):
     open(args.fail_once, "w").close()
@@ -32,6 +34,9 @@ if args.fail:
     print("tiny_app: failing on purpose", file=sys.stderr)
     spark.stop()
     sys.exit(3)
+if args.raise_message:
+    spark.range(3).count()  # Spark did some work: its INFO logging surrounds the traceback
+    raise ValueError(args.raise_message)
 time.sleep(args.sleep)
 df = spark.range(args.rows)
 df.write.mode("overwrite").parquet(f"{args.output}/data")

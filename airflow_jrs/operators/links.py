@@ -1,0 +1,50 @@
+"""Extra links of the submit operators: the job's page in the Job results view, and its Spark UI.
+
+In Airflow 3 the worker computes a task's links when the task ends and stores them in XCom, so
+they are known even for a task whose job was reused (it links the result it reused).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import BaseOperatorLink, conf
+
+from airflow_jrs.links import SPARK_UI_OPTION, job_page_url, spark_app_url
+
+
+def _payload(ti_key: Any) -> dict[str, Any]:
+    """What the task returned (or pushed before it skipped): the job result payload."""
+    from airflow.sdk.execution_time.xcom import XCom  # the worker's configured XCom backend
+
+    from airflow_jrs.payload import SKIPPED_RESULT_KEY
+
+    for key in ("return_value", SKIPPED_RESULT_KEY):
+        try:
+            value = XCom.get_value(ti_key=ti_key, key=key)
+        except Exception:
+            value = None
+        if isinstance(value, dict) and value.get("job_id"):
+            return value
+    return {}
+
+
+class JobResultLink(BaseOperatorLink):
+    """The Job results page opened on this task's job."""
+
+    name = "Job result"
+
+    def get_link(self, operator: Any, *, ti_key: Any) -> str:
+        job_id = _payload(ti_key).get("job_id") or getattr(operator, "job_id", None)
+        return job_page_url(job_id) if isinstance(job_id, str) and job_id else ""
+
+
+class SparkApplicationLink(BaseOperatorLink):
+    """The Spark UI (history server, resource manager) of the application that computed the job,
+    from ``[jrs] spark_ui_url``; empty when the application id or the template is unknown."""
+
+    name = "Spark application"
+
+    def get_link(self, operator: Any, *, ti_key: Any) -> str:
+        template = conf.get("jrs", SPARK_UI_OPTION, fallback=None)
+        return spark_app_url(template, _payload(ti_key).get("application_id")) or ""

@@ -1,0 +1,149 @@
+"""Fast takeover: a lease whose holder is provably dead is taken at once, not after its TTL.
+
+After a ``kill -9`` of a task, its lease lives on until its TTL runs out: nothing renews it,
+but nothing can tell the store that the holder died either. A re-run on the *same host* can:
+the lease's owner names the holder's host, pid and pid space (:func:`airflow_jrs.lease.process_identity`),
+and the job's intent and heartbeat name what it started (supervisor and spark-submit pids).
+When all of them are gone, the holder is dead and nothing of it can still compute, so the
+successor takes the lease over (:meth:`~airflow_jrs.lease.JobLease.take_over`: a new fence,
+compare-and-set on the dead holder's token) and recovers from its intent as it would after
+the TTL.
+
+"Provably" is meant strictly; anything this host cannot see keeps the holder alive and the
+successor waits for the TTL, as before:
+
+* another host name, or the same name in another kernel or pid namespace (two containers);
+* a holder pid that runs, unless its start time shows a later process reusing the number;
+* a running heartbeat on another host, or a supervisor or spark-submit pid that runs here;
+* any local spark-submit of this job (found by its command line, whatever its fence).
+
+Even a wrong verdict could not break the invariants: the takeover bumps the fence, so a
+holder that was alive after all loses its lease at its next renewal, stops Spark and writes
+nothing (DESIGN.md section 3). It would only waste its work.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import psutil
+
+from airflow_jrs.exceptions import LeaseHeldError
+from airflow_jrs.intent import Heartbeat, Heartbeats, Intent, IntentStore
+from airflow_jrs.lease import JobLease, LeaseHolder, process_identity
+from airflow_jrs.operators.deploy_modes import find_spark_submit_processes
+
+if TYPE_CHECKING:
+    from airflow_jrs.hooks.jrs import JrsHook
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether the holder is provably dead; ``why`` says what was found (or what still runs)."""
+
+    dead: bool
+    why: str
+
+
+def _running(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _holder_gone(owner: dict[str, Any]) -> bool:
+    """The holder's pid is gone: no such process, a zombie, or a later process with its number."""
+    pid = int(owner.get("pid") or 0)
+    if not _running(pid):
+        return True
+    started = owner.get("pid_start")
+    return started is not None and process_identity(pid).get("pid_start") not in (None, started)
+
+
+def judge(
+    holder: LeaseHolder, intent: Intent | None, beat: Heartbeat | None, *, namespace: str, job_id: str
+) -> Verdict:
+    """Judge the lease's ``holder`` from this host (see the module docstring for the rules)."""
+    owner = holder.owner
+    host, here = owner.get("host"), socket.gethostname()
+    if host != here:
+        return Verdict(False, f"it runs on host {host}, which this host ({here}) cannot check")
+    if owner.get("pid_space") != process_identity(os.getpid()).get("pid_space"):
+        return Verdict(False, f"host {host} has the same name but another kernel or pid namespace (a container?)")
+    if not _holder_gone(owner):
+        return Verdict(False, f"its pid {owner.get('pid')} is alive")
+    if beat is not None and beat.running:
+        if beat.host != here:
+            return Verdict(False, f"its supervisor (pid {beat.pid}) keeps a heartbeat from host {beat.host}")
+        for what, pid in (("supervisor", beat.pid), ("spark-submit", beat.child)):
+            if _running(pid):
+                return Verdict(False, f"its pid {owner.get('pid')} is gone but its {what} (pid {pid}) still runs")
+    if intent is not None and intent.host == here and _running(intent.submit_pid):
+        return Verdict(False, f"its pid {owner.get('pid')} is gone but its spark-submit (pid {intent.submit_pid}) runs")
+    local = [p.pid for p in find_spark_submit_processes(namespace, job_id) if _running(p.pid)]
+    if local:
+        return Verdict(False, f"its pid {owner.get('pid')} is gone but spark-submit of this job runs (pids {local})")
+    pid = owner.get("pid")
+    return Verdict(True, f"its pid {pid} on this host is gone and no supervisor or spark-submit of it runs")
+
+
+def describe(holder: LeaseHolder) -> str:
+    """The holder in the words an on-call engineer searches for."""
+    owner = holder.owner
+    task = ".".join(str(owner[k]) for k in ("dag_id", "task_id") if owner.get(k))
+    attempt = f" ({task}, run {owner.get('run_id')}, try {owner.get('try_number')})" if task else ""
+    return f"pid {owner.get('pid')} on host {owner.get('host')}{attempt}, fence {holder.token}"
+
+
+def take_over_if_dead(hook: JrsHook, lease: JobLease, log: Any) -> tuple[bool, str]:
+    """After ``lease.acquire()`` found the lease held: take it over when its holder is provably
+    dead. Returns ``(True, "")`` when taken, ``(False, "")`` when the lease changed hands or went
+    free meanwhile (acquire again), else ``(False, what this attempt waits for)``."""
+    holder = lease.peek()
+    if holder is None:
+        return False, ""
+    job_id = lease.job_id
+    intent = IntentStore(hook.get_conn(), hook.namespace, hook.settings.spec_root).get(job_id)
+    beat = Heartbeats(hook.get_conn(), hook.namespace).get(job_id)
+    verdict = judge(holder, intent, beat, namespace=hook.namespace, job_id=job_id)
+    if not verdict.dead:
+        return False, (
+            f"the lease held by {describe(holder)}, which expires in {holder.ttl_ms / 1000:.1f}s unless "
+            f"its holder renews it ({verdict.why})"
+        )
+    try:
+        token = lease.take_over(holder)
+    except LeaseHeldError:
+        return False, ""  # another successor was faster: judge its holder on the next round
+    if token is None:
+        return False, ""
+    log.warning(
+        "Job %s: took over the lease from %s with fence %s, %.1fs before it would have expired: %s.",
+        job_id, describe(holder), token, holder.ttl_ms / 1000, verdict.why,
+    )  # fmt: skip
+    return True, ""
+
+
+def refusal(job_id: str, waiting_for: str, *, try_number: int, retries: int, lease_wait_timeout: float) -> str:
+    """Why an attempt gives up on a held lease, and what happens next: only promise a retry
+    when the task has one left."""
+    left = retries - max(try_number, 1) + 1
+    waited = (
+        f"waited {lease_wait_timeout:g}s for" if lease_wait_timeout > 0 else "did not wait (lease_wait_timeout=0) for"
+    )
+    head = f"job {job_id}: not started, another attempt works on it; this one {waited} {waiting_for}."
+    if left > 0:
+        return (
+            f"{head} Airflow will retry this task ({left} {'retry' if left == 1 else 'retries'} left); "
+            "raise lease_wait_timeout to wait longer within one try."
+        )
+    return (
+        f"{head} This was the task's last try (retries={retries}), so nothing retries it: clear the task "
+        "once that attempt ended or its lease expired, or raise retries or lease_wait_timeout."
+    )

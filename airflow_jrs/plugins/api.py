@@ -1,0 +1,497 @@
+"""The Job results app: a JSON API over the job result store, and the pages that use it.
+
+Security, in the order a request meets it:
+
+* Airflow mounts plugin apps *without* its own authentication, so the whole app depends on
+  Airflow's ``requires_authenticated`` (the ``_token`` cookie the UI holds, or a bearer token,
+  checked by Airflow's auth manager): no token, no byte, pages and assets included.
+* Each job is authorized against the DAG of the attempt that wrote its result (``GET`` to read,
+  ``PUT`` to act, as Airflow's own DAG routes do); a job without a known DAG needs access to
+  all DAGs. Listings leave out what the user may not read.
+* Actions take a JSON body naming the job again (``{"confirm": job_id}``): a JSON body cannot
+  come from a cross-site form, and a stray click on the wrong row cannot act.
+* Answers carry job data only: never the connection, and error texts have the connection's
+  password masked should a driver ever print it.
+
+Handlers are plain ``def``: FastAPI runs them in its threadpool, where the store's sync API may
+block without stalling the API server's event loop.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
+from airflow.api_fastapi.core_api.security import GetUserDep, requires_authenticated
+from airflow.configuration import conf
+from fastapi import Body, Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
+from starlette.responses import Response
+
+from airflow_jrs.exceptions import (
+    CorruptIntentError,
+    JobResultEntryError,
+    JrsError,
+    NoSuchJobResultError,
+    StoreUnavailableError,
+)
+from airflow_jrs.hooks.jrs import JrsHook
+from airflow_jrs.intent import Heartbeats, IntentStore
+from airflow_jrs.lease import JobLease, LeaseHolder, held_leases
+from airflow_jrs.links import SPARK_UI_OPTION, spark_app_url
+from airflow_jrs.store import EntryState, JobResultEntry, JobStatus, RedisJobResultStore, result_to_dict
+from airflow_jrs.store.query import EntryQuery
+
+log = logging.getLogger(__name__)
+
+STATIC = Path(__file__).parent / "static"
+PAGES = {"": "index.html", "ti": "ti.html"}
+ASSETS = {"app.js": "application/javascript", "style.css": "text/css"}
+#: Pages may run their own script and talk to their own origin, nothing else; only Airflow may frame them.
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+    "frame-ancestors 'self'; base-uri 'none'; form-action 'none'"
+)
+MAX_LIMIT = 500
+
+
+@dataclass
+class _Backend:
+    """The store of the jrs connection, built once per API server process (its client pools
+    connections across requests) and rebuilt after the store was unreachable."""
+
+    hook: JrsHook
+    store: RedisJobResultStore
+    password: str | None
+
+
+class Backend:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._current: _Backend | None = None
+
+    def get(self) -> _Backend:
+        with self._lock:
+            if self._current is None:
+                hook = JrsHook()
+                try:
+                    password = hook.get_connection(hook.jrs_conn_id).password
+                except Exception:
+                    password = None
+                self._current = _Backend(hook, hook.get_store(), password)
+            return self._current
+
+    def reset(self) -> None:
+        with self._lock:
+            current, self._current = self._current, None
+        if current is not None:
+            current.hook.close()
+
+    def mask(self, text: str) -> str:
+        current = self._current
+        if current is not None and current.password:
+            text = text.replace(current.password, "***")
+        return text
+
+
+# -- authorization ------------------------------------------------------------------------------
+
+
+class Access:
+    """What one user may do, asked of Airflow's auth manager once per DAG and request."""
+
+    def __init__(self, user: Any) -> None:
+        self.user = user
+
+    @functools.cache  # noqa: B019 - one Access per request: the cache dies with it
+    def allowed(self, method: str, dag_id: str | None) -> bool:
+        from airflow.api_fastapi.app import get_auth_manager
+
+        team = None
+        if dag_id and conf.getboolean("core", "multi_team", fallback=False):
+            from airflow.models.dag import DagModel
+
+            team = DagModel.get_team_name(dag_id)
+        return bool(
+            get_auth_manager().is_authorized_dag(
+                method=method,  # type: ignore[arg-type]
+                details=DagDetails(id=dag_id, team_name=team),
+                user=self.user,
+            )
+        )
+
+    def require(self, method: str, dag_id: str | None) -> None:
+        if not self.allowed(method, dag_id):
+            what = f"DAG {dag_id!r}" if dag_id else "all DAGs (the job names none)"
+            verb = "read" if method == "GET" else "edit"
+            raise HTTPException(403, f"you may not {verb} {what}")
+
+
+def entry_dag(entry: JobResultEntry | None) -> str | None:
+    attempt = entry.result.attempt if entry is not None else None
+    return attempt.dag_id if attempt is not None else None
+
+
+def lease_dag(holder: LeaseHolder | None) -> str | None:
+    dag_id = holder.owner.get("dag_id") if holder is not None else None
+    return dag_id if isinstance(dag_id, str) else None
+
+
+# -- shapes -------------------------------------------------------------------------------------
+
+
+def entry_json(entry: JobResultEntry) -> dict[str, Any]:
+    result = result_to_dict(entry.result)
+    spark = spark_app_url(conf.get("jrs", SPARK_UI_OPTION, fallback=None), entry.result.application_id)
+    return {
+        **result,
+        "state": entry.state.value,
+        "created_at": entry.created_at.isoformat() if entry.created_at else None,
+        "spark_url": spark,
+    }
+
+
+def holder_json(holder: LeaseHolder | None) -> dict[str, Any] | None:
+    return None if holder is None else {"token": holder.token, "ttl_ms": holder.ttl_ms, "owner": holder.owner}
+
+
+def _parse_since(since: str | None) -> datetime | None:
+    if not since:
+        return None
+    try:
+        value = datetime.fromisoformat(since.replace("Z", "+00:00"))
+    except ValueError:
+        raise HTTPException(400, f"since={since!r} is not an ISO-8601 date or time") from None
+    if value.tzinfo is None:
+        from datetime import UTC
+
+        value = value.replace(tzinfo=UTC)
+    return value
+
+
+@dataclass(frozen=True)
+class VisibleQuery(EntryQuery):
+    """The user's filters, plus: only entries of DAGs the user may read."""
+
+    access: Access | None = None
+
+    def matches(self, entry: JobResultEntry) -> bool:
+        return super().matches(entry) and (self.access is None or self.access.allowed("GET", entry_dag(entry)))
+
+
+ConfirmBody = Annotated[dict[str, Any], Body(examples=[{"confirm": "my_dag.my_task.2024-01-01"}])]
+
+
+def _confirmed(job_id: str, body: dict[str, Any]) -> None:
+    if not isinstance(body, dict) or body.get("confirm") != job_id:
+        raise HTTPException(400, 'send {"confirm": "<the job id>"} to confirm the action on this job')
+
+
+# -- the app ------------------------------------------------------------------------------------
+
+
+def create_app(backend: Backend | None = None) -> FastAPI:
+    backend = backend or Backend()
+    app = FastAPI(
+        title="airflow-jrs: Job results",
+        dependencies=[Depends(requires_authenticated())],
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+
+    @app.exception_handler(JrsError)
+    def _jrs_error(request: Request, exc: JrsError) -> JSONResponse:
+        if isinstance(exc, StoreUnavailableError):
+            backend.reset()
+            code = 503
+        elif isinstance(exc, NoSuchJobResultError):
+            code = 404
+        elif isinstance(exc, (JobResultEntryError, CorruptIntentError)):
+            code = 409
+        else:
+            code = 400
+        return JSONResponse({"detail": backend.mask(str(exc)), "error": type(exc).__name__}, status_code=code)
+
+    @app.middleware("http")
+    async def _headers(request: Request, call_next: Any) -> Response:
+        response: Response = await call_next(request)
+        response.headers["Cache-Control"] = "no-store"
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Content-Security-Policy"] = CSP
+        return response
+
+    # -- pages and assets (behind authentication like everything else) ------------------------
+    @app.get("/", include_in_schema=False)
+    def index() -> FileResponse:
+        return FileResponse(STATIC / PAGES[""], media_type="text/html")
+
+    @app.get("/ti", include_in_schema=False)
+    def task_instance_page() -> FileResponse:
+        return FileResponse(STATIC / PAGES["ti"], media_type="text/html")
+
+    @app.get("/static/{name}", include_in_schema=False)
+    def asset(name: str) -> FileResponse:
+        if name not in ASSETS:
+            raise HTTPException(404, "no such asset")
+        return FileResponse(STATIC / name, media_type=ASSETS[name])
+
+    @app.get("/index.html", include_in_schema=False)
+    def index_html() -> RedirectResponse:
+        return RedirectResponse("./", status_code=307)
+
+    # -- reads -------------------------------------------------------------------------------
+    @app.get("/api/health")
+    def health(user: GetUserDep) -> dict[str, Any]:
+        """Is the store reachable? One PING; the namespace, never the server or its credentials."""
+        b = backend.get()
+        took = b.store.ping()
+        return {"status": "ok", "namespace": b.store.namespace, "ping_ms": round(took * 1000, 2)}
+
+    @app.get("/api/results")
+    def results(
+        user: GetUserDep,
+        state: Annotated[EntryState | None, Query()] = None,
+        status: Annotated[JobStatus | None, Query()] = None,
+        dag_id: Annotated[str | None, Query()] = None,
+        prefix: Annotated[str | None, Query(alias="job_id_prefix")] = None,
+        since: Annotated[str | None, Query(description="ISO-8601; entries created at or after")] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
+        offset: Annotated[int, Query(ge=0)] = 0,
+    ) -> dict[str, Any]:
+        """Entries newest first, filtered, paged; only jobs of DAGs the user may read."""
+        store = backend.get().store
+        access = Access(user)
+        query = VisibleQuery(
+            state=state, status=status, dag_id=dag_id or None, prefix=prefix or None, since=_parse_since(since),
+            access=access,
+        )  # fmt: skip
+        found = store.find_entries(query, limit=limit + 1, offset=offset)
+        dirty = [e for e in store.get_dirty_entries() if access.allowed("GET", entry_dag(e))]
+        return {
+            "namespace": store.namespace,
+            "entries": [entry_json(e) for e in found[:limit]],
+            "limit": limit,
+            "offset": offset,
+            "has_more": len(found) > limit,
+            "counts": {"dirty": len(dirty), "quarantined": len(store.get_quarantined())},
+            "can_edit_all": access.allowed("PUT", None),
+        }
+
+    @app.get("/api/results/{job_id:path}")
+    def result(user: GetUserDep, job_id: str) -> dict[str, Any]:
+        """One job: entry, history, lease holder, intent, heartbeat; a quarantined entry shows as a problem."""
+        return job_detail(backend.get(), Access(user), job_id)
+
+    @app.get("/api/task-instance")
+    def task_instance(
+        user: GetUserDep,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        map_index: int = -1,
+    ) -> dict[str, Any]:
+        """The job of one task instance (from its XCom, or its lease while it runs): reused or computed."""
+        access = Access(user)
+        access.require("GET", dag_id)
+        b = backend.get()
+        payload = _ti_payload(dag_id, run_id, task_id, map_index)
+        job_id = payload.get("job_id") if payload else None
+        running = None
+        if not job_id:  # still running (or failed before it returned): its lease names it
+            for held_job, holder in held_leases(b.store.client, b.store.namespace).items():
+                o = holder.owner
+                if (o.get("dag_id"), o.get("run_id"), o.get("task_id")) == (dag_id, run_id, task_id):
+                    job_id, running = held_job, True
+                    break
+        if not job_id:
+            return {"job_id": None, "task": {"dag_id": dag_id, "run_id": run_id, "task_id": task_id}}
+        detail = job_detail(b, access, job_id)
+        attempt = (detail.get("entry") or {}).get("attempt") or {}
+        produced_here = (attempt.get("dag_id"), attempt.get("run_id"), attempt.get("task_id")) == (
+            dag_id,
+            run_id,
+            task_id,
+        )
+        detail["task"] = {
+            "dag_id": dag_id,
+            "run_id": run_id,
+            "task_id": task_id,
+            "map_index": map_index,
+            "payload": payload,
+            # reused: this task found the job done and did not start Spark
+            "reused": bool(payload.get("skipped")) if payload else None,
+            "produced_entry": produced_here if detail.get("entry") else None,
+            "running": bool(running),
+        }
+        return detail
+
+    @app.get("/api/leases")
+    def leases(user: GetUserDep) -> dict[str, Any]:
+        """Leases held now (who computes what), with the running attempt's intent."""
+        b = backend.get()
+        access = Access(user)
+        intents = IntentStore(b.store.client, b.store.namespace, spec_root="").list_intents()
+        out = []
+        for job_id, holder in sorted(held_leases(b.store.client, b.store.namespace).items()):
+            if not access.allowed("GET", lease_dag(holder)):
+                continue
+            intent = intents.get(job_id)
+            out.append(
+                {
+                    "job_id": job_id,
+                    "lease": holder_json(holder),
+                    "intent": _intent_json(intent),
+                }
+            )
+        return {"namespace": b.store.namespace, "leases": out}
+
+    # -- actions -----------------------------------------------------------------------------
+    @app.post("/api/results/{job_id:path}/forget")
+    def forget(user: GetUserDep, job_id: str, body: ConfirmBody) -> dict[str, Any]:
+        """Forget the result on purpose: the next run of the job computes it again."""
+        _confirmed(job_id, body)
+        b = backend.get()
+        Access(user).require("PUT", entry_dag(b.store.get_entry(job_id)))
+        b.store.forget_result(job_id)
+        log.warning("Job results: %s forgot job %r", _who(user), job_id)
+        return {"job_id": job_id, "done": "forgotten", "message": "forgotten (kept in history); the job runs again"}
+
+    @app.post("/api/results/{job_id:path}/mark-clean")
+    def mark_clean(user: GetUserDep, job_id: str, body: ConfirmBody) -> dict[str, Any]:
+        """Mark a dirty result clean without its cleanup (when its staging data is already gone)."""
+        _confirmed(job_id, body)
+        b = backend.get()
+        Access(user).require("PUT", entry_dag(b.store.get_entry(job_id)))
+        changed = b.store.mark_result_as_clean(job_id)
+        log.warning("Job results: %s marked job %r clean", _who(user), job_id)
+        return {"job_id": job_id, "done": "clean", "changed": changed}
+
+    @app.post("/api/results/{job_id:path}/release-quarantine")
+    def release_quarantine(user: GetUserDep, job_id: str, body: ConfirmBody) -> dict[str, Any]:
+        """Drop a quarantined (corrupt) entry after inspection; returns its bytes."""
+        _confirmed(job_id, body)
+        Access(user).require("PUT", None)  # a corrupt entry names no DAG: only who may edit all
+        raw = backend.get().store.release_quarantine(job_id)
+        log.warning("Job results: %s released job %r from quarantine", _who(user), job_id)
+        return {"job_id": job_id, "done": "released", "bytes": raw.decode("utf-8", errors="replace")[:4000]}
+
+    @app.post("/api/results/{job_id:path}/stop")
+    def stop(user: GetUserDep, job_id: str, body: ConfirmBody) -> dict[str, Any]:
+        """Ask a running streaming job to stop at its next batch boundary (STOPPED)."""
+        return _stream_request(backend.get(), Access(user), user, job_id, body, "stop")
+
+    @app.post("/api/results/{job_id:path}/cancel")
+    def cancel(user: GetUserDep, job_id: str, body: ConfirmBody) -> dict[str, Any]:
+        """Ask a running streaming job to cancel at once (CANCELED)."""
+        return _stream_request(backend.get(), Access(user), user, job_id, body, "cancel")
+
+    return app
+
+
+def _who(user: Any) -> str:
+    try:
+        return f"user {user.get_name()!r}"
+    except Exception:
+        return "a user"
+
+
+def _intent_json(intent: Any) -> dict[str, Any] | None:
+    if intent is None:
+        return None
+    if isinstance(intent, CorruptIntentError):
+        return {"error": str(intent)}
+    return {
+        "fence": intent.fence,
+        "app_name": intent.app_name,
+        "application_id": intent.application_id,
+        "host": intent.host,
+        "pid": intent.pid,
+        "submit_pid": intent.submit_pid,
+        "started_at": intent.started_at,
+        "staging": intent.staging,
+        "fingerprint": intent.fingerprint,
+    }
+
+
+def job_detail(b: _Backend, access: Access, job_id: str) -> dict[str, Any]:
+    """One job: entry, history, lease holder, intent and heartbeat. Authorized against the DAG of
+    the entry, else of the lease holder; a job that names no DAG needs access to all DAGs."""
+    store = b.store
+    entry: JobResultEntry | None = None
+    problem: dict[str, str] | None = None
+    try:
+        entry = store.get_entry(job_id)
+    except JobResultEntryError as exc:  # quarantined, corrupt, newer schema: show it, do not hide it
+        problem = {"error": type(exc).__name__, "detail": str(exc)}
+    holder = JobLease(store.client, store.namespace, job_id).peek()
+    access.require("GET", entry_dag(entry) or lease_dag(holder))
+    try:
+        intent: Any = IntentStore(store.client, store.namespace, spec_root="").get(job_id)
+    except CorruptIntentError as exc:
+        intent = exc
+    beat = Heartbeats(store.client, store.namespace).get(job_id)
+    dag_id = entry_dag(entry) or lease_dag(holder)
+    return {
+        "job_id": job_id,
+        "namespace": store.namespace,
+        "entry": entry_json(entry) if entry is not None else None,
+        "problem": problem,
+        "quarantined": job_id in store.get_quarantined(),
+        "history": [entry_json(h) for h in store.get_history(job_id)],
+        "lease": holder_json(holder),
+        "intent": _intent_json(intent),
+        "heartbeat": None
+        if beat is None
+        else {
+            "fence": beat.fence,
+            "host": beat.host,
+            "pid": beat.pid,
+            "state": beat.state,
+            "exit_code": beat.exit_code,
+            "stop_requested": beat.stop_requested,
+            "ttl_ms": beat.ttl_ms,
+        },
+        "can_edit": access.allowed("PUT", dag_id),
+    }
+
+
+def _stream_request(b: _Backend, access: Access, user: Any, job_id: str, body: Any, kind: str) -> dict[str, Any]:
+    from airflow_jrs.stream_requests import request_stream
+
+    _confirmed(job_id, body)
+    store = b.store
+    holder = JobLease(store.client, store.namespace, job_id).peek()
+    try:
+        entry = store.get_entry(job_id)
+    except JobResultEntryError:
+        entry = None
+    access.require("PUT", lease_dag(holder) or entry_dag(entry))
+    doc = request_stream(store, job_id, kind, by=f"Job results page ({_who(user)})")
+    log.warning("Job results: %s requested %s of job %r", _who(user), kind, job_id)
+    return {"job_id": job_id, "done": kind, "fence": doc.get("fence")}
+
+
+def _ti_payload(dag_id: str, run_id: str, task_id: str, map_index: int) -> dict[str, Any]:
+    """What the task instance handed downstream (its job result payload), from Airflow's XCom table."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    from airflow_jrs.payload import SKIPPED_RESULT_KEY
+
+    with create_session() as session:
+        for key in ("return_value", SKIPPED_RESULT_KEY):
+            stmt = XComModel.get_many(
+                run_id=run_id, key=key, task_ids=task_id, dag_ids=dag_id, map_indexes=map_index, limit=1
+            )
+            row = session.scalars(stmt).first()
+            value = XComModel.deserialize_value(row) if row is not None else None
+            if isinstance(value, dict) and value.get("job_id"):
+                return value
+    return {}

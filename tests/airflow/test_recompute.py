@@ -1,0 +1,106 @@
+"""Recompute on purpose with the DAG run's conf (``jrs_recompute``), and what a reused result says.
+
+The fast cases call the operator with a hand-made context against a real Redis and prove "no
+Spark" by the absence of a Spark hook and of event logs; the last one runs real spark-submit
+through dag.test with a run conf, as "Trigger DAG w/ config" would.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from types import SimpleNamespace
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+from dag_runner import run_dag
+
+from airflow_jrs.identity import fingerprint
+from airflow_jrs.operators import JrsSparkSubmitOperator
+from airflow_jrs.store import Attempt, JobResult, JobStatus
+
+pytestmark = pytest.mark.airflow
+
+DAY = datetime(2013, 1, 1, tzinfo=UTC)
+JOB = "d.t.2013-01-01"
+RUN = "scheduled__2013-01-01"
+
+
+def context(conf=None, run_id="manual__again"):
+    ti = SimpleNamespace(dag_id="d", task_id="t", try_number=1, map_index=-1, xcom_push=lambda **kw: None)
+    return {
+        "ti": ti, "run_id": run_id, "data_interval_start": DAY, "logical_date": DAY,
+        "dag_run": SimpleNamespace(conf=conf or {}),
+    }  # fmt: skip
+
+
+@pytest.fixture
+def committed(jrs_env, tmp_path):
+    """A committed result of job d.t.2013-01-01, computed by run RUN, and an operator for it
+    whose application fails loudly if Spark ever starts."""
+    app = tmp_path / "app.py"
+    app.write_text("raise SystemExit('Spark must not run')\n")
+    args = ["--output", "{jrs_output}"]
+    fp = fingerprint(application_bytes=app.read_bytes(), application=str(app), application_args=args, job_version=None)
+    result = JobResult(
+        job_id=JOB, status=JobStatus.SUCCEEDED, fingerprint=fp, end_time=DAY,
+        attempt=Attempt(dag_id="d", task_id="t", run_id=RUN, try_number=1),
+    )  # fmt: skip
+    jrs_env.store.create_dirty_result(result)
+    jrs_env.store.mark_result_as_clean(JOB)
+    op = JrsSparkSubmitOperator(
+        task_id="t", application=str(app), application_args=args, conn_id="spark_local", conf=jrs_env.spark_conf()
+    )
+    return op
+
+
+def test_a_reused_result_says_which_run_computed_it_and_how_to_recompute(jrs_env, committed, capfd):
+    payload = committed.execute(context())
+    assert payload["reused"] is True and payload["skipped"] is True
+    assert payload["attempt"]["run_id"] == RUN
+    out, err = capfd.readouterr()
+    line = next(line for line in (out + err).splitlines() if "reusing" in line)
+    assert f"Job {JOB}: reusing its SUCCEEDED result (clean)" in line and f"by run {RUN}" in line
+    assert '{"jrs_recompute": true}' in line and f"airflow-jrs forget {JOB}" in line
+    assert committed._hook is None and jrs_env.launches() == 0
+
+
+@pytest.mark.parametrize("conf", [{"jrs_recompute": False}, {"jrs_recompute": ["other_task", "d.t.2013-01-02"]}])
+def test_a_conf_that_does_not_name_the_job_reuses_it(jrs_env, committed, conf):
+    assert committed.execute(context(conf))["reused"] is True
+    assert committed._hook is None and jrs_env.launches() == 0
+
+
+def test_a_recompute_run_does_not_recompute_what_it_computed_itself(jrs_env, committed):
+    # a retry or clear of a task of the recompute run: its own fresh result is reused
+    assert committed.execute(context({"jrs_recompute": True}, run_id=RUN))["reused"] is True
+    assert committed._hook is None and jrs_env.launches() == 0
+
+
+def test_an_unreadable_recompute_value_fails_without_retries_and_reuses_nothing(jrs_env, committed):
+    with pytest.raises(AirflowFailException, match="jrs_recompute"):
+        committed.execute(context({"jrs_recompute": {"t": 1}}))
+    assert committed._hook is None and jrs_env.launches() == 0
+
+
+@pytest.mark.spark
+def test_run_conf_recomputes_the_job_once_and_keeps_the_old_result_in_history(jrs_env, monkeypatch):
+    monkeypatch.setenv("JRS_TEST_SPARK_CONF", json.dumps(jrs_env.spark_conf()))
+    for name in ("JRS_TEST_APP_ARGS", "JRS_TEST_JOB_VERSION", "JRS_TEST_RETRIES", "JRS_TEST_EXEC_TIMEOUT"):
+        monkeypatch.delenv(name, raising=False)
+    job = "jrs_tiny.submit.2013-01-01"
+    assert run_dag() == {"submit": "success", "cleanup": "success"}
+    first = jrs_env.store.get_entry(job).result
+    assert run_dag(run_conf={"jrs_recompute": ["cleanup"]})["submit"] == "success"  # names no submit task
+    assert jrs_env.launches() == 1
+
+    assert run_dag(run_conf={"jrs_recompute": ["submit"]}) == {"submit": "success", "cleanup": "success"}
+    assert jrs_env.launches() == 2
+    entry = jrs_env.store.get_entry(job)
+    assert entry.is_clean and entry.result.fence > first.fence
+    assert [e.result for e in jrs_env.store.get_history(job)] == [first]
+    job_dir = jrs_env.output_root / jrs_env.namespace / job
+    assert sorted(p.name for p in job_dir.iterdir()) == [f"fence-{entry.result.fence}"]
+
+    assert run_dag() == {"submit": "success", "cleanup": "success"}  # no conf: the new result is reused
+    assert jrs_env.launches() == 2

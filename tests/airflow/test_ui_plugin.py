@@ -1,0 +1,323 @@
+"""The Job results plugin on a real Airflow API server: authentication, DAG permissions, filters,
+actions, and that the store's password never leaves the server.
+
+One api-server process (LocalDeployment, SimpleAuthManager with an admin, an editor and a
+viewer), one private password-protected redis-server, seeded through the store's own API.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from airflow_jrs.exceptions import CorruptJobResultError
+from airflow_jrs.intent import Intent, IntentStore
+from airflow_jrs.lease import JobLease
+from airflow_jrs.links import job_page_url, spark_app_url
+from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
+from jrs_testbench.deployment import LocalDeployment
+from jrs_testbench.helpers import pyspark_env
+from jrs_testbench.redis_server import EmbeddedRedis
+
+pytestmark = pytest.mark.airflow
+
+REDIS_PASSWORD = "s3cret-" + secrets.token_hex(8)
+USERS = {"admin": "admin", "editor": "user", "viewer": "viewer"}
+
+
+@dataclass
+class Response:
+    status: int
+    text: str
+    headers: dict[str, str]
+
+    def json(self) -> Any:
+        return json.loads(self.text)
+
+
+@dataclass
+class Site:
+    url: str
+    store: RedisJobResultStore
+    client: redis.Redis
+    namespace: str
+    tokens: dict[str, str] = field(default_factory=dict)
+    seen: list[Response] = field(default_factory=list)  # every answer, for the password check
+
+    def call(self, method: str, path: str, *, user: str | None = None, body: Any = None, **headers: str) -> Response:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        if user is not None:
+            req.add_header("Authorization", f"Bearer {self.tokens[user]}")
+        for name, value in headers.items():
+            req.add_header(name.replace("_", "-"), value)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                out = Response(resp.status, resp.read().decode(errors="replace"), dict(resp.headers))
+        except urllib.error.HTTPError as exc:
+            out = Response(exc.code, exc.read().decode(errors="replace"), dict(exc.headers))
+        self.seen.append(out)
+        return out
+
+
+def _seed(store: RedisJobResultStore, client: redis.Redis, spec_root: Path) -> None:
+    def attempt(dag: str, task: str = "submit", run: str = "scheduled__2024-01-01") -> Attempt:
+        return Attempt(dag_id=dag, task_id=task, run_id=run, try_number=1)
+
+    for day in range(1, 5):
+        result = JobResult(
+            job_id=f"dag_a.submit.2024-01-0{day}",
+            status=JobStatus.SUCCEEDED,
+            application_id=f"local-17000000{day}",
+            outputs={"output": f"/data/out/{day}"},
+            metrics={"rows": day * 100},
+            fingerprint="fp-a",
+            attempt=attempt("dag_a", run=f"scheduled__2024-01-0{day}"),
+        )
+        store.create_dirty_result(result)
+        if day <= 2:
+            store.mark_result_as_clean(result.job_id)
+    store.create_dirty_result(
+        JobResult(job_id="dag_b.submit.2024-01-01", status=JobStatus.FAILED, error="boom", attempt=attempt("dag_b"))
+    )
+    store.create_dirty_result(JobResult(job_id="orphan.2024-01-01", status=JobStatus.SUCCEEDED))
+    # superseded once: history
+    store.forget_result("dag_a.submit.2024-01-04")
+    store.create_dirty_result(
+        JobResult(job_id="dag_a.submit.2024-01-04", status=JobStatus.SUCCEEDED, attempt=attempt("dag_a"))
+    )
+    # a corrupt entry, quarantined on first read
+    client.set(store.keys.result("dag_c.submit.2024-01-01"), b"{not json")
+    with pytest.raises(CorruptJobResultError):
+        store.get_entry("dag_c.submit.2024-01-01")
+    # a running attempt: lease held, intent recorded
+    lease = JobLease(
+        client, store.namespace, "dag_a.submit.2024-01-09", ttl=600,
+        owner={"host": "worker-1", "pid": 4242, "dag_id": "dag_a", "task_id": "submit",
+               "run_id": "scheduled__2024-01-09", "try_number": 1},
+    )  # fmt: skip
+    fence = lease.acquire()
+    intents = IntentStore(client, store.namespace, str(spec_root))
+    intents.record(
+        Intent(
+            job_id="dag_a.submit.2024-01-09", fence=fence, spec_uri=intents.spec_uri("dag_a.submit.2024-01-09", fence),
+            staging="/data/staging/fence-1", app_name="jrs-app", host="worker-1", pid=4242, started_at=1.0,
+        ),
+        {"application": "app.py"},
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    namespace = f"ui-{uuid.uuid4().hex[:8]}"
+    with EmbeddedRedis(tmp_path_factory.mktemp("ui-redis")) as server:
+        admin = redis.Redis(port=server.port)
+        admin.config_set("requirepass", REDIS_PASSWORD)
+        admin.close()
+        url = f"redis://:{REDIS_PASSWORD}@127.0.0.1:{server.port}/0"
+        client = redis.Redis.from_url(url)
+        store = RedisJobResultStore(client, namespace)
+        _seed(store, client, tmp_path_factory.mktemp("specs"))
+
+        home = tmp_path_factory.mktemp("ui-airflow")
+        passwords = {name: f"pw-{name}-{secrets.token_hex(4)}" for name in USERS}
+        (home / "passwords.json").write_text(json.dumps(passwords))
+        env = {
+            "AIRFLOW_CONN_JRS_DEFAULT": f"{url}?namespace={namespace}",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{n}:{r}" for n, r in USERS.items()),
+            "AIRFLOW__JRS__SPARK_UI_URL": "http://history.example:18080/history/{application_id}/jobs/",
+            **pyspark_env(),  # the repository on PYTHONPATH: the deployment's config names jrs_testbench
+        }
+        deployment = LocalDeployment(
+            home, components=("api-server",), env=env, username="admin", password=passwords["admin"]
+        )
+        with deployment:
+            s = Site(deployment.url, store, client, namespace)
+            for name, password in passwords.items():
+                doc = s.call("POST", "/auth/token", body={"username": name, "password": password}).json()
+                s.tokens[name] = doc["access_token"]
+            yield s
+        client.close()
+
+
+# ("/jrs" without the slash is not ours: Starlette mounts match "/jrs/...", so the UI's own
+# page shell answers it, as it answers any unknown path.)
+ROUTES = [
+    ("GET", "/jrs/"),
+    ("GET", "/jrs/ti?dag_id=dag_a&run_id=r&task_id=t"),
+    ("GET", "/jrs/static/app.js"),
+    ("GET", "/jrs/static/style.css"),
+    ("GET", "/jrs/api/health"),
+    ("GET", "/jrs/api/results"),
+    ("GET", "/jrs/api/results?state=dirty"),
+    ("GET", "/jrs/api/results/dag_a.submit.2024-01-01"),
+    ("GET", "/jrs/api/leases"),
+    ("GET", "/jrs/api/task-instance?dag_id=dag_a&run_id=scheduled__2024-01-09&task_id=submit"),
+    ("POST", "/jrs/api/results/dag_a.submit.2024-01-03/forget"),
+    ("POST", "/jrs/api/results/dag_a.submit.2024-01-03/mark-clean"),
+    ("POST", "/jrs/api/results/dag_c.submit.2024-01-01/release-quarantine"),
+    ("POST", "/jrs/api/results/dag_a.submit.2024-01-09/stop"),
+    ("POST", "/jrs/api/results/dag_a.submit.2024-01-09/cancel"),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), ROUTES)
+def test_every_route_refuses_requests_without_a_valid_token(site: Site, method: str, path: str):
+    body = {"confirm": path.rsplit("/", 2)[-2]} if method == "POST" else None
+    for headers in ({}, {"Authorization": "Bearer not-a-jwt"}, {"Cookie": "_token=forged"}):
+        r = site.call(method, path, body=body, **headers)
+        assert r.status in (401, 403), (path, headers, r.status, r.text[:300])
+        assert "dag_a.submit" not in r.text and "SUCCEEDED" not in r.text
+    assert site.store.get_entry("dag_a.submit.2024-01-03") is not None  # nothing was acted on
+
+
+def test_the_page_and_its_assets_are_served_to_a_logged_in_user_with_relative_urls(site: Site):
+    page = site.call("GET", "/jrs/", user="viewer")
+    assert page.status == 200 and "Job results" in page.text
+    assert 'src="static/app.js"' in page.text and 'href="/' not in page.text and 'src="/' not in page.text
+    assert "frame-ancestors 'self'" in page.headers["content-security-policy"]
+    script = site.call("GET", "/jrs/static/app.js", user="viewer")
+    assert script.status == 200 and 'credentials: "same-origin"' in script.text
+    assert site.call("GET", "/jrs/static/../api.py", user="viewer").status == 404
+
+
+def test_airflow_lists_the_plugin_with_its_nav_and_task_instance_views(site: Site):
+    plugins = site.call("GET", "/api/v2/plugins", user="admin").json()["plugins"]
+    ours = next(p for p in plugins if p["name"] == "airflow_jrs")
+    views = {v["destination"]: v for v in ours["external_views"]}
+    assert views["nav"]["name"] == "Job results" and views["nav"]["href"] == "jrs/"
+    assert views["task_instance"]["href"].startswith("jrs/ti?dag_id={DAG_ID}")
+    assert ours["fastapi_apps"][0]["url_prefix"] == "/jrs"
+    assert not site.call("GET", "/api/v2/importErrors", user="admin").json().get("import_errors")
+
+
+def test_results_are_listed_newest_first_with_filters_paging_and_counts(site: Site):
+    def ids(query: str, user: str = "viewer") -> list[str]:
+        r = site.call("GET", f"/jrs/api/results{query}", user=user)
+        assert r.status == 200, r.text
+        return [e["job_id"] for e in r.json()["entries"]]
+
+    # "dirty" is what the store says awaits cleanup (whether a FAILED result does is the store's rule)
+    dirty = {e.job_id for e in site.store.get_dirty_entries()}
+    assert {"dag_a.submit.2024-01-03", "dag_a.submit.2024-01-04", "orphan.2024-01-01"} <= dirty
+    everything = site.call("GET", "/jrs/api/results", user="viewer").json()
+    assert everything["counts"] == {"dirty": len(dirty), "quarantined": 1}
+    assert set(ids("")) == {
+        "dag_a.submit.2024-01-01", "dag_a.submit.2024-01-02", "dag_a.submit.2024-01-03",
+        "dag_a.submit.2024-01-04", "dag_b.submit.2024-01-01", "orphan.2024-01-01",
+    }  # fmt: skip
+    assert ids("")[0] == "dag_a.submit.2024-01-04"  # created last
+    assert set(ids("?state=clean")) == {"dag_a.submit.2024-01-01", "dag_a.submit.2024-01-02"}
+    dirty_listed = site.call("GET", "/jrs/api/results?state=dirty", user="viewer").json()["entries"]
+    assert {e["state"] for e in dirty_listed} == {"dirty"} and dirty <= {e["job_id"] for e in dirty_listed}
+    assert ids("?status=FAILED") == ["dag_b.submit.2024-01-01"]
+    assert set(ids("?dag_id=dag_b")) == {"dag_b.submit.2024-01-01"}
+    assert set(ids("?job_id_prefix=dag_a.submit.2024-01-0&state=clean")) == {
+        "dag_a.submit.2024-01-01", "dag_a.submit.2024-01-02",
+    }  # fmt: skip
+    assert ids("?since=2999-01-01T00:00:00Z") == []
+    first = site.call("GET", "/jrs/api/results?limit=4", user="viewer").json()
+    second = site.call("GET", "/jrs/api/results?limit=4&offset=4", user="viewer").json()
+    assert first["has_more"] and not second["has_more"]
+    assert len(first["entries"]) == 4 and len(second["entries"]) == 2
+    assert {e["job_id"] for e in first["entries"]} | {e["job_id"] for e in second["entries"]} == set(ids(""))
+    assert site.call("GET", "/jrs/api/results?state=sideways", user="viewer").status == 422
+    assert site.call("GET", "/jrs/api/results?since=yesterday", user="viewer").status == 400
+
+    one = next(e for e in first["entries"] if e["job_id"] == "dag_a.submit.2024-01-04")
+    assert one["attempt"]["dag_id"] == "dag_a" and one["state"] == "dirty"
+
+
+def test_one_job_shows_its_entry_history_lease_intent_and_spark_link(site: Site):
+    d = site.call("GET", "/jrs/api/results/dag_a.submit.2024-01-02", user="viewer").json()
+    assert d["entry"]["state"] == "clean" and d["entry"]["metrics"] == {"rows": 200}
+    assert d["entry"]["spark_url"] == "http://history.example:18080/history/local-170000002/jobs/"
+    assert d["can_edit"] is False  # a viewer
+    assert len(site.call("GET", "/jrs/api/results/dag_a.submit.2024-01-04", user="viewer").json()["history"]) == 1
+
+    running = site.call("GET", "/jrs/api/results/dag_a.submit.2024-01-09", user="editor").json()
+    assert running["entry"] is None and running["can_edit"] is True
+    assert running["lease"]["owner"]["host"] == "worker-1" and running["intent"]["app_name"] == "jrs-app"
+    leases = site.call("GET", "/jrs/api/leases", user="viewer").json()["leases"]
+    assert [lease["job_id"] for lease in leases] == ["dag_a.submit.2024-01-09"]
+
+    quarantined = site.call("GET", "/jrs/api/results/dag_c.submit.2024-01-01", user="admin").json()
+    assert quarantined["quarantined"] and quarantined["problem"]["error"] == "JobResultQuarantinedError"
+
+    ti = site.call(
+        "GET", "/jrs/api/task-instance?dag_id=dag_a&run_id=scheduled__2024-01-09&task_id=submit", user="viewer"
+    ).json()
+    assert ti["job_id"] == "dag_a.submit.2024-01-09" and ti["task"]["running"] is True
+    assert site.call("GET", "/jrs/api/results/no.such.job", user="viewer").json()["entry"] is None
+
+
+def test_a_viewer_reads_but_may_not_act(site: Site):
+    job = "dag_a.submit.2024-01-03"
+    for action in ("forget", "mark-clean"):
+        r = site.call("POST", f"/jrs/api/results/{job}/{action}", user="viewer", body={"confirm": job})
+        assert r.status == 403, r.text
+    r = site.call("POST", "/jrs/api/results/dag_c.submit.2024-01-01/release-quarantine", user="viewer",
+                  body={"confirm": "dag_c.submit.2024-01-01"})  # fmt: skip
+    assert r.status == 403
+    entry = site.store.get_entry(job)
+    assert entry is not None and entry.is_dirty
+
+
+def test_an_editor_forgets_marks_clean_and_releases_quarantine_with_confirmation(site: Site):
+    job = "dag_a.submit.2024-01-03"
+    unconfirmed = site.call("POST", f"/jrs/api/results/{job}/mark-clean", user="editor", body={"confirm": "other"})
+    assert unconfirmed.status == 400 and site.store.get_entry(job).is_dirty  # type: ignore[union-attr]
+    form = site.call("POST", f"/jrs/api/results/{job}/forget", user="editor", Content_Type="text/plain")
+    assert form.status in (400, 422) and site.store.get_entry(job) is not None
+
+    assert site.call("POST", f"/jrs/api/results/{job}/mark-clean", user="editor", body={"confirm": job}).status == 200
+    assert site.store.get_entry(job).is_clean  # type: ignore[union-attr]
+
+    r = site.call("POST", f"/jrs/api/results/{job}/forget", user="editor", body={"confirm": job})
+    assert r.status == 200, r.text
+    assert site.store.get_entry(job) is None and site.store.get_history(job)
+    assert site.call("POST", f"/jrs/api/results/{job}/forget", user="editor", body={"confirm": job}).status == 404
+
+    quarantined = "dag_c.submit.2024-01-01"
+    r = site.call("POST", f"/jrs/api/results/{quarantined}/release-quarantine", user="editor",
+                  body={"confirm": quarantined})  # fmt: skip
+    assert r.status == 200 and "{not json" in r.json()["bytes"]
+    assert quarantined not in site.store.get_quarantined()
+
+    # not a streaming job: the stop request is refused with the reason, nothing written
+    r = site.call("POST", "/jrs/api/results/dag_a.submit.2024-01-09/stop", user="editor",
+                  body={"confirm": "dag_a.submit.2024-01-09"})  # fmt: skip
+    assert r.status == 400 and "not a streaming job" in r.json()["detail"]
+
+
+def test_the_store_password_is_in_no_answer(site: Site):
+    # an answer of every kind, then all of them (this module's earlier tests included)
+    for method, path in ROUTES:
+        site.call(
+            method, path.replace("/jrs", "/jrs", 1), user="admin", body={"confirm": "x"} if method == "POST" else None
+        )
+    assert len(site.seen) > 50
+    for r in site.seen:
+        assert REDIS_PASSWORD not in r.text and REDIS_PASSWORD not in json.dumps(r.headers)
+    health = site.call("GET", "/jrs/api/health", user="viewer").json()
+    assert health == {"status": "ok", "namespace": site.namespace, "ping_ms": health["ping_ms"]}
+
+
+def test_link_urls_are_relative_and_never_scripts():
+    assert job_page_url("dag.task/2024-01-01") == "jrs/?job_id=dag.task%2F2024-01-01"
+    assert spark_app_url("http://h:18080/history/{application_id}/", "app-1") == "http://h:18080/history/app-1/"
+    assert spark_app_url("javascript:alert(1)//{application_id}", "app-1") is None
+    assert spark_app_url(None, "app-1") is None and spark_app_url("http://h/{application_id}", None) is None
