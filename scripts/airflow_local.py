@@ -1,19 +1,30 @@
 """A local Airflow with the provider, like ``airflow standalone``, until Ctrl-C.
 
-    ./.venv/bin/python scripts/airflow_local.py [--port 8080] [--parallelism 2] [--redis-url URL]
+    ./.venv/bin/python scripts/airflow_local.py [--dags-folder DIR] [--namespace NS]
+        [--port 8080] [--parallelism 2] [--redis-url URL] [--home DIR] [--spark-master local[2]]
 
 Starts a redis-server (append-only, data in ``data/redis``, the demo's), then api-server,
-scheduler, dag-processor and triggerer (LocalExecutor, SQLite in ``data/airflow-local``) with
-the project's ``dags/``, and prints the UI's URL and the admin password. Results live in the
-store namespace ``demo``, shared with ``./dev demo``: dates the demo computed are committed
-here too (trigger one from the UI: no Spark starts). Spark runs in local mode; event logs go
-to ``data/spark-events`` (one file per launched application). Ctrl-C stops everything.
+scheduler, dag-processor and triggerer (LocalExecutor, SQLite in ``data/airflow-local``), and
+prints the UI's URL and the admin password. Ctrl-C stops everything.
+
+Which DAGs: ``--dags-folder``, else ``$AIRFLOW__CORE__DAGS_FOLDER``, else the project's ``dags/``.
+Which store namespace: ``--namespace``, else ``$AIRFLOW__JRS__NAMESPACE``, else ``demo``, shared
+with ``./dev demo``: dates the demo computed are committed here too (trigger one from the UI: no
+Spark starts). Use a namespace of your own for your own DAGs, so that they never skip because of
+someone else's results.
+
+Every component gets the connection ``jrs_default`` (the store), ``spark_local`` (Spark in local
+mode, ``--spark-master``) and ``[jrs] output_root``/``spec_root`` under ``data/``; Spark event
+logs go to ``data/spark-events`` (one file per launched application). Your own environment is
+passed on (``AIRFLOW_CONN_*``, ``AIRFLOW__*`` for anything not listed here), so DAGs that need
+more connections work as in your Airflow.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import time
@@ -21,7 +32,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
-NAMESPACE = "demo"
+PROJECT_DAGS = ROOT / "dags"
+#: The demo's namespace: results of ``./dev demo`` are committed in this Airflow too.
+DEFAULT_NAMESPACE = "demo"
 
 
 def _stop_on_sigterm(*_: object) -> None:
@@ -41,13 +54,34 @@ def main() -> int:
     parser.add_argument("--parallelism", type=int, default=2, help="executor slots (default 2)")
     parser.add_argument("--redis-url", default=None, help="use this Redis instead of starting one")
     parser.add_argument("--home", default=str(DATA / "airflow-local"), help="AIRFLOW_HOME (kept between starts)")
-    parser.add_argument("--spark-master", default="local[2]")
+    parser.add_argument("--spark-master", default="local[2]", help="master of the spark_local connection")
+    parser.add_argument(
+        "--dags-folder",
+        default=os.environ.get("AIRFLOW__CORE__DAGS_FOLDER") or str(PROJECT_DAGS),
+        help="your DAG folder (default: $AIRFLOW__CORE__DAGS_FOLDER, else the project's dags/)",
+    )
+    parser.add_argument(
+        "--namespace",
+        default=os.environ.get("AIRFLOW__JRS__NAMESPACE") or DEFAULT_NAMESPACE,
+        help=f"job result store namespace (default: $AIRFLOW__JRS__NAMESPACE, else {DEFAULT_NAMESPACE!r}, "
+        "shared with ./dev demo)",
+    )
     args = parser.parse_args()
+    dags_folder = Path(args.dags_folder).expanduser().resolve()
+    if not dags_folder.is_dir():
+        parser.error(f"--dags-folder {dags_folder} is not a folder")
+    namespace = args.namespace
 
     sys.path.insert(0, str(ROOT))
+    from airflow_jrs.store import validate_namespace
     from jrs_testbench.deployment import LocalDeployment
     from jrs_testbench.helpers import jrs_env
     from jrs_testbench.redis_server import EmbeddedRedis
+
+    try:
+        validate_namespace(namespace)
+    except ValueError as exc:
+        parser.error(str(exc))
 
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     home = Path(args.home)
@@ -59,10 +93,12 @@ def main() -> int:
             print(f"redis-server on port {server.port} (append-only, data in {DATA / 'redis'})", flush=True)
         redis_url = args.redis_url or server.url  # type: ignore[union-attr]
         env = jrs_env(
-            redis_url, NAMESPACE, data_dir=DATA, spark_master=args.spark_master, event_log_dir=DATA / "spark-events"
+            redis_url, namespace, data_dir=DATA, spark_master=args.spark_master, event_log_dir=DATA / "spark-events"
         )
+        # The deployment sets AIRFLOW__CORE__DAGS_FOLDER itself, from its one DAG bundle.
         deployment = LocalDeployment(
             home,
+            bundles={"dags-folder": dags_folder},
             env=env,
             parallelism=args.parallelism,
             api_port=args.port,
@@ -71,20 +107,34 @@ def main() -> int:
         print(f"Starting Airflow in {home} (logs in {deployment.log_dir}) ...", flush=True)
         started = time.monotonic()
         deployment.start()
-        deployment.wait_for_dag("flights_daily")
+        project_dags = dags_folder == PROJECT_DAGS.resolve()
+        if project_dags:
+            deployment.wait_for_dag("flights_daily")
+        airflow = f"AIRFLOW_HOME={home} {Path(sys.executable).parent / 'airflow'}"
         print(
             f"\nAirflow is up after {time.monotonic() - started:.0f}s.\n"
             f"  UI:       {deployment.url}\n"
             f"  user:     {deployment.username}\n"
             f"  password: {deployment.password}\n"
-            f"  store:    {redis_url} namespace {NAMESPACE!r} "
-            f"(airflow-jrs --redis-url {redis_url} --namespace {NAMESPACE} list)\n"
-            "Unpause flights_daily and trigger a 2013 date (or use the UI's Backfill dialog), or:\n"
-            f"  AIRFLOW_HOME={home} {Path(sys.executable).parent / 'airflow'} backfill create "
-            "--dag-id flights_daily --from-date 2013-01-01 --to-date 2013-01-03 --reprocess-behavior completed\n"
-            "Ctrl-C stops everything.",
+            f"  DAGs:     {dags_folder}\n"
+            f"  store:    {redis_url} namespace {namespace!r} "
+            f"(airflow-jrs --redis-url {redis_url} --namespace {namespace} list)",
             flush=True,
         )
+        if project_dags:
+            print(
+                "Unpause flights_daily and trigger a 2013 date (or use the UI's Backfill dialog), or:\n"
+                f"  {airflow} backfill create "
+                "--dag-id flights_daily --from-date 2013-01-01 --to-date 2013-01-03 --reprocess-behavior completed",
+                flush=True,
+            )
+        else:
+            print(
+                "Your DAGs appear in the UI once the dag-processor has parsed them (up to 30 s; parse errors\n"
+                f"show above the DAG list, or: {airflow} dags list-import-errors). Spark connection: spark_local.",
+                flush=True,
+            )
+        print("Ctrl-C stops everything.", flush=True)
         while True:
             time.sleep(2)
             deployment.check_alive()

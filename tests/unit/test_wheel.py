@@ -5,19 +5,34 @@ the tests and the example DAGs stay in the repository. The wheel is built as pip
 (``pip wheel --no-build-isolation``, with the venv's setuptools) from a copy of the working
 tree: a build in the tree itself would leave ``build/`` there, and setuptools ships whatever
 stale files an earlier build left in ``build/lib``.
+
+The wheel is then installed into a fresh virtualenv (see the ``installed`` fixture for how,
+without downloading Airflow) to prove what a user's ``pip install`` gets: the package from the
+wheel, the ``airflow-jrs`` script, the provider and plugin entry points; and its metadata claims
+the Pythons Airflow 3.3 supports from 3.11 on.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import sysconfig
+import textwrap
+import tomllib
+import venv
 import zipfile
 from collections.abc import Iterator
+from email.parser import Parser
+from importlib.metadata import distribution
 from pathlib import Path
+from typing import Any
 
 import pytest
+from packaging.specifiers import SpecifierSet
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Top-level folders not copied: the venv, git, earlier build output, local data.
@@ -54,6 +69,12 @@ def wheel(source: Path) -> Iterator[zipfile.ZipFile]:
     (built,) = dist.glob("airflow_jrs-*.whl")
     with zipfile.ZipFile(built) as zf:
         yield zf
+
+
+@pytest.fixture(scope="module")
+def wheel_file(wheel: zipfile.ZipFile) -> Path:
+    assert wheel.filename is not None
+    return Path(wheel.filename)
 
 
 def test_wheel_holds_only_the_package_and_its_metadata(wheel: zipfile.ZipFile) -> None:
@@ -94,3 +115,154 @@ def test_wheel_ships_the_typing_marker(wheel: zipfile.ZipFile, source: Path) -> 
     if not (source / "airflow_jrs" / "py.typed").exists():
         pytest.skip("airflow_jrs has no py.typed marker")
     assert "airflow_jrs/py.typed" in wheel.namelist()
+
+
+# -- metadata: the Pythons we claim --------------------------------------------------------------
+def _metadata(wheel: zipfile.ZipFile) -> Any:
+    (name,) = [n for n in wheel.namelist() if DIST_INFO.match(n) and n.endswith("/METADATA")]
+    return Parser().parsestr(wheel.read(name).decode())
+
+
+def _python_classifiers(classifiers: list[str]) -> set[str]:
+    return {c.rsplit(" :: ", 1)[1] for c in classifiers if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)}
+
+
+def test_requires_python_covers_what_airflow_supports_from_311(wheel: zipfile.ZipFile) -> None:
+    """The wheel claims exactly the Pythons Airflow 3.3 supports, from 3.11 on.
+
+    Below 3.11 the package cannot import (``enum.StrEnum``, ``datetime.UTC``); above what
+    Airflow supports nothing of ours could be installed anyway. Checked against the installed
+    ``apache-airflow-core``'s own metadata, so an Airflow upgrade that adds a Python shows here.
+    """
+    meta = _metadata(wheel)
+    ours = SpecifierSet(meta["Requires-Python"])
+    claimed = _python_classifiers(meta.get_all("Classifier") or [])
+    airflow = distribution("apache-airflow-core").metadata
+    airflow_versions = _python_classifiers(airflow.get_all("Classifier") or [])
+    airflow_spec = SpecifierSet(airflow["Requires-Python"])
+    expected = {v for v in airflow_versions if tuple(map(int, v.split("."))) >= (3, 11)}
+    assert claimed == expected, f"classifiers {sorted(claimed)}; Airflow supports {sorted(airflow_versions)}"
+    for version in claimed:
+        assert f"{version}.0" in ours and f"{version}.0" in airflow_spec, version
+    assert "3.10.0" not in ours and f"{sys.version_info.major}.{sys.version_info.minor}.0" in ours
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert SpecifierSet(pyproject["requires-python"]) == ours
+
+
+# -- installed into a fresh virtualenv -----------------------------------------------------------
+#: Run inside the fresh venv: where things were imported from, and the entry points they declare.
+PROBE = textwrap.dedent(
+    """
+    import json, sys
+    from importlib.metadata import distribution, entry_points
+
+    import airflow_jrs
+
+    dist = distribution("airflow-jrs")
+    provider = [ep for ep in entry_points(group="apache_airflow_provider") if ep.dist.name == dist.name]
+    plugins = [ep for ep in entry_points(group="airflow.plugins") if ep.dist.name == dist.name]
+    info = provider[0].load()()
+    loaded = {ep.name: ep.load() for ep in plugins}  # imports airflow_jrs.plugins (and Airflow)
+    print(json.dumps({
+        "package": airflow_jrs.__file__,
+        "version": airflow_jrs.__version__,
+        "dist": str(dist.locate_file("")),
+        "provider_entry_points": [ep.value for ep in provider],
+        "provider_name": info["package-name"],
+        "modules": [m for kind in ("operators", "sensors", "hooks", "triggers")
+                    for item in info.get(kind, []) for m in item["python-modules"]],
+        "plugin_entry_points": {name: ep.value for name, ep in zip(loaded, plugins)},
+        "plugin_classes": {name: obj.__module__ + "." + obj.__qualname__ for name, obj in loaded.items()},
+        "scripts": [ep.value for ep in entry_points(group="console_scripts") if ep.dist.name == dist.name],
+    }))
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def installed(wheel_file: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The wheel ``pip install``ed into a fresh virtualenv, without the network.
+
+    Why this way: a truly empty venv would have to download Airflow and its ~150 dependencies
+    (hundreds of MB, minutes, and no network here). What this test must prove is narrower: that
+    the *wheel* (not the working tree) installs, and that its console script and both entry
+    points (``apache_airflow_provider``, ``airflow.plugins``) exist and import. So the fresh
+    venv gets the project venv's site-packages as a plain path in a ``.pth`` file: the
+    dependencies resolve, but that directory's own ``.pth`` files are not run, so the
+    project's *editable* install of airflow_jrs (a ``.pth`` finder) is invisible, and the fresh
+    venv's own site-packages comes first on ``sys.path``. The wheel goes in with
+    ``pip install --no-deps --no-index``, through the project's pip (``--python``: the fresh
+    venv needs no pip of its own). The probe then asserts that every import and entry point
+    was resolved from the fresh venv, not from the repository.
+    """
+    root = tmp_path_factory.mktemp("fresh-venv")
+    env_dir = root / "venv"
+    venv.EnvBuilder(with_pip=False, system_site_packages=False, symlinks=True).create(env_dir)
+    python = env_dir / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    project_site = sysconfig.get_paths()["purelib"]
+    (Path(purelib) / "_project_dependencies.pth").write_text(project_site + "\n")
+    pip = [sys.executable, "-m", "pip", "--python", str(python), "--disable-pip-version-check"]
+    proc = subprocess.run(
+        [*pip, "install", "--no-deps", "--no-index", str(wheel_file)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # Outside the repository, with an Airflow home of its own: nothing may come from the tree.
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AIRFLOW_HOME") and not k.startswith("AIRFLOW__")
+    }
+    env["AIRFLOW_HOME"] = str(root / "airflow-home")
+    probe = subprocess.run(
+        [str(python), "-c", PROBE], capture_output=True, text=True, timeout=300, cwd=root, env=env
+    )  # fmt: skip
+    assert probe.returncode == 0, probe.stdout[-3000:] + probe.stderr[-3000:]
+    cli = subprocess.run(
+        [str(env_dir / "bin" / "airflow-jrs"), "--help"], capture_output=True, text=True, timeout=120, cwd=root, env=env
+    )  # fmt: skip
+    return {
+        "venv": env_dir,
+        "purelib": Path(purelib),
+        "probe": json.loads(probe.stdout.strip().splitlines()[-1]),
+        "cli": cli,
+    }
+
+
+def test_installed_package_comes_from_the_wheel_not_the_repository(installed: dict[str, Any]) -> None:
+    probe, purelib = installed["probe"], installed["purelib"]
+    assert Path(probe["package"]).is_relative_to(purelib), probe["package"]
+    assert Path(probe["dist"]).resolve() == purelib.resolve()
+    assert not Path(probe["package"]).is_relative_to(ROOT)
+
+
+def test_provider_entry_point_is_installed_and_names_modules_that_exist(installed: dict[str, Any]) -> None:
+    probe, purelib = installed["probe"], installed["purelib"]
+    assert probe["provider_entry_points"] == ["airflow_jrs.get_provider_info:get_provider_info"]
+    assert probe["provider_name"] == "airflow-jrs"
+    missing = [m for m in probe["modules"] if not (purelib / (m.replace(".", "/") + ".py")).exists()]
+    assert probe["modules"] and missing == []
+
+
+def test_plugin_entry_point_loads_the_ui_plugin(installed: dict[str, Any]) -> None:
+    """Every ``airflow.plugins`` entry point the package declares imports, and is an AirflowPlugin."""
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"].get("entry-points", {})
+    expected = declared.get("airflow.plugins", {})
+    if not expected:
+        pytest.skip("the package declares no airflow.plugins entry point")
+    assert installed["probe"]["plugin_entry_points"] == expected
+    for name, target in expected.items():
+        assert installed["probe"]["plugin_classes"][name] == target.replace(":", "."), name
+    # The plugin's pages are package data: a page missing from the install is a blank view.
+    static = ROOT / "airflow_jrs" / "plugins" / "static"
+    shipped = [p.relative_to(ROOT).as_posix() for p in static.glob("*") if p.is_file()] if static.is_dir() else []
+    assert [f for f in shipped if not (installed["purelib"] / f).exists()] == []
+
+
+def test_console_script_runs_from_the_fresh_venv(installed: dict[str, Any]) -> None:
+    assert installed["probe"]["scripts"] == ["airflow_jrs.cli:main"]
+    cli = installed["cli"]
+    assert cli.returncode == 0, cli.stdout[-2000:] + cli.stderr[-2000:]
+    out = cli.stdout.lower()
+    assert "airflow-jrs" in out and "forget" in out and "purge" in out
