@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -197,6 +198,8 @@ def main() -> int:
     parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (logs, Airflow homes)")
     args = parser.parse_args()
+    # A SIGTERM (timeout, a CI job's end) unwinds like Ctrl-C: deployments, cluster, databases stop.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work = Path(tempfile.mkdtemp(prefix="jrs-bench-distributed-"))
     dates = [FIRST_DAY + timedelta(days=i) for i in range(args.dates)]
     if TAKEOVER_DAY in dates:
