@@ -295,13 +295,14 @@ def create_app(backend: Backend | None = None) -> FastAPI:
         dag_id: str,
         run_id: str,
         task_id: str,
-        map_index: int = -1,
+        map_index: Annotated[str | None, Query(description="an integer; missing or unfilled means -1")] = None,
     ) -> dict[str, Any]:
         """The job of one task instance (from its XCom, or its lease while it runs): reused or computed."""
+        index = _map_index(map_index)
         access = Access(user)
         access.require("GET", dag_id)
         b = backend.get()
-        payload = _ti_payload(dag_id, run_id, task_id, map_index)
+        payload = _ti_payload(dag_id, run_id, task_id, index)
         job_id = payload.get("job_id") if payload else None
         running = None
         if not job_id:  # still running (or failed before it returned): its lease names it
@@ -323,7 +324,7 @@ def create_app(backend: Backend | None = None) -> FastAPI:
             "dag_id": dag_id,
             "run_id": run_id,
             "task_id": task_id,
-            "map_index": map_index,
+            "map_index": index,
             "payload": payload,
             # reused: this task found the job done and did not start Spark
             "reused": bool(payload.get("skipped")) if payload else None,
@@ -476,6 +477,23 @@ def _stream_request(b: _Backend, access: Access, user: Any, job_id: str, body: A
     doc = request_stream(store, job_id, kind, by=f"Job results page ({_who(user)})")
     log.warning("Job results: %s requested %s of job %r", _who(user), kind, job_id)
     return {"job_id": job_id, "done": kind, "fence": doc.get("fence")}
+
+
+#: What the UI leaves in a task instance view's link when the task is not mapped: Airflow 3.3
+#: fills ``{MAP_INDEX}`` only for mapped tasks and sends the placeholder itself otherwise.
+UNFILLED_MAP_INDEX = "{MAP_INDEX}"
+
+
+def _map_index(raw: str | None) -> int:
+    """The task instance's map index from the tab's link: -1 when missing or left unfilled."""
+    if raw is None or raw.strip() in ("", UNFILLED_MAP_INDEX):
+        return -1
+    try:
+        return int(raw)
+    except ValueError:
+        raise HTTPException(
+            400, f"map_index={raw!r} is not an integer: give the task instance's map index (-1 or none if unmapped)"
+        ) from None
 
 
 def _ti_payload(dag_id: str, run_id: str, task_id: str, map_index: int) -> dict[str, Any]:

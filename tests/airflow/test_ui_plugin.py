@@ -264,6 +264,20 @@ def test_one_job_shows_its_entry_history_lease_intent_and_spark_link(site: Site)
     assert site.call("GET", "/jrs/api/results/no.such.job", user="viewer").json()["entry"] is None
 
 
+def test_the_task_instance_tab_answers_for_unmapped_tasks_whose_link_leaves_map_index_unfilled(site: Site):
+    # Airflow 3.3's UI fills {MAP_INDEX} only for mapped tasks: an unmapped task's tab asks
+    # with the placeholder itself (or without it), which is map index -1, not a 422.
+    base = "/jrs/api/task-instance?dag_id=dag_a&run_id=scheduled__2024-01-09&task_id=submit"
+    for suffix in ("&map_index={MAP_INDEX}", "&map_index=", "", "&map_index=-1"):
+        r = site.call("GET", base + suffix.replace("{", "%7B").replace("}", "%7D"), user="viewer")
+        assert r.status == 200, (suffix, r.text)
+        assert r.json()["job_id"] == "dag_a.submit.2024-01-09" and r.json()["task"]["map_index"] == -1
+    mapped = site.call("GET", base + "&map_index=3", user="viewer").json()
+    assert mapped["task"]["map_index"] == 3
+    bad = site.call("GET", base + "&map_index=three", user="viewer")
+    assert bad.status == 400 and "map_index" in bad.json()["detail"]
+
+
 def test_a_viewer_reads_but_may_not_act(site: Site):
     job = "dag_a.submit.2024-01-03"
     for action in ("forget", "mark-clean"):
