@@ -12,8 +12,10 @@ the TTL.
 "Provably" is meant strictly; anything this host cannot see keeps the holder alive and the
 successor waits for the TTL, as before:
 
-* another host name, or the same name in another kernel or pid namespace (two containers);
-* a holder pid that runs, unless its start time shows a later process reusing the number;
+* another host name, or the same name in another kernel or pid namespace (two containers), or
+  a pid space that either side cannot read (no ``/proc``: two unknowns are not equal);
+* a holder pid that runs, or that this host may not inspect (``AccessDenied``), or no pid at
+  all, unless its start time shows a later process reusing the number;
 * a running heartbeat on another host, or a supervisor or spark-submit pid that runs here;
 * any local spark-submit of this job (found by its command line, whatever its fence).
 
@@ -49,17 +51,24 @@ class Verdict:
 
 
 def _running(pid: int | None) -> bool:
+    """Does ``pid`` run here? Only "no such process" and a zombie count as not running: a process
+    this host may not inspect (psutil's ``AccessDenied``, any other error) exists, so it runs."""
     if not pid:
         return False
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
+    except psutil.NoSuchProcess:  # ZombieProcess is a NoSuchProcess with a pid that still exists
         return False
+    except psutil.Error:
+        return True
 
 
 def _holder_gone(owner: dict[str, Any]) -> bool:
-    """The holder's pid is gone: no such process, a zombie, or a later process with its number."""
+    """The holder's pid is gone: no such process, a zombie, or a later process with its number.
+    A holder that names no pid cannot be proven gone."""
     pid = int(owner.get("pid") or 0)
+    if not pid:
+        return False
     if not _running(pid):
         return True
     started = owner.get("pid_start")
@@ -74,7 +83,10 @@ def judge(
     host, here = owner.get("host"), socket.gethostname()
     if host != here:
         return Verdict(False, f"it runs on host {host}, which this host ({here}) cannot check")
-    if owner.get("pid_space") != process_identity(os.getpid()).get("pid_space"):
+    theirs, ours = owner.get("pid_space"), process_identity(os.getpid()).get("pid_space")
+    if theirs is None or ours is None:  # two unknowns are not "the same pid space"
+        return Verdict(False, f"the pid space of its pid {owner.get('pid')} on host {host} cannot be read here")
+    if theirs != ours:
         return Verdict(False, f"host {host} has the same name but another kernel or pid namespace (a container?)")
     if not _holder_gone(owner):
         return Verdict(False, f"its pid {owner.get('pid')} is alive")

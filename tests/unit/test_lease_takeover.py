@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator
 from types import SimpleNamespace
 
+import psutil
 import pytest
 import redis
 
@@ -190,3 +191,44 @@ def test_the_refusal_promises_a_retry_only_when_one_is_left(try_number, retries,
         assert "Airflow will retry" not in text and "last try" in text and "clear the task" in text
     else:
         assert promise in text
+
+
+def test_a_holder_whose_pid_space_neither_side_can_read_is_never_judged_dead(holder, namespace, monkeypatch):
+    """Without /proc (another OS, a locked-down container) neither side records a pid space: two
+    unknowns are not "the same pid space", so nothing this host sees proves the holder dead."""
+    from airflow_jrs.operators import takeover
+
+    holder.kill()
+    owner = {k: v for k, v in owner_here(pid=holder.process.pid).items() if k not in ("pid_space", "pid_start")}
+    monkeypatch.setattr(takeover, "process_identity", lambda pid: {})  # this host cannot read /proc either
+    verdict = judge(LeaseHolder(1, owner, 30_000), None, None, namespace=namespace, job_id=JOB)
+    assert not verdict.dead and "pid space" in verdict.why
+
+
+def test_a_holder_without_a_pid_is_never_judged_dead(namespace):
+    owner = {k: v for k, v in owner_here().items() if k != "pid"}
+    verdict = judge(LeaseHolder(1, owner, 30_000), None, None, namespace=namespace, job_id=JOB)
+    assert not verdict.dead
+
+
+def test_a_live_holder_this_host_may_not_inspect_is_never_judged_dead(namespace, sleeper, monkeypatch):
+    """psutil's AccessDenied (a pid of another user under hidepid, a hardened kernel) says the
+    process exists; it must not count as gone. This test runs as root, where the kernel never
+    refuses: the refusal is what is simulated, the process is real and alive."""
+    real_status = psutil.Process.status
+
+    def denied(self):  # what psutil raises when /proc/<pid> may not be read
+        if self.pid == sleeper.pid:
+            raise psutil.AccessDenied(self.pid)
+        return real_status(self)
+
+    monkeypatch.setattr(psutil.Process, "status", denied)
+    owner = owner_here(pid=sleeper.pid, pid_start=process_identity(sleeper.pid)["pid_start"])
+    verdict = judge(LeaseHolder(1, owner, 30_000), None, None, namespace=namespace, job_id=JOB)
+    assert not verdict.dead, verdict.why
+    beat_owner = owner_here(pid=99_999_999)  # the holder is gone, but its supervisor may not be inspected
+    from airflow_jrs.intent import Heartbeat
+
+    beat = Heartbeat(1, default_owner()["host"], sleeper.pid, None, "running", None, False, 30_000)
+    verdict = judge(LeaseHolder(1, beat_owner, 30_000), None, beat, namespace=namespace, job_id=JOB)
+    assert not verdict.dead and f"(pid {sleeper.pid}) still runs" in verdict.why, verdict.why
