@@ -9,7 +9,6 @@ change; any warn or fail makes the exit code non-zero, so a deployment script ca
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import os
 import re
@@ -106,52 +105,80 @@ def _java() -> tuple[Check, int | None]:
     return Check("java", "ok", f"Java {major} ({java})"), major
 
 
+def _pyspark_files() -> tuple[Path | None, str | None, str | None]:
+    """The pyspark package this interpreter imports: its folder, the version its own files say
+    (``pyspark/version.py``) and the Spark version of its jars. Files, not distribution metadata:
+    pyspark-client shares the package's files, and ./dev installs pyspark's over them on purpose,
+    so the metadata of either distribution may not describe what runs."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        return None, None, None
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    try:
+        text = (folder / "version.py").read_text(encoding="utf-8")
+    except OSError:
+        text = ""
+    found = re.search(r"""__version__\s*(?::\s*str\s*)?=\s*["']([^"']+)["']""", text)
+    core = sorted((folder / "jars").glob("spark-core_*.jar"))
+    jars = re.search(r"spark-core_[\d.]+-(.+)\.jar$", core[0].name) if core else None
+    return folder, found.group(1) if found else None, jars.group(1) if jars else None
+
+
+def spark_submit_path(binary: str = "spark-submit") -> tuple[str | None, bool]:
+    """Where the Spark hook's ``spark-submit`` comes from, and whether it is on this PATH.
+
+    The hook runs the bare name (its connection's ``spark-binary``), so the worker's ``PATH``
+    decides. A shell that calls ``.venv/bin/airflow-jrs`` may not have the venv on ``PATH``,
+    while the Airflow it checks does (``scripts/airflow_local.py`` and ``./dev`` put it there):
+    then this interpreter's pyspark's ``bin/spark-submit`` is checked, which finds its Spark
+    from its own folder (the venv's ``bin/spark-submit`` would ask ``python3`` on ``PATH``).
+    """
+    on_path = shutil.which(binary)
+    if on_path:
+        return on_path, True
+    folder, _, _ = _pyspark_files()
+    candidate = folder / "bin" / binary if folder else None
+    if candidate is not None and candidate.is_file() and os.access(candidate, os.X_OK):
+        return str(candidate), False
+    return None, False
+
+
 def _spark(java_major: int | None) -> list[Check]:
     checks: list[Check] = []
-    try:
-        pyspark = importlib.metadata.version("pyspark")
-    except importlib.metadata.PackageNotFoundError:
-        pyspark = None
-    spec = importlib.util.find_spec("pyspark") if pyspark else None
-    jars_version = None
-    if spec and spec.submodule_search_locations:
-        jars = Path(next(iter(spec.submodule_search_locations))) / "jars"
-        core = sorted(jars.glob("spark-core_*.jar"))
-        match = re.search(r"spark-core_[\d.]+-(.+)\.jar$", core[0].name) if core else None
-        jars_version = match.group(1) if match else None
-    home = os.environ.get("SPARK_HOME")
-    submit = str(Path(home) / "bin" / "spark-submit") if home else shutil.which("spark-submit")
+    folder, pyspark, jars_version = _pyspark_files()
+    submit, on_path = spark_submit_path()
     submit_version = None
-    if submit and Path(submit).exists():
+    if submit:
         found = re.search(r"version (\d+\.\d+\.\d+\S*)", _run([submit, "--version"]) or "")
         submit_version = found.group(1) if found else None
+        where = "" if on_path else (
+            " (pyspark's own; none on this shell's PATH: the Spark hook runs spark-submit from the worker's "
+            "PATH, so start Airflow with the venv's bin/ on PATH, as scripts/airflow_local.py does)"
+        )  # fmt: skip
         checks.append(
-            Check("spark-submit", "ok" if submit_version else "warn", f"{submit}: Spark {submit_version or '?'}")
+            Check("spark-submit", "ok" if submit_version else "warn", f"{submit}: Spark {submit_version or '?'}{where}")
         )
     else:
         checks.append(
             Check(
                 "spark-submit",
                 "warn",
-                "no spark-submit on PATH or SPARK_HOME: tasks need the Spark connection's binary",
+                "no spark-submit on PATH nor beside this Python: install pyspark (or Spark) where Airflow's "
+                "workers run and put its bin/ on their PATH",
             )
         )
     spark = submit_version or pyspark
-    if pyspark is None:
+    if folder is None:
         checks.append(Check("pyspark", "ok", "pyspark not installed here (only PySpark applications import it)"))
     else:
         problems = []
-        if jars_version and jars_version != pyspark:
-            problems.append(f"its jars are Spark {jars_version}")
-        if submit_version and submit_version.split("-")[0] != pyspark:
+        if pyspark is None:
+            problems.append(f"{folder / 'version.py'} names no version")
+        if jars_version and pyspark and jars_version != pyspark:
+            problems.append(f"its jars are Spark {jars_version} (another distribution's files replaced pyspark's)")
+        if submit_version and pyspark and submit_version.split("-")[0] != pyspark:
             problems.append(f"spark-submit runs Spark {submit_version}")
-        try:
-            client = importlib.metadata.version("pyspark-client")
-        except importlib.metadata.PackageNotFoundError:
-            client = None
-        if client and client != pyspark:
-            problems.append(f"pyspark-client {client} is installed too and shares the pyspark package's files")
-        detail = f"pyspark {pyspark}" + (f" (jars {jars_version})" if jars_version else "")
+        detail = f"pyspark {pyspark or '?'}" + (f" (jars {jars_version})" if jars_version else "") + f" in {folder}"
         if problems:
             checks.append(Check("pyspark", "warn", f"{detail} but {'; '.join(problems)}: install matching versions"))
         else:

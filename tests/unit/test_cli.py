@@ -6,6 +6,7 @@ In-process ``main([...])`` for behaviour; a few real subprocesses for what only 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -255,6 +256,26 @@ def test_doctor_checks_java_spark_and_the_provider(redis_url, capsys):
 
 
 # -- real processes -------------------------------------------------------------------------------
+def test_doctor_passes_on_the_projects_own_setup_without_the_venv_on_path(redis_url):
+    # ./dev installs pyspark 4.3.0's files over pyspark-client 4.2.0's on purpose (the files that
+    # run agree; only the client's metadata says 4.2.0), and a shell may call .venv/bin/airflow-jrs
+    # without the venv on PATH: spark-submit is still the interpreter's pyspark's.
+    venv_bin = str(Path(sys.executable).parent)
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p and p != venv_bin)
+    done = subprocess.run(
+        [CLI, "--redis-url", redis_url, "--json", "doctor"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "PATH": path},
+    )  # fmt: skip
+    checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+    assert checks["pyspark"]["level"] == "ok", checks["pyspark"]
+    assert checks["spark-submit"]["level"] == "ok", checks["spark-submit"]
+    import pyspark
+
+    submit = str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
+    assert checks["spark-submit"]["detail"].startswith(f"{submit}: Spark 4.3.0"), checks["spark-submit"]
+    assert {c["level"] for name, c in checks.items() if name != "latency"} == {"ok"}, checks
+
+
 def test_bad_arguments_are_one_line_with_exit_2():
     for args, hint in (
         (["list", "--limit", "0"], "use e.g. 50"),
