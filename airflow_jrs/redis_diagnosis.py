@@ -88,14 +88,29 @@ def quote_server_text(text: str, limit: int = 160) -> str:
     return f'"{one_line}"'
 
 
-def diagnose(exc: BaseException, *, conn: str = "the jrs connection", server: str | None = None) -> Problem:
+#: What a task's reader is told about a passing fault; a terminal's reader is not (``retry=None``).
+AIRFLOW_RETRIES = "Airflow will retry"
+
+
+def diagnose(
+    exc: BaseException,
+    *,
+    conn: str = "the jrs connection",
+    server: str | None = None,
+    retry: str | None = AIRFLOW_RETRIES,
+) -> Problem:
     """The :class:`Problem` behind ``exc`` (a redis-py or socket error).
 
     ``conn`` names the connection in the advice (``connection 'jrs_default'``); ``server`` is
     ``host:port`` when known. Neither may hold a password: callers pass what
-    :func:`describe_server` builds.
+    :func:`describe_server` builds. ``retry`` ends the advice of a passing fault; the CLI
+    passes ``None``: nobody retries a command typed in a terminal but its user.
     """
     at = f" at {server}" if server else ""
+
+    def then(advice: str) -> str:
+        return f"{advice}; {retry}" if retry else advice
+
     chain = _chain(exc)
     words = " ".join(_text(e) for e in chain)
     upper = words.upper()
@@ -127,21 +142,26 @@ def diagnose(exc: BaseException, *, conn: str = "the jrs connection", server: st
             "readonly",
             True,
             f"connected to a read-only replica{at}",
-            f"point {conn} at the primary (after a failover Airflow's retry may reach the new one)",
+            f"point {conn} at the primary (after a failover "
+            + (
+                "Airflow's retry may reach the new one)"
+                if retry
+                else "running the command again may reach the new one)"
+            ),
         )
     if isinstance(exc, redis_lib.exceptions.OutOfMemoryError) or _code(upper, "OOM"):
         return Problem(
             "oom",
             True,
             f"Redis{at} is out of memory (maxmemory with noeviction) and refuses writes",
-            "free memory or raise maxmemory (keep noeviction: evicting results would re-run jobs); Airflow will retry",
+            then("free memory or raise maxmemory (keep noeviction: evicting results would re-run jobs)"),
         )
     if isinstance(exc, redis_lib.exceptions.BusyLoadingError) or _code(upper, "LOADING"):
         return Problem(
             "loading",
             True,
             f"Redis{at} is loading its data after a restart",
-            "Airflow will retry once it has loaded",
+            f"{retry} once it has loaded" if retry else "wait until it has loaded, then run the command again",
         )
     if any(isinstance(e, ssl.SSLError | ssl.CertificateError) for e in chain) or "SSL:" in upper:
         return Problem(
@@ -159,7 +179,7 @@ def diagnose(exc: BaseException, *, conn: str = "the jrs connection", server: st
                 "dns",
                 True,
                 f"the Redis host name{' of ' + server if server else ''} does not resolve",
-                f"fix the host of {conn} (or the DNS it relies on); Airflow will retry",
+                then(f"fix the host of {conn} (or the DNS it relies on)"),
             )
     if any(w in words.lower() for w in _DNS_WORDS):
         return Problem("dns", True, "the Redis host name does not resolve", f"fix the host of {conn}")
@@ -170,7 +190,7 @@ def diagnose(exc: BaseException, *, conn: str = "the jrs connection", server: st
             "refused",
             True,
             f"connection refused: nothing listens{at}",
-            f"start Redis, or fix the host and port of {conn}; Airflow will retry",
+            then(f"start Redis, or fix the host and port of {conn}"),
         )
     if isinstance(exc, redis_lib.exceptions.TimeoutError | TimeoutError) or any(
         isinstance(e, socket.timeout | TimeoutError) for e in chain
@@ -179,22 +199,24 @@ def diagnose(exc: BaseException, *, conn: str = "the jrs connection", server: st
             "timeout",
             True,
             f"Redis{at} did not answer in time",
-            "check that the server is up and not overloaded or paused (the timeouts are [jrs] "
-            "connect_timeout and read_timeout); Airflow will retry",
+            then(
+                "check that the server is up and not overloaded or paused (the timeouts are [jrs] "
+                "connect_timeout and read_timeout)"
+            ),
         )
     if isinstance(exc, redis_lib.exceptions.ConnectionError | ConnectionError | OSError):
         return Problem(
             "lost",
             True,
             f"the connection to Redis{at} failed or broke",
-            f"check that Redis is up and reachable with the settings of {conn}; Airflow will retry",
+            then(f"check that Redis is up and reachable with the settings of {conn}"),
         )
     if isinstance(exc, redis_lib.exceptions.RedisClusterException):
         return Problem(
             "cluster",
             True,
             "no node of the Redis Cluster answered for the namespace's slot",
-            f"check the cluster's health and the nodes of {conn}; Airflow will retry",
+            then(f"check the cluster's health and the nodes of {conn}"),
         )
     return Problem(
         "other",

@@ -171,7 +171,8 @@ def store_failure(exc: StoreUnavailableError, args: argparse.Namespace) -> str:
         except Exception:
             password = None
     cause = exc.__cause__
-    sentence = diagnose(cause, conn=conn, server=server).sentence() if cause is not None else str(exc)
+    # retry=None: in a terminal nobody retries but the user (a task's message says Airflow will)
+    sentence = diagnose(cause, conn=conn, server=server, retry=None).sentence() if cause is not None else str(exc)
     ns = args.namespace or ("default" if args.redis_url else "of the connection")
     line = (
         f"job result store unavailable: could not {exc.what or 'use it'} "

@@ -296,6 +296,7 @@ def test_unreachable_store_is_exit_3_without_the_password(tmp_path):
     assert done.returncode == 3
     assert "nothing listens" in done.stderr and "s3cret-pw" not in done.stderr + done.stdout
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert "Airflow will retry" not in done.stderr  # a terminal's user retries, not Airflow
 
 
 def test_process_exit_codes_and_confirmation(redis_url, namespace, store):
