@@ -181,6 +181,29 @@ def store_failure(exc: StoreUnavailableError, args: argparse.Namespace) -> str:
     return line.replace(password, "***") if password else line
 
 
+def empty_namespace(ctx: Ctx) -> dict[str, Any] | None:
+    """When the namespace holds no key at all, which namespaces the server has (a bounded SCAN):
+    the commonest on-call mistake is a wrong namespace, and it must not read as an empty store.
+    ``None`` when the namespace is in use (then "no results" means what it says)."""
+    from airflow_jrs.store.server import find_namespaces, namespace_has_keys
+
+    if namespace_has_keys(ctx.store.client, ctx.namespace):
+        return None
+    found = find_namespaces(ctx.store.client, ctx.namespace)
+    return {"namespace_empty": True, "namespaces_on_server": found.names, "namespaces_scan_complete": found.complete}
+
+
+def empty_namespace_line(ctx: Ctx, empty: dict[str, Any]) -> str:
+    names = empty["namespaces_on_server"]
+    if not names:
+        there = "the server holds no airflow-jrs namespace at all: check --redis-url or the connection"
+    else:
+        shown = ", ".join(repr(n) for n in names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
+        partly = "" if empty["namespaces_scan_complete"] else " (among the keys scanned; there may be more)"
+        there = f"namespaces on this server{partly}: {shown}; pass the right one with --namespace"
+    return f"{ctx.where()} has no keys: {there}"
+
+
 # -- printing -------------------------------------------------------------------------------------
 class Output:
     """Rich tables for people, plain JSON for scripts; errors and progress go to stderr."""

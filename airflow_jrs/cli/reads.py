@@ -15,6 +15,8 @@ from airflow_jrs.cli.common import (
     NOT_FOUND,
     OK,
     Ctx,
+    empty_namespace,
+    empty_namespace_line,
     entry_json,
     entry_row,
     stamp,
@@ -27,9 +29,15 @@ from airflow_jrs.store.query import EntryQuery
 
 
 def _entries(ctx: Ctx, what: str, entries: list[Any], doc: dict[str, Any], quarantined: list[str]) -> int:
+    # Nothing at all in the namespace: a wrong --namespace, most likely (exit 1, naming the real ones).
+    empty = empty_namespace(ctx) if not entries and not quarantined else None
     if ctx.out.as_json:
-        ctx.out.json(ctx.located({**doc, "entries": [entry_json(e) for e in entries], "quarantined": quarantined}))
-        return OK
+        listed = {**doc, "entries": [entry_json(e) for e in entries], "quarantined": quarantined, **(empty or {})}
+        ctx.out.json(ctx.located(listed))
+        return NOT_FOUND if empty else OK
+    if empty:
+        ctx.out.line(f"no {what}: {empty_namespace_line(ctx, empty)}")
+        return NOT_FOUND
     if not entries and not quarantined:
         ctx.out.line(f"no {what} in {ctx.where()}")
         return OK

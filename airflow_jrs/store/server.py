@@ -23,6 +23,7 @@ import redis as redis_lib
 
 from airflow_jrs.exceptions import redis_errors
 from airflow_jrs.store.entries import as_str
+from airflow_jrs.store.keys import PREFIX, KeySpace
 
 
 @dataclass(frozen=True)
@@ -97,3 +98,42 @@ def ping_latency(client: redis_lib.Redis, namespace: str, count: int = 5) -> flo
             client.ping()
         took.append(time.perf_counter() - started)
     return statistics.median(took)
+
+
+#: How many keys a namespace listing reads at most: it answers a person's typo, it must not
+#: walk a server holding millions of entries.
+NAMESPACE_SCAN_KEYS = 10_000
+
+
+@dataclass(frozen=True)
+class Namespaces:
+    """The namespaces a bounded SCAN saw on a server; ``complete`` is False when it stopped early."""
+
+    names: list[str]
+    complete: bool
+
+
+def namespace_has_keys(client: redis_lib.Redis, namespace: str) -> bool:
+    """Does ``namespace`` hold anything? Its counters and indexes say so in one round trip: a
+    namespace that ever took a lease has its fence counter, one with results its index."""
+    keys = KeySpace(namespace)
+    with redis_errors("look for the namespace's keys", namespace):
+        return bool(client.exists(keys.fence_counter, keys.index, keys.dirty, keys.unsuccessful, keys.quarantined))
+
+
+def find_namespaces(client: redis_lib.Redis, namespace: str, max_keys: int = NAMESPACE_SCAN_KEYS) -> Namespaces:
+    """Namespaces with keys on this server (``jrs:{<namespace>}:...``), from a SCAN of at most
+    ``max_keys`` keys (never KEYS: it would block the server). ``namespace`` only names the
+    caller's namespace in an error."""
+    found: set[str] = set()
+    seen = 0
+    prefix = f"{PREFIX}:{{"
+    with redis_errors("list the namespaces on the server", namespace):
+        for key in client.scan_iter(match=f"{prefix}*}}:*", count=1000):
+            seen += 1
+            name = as_str(key)[len(prefix) :].split("}:", 1)[0]
+            if name:
+                found.add(name)
+            if seen >= max_keys:
+                return Namespaces(sorted(found), complete=False)
+    return Namespaces(sorted(found), complete=True)

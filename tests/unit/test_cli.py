@@ -105,10 +105,29 @@ def test_list_json_names_the_namespace_and_filters(base, store, namespace, capsy
 
 
 def test_an_empty_answer_says_where_it_looked_and_the_implicit_namespace(redis_url, capsys):
-    assert main(["--redis-url", redis_url, "list", "--prefix", "no-such-prefix-at-all"]) == 0
+    # (the session's server has no 'default' namespace: exit 1, and the namespaces it has)
+    assert main(["--redis-url", redis_url, "list", "--prefix", "no-such-prefix-at-all"]) == 1
     out = capsys.readouterr().out
     assert "no results" in out and "namespace 'default'" in out and "without --namespace" in out
     assert "127.0.0.1:" in out
+
+
+def test_an_empty_namespace_names_the_namespaces_that_exist_on_the_server(tmp_path, capsys):
+    # a typo'd namespace is not an empty store: say so, and which namespaces the server has
+    with EmbeddedRedis(tmp_path) as server:
+        RedisJobResultStore(server.url, "nc3").create_dirty_result(ok("n.t.2013-01-01"))
+        RedisJobResultStore(server.url, "other").create_dirty_result(ok("n.t.2013-01-01"))
+        typo = ["--redis-url", server.url, "--namespace", "nc33"]
+        assert main([*typo, "list"]) == 1
+        out = capsys.readouterr().out
+        assert "namespace 'nc33'" in out and "has no keys" in out and "'nc3', 'other'" in out
+        assert main([*typo, "--json", "list"]) == 1
+        doc = jout(capsys)
+        assert doc["entries"] == [] and doc["namespace_empty"] is True
+        assert doc["namespaces_on_server"] == ["nc3", "other"]
+        # a namespace with keys but nothing matching the filter stays a plain, successful "no results"
+        assert main(["--redis-url", server.url, "--namespace", "nc3", "list", "--prefix", "zzz"]) == 0
+        assert "has no keys" not in capsys.readouterr().out
 
 
 def test_show_running_job_with_lease_and_intent(base, store, namespace, capsys):
