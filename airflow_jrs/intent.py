@@ -24,6 +24,7 @@ from airflow_jrs.exceptions import CorruptIntentError, LeaseLostError, redis_err
 from airflow_jrs.paths import fence_name, spec_path
 from airflow_jrs.store import scripts
 from airflow_jrs.store.entries import as_str
+from airflow_jrs.store.fence import Fence, fence_arg, nonce_of
 from airflow_jrs.store.keys import KeySpace
 
 INTENT_VERSION = 1
@@ -31,7 +32,11 @@ INTENT_VERSION = 1
 
 @dataclass(frozen=True)
 class Intent:
-    """The running-job reference kept in Redis (small: the spec itself lives in the backend)."""
+    """The running-job reference kept in Redis (small: the spec itself lives in the backend).
+
+    ``fence`` is the attempt's :class:`~airflow_jrs.store.fence.Fence`: stored as the integer
+    token plus a ``nonce`` member, so a successor that reads the intent addresses that attempt
+    (its heartbeat, its staging folder) and not another one handed the same token."""
 
     job_id: str
     fence: int
@@ -49,7 +54,9 @@ class Intent:
     application_id: str | None = None
 
     def to_json(self) -> str:
-        return json.dumps({"v": INTENT_VERSION, **asdict(self)}, separators=(",", ":"))
+        nonce = nonce_of(self.fence)
+        extra = {"nonce": nonce} if nonce else {}
+        return json.dumps({"v": INTENT_VERSION, **asdict(self), **extra}, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, raw: bytes | str) -> Intent:
@@ -59,6 +66,10 @@ class Intent:
         # Fields are only ever added, optional and informational within a version: a worker
         # that does not know one yet (a rolling upgrade) still recovers from the intent.
         known = {f.name for f in fields(cls)}
+        nonce = doc.pop("nonce", None)
+        if not isinstance(doc.get("fence"), int) or not (nonce is None or isinstance(nonce, str)):
+            raise ValueError(f"intent fence must be an integer with an optional nonce, in {raw!r}")
+        doc["fence"] = Fence(doc["fence"], nonce)
         return cls(**{k: v for k, v in doc.items() if k in known})
 
 
@@ -91,7 +102,7 @@ class IntentStore:
         with redis_errors(f"record the intent of job {intent.job_id!r}", self.namespace, intent.job_id):
             code = self._record(
                 keys=[self.keys.lease(intent.job_id), self.keys.intent(intent.job_id)],
-                args=[intent.fence, intent.to_json()],
+                args=[fence_arg(intent.fence), intent.to_json()],
             )
         if code == scripts.STALE_FENCE:
             raise LeaseLostError(
@@ -152,10 +163,10 @@ class IntentStore:
         """
         with redis_errors(f"read the lease and intent of job {job_id!r}", self.namespace, job_id):
             pipe = self.client.pipeline(transaction=False)
-            pipe.hget(self.keys.lease(job_id), "token")
+            pipe.hmget(self.keys.lease(job_id), ["token", "nonce"])
             pipe.get(self.keys.intent(job_id))
-            token, raw = pipe.execute()
-        live = {fence_name(int(as_str(token)))} if token is not None else set()
+            (token, nonce), raw = pipe.execute()
+        live = {fence_name(Fence(int(as_str(token)), as_str(nonce) if nonce else None))} if token is not None else set()
         intent = self._parse(job_id, raw)
         if intent is not None:
             live.add(fence_name(intent.fence))
@@ -166,7 +177,7 @@ class IntentStore:
         with redis_errors(f"amend the intent of job {intent.job_id!r}", self.namespace, intent.job_id):
             code = self._amend(
                 keys=[self.keys.lease(intent.job_id), self.keys.intent(intent.job_id)],
-                args=[intent.fence, intent.to_json()],
+                args=[fence_arg(intent.fence), intent.to_json()],
             )
         if code == scripts.STALE_FENCE:
             raise LeaseLostError(
@@ -180,7 +191,7 @@ class IntentStore:
     def clear(self, job_id: str, fence: int) -> None:
         """Drop the intent of an attempt that ends without a result (fenced)."""
         with redis_errors(f"clear the intent of job {job_id!r}", self.namespace, job_id):
-            code = self._clear(keys=[self.keys.lease(job_id), self.keys.intent(job_id)], args=[fence])
+            code = self._clear(keys=[self.keys.lease(job_id), self.keys.intent(job_id)], args=[fence_arg(fence)])
         if code == scripts.STALE_FENCE:
             raise LeaseLostError(
                 f"job {job_id!r}: fencing token {fence} no longer holds the lease; intent left to the holder",
@@ -252,31 +263,33 @@ class Heartbeats:
         self.namespace = namespace
         self.keys = KeySpace(namespace)
         self._beat = client.register_script(scripts.BEAT)
-        self._stop = client.register_script(scripts.REQUEST_STOP)
         self._end = client.register_script(scripts.END_HEARTBEAT)
 
     def beat(
         self, job_id: str, fence: int, ttl_ms: int, *, host: str, pid: int, child: int, first: bool = False
     ) -> str | None:
-        """Renew; returns the stop request (``"stop"``) or ``None``. Raises :class:`StaleHeartbeat`
-        when a newer fence owns the job's heartbeat (this supervisor's attempt lost the job), or,
-        on the ``first`` beat (before spark-submit starts), when the fence no longer holds the lease."""
-        keys = [self.keys.heartbeat(job_id), self.keys.lease(job_id)]
+        """Renew; returns the request in force for ``fence`` (``"stop"``, ``"cancel"``) or ``None``.
+
+        Raises :class:`StaleHeartbeat` when a newer fence owns the job's heartbeat (this
+        supervisor's attempt lost the job), or, on the ``first`` beat (before spark-submit
+        starts), when the fence no longer holds the lease; :class:`HeartbeatGone` when a later
+        beat finds its heartbeat gone (it expired early: a successor may run). Only the first
+        beat creates the heartbeat."""
+        keys = [self.keys.heartbeat(job_id), self.keys.lease(job_id), self.keys.control(job_id)]
         with redis_errors(f"renew the heartbeat of job {job_id!r}", self.namespace, job_id):
-            code, stop = self._beat(keys=keys, args=[fence, ttl_ms, host, pid, child, "1" if first else "0"])
+            args = [fence_arg(fence), ttl_ms, host, pid, child, "1" if first else "0"]
+            code, request = self._beat(keys=keys, args=args)
         if int(code) == scripts.STALE_FENCE:
             raise StaleHeartbeat(job_id, fence)
-        return as_str(stop) or None
+        if int(code) == scripts.HEARTBEAT_GONE:
+            raise HeartbeatGone(job_id, fence)
+        return as_str(request) or None
 
     def end(self, job_id: str, fence: int, exit_code: int) -> bool:
         """Record how spark-submit ended; ``False`` when another fence owns the heartbeat."""
         with redis_errors(f"record the end of job {job_id!r}'s submission", self.namespace, job_id):
-            return bool(self._end(keys=[self.keys.heartbeat(job_id)], args=[fence, exit_code, ENDED_KEEP_MS]))
-
-    def request_stop(self, job_id: str, fence: int) -> bool:
-        """Ask the running supervisor of ``fence`` to stop its spark-submit; ``False`` when none runs."""
-        with redis_errors(f"ask job {job_id!r}'s supervisor to stop", self.namespace, job_id):
-            return bool(self._stop(keys=[self.keys.heartbeat(job_id)], args=[fence, "stop"]))
+            args = [fence_arg(fence), exit_code, ENDED_KEEP_MS]
+            return bool(self._end(keys=[self.keys.heartbeat(job_id)], args=args))
 
     def get(self, job_id: str) -> Heartbeat | None:
         """The job's heartbeat, or ``None`` (never started, or expired: nothing runs)."""
@@ -290,7 +303,7 @@ class Heartbeats:
         if not doc:
             return None
         return Heartbeat(
-            fence=int(doc.get("fence", 0)),
+            fence=Fence.parse(doc.get("fence", "0")),
             host=doc.get("host", "?"),
             pid=int(doc.get("pid", 0)),
             child=int(doc["child"]) if doc.get("child") else None,
@@ -306,5 +319,17 @@ class StaleHeartbeat(Exception):
 
     def __init__(self, job_id: str, fence: int) -> None:
         super().__init__(f"job {job_id!r}: a newer attempt owns the heartbeat; fence {fence} stops")
+        self.job_id = job_id
+        self.fence = fence
+
+
+class HeartbeatGone(StaleHeartbeat):
+    """A later beat found its heartbeat gone: it expired before its TTL (a clock step on the
+    Redis host, a failover to a replica with another clock, a pause), so a successor may run."""
+
+    def __init__(self, job_id: str, fence: int) -> None:
+        Exception.__init__(
+            self, f"job {job_id!r}: the heartbeat of fence {fence} is gone (expired early); fence {fence} stops"
+        )
         self.job_id = job_id
         self.fence = fence

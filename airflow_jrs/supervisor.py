@@ -54,7 +54,8 @@ import redis as redis_lib
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from airflow_jrs.intent import Heartbeats, StaleHeartbeat
+from airflow_jrs.intent import HeartbeatGone, Heartbeats, StaleHeartbeat
+from airflow_jrs.store.stop_requests import CANCEL, StopRequest, StopRequests
 
 SUPERVISOR_ENV = "JRS_SUPERVISOR_REDIS"
 #: A supervisor that could not renew for this share of the TTL kills spark-submit (self-fencing).
@@ -63,14 +64,34 @@ SELF_FENCE_SHARE = 0.7
 LOST_BEFORE_START = 70
 #: Seconds between SIGTERM and SIGKILL when spark-submit is asked to stop.
 STOP_GRACE = 10.0
+#: Seconds between SIGTERM and SIGKILL on a cancel.
+CANCEL_GRACE = 2.0
+#: Seconds a stream's driver has to stop at a batch boundary before it is killed (the operator
+#: passes its ``stop_timeout``).
+DEFAULT_STOP_TIMEOUT = 30.0
+#: Seconds between two reads of the stop/cancel request (each is a beat; never more than ttl/3).
+REQUEST_POLL = 1.0
 _PR_SET_PDEATHSIG = 1
 
 
-def supervised_command(command: Sequence[str], *, namespace: str, job_id: str, fence: int, ttl: float) -> list[str]:
-    """``command`` (spark-submit ...) run under a supervisor for ``job_id``'s attempt of ``fence``."""
+def supervised_command(
+    command: Sequence[str],
+    *,
+    namespace: str,
+    job_id: str,
+    fence: int,
+    ttl: float,
+    control_dir: str | None = None,
+    stop_timeout: float | None = None,
+) -> list[str]:
+    """``command`` (spark-submit ...) run under a supervisor for ``job_id``'s attempt of ``fence``
+    (``control_dir``: a stream's control folder, where a stop is forwarded to its driver)."""
+    stream = [] if control_dir is None else ["--control-dir", control_dir]
+    if stop_timeout is not None:
+        stream += ["--stop-timeout", str(stop_timeout)]
     return [
         sys.executable, "-m", "airflow_jrs.supervisor", "--namespace", namespace, "--job-id", job_id,
-        "--fence", str(fence), "--ttl", str(ttl), "--", *command,
+        "--fence", str(fence), "--ttl", str(ttl), *stream, "--", *command,
     ]  # fmt: skip
 
 
@@ -114,7 +135,20 @@ def _client(kwargs: dict[str, Any], ttl: float) -> Any:
     return redis_lib.Redis(**kwargs, **bounded)
 
 
+def _now() -> float:
+    """Seconds on a clock that never steps and keeps counting through a suspend of the host
+    (``CLOCK_BOOTTIME``; ``time.monotonic()`` stops while the machine sleeps, so a supervisor
+    woken after a suspend longer than the TTL would think its heartbeat still lives)."""
+    if _BOOTTIME is not None:
+        return time.clock_gettime(_BOOTTIME)
+    return time.monotonic()
+
+
+_BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)
+
+
 def _stop(child: subprocess.Popen[bytes], why: str, *, grace: float = STOP_GRACE) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` seconds (at once when ``grace`` is 0)."""
     _say(f"stopping spark-submit (pid {child.pid}): {why}")
     if grace > 0:
         with contextlib.suppress(ProcessLookupError):
@@ -128,10 +162,89 @@ def _stop(child: subprocess.Popen[bytes], why: str, *, grace: float = STOP_GRACE
         child.kill()
 
 
-def supervise(command: Sequence[str], beats: Heartbeats, job_id: str, fence: int, ttl: float) -> int:
+class Relay:
+    """Acts on the stop or cancel request for this fence (:mod:`airflow_jrs.store.stop_requests`).
+
+    A stream (``control_dir`` set): a stop is forwarded to the driver's control file, so the query
+    stops at a batch boundary, and spark-submit is only killed when it has not ended within
+    ``stop_timeout``; a cancel is forwarded too, then spark-submit is killed. A batch job: a stop
+    terminates spark-submit with ``grace`` (SIGTERM, then SIGKILL), a cancel with
+    :data:`CANCEL_GRACE`. A cancel after a stop upgrades it."""
+
+    def __init__(
+        self,
+        requests: StopRequests,
+        job_id: str,
+        fence: int,
+        control_dir: str | None,
+        stop_timeout: float,
+        grace: float,
+    ) -> None:
+        self.requests = requests
+        self.job_id = job_id
+        self.fence = fence
+        self.control_dir = control_dir
+        self.stop_timeout = stop_timeout
+        self.grace = grace
+        self.request: StopRequest | None = None
+        self.stop_deadline: float | None = None
+
+    def _details(self, kind: str) -> StopRequest:
+        try:
+            found = self.requests.get(self.job_id, self.fence)
+        except Exception:
+            found = None
+        if found is None or found.kind != kind:  # legacy request in the heartbeat, or unreadable
+            return StopRequest(self.job_id, self.fence, kind, by="a successor", at=time.time())
+        return found
+
+    def _forward(self, request: StopRequest) -> None:
+        from airflow_jrs.spark.control import write_request
+
+        if self.control_dir is None:
+            return
+        try:
+            write_request(self.control_dir, request.kind, self.fence, by=request.by)
+        except Exception as exc:  # a cancel still kills; a stop is then killed at stop_timeout
+            _say(f"could not forward the {request.kind} request to {self.control_dir}: {exc}")
+
+    def act(self, kind: str | None, child: subprocess.Popen[bytes], budget: float) -> bool:
+        """Act on the request in force; True when spark-submit was stopped. ``budget``: the most
+        seconds a SIGTERM may wait before the self-fence deadline."""
+        now = _now()
+        if kind is not None and (self.request is None or (kind == CANCEL and not self.request.cancel)):
+            request = self.request = self._details(kind)
+            _say(f"job {self.job_id}, fence {self.fence}: {request.describe()}")
+            if self.control_dir is not None:
+                self._forward(request)
+            if request.cancel:
+                _stop(child, request.describe(), grace=min(CANCEL_GRACE, budget))
+                return True
+            if self.control_dir is None:
+                _stop(child, request.describe(), grace=min(self.grace, budget))
+                return True
+            self.stop_deadline = now + self.stop_timeout
+            _say(f"asked the driver to stop at a batch boundary; killing it if it runs in {self.stop_timeout:g}s")
+        if self.stop_deadline is not None and now >= self.stop_deadline:
+            _stop(child, f"the stop did not finish within {self.stop_timeout:g}s", grace=min(self.grace, budget))
+            return True
+        return False
+
+
+def supervise(
+    command: Sequence[str],
+    beats: Heartbeats,
+    job_id: str,
+    fence: int,
+    ttl: float,
+    *,
+    control_dir: str | None = None,
+    stop_timeout: float = DEFAULT_STOP_TIMEOUT,
+    grace: float = STOP_GRACE,
+) -> int:
     """Run ``command`` while keeping the heartbeat; returns its exit code (128+N for signal N)."""
     ttl_ms = int(ttl * 1000)
-    host, pid = socket.gethostname(), os.getpid()
+    host, pid, parent = socket.gethostname(), os.getpid(), os.getppid()
     try:  # before Spark: the attempt must still hold the job's lease, and Redis must answer
         beats.beat(job_id, fence, ttl_ms, host=host, pid=pid, child=0, first=True)
     except StaleHeartbeat:
@@ -143,38 +256,106 @@ def supervise(command: Sequence[str], beats: Heartbeats, job_id: str, fence: int
     child = subprocess.Popen(
         list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
     )
-    relay = threading.Thread(target=_relay, args=(child.stdout,), name="jrs-supervisor-relay", daemon=True)
-    relay.start()
+    relay_output = threading.Thread(target=_relay, args=(child.stdout,), name="jrs-supervisor-relay", daemon=True)
+    relay_output.start()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda s, _f: child.send_signal(s))
-    last_ok = time.monotonic()
-    fence_at = last_ok + SELF_FENCE_SHARE * ttl  # no renewal by then: kill, before the key expires
+    relay = Relay(StopRequests(beats.client, beats.namespace), job_id, fence, control_dir, stop_timeout, grace)
+    # One beat is two socket operations at most (connect, then the script), each bounded by
+    # ttl/6 (:func:`_client`): a beat is only started when it ends before the self-fence
+    # deadline, so a beat that would succeed after the key expired never starts.
+    beat_bound, every = ttl / 3, min(ttl / 3, REQUEST_POLL)
+    fence_at = _now() + SELF_FENCE_SHARE * ttl  # no renewal by then: kill, before the key expires
     while child.poll() is None:
-        if time.monotonic() >= fence_at:
-            _stop(child, f"the heartbeat could not be renewed for {time.monotonic() - last_ok:.1f}s", grace=0)
+        if _now() + beat_bound > fence_at:
+            _stop(child, "the heartbeat could not be renewed in time (self-fencing before it expires)", grace=0)
             break
+        kind = None
         try:
-            stop = beats.beat(job_id, fence, ttl_ms, host=host, pid=pid, child=child.pid)
-            last_ok = time.monotonic()
-            fence_at = last_ok + SELF_FENCE_SHARE * ttl
-            if stop:
-                _stop(child, "a successor asked for it")
-                break
+            kind = beats.beat(job_id, fence, ttl_ms, host=host, pid=pid, child=child.pid)
+            fence_at = _now() + SELF_FENCE_SHARE * ttl
+        except HeartbeatGone:
+            _stop(child, "its heartbeat expired early (a clock step or failover on the Redis side, a pause)", grace=0)
+            break
         except StaleHeartbeat:
-            _stop(child, "a newer attempt owns the job")
+            _stop(child, "a newer attempt owns the job", grace=min(grace, max(0.0, fence_at - _now())))
             break
         except Exception as exc:
             _say(f"could not renew the heartbeat (will retry): {exc}")
+        if relay.act(kind, child, budget=max(0.0, fence_at - _now())):
+            break
         with contextlib.suppress(subprocess.TimeoutExpired):
-            child.wait(max(0.0, min(ttl / 3, fence_at - time.monotonic())))
+            child.wait(max(0.0, min(every, fence_at - beat_bound - _now())))
     code = child.wait()
-    relay.join(5)
+    relay_output.join(5)
     code = 128 - code if code < 0 else code
+    if relay.request is not None and os.getppid() != parent:  # the task is gone: nobody else records
+        record_orphan_outcome(beats, job_id, fence, relay.request, control_dir, ttl, code)
     try:
         beats.end(job_id, fence, code)
     except Exception as exc:  # the heartbeat expires by its TTL
         _say(f"could not record the end of spark-submit ({exc})")
     return code
+
+
+def record_orphan_outcome(
+    beats: Heartbeats, job_id: str, fence: int, request: StopRequest, control_dir: str | None, ttl: float, code: int
+) -> None:
+    """Record STOPPED or CANCELED for an attempt whose task is gone (this supervisor's parent
+    died), so that a stop or cancel always ends with a result.
+
+    The task process would have recorded it; with the task gone, nobody else will. The
+    supervisor takes the job's lease for that: it takes over its own fence's lease (its holder,
+    the task, is provably dead: it was this process's parent) or acquires a free one; when a
+    successor holds the lease, the successor decides and nothing is written here. The result
+    supersedes only an unsuccessful entry and drops the intent, under the new fence."""
+    from airflow_jrs.intent import IntentStore
+    from airflow_jrs.lease import JobLease, default_owner
+    from airflow_jrs.spark.control import STOPPED, read_outcome
+    from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
+
+    client = beats.client
+    try:
+        intent = IntentStore(client, beats.namespace, spec_root="").get(job_id)
+        if intent is None or intent.fence != fence:
+            return  # recorded already (the task wrote its result before it died) or another attempt's
+        outcome = read_outcome(control_dir, fence) if control_dir is not None else None
+        stopped = outcome is not None and outcome.get("ended") == STOPPED
+        lease = JobLease(client, beats.namespace, job_id, ttl=ttl, owner=default_owner(role="supervisor", fence=fence))
+        holder = lease.peek()
+        if holder is not None and holder.token != fence:
+            _say(f"job {job_id}: fence {holder.token} holds the job now; it records the outcome")
+            return
+        token = lease.take_over(holder) if holder is not None else lease.acquire()
+        if token is None:
+            token = lease.acquire()
+        try:
+            attempt = None
+            with contextlib.suppress(Exception):
+                attempt = Attempt(**IntentStore.read_spec(intent.spec_uri)["attempt"])
+            checkpoint = (outcome or {}).get("checkpoint_location")
+            if checkpoint is None and control_dir is not None:  # <stream root>/{checkpoint,control}
+                checkpoint = f"{control_dir.rstrip('/').rsplit('/', 1)[0]}/checkpoint"
+            metrics = {} if outcome is None else {k: outcome.get(k) for k in ("last_batch_id", "boundary")}
+            result = JobResult(
+                job_id=job_id,
+                status=JobStatus.STOPPED if stopped else JobStatus.CANCELED,
+                application_id=(outcome or {}).get("application_id") or intent.application_id,
+                outputs={"output": intent.staging},
+                metrics=metrics,
+                checkpoint_location=checkpoint,
+                fingerprint=intent.fingerprint,
+                attempt=attempt,
+                error=f"{request.describe()}; the task was gone, so its supervisor recorded it (exit code {code})",
+            )
+            RedisJobResultStore(client, beats.namespace).create_dirty_result(result, fence=token, supersede=True)
+            with contextlib.suppress(Exception):
+                IntentStore.delete_spec(intent.spec_uri)
+            _say(f"job {job_id}: the task was gone; recorded {result.status.value} under fence {token}")
+        finally:
+            lease.release()
+    except Exception as exc:  # a successor recovers from the intent, as after any crash
+        _say(f"job {job_id}: could not record the outcome of the {request.kind} ({exc}); a successor recovers it")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -183,6 +364,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--job-id", required=True)
     parser.add_argument("--fence", type=int, required=True)
     parser.add_argument("--ttl", type=float, required=True)
+    parser.add_argument("--control-dir", help="a stream's control folder: stops are forwarded to its driver")
+    parser.add_argument("--stop-timeout", type=float, default=DEFAULT_STOP_TIMEOUT)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -193,7 +376,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"{SUPERVISOR_ENV} is not set: the operator passes the Redis connection there")
     client = _client(json.loads(raw), args.ttl)
     try:
-        return supervise(command, Heartbeats(client, args.namespace), args.job_id, args.fence, args.ttl)
+        return supervise(
+            command,
+            Heartbeats(client, args.namespace),
+            args.job_id,
+            args.fence,
+            args.ttl,
+            control_dir=args.control_dir,
+            stop_timeout=args.stop_timeout,
+        )
     finally:
         client.close()
 

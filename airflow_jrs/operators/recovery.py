@@ -33,6 +33,7 @@ from airflow_jrs.paths import job_tag
 from airflow_jrs.payload import result_payload
 from airflow_jrs.spark.commit import read_commit_marker
 from airflow_jrs.store import EntryState
+from airflow_jrs.store.stop_requests import STOP, StopRequests
 
 #: What a successor does with a predecessor's application that still runs.
 PREDECESSOR_POLICIES = ("wait", "stop")
@@ -67,10 +68,13 @@ def _settle_supervised_predecessor(run: JobRun, fence: int, predecessor: str, lo
     beat = heartbeats.get(run.job_id)
     if beat is None or not beat.running or beat.fence != fence:
         return None
-    if predecessor == "stop":
-        heartbeats.request_stop(run.job_id, fence)
+    if predecessor == "stop":  # the one stop path: a stream stops at a batch boundary, a batch job is terminated
+        StopRequests(run.intents.client, run.store.namespace).ask(
+            run.job_id, fence, STOP, by=f"the successor attempt (fence {run.lease.token})", reason='predecessor="stop"'
+        )
         log.warning(
-            "Job %s: asked the supervisor of fence %s on host %s (pid %s) to stop its spark-submit (pid %s).",
+            "Job %s: asked the supervisor of fence %s on host %s (pid %s) to stop its spark-submit (pid %s): a "
+            "stream stops at its next batch boundary (killed after its stop_timeout), a batch job is terminated.",
             run.job_id, fence, beat.host, beat.pid, beat.child,
         )  # fmt: skip
     else:

@@ -2,9 +2,11 @@
 
 Each script receives all its keys through KEYS (they come from ``keys.KeySpace``) so it
 works on Redis Cluster: all keys of a namespace share one hash slot. Scripts use only
-commands that Redis 6.2 and 7.0 both support. Fenced scripts compare the caller's fencing
-token with the ``token`` field of the job's lease *inside* the script: a holder that lost
-its lease (expired while it was paused, or taken over) can no longer write anything.
+commands that Redis 6.2 and 7.0 both support. Fenced scripts compare the caller's fence
+identity (fencing token and owner nonce, :mod:`~airflow_jrs.store.fence`) with the ``token``
+and ``nonce`` fields of the job's lease *inside* the script (``fence_ok``): a holder that lost
+its lease (expired while it was paused, taken over, or re-issued its token by a failover that
+lost the counter's INCR) can no longer write anything.
 
 Scripts know nothing of the entry encoding: what they compare or rewrite by prefix (the
 state member, see :mod:`~airflow_jrs.store.serde`) reaches them through ARGV from serde.
@@ -13,6 +15,9 @@ Return codes, named here and nowhere else as numbers: the result scripts share `
 ``NOOP`` (nothing to do / refused by state), ``QUARANTINED``, ``STALE_FENCE`` and
 ``UNRECOGNISED`` (the stored entry is not in a form the script recognises: the caller
 decodes it, and quarantines it when corrupt); a few scripts add their own below.
+
+Every script that moves an entry to the job's history appends its note (who, when, why:
+``serde.history_note``) with the ``noted`` prelude; the note comes through ARGV, built by serde.
 """
 
 from __future__ import annotations
@@ -26,17 +31,45 @@ UNRECOGNISED = -3
 ALREADY_CLEAN = 2
 #: ACQUIRE_LEASE: first element of the reply when the lease was taken.
 ACQUIRED = 1
+#: FORGET_RESULT: the entry is not the one the caller read (nothing forgotten).
+CHANGED = -4
 
-# Shared Lua prelude: the fence check. ARGV index of the token is passed in ``fence_arg``.
+# Shared Lua prelude: the fence check. A fence argument is the holder's identity in ONE
+# argument, ``"<token>:<nonce>"`` (store/fence.py ``fence_arg``): the token alone can be handed
+# out twice after a failover that lost its INCR, the owner nonce cannot. A bare ``"<token>"``
+# only matches a lease taken by a version without nonces (a rolling upgrade); ``''`` is an
+# unfenced write and passes (scripts that require a fence test for '' first).
 _FENCE_CHECK = """
+local function fence_token(fence)
+  return tonumber(string.match(fence, '^%d+')) or 0
+end
+local function lease_identity(lease_key)
+  local held = redis.call('HMGET', lease_key, 'token', 'nonce')
+  if not held[1] then return false end
+  if held[2] then return held[1] .. ':' .. held[2] end
+  return held[1]
+end
 local function fence_ok(lease_key, token)
   if token == '' then return true end
-  return redis.call('HGET', lease_key, 'token') == token
+  return lease_identity(lease_key) == token
+end
+"""
+
+# Shared Lua prelude: an entry on its way to history gets its note (serde.history_note: who,
+# when, why) appended as its last member. Only to what looks like a JSON object: other bytes (a
+# released quarantine) go as they were. The entry's first bytes, its state prefix, stay in place.
+_HISTORY_NOTE = """
+local function noted(raw, note)
+  if note == '' or string.sub(raw, 1, 2) ~= '{"' then return raw end
+  local body = string.match(raw, '^(.*)}%s*$')
+  if not body then return raw end
+  return body .. note .. '}'
 end
 """
 
 CREATE_DIRTY_RESULT = (
     _FENCE_CHECK
+    + _HISTORY_NOTE
     + """
 -- Write a job's result as a dirty entry, once; drop the job's intent in the same step.
 -- KEYS[1] - result key           KEYS[2] - dirty set       KEYS[3] - index zset
@@ -44,7 +77,7 @@ CREATE_DIRTY_RESULT = (
 -- KEYS[7] - history list       KEYS[8] - unsuccessful set
 -- ARGV[1] - entry JSON (state "dirty" first)
 -- ARGV[2] - job id               ARGV[3] - created time in ms
--- ARGV[4] - fencing token, or '' for an unfenced write
+-- ARGV[4] - fence identity ("<token>:<nonce>", store/fence.py), or '' for an unfenced write
 -- ARGV[5] - supersede: '1' moves an existing entry to history when it is not SUCCEEDED or
 --           its fingerprint differs from ARGV[6]; '0' never replaces
 -- ARGV[6] - fingerprint of the new result ('' when none)
@@ -56,6 +89,8 @@ CREATE_DIRTY_RESULT = (
 --            dropped per call, so that a long legacy index shrinks without a long script
 -- ARGV[13] - the fingerprint in its compact form (serde.compact_fingerprint, '' when it has
 --            none): what a version-2 entry stores as 'F'; ARGV[6] is compared with 'f'
+-- ARGV[14] - history note of an unsuccessful entry moved aside (reason 'rerun')
+-- ARGV[15] - history note of a SUCCEEDED entry of another fingerprint (reason 'superseded')
 -- return 1 created, 0 an entry exists, -1 quarantined, -2 stale fence, -3 existing entry unreadable
 if not fence_ok(KEYS[5], ARGV[4]) then return -2 end
 if redis.call('EXISTS', KEYS[4]) == 1 then return -1 end
@@ -76,7 +111,9 @@ if existing then
   end
   if type(old_fp) ~= 'string' then old_fp = '' end
   if old_status == 'SUCCEEDED' and old_fp == new_fp then return 0 end
-  redis.call('LPUSH', KEYS[7], existing)
+  local note = ARGV[14]
+  if old_status == 'SUCCEEDED' then note = ARGV[15] end
+  redis.call('LPUSH', KEYS[7], noted(existing, note or ''))
   redis.call('LTRIM', KEYS[7], 0, tonumber(ARGV[7]) - 1)
 end
 redis.call('SET', KEYS[1], ARGV[1])
@@ -173,30 +210,45 @@ redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
 return 1
 """
 
-RELEASE_QUARANTINE = """
+RELEASE_QUARANTINE = (
+    _HISTORY_NOTE
+    + """
 -- An operator has inspected a quarantined entry: drop it so the job may run again.
 -- KEYS[1] - quarantine key  KEYS[2] - quarantined set   KEYS[3] - history list
 -- ARGV[1] - job id          ARGV[2] - history length cap
+-- ARGV[3] - history note (reason 'released'; '' none): appended to a JSON object only
 -- return the raw bytes that were released, or false when nothing was quarantined
 local v = redis.call('GET', KEYS[1])
 if not v then return false end
-redis.call('LPUSH', KEYS[3], v)
+redis.call('LPUSH', KEYS[3], noted(v, ARGV[3] or ''))
 redis.call('LTRIM', KEYS[3], 0, tonumber(ARGV[2]) - 1)
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[2], ARGV[1])
 return v
 """
+)
 
-FORGET_RESULT = """
--- Forget a job's result on purpose (so it may run again); the entry is kept in history.
+FORGET_RESULT = (
+    _FENCE_CHECK
+    + _HISTORY_NOTE
+    + """
+-- Forget a job's result on purpose (so it may run again); the entry is kept in history with its
+-- note. A compare-and-set on what the caller read: the entry must still be those bytes (a result
+-- written since is never forgotten in its place). An attempt that recomputes also passes its
+-- fence: after its lease was taken over, its late forget is refused (issue 18, defect 3).
 -- KEYS[1] - result key      KEYS[2] - history list     KEYS[3] - dirty set
--- KEYS[4] - index zset      KEYS[5] - unsuccessful set
+-- KEYS[4] - index zset      KEYS[5] - unsuccessful set KEYS[6] - lease hash
 -- ARGV[1] - job id          ARGV[2] - history length cap
 -- ARGV[3] - events channel  ARGV[4] - event message
--- return 1 forgotten, 0 no entry
+-- ARGV[5] - fencing token, or '' for a person's forget (CLI, UI: no lease)
+-- ARGV[6] - the raw bytes of the entry the caller read
+-- ARGV[7] - history note (serde.history_note)
+-- return 1 forgotten, 0 no entry, -2 stale fence, -4 the entry is not the one the caller read
+if not fence_ok(KEYS[6], ARGV[5]) then return -2 end
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
-redis.call('LPUSH', KEYS[2], v)
+if v ~= ARGV[6] then return -4 end
+redis.call('LPUSH', KEYS[2], noted(v, ARGV[7]))
 redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[2]) - 1)
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[3], ARGV[1])
@@ -205,6 +257,7 @@ redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1
 """
+)
 
 PURGE_CLEAN_ENTRY = """
 -- Delete a clean entry on purpose (retention) and every per-job key it leaves, if it is still
@@ -236,12 +289,22 @@ ACQUIRE_LEASE = """
 -- existed) gets a token above it, and that counter follows, so that an attempt of the older
 -- version (rolling upgrade) that INCRs it still gets a token above every token the job had.
 -- The per-job counter is never created for a job that has none.
+-- The caller's owner nonce (store/fence.py) is kept beside the token: fenced scripts compare
+-- both. A lease that already carries the caller's nonce is the caller's own: redis-py sent this
+-- command again because the reply to the first one was lost (issue 18, defect 9), so it gets
+-- its token back (and a fresh TTL) instead of waiting for "another attempt" that is itself.
 -- KEYS[1] - lease hash      KEYS[2] - namespace fence counter   KEYS[3] - legacy per-job counter
 -- ARGV[1] - owner JSON      ARGV[2] - TTL in ms         ARGV[3] - now in ms
--- return {1, token} acquired, or {0, holder token, holder owner JSON, holder TTL in ms}
-local held = redis.call('HGET', KEYS[1], 'token')
-if held then
-  return {0, held, redis.call('HGET', KEYS[1], 'owner'), redis.call('PTTL', KEYS[1])}
+-- ARGV[4] - the caller's owner nonce ('' none: a caller without nonces)
+-- return {1, token} acquired (or already ours), or
+--        {0, holder token, holder owner JSON, holder TTL in ms, holder nonce ('' none)}
+local held = redis.call('HMGET', KEYS[1], 'token', 'nonce')
+if held[1] then
+  if held[2] and held[2] == ARGV[4] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return {1, held[1]}
+  end
+  return {0, held[1], redis.call('HGET', KEYS[1], 'owner'), redis.call('PTTL', KEYS[1]), held[2] or ''}
 end
 local token = redis.call('INCR', KEYS[2])
 local legacy = tonumber(redis.call('GET', KEYS[3]))
@@ -253,11 +316,14 @@ if legacy then
   redis.call('SET', KEYS[3], token)
 end
 redis.call('HSET', KEYS[1], 'token', token, 'owner', ARGV[1], 'acquired_ms', ARGV[3])
+if ARGV[4] and ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'nonce', ARGV[4]) end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {1, token}
 """
 
-TAKE_OVER_LEASE = """
+TAKE_OVER_LEASE = (
+    _FENCE_CHECK
+    + """
 -- Take a job's lease from a holder the caller proved dead, before its TTL runs out. A
 -- compare-and-set on the dead holder's token: of two successors that saw the same dead holder
 -- only the first takes over (the second sees a newer token); the new token comes from the same
@@ -265,14 +331,20 @@ TAKE_OVER_LEASE = """
 -- off from here on.
 -- KEYS - exactly ACQUIRE_LEASE's: KEYS[1] - lease hash   KEYS[2] - namespace fence counter
 --        KEYS[3] - legacy per-job counter (optional)
--- ARGV[1] - the dead holder's token   ARGV[2] - owner JSON   ARGV[3] - TTL in ms
--- ARGV[4] - now in ms
--- return {1, token} taken over, {0} no lease any more (acquire it), or
---        {0, holder token, holder owner JSON, holder TTL in ms} another holder has it now
-local held = redis.call('HGET', KEYS[1], 'token')
-if not held then return {0} end
-if held ~= ARGV[1] then
-  return {0, held, redis.call('HGET', KEYS[1], 'owner'), redis.call('PTTL', KEYS[1])}
+-- Like ACQUIRE_LEASE, a lease that carries the caller's nonce is its own (a retried command).
+-- ARGV[1] - the dead holder's identity ("<token>:<nonce>", or its bare token without a nonce)
+-- ARGV[2] - owner JSON   ARGV[3] - TTL in ms   ARGV[4] - now in ms
+-- ARGV[5] - the caller's owner nonce ('' none)
+-- return {1, token} taken over (or already ours), {0} no lease any more (acquire it), or
+--        {0, holder token, holder owner JSON, holder TTL in ms, holder nonce} another holder has it
+local held = redis.call('HMGET', KEYS[1], 'token', 'nonce')
+if not held[1] then return {0} end
+if not fence_ok(KEYS[1], ARGV[1]) then
+  if held[2] and held[2] == ARGV[5] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[3])
+    return {1, held[1]}
+  end
+  return {0, held[1], redis.call('HGET', KEYS[1], 'owner'), redis.call('PTTL', KEYS[1]), held[2] or ''}
 end
 local token = redis.call('INCR', KEYS[2])
 if KEYS[3] then
@@ -287,40 +359,48 @@ if KEYS[3] then
 end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'token', token, 'owner', ARGV[2], 'acquired_ms', ARGV[4], 'taken_from', ARGV[1])
+if ARGV[5] and ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'nonce', ARGV[5]) end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {1, token}
 """
+)
 
-RENEW_LEASE = """
--- Extend the lease if, and only if, the caller still holds it.
+RENEW_LEASE = (
+    _FENCE_CHECK
+    + """
+-- Extend the lease if, and only if, the caller still holds it (token and owner nonce).
 -- KEYS[1] - lease hash
--- ARGV[1] - fencing token   ARGV[2] - TTL in ms
--- return 1 renewed, 0 lost (expired or held by a newer token)
-if redis.call('HGET', KEYS[1], 'token') == ARGV[1] then
+-- ARGV[1] - the holder's identity ("<token>:<nonce>")   ARGV[2] - TTL in ms
+-- return 1 renewed, 0 lost (expired, or held by another holder, even one with the same token)
+if ARGV[1] ~= '' and fence_ok(KEYS[1], ARGV[1]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end
 return 0
 """
+)
 
-RELEASE_LEASE = """
+RELEASE_LEASE = (
+    _FENCE_CHECK
+    + """
 -- Give the lease back; a stale holder cannot release a newer holder's lease.
 -- KEYS[1] - lease hash
--- ARGV[1] - fencing token
--- return 1 released, 0 not held by this token
-if redis.call('HGET', KEYS[1], 'token') == ARGV[1] then
+-- ARGV[1] - the holder's identity ("<token>:<nonce>")
+-- return 1 released, 0 not held by this holder
+if ARGV[1] ~= '' and fence_ok(KEYS[1], ARGV[1]) then
   redis.call('DEL', KEYS[1])
   return 1
 end
 return 0
 """
+)
 
 RECORD_INTENT = (
     _FENCE_CHECK
     + """
 -- Record (or update) the reference to a running job's spec, under the fence.
 -- KEYS[1] - lease hash      KEYS[2] - intent key
--- ARGV[1] - fencing token   ARGV[2] - intent JSON
+-- ARGV[1] - fence identity ("<token>:<nonce>")   ARGV[2] - intent JSON
 -- return 1 written, -2 stale fence
 if ARGV[1] == '' or not fence_ok(KEYS[1], ARGV[1]) then return -2 end
 redis.call('SET', KEYS[2], ARGV[2])
@@ -335,7 +415,7 @@ AMEND_INTENT = (
 -- application or driver id), under the fence. Only an existing intent is amended: the result
 -- script deletes the intent, and a late amendment must never bring it back.
 -- KEYS[1] - lease hash      KEYS[2] - intent key
--- ARGV[1] - fencing token   ARGV[2] - intent JSON
+-- ARGV[1] - fence identity ("<token>:<nonce>")   ARGV[2] - intent JSON
 -- return 1 amended, 0 no intent any more, -2 stale fence
 if ARGV[1] == '' or not fence_ok(KEYS[1], ARGV[1]) then return -2 end
 if redis.call('SET', KEYS[2], ARGV[2], 'XX') then return 1 end
@@ -348,7 +428,7 @@ CLEAR_INTENT = (
     + """
 -- Drop the intent of an attempt that ends without a result (Spark failed, nothing to recover).
 -- KEYS[1] - lease hash      KEYS[2] - intent key
--- ARGV[1] - fencing token
+-- ARGV[1] - fence identity ("<token>:<nonce>")
 -- return 1 cleared (or nothing there), -2 stale fence
 if ARGV[1] == '' or not fence_ok(KEYS[1], ARGV[1]) then return -2 end
 redis.call('DEL', KEYS[2])
@@ -356,43 +436,96 @@ return 1
 """
 )
 
-BEAT = """
--- The supervisor beside spark-submit says it (and spark-submit) still run; answers a stop request.
+#: BEAT: the heartbeat is gone (expired early: a clock step on the Redis host, a failover to a
+#: replica with another clock, a pause longer than the TTL); its supervisor must stop.
+HEARTBEAT_GONE = -4
+#: REQUEST_CONTROL: a stop asked after a cancel of the same fence; the cancel stays in force.
+CANCEL_KEPT = 2
+
+BEAT = (
+    _FENCE_CHECK
+    + """
+-- The supervisor beside spark-submit says it (and spark-submit) still run; answers with the stop
+-- or cancel request in force for its fence (REQUEST_CONTROL).
 -- A heartbeat belongs to one fence: an older supervisor (its attempt lost the job) is refused.
--- The first beat, before spark-submit starts, also requires the attempt to hold the job's lease:
--- an attempt that lost it between its last check and the launch must not start a second copy
--- (later beats do not: an orphan whose task died keeps running until its successor decides).
--- KEYS[1] - heartbeat hash   KEYS[2] - lease hash
--- ARGV[1] - fencing token    ARGV[2] - TTL in ms    ARGV[3] - host    ARGV[4] - supervisor pid
+-- Only the first beat, before spark-submit starts, creates the heartbeat, and only while the
+-- attempt holds the job's lease: an attempt that lost it between its last check and the launch
+-- must not start a second copy. A later beat renews, never creates: a heartbeat that expired
+-- early (a clock step or failover on the Redis side, a pause longer than the TTL) may already
+-- have let a successor start, so its supervisor must stop instead of bringing the key back.
+-- (Later beats do not check the lease: an orphan whose task died keeps running until its
+-- successor decides.)
+-- KEYS[1] - heartbeat hash   KEYS[2] - lease hash   KEYS[3] - control hash (stop/cancel requests)
+-- ARGV[1] - the attempt's fence identity ("<token>:<nonce>", store/fence.py): the heartbeat
+--           keeps it whole, so two attempts handed the same token still own different heartbeats
+-- ARGV[2] - TTL in ms    ARGV[3] - host    ARGV[4] - supervisor pid
 -- ARGV[5] - spark-submit pid (0: not started yet)   ARGV[6] - '1' on the first beat
--- return {1, stop request ('' none, 'stop')} beating, {-2, ''} stale: a newer fence owns the
---        heartbeat, or (first beat) the lease is not held by this fence
-if ARGV[6] == '1' and redis.call('HGET', KEYS[2], 'token') ~= ARGV[1] then return {-2, ''} end
+-- return {1, request ('' none, 'stop', 'cancel')} beating; {-2, ''} stale: a newer fence owns
+--        the heartbeat, or (first beat) the lease is not held by this fence; {-4, ''} (later
+--        beat) the heartbeat of this fence is gone or ended
 local held = redis.call('HGET', KEYS[1], 'fence')
-if held and tonumber(held) > tonumber(ARGV[1]) then return {-2, ''} end
-if held ~= ARGV[1] then redis.call('DEL', KEYS[1]) end
+if ARGV[6] == '1' then
+  if not fence_ok(KEYS[2], ARGV[1]) then return {-2, ''} end
+  if held and fence_token(held) > fence_token(ARGV[1]) then return {-2, ''} end
+  if held ~= ARGV[1] then redis.call('DEL', KEYS[1]) end
+else
+  if not held then return {-4, ''} end
+  if held ~= ARGV[1] then return {-2, ''} end
+  if redis.call('HGET', KEYS[1], 'state') ~= 'running' then return {-4, ''} end
+end
 redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'host', ARGV[3], 'pid', ARGV[4], 'child', ARGV[5], 'state', 'running')
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-local stop = redis.call('HGET', KEYS[1], 'stop')
-if not stop then stop = '' end
-return {1, stop}
+local request = ''
+if redis.call('HGET', KEYS[1], 'stop') then request = 'stop' end  -- asked by an older successor
+if KEYS[3] and redis.call('HGET', KEYS[3], 'fence') == ARGV[1] then
+  request = redis.call('HGET', KEYS[3], 'kind') or request
+end
+return {1, request}
 """
+)
 
-REQUEST_STOP = """
--- A successor asks the supervisor of fence ARGV[1] to stop its spark-submit.
--- KEYS[1] - heartbeat hash
--- ARGV[1] - the supervisor's fencing token   ARGV[2] - what is asked ('stop')
--- return 1 asked, 0 no running supervisor of that fence
-if redis.call('HGET', KEYS[1], 'fence') ~= ARGV[1] then return 0 end
-if redis.call('HGET', KEYS[1], 'state') ~= 'running' then return 0 end
-redis.call('HSET', KEYS[1], 'stop', ARGV[2])
-return 1
+REQUEST_CONTROL = """
+-- Ask the running attempt of fence ARGV[1] to stop (at a batch boundary, for a stream) or to
+-- cancel (at once): the one place every stop and cancel goes (CLI, UI, on_kill, a successor).
+-- The supervisor of that fence reads it with its beat and acts on the host. One request per job,
+-- for one fence: a request for another fence replaces it (that attempt is over); a cancel is
+-- never downgraded (a stop after a cancel leaves the cancel; a cancel after a stop upgrades).
+-- KEYS[1] - control hash    KEYS[2] - intent key     KEYS[3] - heartbeat hash
+-- ARGV[1] - fence identity of the attempt asked ("<token>:<nonce>", as its intent and heartbeat
+--           name it; store/fence.py)                 ARGV[2] - 'stop' or 'cancel'
+-- ARGV[3] - who asks        ARGV[4] - when, in ms    ARGV[5] - why
+-- ARGV[6] - how long to keep the request, in ms
+-- return {1, kind} recorded, {2, 'cancel'} a cancel stays in force, {0, ''} no attempt of that
+--        fence runs (neither its intent nor a running heartbeat of it is there)
+local running = false
+local raw = redis.call('GET', KEYS[2])
+if raw then
+  local ok, doc = pcall(cjson.decode, raw)
+  if ok and type(doc) == 'table' and doc['fence'] ~= nil then
+    local fence = tostring(doc['fence'])
+    if type(doc['nonce']) == 'string' then fence = fence .. ':' .. doc['nonce'] end
+    if fence == ARGV[1] then running = true end
+  end
+end
+if redis.call('HGET', KEYS[3], 'fence') == ARGV[1] and redis.call('HGET', KEYS[3], 'state') == 'running' then
+  running = true
+end
+if not running then return {0, ''} end
+if redis.call('HGET', KEYS[1], 'fence') == ARGV[1] then
+  if ARGV[2] == 'stop' and redis.call('HGET', KEYS[1], 'kind') == 'cancel' then return {2, 'cancel'} end
+else
+  redis.call('DEL', KEYS[1])
+end
+redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'kind', ARGV[2], 'by', ARGV[3], 'at_ms', ARGV[4], 'reason', ARGV[5])
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+return {1, ARGV[2]}
 """
 
 END_HEARTBEAT = """
 -- The supervisor's spark-submit ended: say how, and keep that answer a while for the successor.
 -- KEYS[1] - heartbeat hash
--- ARGV[1] - fencing token    ARGV[2] - exit code    ARGV[3] - how long to keep it, in ms
+-- ARGV[1] - fence identity ("<token>:<nonce>")    ARGV[2] - exit code
+-- ARGV[3] - how long to keep it, in ms
 -- return 1 recorded, 0 the heartbeat belongs to another fence (nothing written)
 local held = redis.call('HGET', KEYS[1], 'fence')
 if held and held ~= ARGV[1] then return 0 end

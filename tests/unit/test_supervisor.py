@@ -21,6 +21,7 @@ import redis
 
 from airflow_jrs.intent import Heartbeats
 from airflow_jrs.lease import JobLease
+from airflow_jrs.store.stop_requests import StopRequests
 from airflow_jrs.supervisor import LOST_BEFORE_START, SUPERVISOR_ENV, supervised_command
 from jrs_testbench.redis_server import EmbeddedRedis
 
@@ -83,11 +84,13 @@ def test_it_beats_while_the_child_runs_and_records_how_it_ended(redis_url, names
 
 
 def test_a_successor_stop_request_stops_the_child(redis_url, namespace, leased, tmp_path):
-    beats = Heartbeats(redis.Redis.from_url(redis_url), namespace)
+    client = redis.Redis.from_url(redis_url)
+    beats, requests = Heartbeats(client, namespace), StopRequests(client, namespace)
     proc = start(redis_url, namespace, 1, tmp_path / "out", 120)
     wait_until(lambda: (tmp_path / "out" / "started").exists(), 30, "the child")
-    assert beats.request_stop(JOB, 1) and not beats.request_stop(JOB, 2)  # only the running fence's
-    assert proc.wait(60) == 128 + signal.SIGTERM
+    assert requests.ask(JOB, 2, "stop", by="test") is None  # only the running fence's
+    assert requests.ask(JOB, 1, "stop", by="a successor (fence 2)").kind == "stop"
+    assert proc.wait(60) == 128 + signal.SIGTERM  # a batch job: terminated (SIGTERM, then a grace)
     assert beats.get(JOB).state == "ended" and not (tmp_path / "out" / "finished").exists()
 
 
@@ -104,7 +107,9 @@ def test_a_newer_fences_heartbeat_stops_the_older_supervisors_child(redis_url, n
     beats = Heartbeats(redis.Redis.from_url(redis_url), namespace)
     proc = start(redis_url, namespace, 1, tmp_path / "out", 120, ttl=1.5)
     wait_until(lambda: (tmp_path / "out" / "started").exists(), 30, "the child")
-    beats.beat(JOB, 2, 30_000, host="elsewhere", pid=1, child=2)  # the successor's supervisor took over
+    successor = JobLease(redis.Redis.from_url(redis_url), namespace, JOB, ttl=30)
+    assert successor.take_over(leased.peek()) == 2
+    beats.beat(JOB, 2, 30_000, host="elsewhere", pid=1, child=0, first=True)  # the successor's supervisor
     assert proc.wait(60) == 128 + signal.SIGTERM
 
 
@@ -131,3 +136,39 @@ def test_a_supervisor_cut_off_from_redis_stops_its_child_before_its_heartbeat_ex
         finally:
             os.kill(server.process.pid, signal.SIGCONT)
     assert not (tmp_path / "out" / "finished").exists()
+
+
+def test_a_supervisor_whose_heartbeat_expired_early_stops_its_child_instead_of_recreating_it(
+    redis_url, namespace, leased, tmp_path
+):
+    """A clock step on the Redis host (or a failover to a replica with another clock) expires the
+    heartbeat before its TTL: a successor may already run. The next beat must not bring the key back."""
+    client = redis.Redis.from_url(redis_url)
+    beats = Heartbeats(client, namespace)
+    proc = start(redis_url, namespace, 1, tmp_path / "out", 120, ttl=3)
+    wait_until(lambda: (tmp_path / "out" / "started").exists(), 30, "the child")
+    wait_until(lambda: (b := beats.get(JOB)) is not None and b.child, 30, "a heartbeat naming the child")
+    child = psutil.Process(int((tmp_path / "out" / "started").read_text()))
+    assert client.delete(beats.keys.heartbeat(JOB)) == 1  # expired early
+    wait_until(
+        lambda: proc.poll() is not None or ((b := beats.get(JOB)) is not None and b.running),
+        60,
+        "the supervisor to stop, or to beat again",
+    )
+    assert proc.poll() is not None, "the supervisor recreated its expired heartbeat and kept its child running"
+    assert proc.wait(60) == 128 + signal.SIGKILL
+    wait_until(lambda: not child.is_running() or child.status() == psutil.STATUS_ZOMBIE, 30, "the child to die")
+    ended = beats.get(JOB)
+    assert ended is None or not ended.running
+    assert not (tmp_path / "out" / "finished").exists()
+
+
+def test_a_later_beat_never_creates_a_heartbeat(redis_url, namespace, leased):
+    from airflow_jrs.intent import StaleHeartbeat
+
+    beats = Heartbeats(redis.Redis.from_url(redis_url), namespace)
+    with pytest.raises(StaleHeartbeat):
+        beats.beat(JOB, 1, 30_000, host="h", pid=1, child=2)  # no first beat: nothing to renew
+    assert beats.get(JOB) is None
+    beats.beat(JOB, 1, 30_000, host="h", pid=1, child=0, first=True)
+    assert beats.beat(JOB, 1, 30_000, host="h", pid=1, child=2) is None  # renews its own

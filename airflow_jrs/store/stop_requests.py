@@ -1,0 +1,102 @@
+"""Stop and cancel requests: one path for the CLI, the UI, ``on_kill`` and a successor.
+
+Whoever wants a running attempt to end (``airflow-jrs stop|cancel``, the Job results page, the
+operator's ``on_kill``, a successor with ``predecessor="stop"``) writes one request to one place,
+the job's control hash in Redis::
+
+    jrs:{ns}:control:<job id>  hash {fence, kind=stop|cancel, by, at_ms, reason}   (TTL: a day)
+
+through one script (:data:`~airflow_jrs.store.scripts.REQUEST_CONTROL`): the request names the
+fence of the attempt it is for (a request for an attempt that no longer runs is refused, and a
+later attempt never obeys an older one), and a cancel is never downgraded to a stop (a cancel
+after a stop upgrades it; a stop after a cancel leaves the cancel).
+
+The supervisor beside spark-submit (:mod:`airflow_jrs.supervisor`) reads the request with each
+beat and is the relay on the host: for a stream it forwards a stop to the driver's control file
+(:mod:`airflow_jrs.spark.control`: the query stops at a batch boundary) and kills spark-submit
+only on a cancel or when the stop did not finish within ``stop_timeout``; for a batch job it
+terminates spark-submit (SIGTERM, then SIGKILL after a grace period). When the task is gone
+(an orphan), the supervisor records the STOPPED or CANCELED result itself.
+
+Airflow-free: redis-py and the standard library (DESIGN.md invariant 8).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_jrs.exceptions import redis_errors
+from airflow_jrs.store import scripts
+from airflow_jrs.store.entries import as_str
+from airflow_jrs.store.keys import KeySpace
+
+STOP = "stop"
+CANCEL = "cancel"
+KINDS = (STOP, CANCEL)
+#: How long a request is kept (who asked stays readable after the attempt ended).
+KEEP_MS = 86_400_000
+_FIELDS = ("fence", "kind", "by", "at_ms", "reason")
+
+
+@dataclass(frozen=True)
+class StopRequest:
+    """A request in force for the attempt of ``fence``: what, who asked, when (epoch s) and why."""
+
+    job_id: str
+    fence: int
+    kind: str
+    by: str
+    at: float
+    reason: str = ""
+
+    @property
+    def cancel(self) -> bool:
+        return self.kind == CANCEL
+
+    def describe(self) -> str:
+        why = f" ({self.reason})" if self.reason else ""
+        return f"{self.kind} requested by {self.by}{why}"
+
+
+class StopRequests:
+    """The stop and cancel requests of one namespace's running attempts."""
+
+    def __init__(self, client: Any, namespace: str) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.keys = KeySpace(namespace)
+        self._ask = client.register_script(scripts.REQUEST_CONTROL)
+
+    def ask(self, job_id: str, fence: int, kind: str, *, by: str, reason: str = "") -> StopRequest | None:
+        """Ask the running attempt of ``fence`` to stop or cancel; returns the request in force
+        (a cancel when one was asked before a stop), or ``None`` when no attempt of that fence
+        runs (no intent of it and no running heartbeat)."""
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {list(KINDS)}, got {kind!r}")
+        keys = [self.keys.control(job_id), self.keys.intent(job_id), self.keys.heartbeat(job_id)]
+        at_ms = int(time.time() * 1000)
+        with redis_errors(f"ask job {job_id!r} to {kind}", self.namespace, job_id):
+            code, _kind = self._ask(keys=keys, args=[int(fence), kind, by, at_ms, reason, KEEP_MS])
+        if int(code) == scripts.NOOP:
+            return None
+        return self.get(job_id, fence)
+
+    def get(self, job_id: str, fence: int | None = None) -> StopRequest | None:
+        """The request kept for the job (for ``fence`` only, when given), or ``None``."""
+        with redis_errors(f"read the stop request of job {job_id!r}", self.namespace, job_id):
+            values = self.client.hmget(self.keys.control(job_id), _FIELDS)
+        doc = {f: as_str(v) for f, v in zip(_FIELDS, values, strict=True) if v is not None}
+        if doc.get("kind") not in KINDS or not (doc.get("fence") or "").isdigit():
+            return None
+        if fence is not None and int(doc["fence"]) != int(fence):
+            return None
+        return StopRequest(
+            job_id=job_id,
+            fence=int(doc["fence"]),
+            kind=doc["kind"],
+            by=doc.get("by", "?"),
+            at=int(doc.get("at_ms") or 0) / 1000,
+            reason=doc.get("reason", ""),
+        )
