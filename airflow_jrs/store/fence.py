@@ -1,0 +1,76 @@
+"""A lease's identity: the fencing token users see, and an owner nonce that cannot repeat.
+
+The token comes from the namespace's counter (``INCR``) and orders holders; it is what results,
+the UI and the CLI show. But a counter can go back: a failover to a replica that had not
+received the last ``INCR``, or a crash with ``appendfsync everysec`` that loses the last second,
+hands the same token to a second attempt. So each lease also carries a random *owner nonce*
+(``secrets.token_hex(8)``: 64 bits, drawn per :class:`~airflow_jrs.lease.JobLease`), and every
+fenced script compares both (``fence_ok`` in :mod:`~airflow_jrs.store.scripts`)::
+
+    t0  A acquires                  lease{token=7, nonce=a1..}   counter=7
+    t1  failover: the replica has neither the lease nor the INCR  counter=6
+    t2  B acquires                  lease{token=7, nonce=c3..}
+    t3  A renews, writes, beats     "7:a1.." != "7:c3.."  -> refused: A lost the lease
+
+:class:`Fence` is an ``int`` (the token: compared, formatted and JSON-encoded as the integer,
+so everything that shows or orders fences is unchanged) that also carries the nonce. What a
+script receives is :func:`fence_arg`: ``"<token>:<nonce>"`` in ONE argument, or the bare token
+for a lease taken by a version without nonces (a rolling upgrade), or ``''`` for no fence.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import Any
+
+_IDENTITY = re.compile(r"^(\d+)(?::([0-9a-f]+))?$")
+
+
+def new_nonce() -> str:
+    """A fresh owner nonce: 16 hex digits, never meant to repeat (64 random bits)."""
+    return secrets.token_hex(8)
+
+
+class Fence(int):
+    """A fencing token (the ``int``) and the owner nonce of the lease that handed it out."""
+
+    nonce: str | None
+
+    def __new__(cls, token: int, nonce: str | None = None) -> Fence:
+        self = super().__new__(cls, int(token))
+        if nonce is not None and not re.fullmatch(r"[0-9a-f]+", nonce):
+            raise ValueError(f"an owner nonce is lower-case hex, got {nonce!r}")
+        self.nonce = nonce or None
+        return self
+
+    @property
+    def identity(self) -> str:
+        """``"<token>:<nonce>"`` (or the bare token without a nonce): what fenced scripts compare."""
+        return f"{int(self)}:{self.nonce}" if self.nonce else str(int(self))
+
+    @classmethod
+    def parse(cls, raw: str) -> Fence:
+        """The inverse of :attr:`identity`; raises ``ValueError`` for anything else."""
+        match = _IDENTITY.match(raw.strip())
+        if match is None:
+            raise ValueError(f"not a fence (<token> or <token>:<nonce>): {raw!r}")
+        return cls(int(match.group(1)), match.group(2))
+
+    def __reduce__(self) -> tuple[Any, ...]:  # copy, deepcopy (dataclasses.asdict), pickle
+        return (Fence, (int(self), self.nonce))
+
+
+def fence_arg(fence: int | None) -> str:
+    """The fence as a script argument: the identity of a :class:`Fence`, a plain integer as is,
+    ``''`` for none (an unfenced write)."""
+    if fence is None:
+        return ""
+    if isinstance(fence, Fence):
+        return fence.identity
+    return str(int(fence))
+
+
+def nonce_of(fence: int | None) -> str | None:
+    """The owner nonce ``fence`` carries, if any."""
+    return fence.nonce if isinstance(fence, Fence) else None
