@@ -7,6 +7,7 @@ is on call, and the line says what to type or do instead.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any, NoReturn
 
@@ -143,9 +144,17 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.command == "doctor":
-            return doctor.run_doctor(args, out)
-        ctx = common.open_store(args, out)
-        return int(args.handler(ctx))
+            code = doctor.run_doctor(args, out)
+        else:
+            code = int(args.handler(common.open_store(args, out)))
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        # The reader went away (`... | head`): what it wanted it has. Point stdout at /dev/null
+        # so the interpreter's final flush does not print a traceback either; 141 as a shell's SIGPIPE.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except CliError as exc:
         return fail(exc.code, str(exc))
     except StoreUnavailableError as exc:

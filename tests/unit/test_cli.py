@@ -318,6 +318,31 @@ def test_unreachable_store_is_exit_3_without_the_password(tmp_path):
     assert "Airflow will retry" not in done.stderr  # a terminal's user retries, not Airflow
 
 
+def test_show_prints_the_results_metrics(base, store, capsys):
+    store.create_dirty_result(
+        JobResult(job_id="m.t.2013-01-01", status=JobStatus.SUCCEEDED, metrics={"rows": 336776, "seconds": 4.5})
+    )
+    assert main([*base, "show", "m.t.2013-01-01"]) == 0
+    out = capsys.readouterr().out
+    assert "metrics" in out and "rows=336776" in out and "seconds=4.5" in out
+
+
+def test_output_cut_short_by_a_closed_pipe_ends_quietly(redis_url, namespace, store):
+    # `airflow-jrs --json list | head -1`: head exits after a line; no BrokenPipeError traceback
+    for day in range(400):
+        store.create_dirty_result(
+            JobResult(job_id=f"pipe.t.{day:04d}", status=JobStatus.SUCCEEDED, outputs={"out": "x" * 200})
+        )
+    cli = [CLI, "--redis-url", redis_url, "--namespace", namespace, "--json", "list", "--limit", "500"]
+    proc = subprocess.Popen(cli, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().strip() == b"{"
+    proc.stdout.close()  # as head does: the rest of the answer (over 64 KiB) meets a closed pipe
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=120)
+    assert "Traceback" not in err and "BrokenPipeError" not in err and "Exception ignored" not in err, err
+
+
 def test_process_exit_codes_and_confirmation(redis_url, namespace, store):
     store.create_dirty_result(ok("p.t.1"))
     base = ["--redis-url", redis_url, "--namespace", namespace]
