@@ -1,22 +1,32 @@
-"""Recompute on purpose, for one DAG run: ``{"jrs_recompute": ...}`` in the run's conf.
+"""Recompute on purpose: what a DAG run's ``{"jrs_recompute": ...}`` conf asks, and when it is met.
 
-"Done is done" (DESIGN.md invariant 1) holds *until someone forgets a result on purpose*; a
-DAG run's conf is the on-purpose switch an Airflow user already has at hand ("Trigger DAG w/
-config", ``airflow dags trigger --conf '{"jrs_recompute": true}'``), per run and without
-touching the DAG file or the store by hand:
+"Done is done" (DESIGN.md invariant 1) holds *until someone forgets a result on purpose*. The
+one obvious way to do that is ``airflow-jrs recompute`` or the Job results page's Recompute
+button: both forget the results and clear the task instances, so no conf is involved. A DAG
+run's conf is the other switch, for a run that does not exist yet ("Trigger DAG w/ config",
+``airflow dags trigger --conf '{"jrs_recompute": true}'``):
 
-* ``true`` recomputes every job of the run's JrsSparkSubmitOperator tasks;
-* a list of task ids and/or job ids (or one such string) recomputes only those.
+* ``true`` asks to recompute every job of the run's JrsSparkSubmitOperator tasks;
+* a list of task ids and/or job ids (or one such string) only those;
+* ``"jrs_recompute_at": "<ISO-8601 time>"`` beside it says when the request was made.
 
-The old result is forgotten under the job's lease just before Spark is submitted: it goes to
-the job's history (``airflow-jrs history JOB_ID``), the new one takes its place. A result
-this same run computed is never recomputed again, so a retry or clear of a task of a
-recompute run does not redo work that run already did.
+A request acts once. It is met by any result created at or after the request: the rule is
+"never reuse a result created *before* this run's request". The request time is the conf's
+``jrs_recompute_at``, else the time the run's task first met the request for the job, which
+the attempt records in the store (:mod:`airflow_jrs.store.requests`; the run's own creation
+time is not in a task's context). So a retry, a clear or a later backfill of the same run,
+which keeps its conf, reuses what that run, or any run after the request, computed: the
+request is not repeated every time the run is.
+
+:func:`verdict` is the rule; the worker (:mod:`airflow_jrs.operators.spark`), the triggerer
+(:mod:`airflow_jrs.triggers.start_in_triggerer`) and ``airflow-jrs plan`` all call it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow_jrs.exceptions import JrsConfigError
@@ -24,42 +34,107 @@ from airflow_jrs.store import JobResultEntry
 
 #: The DAG run conf key.
 RECOMPUTE_KEY = "jrs_recompute"
+#: The optional conf key saying when the request was made (ISO-8601; naive means UTC).
+RECOMPUTE_AT_KEY = "jrs_recompute_at"
 _TRUE = ("true", "1", "yes", "all", "*")
 _FALSE = ("", "false", "0", "no", "none")
 
 
-def _run_conf(context: Mapping[str, Any]) -> Mapping[str, Any]:
-    dag_run = context.get("dag_run")
-    conf = getattr(dag_run, "conf", None) if dag_run is not None else None
+@dataclass(frozen=True)
+class Request:
+    """What a DAG run's conf asks to recompute: every job of the run, or the named tasks/jobs."""
+
+    everything: bool
+    names: frozenset[str] = frozenset()
+    #: ``jrs_recompute_at``: when the request was made, if the conf says.
+    at: datetime | None = None
+
+    def names_job(self, task_id: str, job_id: str) -> bool:
+        return self.everything or task_id in self.names or job_id in self.names
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Recompute the job's SUCCEEDED result or reuse it, and why (for the log and ``plan``)."""
+
+    recompute: bool
+    reason: str
+
+
+def _conf(context_or_conf: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    dag_run = context_or_conf.get("dag_run") if context_or_conf is not None else None
+    conf = getattr(dag_run, "conf", None) if dag_run is not None else context_or_conf
     return conf if isinstance(conf, Mapping) else {}
 
 
-def requested(context: Mapping[str, Any], *, task_id: str, job_id: str) -> bool:
-    """Does this run's conf ask to recompute the job of ``task_id``? Raises
-    :class:`JrsConfigError` on a value it cannot read (a typo must not silently reuse)."""
-    value = _run_conf(context).get(RECOMPUTE_KEY)
+def read_request(conf: Mapping[str, Any] | None) -> Request | None:
+    """The request in a DAG run's conf (or a task context holding the run), ``None`` when it
+    asks for nothing. Raises :class:`JrsConfigError` on a value it cannot read: a typo must not
+    silently reuse."""
+    doc = _conf(conf)
+    value = doc.get(RECOMPUTE_KEY)
+    at = _read_at(doc.get(RECOMPUTE_AT_KEY))
     if value is None or value is False:
-        return False
+        return None
     if value is True:
-        return True
+        return Request(everything=True, at=at)
     if isinstance(value, str):
         word = value.strip().lower()
         if word in _TRUE:
-            return True
+            return Request(everything=True, at=at)
         if word in _FALSE:
-            return False
+            return None
         value = [value]
     if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
-        return task_id in value or job_id in value
+        return Request(everything=False, names=frozenset(value), at=at)
     raise JrsConfigError(
         f"DAG run conf {RECOMPUTE_KEY!r} must be true/false or a list of task ids or job ids, got {value!r}"
     )
 
 
-def computed_by_this_run(entry: JobResultEntry, context: Mapping[str, Any]) -> bool:
-    """The stored result was computed by this very DAG run (a retry or clear of a recompute run)."""
-    attempt = entry.result.attempt
-    return attempt is not None and attempt.run_id == context.get("run_id")
+def _read_at(raw: Any) -> datetime | None:
+    if raw is None:
+        return None
+    try:
+        at = datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
+    except ValueError:
+        raise JrsConfigError(
+            f"DAG run conf {RECOMPUTE_AT_KEY!r} must be an ISO-8601 time such as 2024-03-01T12:00:00Z, got {raw!r}"
+        ) from None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def verdict(
+    request: Request | None, *, task_id: str, job_id: str, entry: JobResultEntry, first_seen: datetime | None
+) -> Verdict:
+    """Recompute the job's SUCCEEDED ``entry``, or reuse it, for a run carrying ``request``.
+
+    ``first_seen`` is when the run's task first met the request for this job (recorded in the
+    store), ``None`` when it has not yet: then the request has not acted and is due. The
+    conf's own time, when it gives one, wins over ``first_seen``."""
+    if request is None or not request.names_job(task_id, job_id):
+        return Verdict(False, "the run's conf does not ask to recompute it")
+    at = request.at or first_seen
+    created = entry.created_at
+    if at is None:
+        return Verdict(True, "the run's conf asks to recompute it (the request acts once, now)")
+    if created is None or created < at:
+        when = created.isoformat() if created else "at an unknown time"
+        return Verdict(True, f"the run's conf asks to recompute it; its result was created {when}, before the "
+                             f"request of {at.isoformat()}")  # fmt: skip
+    return Verdict(
+        False,
+        f"the run's recompute request of {at.isoformat()} is met already: this result was created after it "
+        f"({created.isoformat()}); a request acts once, so a retry, clear or backfill of the run reuses it",
+    )
+
+
+def how_to_recompute(job_id: str) -> str:
+    """The one documented way, for log lines that tell a user how to recompute instead."""
+    return (
+        f"To recompute it: airflow-jrs recompute {job_id} (forgets the result and clears its task "
+        "instance), or the Recompute button on the Job results page (Browse > Job results)"
+    )
 
 
 def describe_reuse(job_id: str, entry: JobResultEntry) -> str:
@@ -77,6 +152,5 @@ def describe_reuse(job_id: str, entry: JobResultEntry) -> str:
         f"Job {job_id}: reusing its {result.status.value} result ({entry.state.value}), computed "
         f"{when.isoformat() if when else 'at an unknown time'} by {by}"
         f"{f', fence {result.fence}' if result.fence is not None else ''}; Spark is not "
-        f"started. To recompute instead, trigger the DAG run with conf "
-        f'{{"{RECOMPUTE_KEY}": true}} (or a list of task or job ids), or run: airflow-jrs forget {job_id}'
+        f"started. {how_to_recompute(job_id)}"
     )

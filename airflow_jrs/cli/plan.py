@@ -3,7 +3,10 @@
 A backfill with ``--reprocess-behavior completed`` creates a run for every interval in the
 range; each JrsSparkSubmitOperator task then asks the store and runs Spark or not by the
 decision table (:mod:`airflow_jrs.decision`). ``plan`` asks the same questions without running
-anything, so the cost of a backfill is known before it is paid.
+anything, so the cost of a backfill is known before it is paid. A run that exists already is
+run again with its conf: when that conf asks to recompute (``jrs_recompute``), ``plan`` applies
+the task's own rule (:func:`airflow_jrs.recompute.verdict`: a request acts once) to say "run"
+or "skip", reading from Airflow's metadata DB which runs exist.
 
 The job ids come from the DAG itself (loaded with Airflow's DagBag) and the operator's own
 rule: :func:`airflow_jrs.identity.default_job_id` for tasks without ``job_id``; a templated
@@ -31,12 +34,15 @@ from airflow_jrs.exceptions import (
     CorruptIntentError,
     CorruptJobResultError,
     JobResultQuarantinedError,
+    JrsConfigError,
     UnsupportedSchemaVersionError,
 )
 from airflow_jrs.identity import application_fingerprint, default_job_id
 from airflow_jrs.intent import IntentStore
 from airflow_jrs.lease import held_leases
+from airflow_jrs.recompute import RECOMPUTE_KEY, read_request, verdict
 from airflow_jrs.store import JobResultEntry, validate_job_id
+from airflow_jrs.store.requests import RecomputeRequests
 
 RENDERABLE = "ds, ds_nodash, ts, ts_nodash, logical_date, data_interval_start/end, dag, task, ti, dag_id, task_id"
 
@@ -187,9 +193,64 @@ def _fingerprint(task: Any) -> str | None:
     return application_fingerprint(task.application, task.application_args, task.job_version)
 
 
+@dataclass(frozen=True)
+class ExistingRun:
+    """A DAG run a backfill with ``--reprocess-behavior completed`` would run again, conf and all."""
+
+    run_id: str
+    conf: Any
+
+
+def existing_runs(dag_id: str, start: datetime, end: datetime) -> tuple[dict[float, ExistingRun], str | None]:
+    """The DAG's runs in the range from Airflow's metadata DB, by logical date (a timestamp),
+    and a note when the DB cannot be read (the plan then shows what a run without conf does)."""
+    try:
+        from airflow.models.dagrun import DagRun
+        from airflow.utils.session import create_session
+        from sqlalchemy import select
+
+        with create_session() as session:
+            rows = session.execute(
+                select(DagRun.logical_date, DagRun.run_id, DagRun.conf).where(
+                    DagRun.dag_id == dag_id, DagRun.logical_date >= start, DagRun.logical_date <= end
+                )
+            ).all()
+    except Exception as exc:  # a plan is a preview: say what it could not see, and go on
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        return {}, (
+            f"could not read the DAG's runs from Airflow's metadata DB ({type(exc).__name__}: {first}); "
+            f"runs whose conf asks to recompute ({RECOMPUTE_KEY}) are not taken into account"
+        )
+    return {row.logical_date.timestamp(): ExistingRun(row.run_id, row.conf) for row in rows if row.logical_date}, None
+
+
+def _requested(
+    requests: RecomputeRequests, run: ExistingRun | None, task_id: str, job_id: str, entry: JobResultEntry
+) -> tuple[str, str] | None:
+    """``(backfill action, why)`` for a SUCCEEDED entry when the run's conf asks to recompute
+    the job: the rule the task applies (:func:`airflow_jrs.recompute.verdict`), read-only."""
+    if run is None:
+        return None
+    try:
+        request = read_request(run.conf if isinstance(run.conf, dict) else None)
+    except JrsConfigError as exc:
+        return "blocked", f"run {run.run_id}: {exc}; its task fails without retries"
+    if request is None or not request.names_job(task_id, job_id):
+        return None
+    first_seen = requests.seen(job_id, run.run_id) if request.at is None else None
+    found = verdict(request, task_id=task_id, job_id=job_id, entry=entry, first_seen=first_seen)
+    if found.recompute:
+        return "run", f"runs Spark (recompute): run {run.run_id}: {found.reason}"
+    return "skip", f"run {run.run_id}: {found.reason}"
+
+
 def plan_jobs(ctx: Ctx, dag: Any, start: datetime, end: datetime) -> tuple[list[PlannedJob], list[str]]:
     jobs, notes = job_ids(dag, start, end)
     store = ctx.store
+    runs, runs_note = existing_runs(dag.dag_id, start, end)
+    if runs_note:
+        notes.append(runs_note)
+    requests = RecomputeRequests(store.client, ctx.namespace)
     leases = held_leases(store.client, ctx.namespace)
     intents = IntentStore(store.client, ctx.namespace, spec_root="").list_intents()
     fingerprints = {task.task_id: _fingerprint(task) for _, task, _ in jobs}
@@ -212,8 +273,13 @@ def plan_jobs(ctx: Ctx, dag: Any, start: datetime, end: datetime) -> tuple[list[
         else:
             status = "failed"
         decision = decide(entry, fingerprints[task.task_id], accept_changed_fingerprint=task.accept_changed_fingerprint)
-        if decision.skip:
-            action, reason = "skip", decision.reason
+        logical = info.logical_date
+        run = runs.get(logical.timestamp()) if logical is not None else None
+        asked = _requested(requests, run, task.task_id, job_id, entry) if decision.skip and entry else None
+        if asked is not None and asked[0] != "skip":
+            action, reason = asked
+        elif decision.skip:
+            action, reason = "skip", decision.reason + (f"; {asked[1]}" if asked else "")
         elif holder is not None:
             who = f"{holder.owner.get('host', '?')} pid {holder.owner.get('pid', '?')}"
             action, reason = "blocked", f"lease held by {who} (token {holder.token}): waits or fails, no second copy"

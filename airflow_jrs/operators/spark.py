@@ -65,6 +65,7 @@ from airflow_jrs.payload import SKIPPED_RESULT_KEY, entry_payload, result_payloa
 from airflow_jrs.spark.commit import read_commit_marker
 from airflow_jrs.spark.conf import PLACEHOLDERS, fill_placeholders, job_conf
 from airflow_jrs.store import Attempt, EntryState, JobResultEntry, JobStatus
+from airflow_jrs.store.requests import RecomputeRequests
 
 __all__ = ["PLACEHOLDERS", "JrsSparkSubmitOperator"]
 
@@ -185,8 +186,8 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         self.job_id = job_id
         fp = application_fingerprint(self.application, self.application_args, self.job_version)
         decision = decide(store.get_entry(job_id), fp, accept_changed_fingerprint=self.accept_changed_fingerprint)
-        wanted = recompute.requested(context, task_id=self.task_id, job_id=job_id)
-        if decision.skip and decision.entry is not None and not self._recompute(context, wanted, decision.entry):
+        request, first_seen = self._recompute_request(context, store, job_id)
+        if decision.skip and decision.entry is not None and not self._recompute(request, first_seen, decision.entry):
             return self._done(context, job_id, decision.entry, decision.reason)
         self.log.info("Job %s: %s; taking the lease to run it.", job_id, decision.reason)
 
@@ -198,7 +199,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             # Someone may have finished the job between our read and our lease: read again.
             decision = decide(store.get_entry(job_id), fp, accept_changed_fingerprint=self.accept_changed_fingerprint)
             if decision.skip and decision.entry is not None:
-                if not self._recompute(context, wanted, decision.entry):
+                if not self._recompute(request, first_seen, decision.entry):
                     return self._done(context, job_id, decision.entry, decision.reason + " (found under lease)")
                 lease.check()  # forget is not fenced: only a holder forgets, right after taking the lease
                 store.forget_result(job_id)
@@ -248,12 +249,25 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             lease.start_renewal()
             return lease
 
-    def _recompute(self, context: Any, wanted: bool, entry: JobResultEntry) -> bool:
-        """Recompute a done job because this run's conf asks for it (:mod:`.recompute`)."""
-        if wanted and recompute.computed_by_this_run(entry, context):
-            self.log.info("Job %s: recompute requested, but this run computed its result already.", entry.job_id)
-            return False
-        return wanted
+    def _recompute_request(
+        self, context: Any, store: Any, job_id: str
+    ) -> tuple[recompute.Request | None, datetime | None]:
+        """The run's recompute request for this job, and when it first met the job (recorded
+        now if this is the first time: before Spark can start, so what this run computes is
+        never older than its request)."""
+        request = recompute.read_request(context)
+        if request is None or not request.names_job(self.task_id, job_id) or request.at is not None:
+            return request, None
+        return request, RecomputeRequests(store.client, store.namespace).first_seen(job_id, context["run_id"])
+
+    def _recompute(self, request: recompute.Request | None, first_seen: datetime | None, entry: JobResultEntry) -> bool:
+        """Recompute a done job because this run's conf asks for it (:func:`.recompute.verdict`)."""
+        verdict = recompute.verdict(
+            request, task_id=self.task_id, job_id=entry.job_id, entry=entry, first_seen=first_seen
+        )
+        if request is not None and request.names_job(self.task_id, entry.job_id) and not verdict.recompute:
+            self.log.info("Job %s: %s. %s", entry.job_id, verdict.reason, recompute.how_to_recompute(entry.job_id))
+        return verdict.recompute
 
     def _require_spark_connection(self) -> None:
         """The Spark hook turns an unknown connection into ``yarn`` silently; we refuse instead."""

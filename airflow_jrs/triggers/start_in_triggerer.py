@@ -56,6 +56,7 @@ from airflow_jrs.exceptions import CleanupError, JobResultEntryError, JrsConfigE
 from airflow_jrs.identity import application_fingerprint, default_job_id
 from airflow_jrs.payload import DECIDED_IN_TRIGGERER, SKIPPED_RESULT_KEY, entry_payload, submitted_job_ids
 from airflow_jrs.store import AsyncRedisJobResultStore, JobResultEntry, validate_job_id
+from airflow_jrs.store.requests import seen_async
 
 #: Seconds to wait for one request through the triggerer's Execution API channel.
 COMMS_TIMEOUT = 30.0
@@ -279,11 +280,19 @@ class StartInTriggererSubmitTrigger(StartInTriggererTrigger):
             raise _GoToWorker(f"job {job_id}: {decision.reason}")
         try:  # the worker reads the run's conf the same way, and says what is wrong with it
             context = self._task_context()
-            wanted = recompute.requested(context, task_id=context["ti"].task_id, job_id=job_id)
+            request = recompute.read_request(context)
         except JrsConfigError as exc:
             raise _GoToWorker(str(exc)) from None
-        if wanted and not recompute.computed_by_this_run(decision.entry, context):
-            raise _GoToWorker(f"job {job_id}: the DAG run's conf asks to recompute it")
+        task_id = context["ti"].task_id
+        first_seen = None
+        if request is not None and request.names_job(task_id, job_id) and request.at is None:
+            # Only read: a request not met yet goes to the worker, which records when it met it.
+            first_seen = await seen_async(store.client, store.namespace, job_id, context["run_id"])
+        verdict = recompute.verdict(
+            request, task_id=task_id, job_id=job_id, entry=decision.entry, first_seen=first_seen
+        )
+        if verdict.recompute:
+            raise _GoToWorker(f"job {job_id}: {verdict.reason}")
         payload = entry_payload(decision.entry, skipped=True, decided_in=DECIDED_IN_TRIGGERER)
         self.log.info(
             "%s (%s; decided in the triggerer, where the task ends)", recompute.describe_reuse(job_id, decision.entry),

@@ -12,12 +12,14 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from dag_runner import run_dag
 
 from airflow_jrs.identity import fingerprint
+from airflow_jrs.lease import JobLease, default_owner
 from airflow_jrs.operators import JrsSparkSubmitOperator
 from airflow_jrs.store import Attempt, JobResult, JobStatus
+from airflow_jrs.store.requests import RecomputeRequests
 
 pytestmark = pytest.mark.airflow
 
@@ -61,7 +63,7 @@ def test_a_reused_result_says_which_run_computed_it_and_how_to_recompute(jrs_env
     out, err = capfd.readouterr()
     line = next(line for line in (out + err).splitlines() if "reusing" in line)
     assert f"Job {JOB}: reusing its SUCCEEDED result (clean)" in line and f"by run {RUN}" in line
-    assert '{"jrs_recompute": true}' in line and f"airflow-jrs forget {JOB}" in line
+    assert f"airflow-jrs recompute {JOB}" in line and "Recompute button" in line
     assert committed._hook is None and jrs_env.launches() == 0
 
 
@@ -71,10 +73,41 @@ def test_a_conf_that_does_not_name_the_job_reuses_it(jrs_env, committed, conf):
     assert committed._hook is None and jrs_env.launches() == 0
 
 
-def test_a_recompute_run_does_not_recompute_what_it_computed_itself(jrs_env, committed):
-    # a retry or clear of a task of the recompute run: its own fresh result is reused
+def test_a_recompute_run_does_not_recompute_what_it_computed_after_its_request(jrs_env, committed):
+    # a retry or clear of a task of the recompute run: its request met the job before the
+    # run computed it (recorded when it first met it), so its own fresh result is reused
+    RecomputeRequests(jrs_env.store.client, jrs_env.namespace).first_seen(JOB, RUN, now=DAY)
     assert committed.execute(context({"jrs_recompute": True}, run_id=RUN))["reused"] is True
     assert committed._hook is None and jrs_env.launches() == 0
+
+
+def test_a_retry_of_a_run_carrying_a_request_reuses_what_another_run_computed_after_it(jrs_env, tmp_path):
+    """Issue 19 item 2: the request of run S must act once. S's first try meets the request
+    while run M computes the job (it waits for M's lease and fails); M commits; S's retry,
+    or a clear or backfill of S (which keep its conf), must reuse M's fresh result."""
+    app = tmp_path / "app.py"
+    app.write_text("raise SystemExit('Spark must not run')\n")
+    args = ["--output", "{jrs_output}"]
+    op = JrsSparkSubmitOperator(
+        task_id="t", application=str(app), application_args=args, conn_id="spark_local", conf=jrs_env.spark_conf()
+    )
+    conf, s_run = {"jrs_recompute": True}, "backfill__2013-01-01T00:00:00+00:00"
+    other = JobLease(jrs_env.store.client, jrs_env.namespace, JOB, owner=default_owner(run_id="manual__m"))
+    other.acquire()
+    with pytest.raises(AirflowException, match="lease held by"):
+        op.execute(context(conf, run_id=s_run))  # S's first try: M holds the job
+    fp = fingerprint(application_bytes=app.read_bytes(), application=str(app), application_args=args, job_version=None)
+    m_result = JobResult(
+        job_id=JOB, status=JobStatus.SUCCEEDED, fingerprint=fp, end_time=DAY,
+        attempt=Attempt(dag_id="d", task_id="t", run_id="manual__m", try_number=1),
+    )  # fmt: skip
+    jrs_env.store.create_dirty_result(m_result, fence=other.token)
+    other.release()
+
+    payload = op.execute(context(conf, run_id=s_run))  # S's retry (or a clear, or a backfill of S)
+    assert payload["reused"] is True and payload["attempt"]["run_id"] == "manual__m"
+    assert op._hook is None and jrs_env.launches() == 0
+    assert jrs_env.store.get_history(JOB) == []  # nothing was forgotten
 
 
 def test_an_unreadable_recompute_value_fails_without_retries_and_reuses_nothing(jrs_env, committed):

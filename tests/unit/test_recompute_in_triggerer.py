@@ -1,15 +1,18 @@
 """A task started in the triggerer honours the run's ``jrs_recompute`` conf: it hands the task to a
-worker (which recomputes) instead of ending it with the stored result. Real Redis."""
+worker (which recomputes) instead of ending it with the stored result, unless the request is met
+already (the result is newer than the request: a request acts once). Real Redis."""
 
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
 
 from airflow_jrs.identity import application_fingerprint
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
+from airflow_jrs.store.requests import RecomputeRequests
 from airflow_jrs.triggers.start_in_triggerer import StartInTriggererSubmitTrigger, _GoToWorker
 
 JOB = "d.t.2013-01-01"
@@ -18,13 +21,25 @@ JOB = "d.t.2013-01-01"
 @pytest.mark.parametrize(
     ("conf", "reason"),
     [
-        ({"jrs_recompute": True}, "the DAG run's conf asks to recompute it"),
-        ({"jrs_recompute": ["t"]}, "the DAG run's conf asks to recompute it"),
+        ({"jrs_recompute": True}, "the run's conf asks to recompute it (the request acts once, now)"),
+        ({"jrs_recompute": ["t"]}, "the run's conf asks to recompute it (the request acts once, now)"),
+        ({"jrs_recompute": True, "jrs_recompute_at": "2999-01-01T00:00:00Z"}, "before the request of 2999-01-01"),
         ({"jrs_recompute": 3}, "must be true/false or a list of task ids or job ids"),
+        ({"jrs_recompute": True, "jrs_recompute_at": "soon"}, "must be an ISO-8601 time"),
+        # the run's request met the job before this result was created: met, so the task ends
+        # here with the stored result (it gets as far as writing the XCom: no task instance here)
+        ({"jrs_recompute": True, "met": True}, "no task instance in the triggerer to write the XCom"),
+        ({"jrs_recompute": True, "jrs_recompute_at": "2000-01-01T00:00:00Z"}, "to write the XCom"),
     ],
 )
-def test_a_recompute_conf_sends_a_done_job_to_a_worker(redis_url, namespace, monkeypatch, tmp_path, conf, reason):
+def test_a_due_request_sends_a_done_job_to_a_worker_a_met_one_does_not(
+    redis_url, namespace, monkeypatch, tmp_path, conf, reason
+):
     monkeypatch.setenv("AIRFLOW_CONN_JRS_DEFAULT", f"{redis_url}?namespace={namespace}")
+    if conf.pop("met", False):
+        RecomputeRequests(RedisJobResultStore(redis_url, namespace).client, namespace).first_seen(
+            JOB, "manual__now", now=datetime(2000, 1, 1, tzinfo=UTC)
+        )
     app = tmp_path / "app.py"
     app.write_text("print('hi')\n")
     store = RedisJobResultStore(redis_url, namespace)

@@ -1,0 +1,68 @@
+"""The recompute rule (:func:`airflow_jrs.recompute.verdict`): a run's request acts once.
+
+Pure: no Redis, no Airflow. The worker, the triggerer and ``airflow-jrs plan`` call this one
+function, so this table is what all three do."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.recompute import Request, read_request, verdict
+from airflow_jrs.store import EntryState, JobResult, JobResultEntry, JobStatus
+
+T0 = datetime(2024, 3, 1, 12, tzinfo=UTC)
+JOB = "d.t.2024-03-01"
+
+
+def entry(created: datetime | None) -> JobResultEntry:
+    return JobResultEntry(JobResult(job_id=JOB, status=JobStatus.SUCCEEDED), EntryState.CLEAN, created_at=created)
+
+
+@pytest.mark.parametrize(
+    ("conf", "created", "first_seen", "recompute"),
+    [
+        ({}, T0, None, False),  # no request
+        ({"jrs_recompute": ["other"]}, T0, None, False),  # names another task
+        ({"jrs_recompute": True}, T0, None, True),  # not met yet: acts now
+        ({"jrs_recompute": True}, T0 - timedelta(seconds=1), T0, True),  # result older than the request
+        ({"jrs_recompute": True}, None, T0, True),  # unknown age: never reused against a request
+        ({"jrs_recompute": True}, T0, T0, False),  # created at the request: met
+        ({"jrs_recompute": ["t"]}, T0 + timedelta(days=9), T0, False),  # later result (retry, clear, backfill)
+        ({"jrs_recompute": [JOB]}, T0 + timedelta(days=9), T0, False),
+        # the conf's own time wins over the recorded first meeting
+        ({"jrs_recompute": True, "jrs_recompute_at": "2024-03-02T00:00:00Z"}, T0, T0 - timedelta(days=1), True),
+        ({"jrs_recompute": "yes", "jrs_recompute_at": "2024-03-01T00:00:00"}, T0, None, False),  # naive is UTC
+    ],
+)
+def test_a_request_recomputes_only_results_created_before_it(conf, created, first_seen, recompute):
+    found = verdict(read_request(conf), task_id="t", job_id=JOB, entry=entry(created), first_seen=first_seen)
+    assert found.recompute is recompute, found.reason
+
+
+def test_a_met_request_says_when_it_was_met_and_that_it_acts_once():
+    found = verdict(Request(everything=True), task_id="t", job_id=JOB, entry=entry(T0), first_seen=T0)
+    assert "met already" in found.reason and "acts once" in found.reason
+
+
+@pytest.mark.parametrize(
+    ("conf", "match"),
+    [
+        ({"jrs_recompute": {"t": 1}}, "must be true/false or a list"),
+        ({"jrs_recompute": True, "jrs_recompute_at": "tomorrow"}, "must be an ISO-8601 time"),
+    ],
+)
+def test_an_unreadable_request_is_refused_by_name(conf, match):
+    with pytest.raises(JrsConfigError, match=match):
+        read_request(conf)
+
+
+def test_a_request_is_read_from_a_task_context_or_a_bare_conf():
+    class Run:
+        conf = {"jrs_recompute": ["t"]}
+
+    assert read_request({"dag_run": Run()}) == Request(everything=False, names=frozenset({"t"}))
+    assert read_request({"jrs_recompute": "false"}) is None
+    assert read_request(None) is None
