@@ -76,10 +76,32 @@
     return el("span", { class: `state state-${s}`, "data-state": s, text: s });
   }
 
+  // Times in the zone the Airflow UI shows (its timezone menu keeps the choice in the
+  // same-origin localStorage key "timezone", JSON-encoded; unset, the UI uses the browser's
+  // zone), in the UI's format with the offset spelled out: "2024-03-01 06:00:00 +00:00".
+  function uiTimezone() {
+    try {
+      const chosen = JSON.parse(window.localStorage.getItem("timezone") || "null");
+      if (typeof chosen === "string" && chosen) return chosen;
+    } catch (e) { /* unreadable: fall back */ }
+    return Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+  }
+
   function when(iso) {
     if (!iso) return "";
     const d = new Date(iso);
-    return isNaN(d) ? iso : d.toLocaleString();
+    if (isNaN(d)) return iso;
+    try {
+      const parts = {};
+      new Intl.DateTimeFormat("en-US", {
+        timeZone: uiTimezone(), year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit",
+        minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "longOffset",
+      }).formatToParts(d).forEach((p) => { parts[p.type] = p.value; });
+      const offset = parts.timeZoneName.replace("GMT", "") || "+00:00";
+      return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}:${parts.second} ${offset}`;
+    } catch (e) {
+      return d.toISOString(); // an unknown zone name: UTC, unambiguous
+    }
   }
 
   // -- the list ---------------------------------------------------------------------------------
@@ -129,6 +151,11 @@
   async function loadLeases() {
     try {
       const data = await api("api/leases");
+      if (!data.leases.length) {
+        $("#leases tbody").replaceChildren(el("tr", {}, el("td", { colspan: "5", class: "muted", "data-empty": "true",
+          text: "none: no attempt is computing a job now" })));
+        return;
+      }
       $("#leases tbody").replaceChildren(...data.leases.map((l) => el("tr", { "data-job-id": l.job_id },
         el("td", {}, el("a", { class: "job", href: `?job_id=${encodeURIComponent(l.job_id)}`, text: l.job_id,
           onclick: (ev) => { ev.preventDefault(); showJob(l.job_id); } })),
