@@ -266,3 +266,20 @@ def test_console_script_runs_from_the_fresh_venv(installed: dict[str, Any]) -> N
     assert cli.returncode == 0, cli.stdout[-2000:] + cli.stderr[-2000:]
     out = cli.stdout.lower()
     assert "airflow-jrs" in out and "forget" in out and "purge" in out
+
+
+def test_airflow_finds_the_plugin_once_with_the_repository_on_sys_path() -> None:
+    # The deployments put the repository on PYTHONPATH (the DAGs import jrs_testbench): an
+    # ``airflow_jrs.egg-info`` left in its root by the editable install was a second copy of the
+    # entry points, and every Airflow process logged "Plugin 'airflow_jrs' already registered".
+    code = (
+        "from airflow._shared.module_loading import entry_points_with_dist as eps\n"
+        "import json\n"
+        "print(json.dumps([str(d._path) for ep, d in eps('airflow.plugins') if ep.value.startswith('airflow_jrs')]))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    found = done.stdout.strip().splitlines()[-1]
+    assert len(json.loads(found)) == 1, f"the plugin's entry point is found in {found}: run ./dev setup"
+    assert not list(ROOT.glob("*.egg-info")), "./dev's editable install must not leave an egg-info in the repository"
