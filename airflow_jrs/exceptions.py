@@ -11,6 +11,7 @@
     ├── JobResultEntryError            something about one job's entry
     │   ├── JobResultEntryAlreadyExistsError   create_dirty_result on a job that has a result
     │   ├── NoSuchJobResultError               clean/forget on a job without a result
+    │   ├── JobResultEntryChangedError         forget of an entry that changed since it was read
     │   ├── CorruptJobResultError              stored bytes are not a valid entry (now quarantined)
     │   ├── UnsupportedSchemaVersionError      entry written by a newer airflow-jrs
     │   └── JobResultQuarantinedError          the job's entry sits in quarantine: operator action needed
@@ -111,6 +112,11 @@ class JobResultEntryAlreadyExistsError(JobResultEntryError):
 
 class NoSuchJobResultError(JobResultEntryError):
     """The job has no entry in the store."""
+
+
+class JobResultEntryChangedError(JobResultEntryError):
+    """A compare-and-set on the entry the caller read found another one (a newer result, or a
+    changed state): nothing was done. Read the entry again and decide on what is there now."""
 
 
 class CorruptJobResultError(JobResultEntryError):

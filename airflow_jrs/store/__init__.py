@@ -4,8 +4,11 @@ from airflow_jrs.store.aio import AsyncRedisJobResultStore
 from airflow_jrs.store.base import JobResultStore
 from airflow_jrs.store.keys import KeySpace
 from airflow_jrs.store.model import (
+    Actor,
     Attempt,
     EntryState,
+    HistoryNote,
+    HistoryReason,
     JobResult,
     JobResultEntry,
     JobStatus,
@@ -17,9 +20,12 @@ from airflow_jrs.store.serde import SCHEMA_VERSION, result_from_dict, result_to_
 
 __all__ = [
     "SCHEMA_VERSION",
+    "Actor",
     "AsyncRedisJobResultStore",
     "Attempt",
     "EntryState",
+    "HistoryNote",
+    "HistoryReason",
     "JobResult",
     "JobResultEntry",
     "JobResultStore",

@@ -5,7 +5,8 @@ State machine of one job's entry::
         (none) ──create_dirty_result──▶ DIRTY ──mark_result_as_clean──▶ CLEAN
            ▲                              │                               │
            └──────────── forget_result ───┴───────────────────────────────┘
-                         (kept in history; only on purpose)
+              (kept in history with who, when, why; only on purpose; a compare-and-set
+               on the entry the caller read, and on its fence when it holds the lease)
 
 * ``create_dirty_result`` on a job that has an entry, dirty or clean, raises
   :class:`JobResultEntryAlreadyExistsError`. It is atomic across processes: of any number
@@ -37,7 +38,7 @@ import abc
 from collections.abc import Sequence
 from datetime import timedelta
 
-from airflow_jrs.store.model import JobResult, JobResultEntry, validate_job_id
+from airflow_jrs.store.model import Actor, HistoryReason, JobResult, JobResultEntry, validate_job_id
 from airflow_jrs.store.query import EntryQuery, find_entries
 
 
@@ -53,23 +54,61 @@ class JobResultStore(abc.ABC):
         """Store ``result`` as the job's dirty entry; see the module docstring for the rules."""
         if not isinstance(result, JobResult):
             raise TypeError(f"expected a JobResult, got {type(result).__name__}")
-        return self._create_dirty_result(result.with_fence(fence), fence, supersede)
+        # the entry keeps the integer token (what users see); the script also checks the nonce
+        return self._create_dirty_result(result.with_fence(None if fence is None else int(fence)), fence, supersede)
 
-    def mark_result_as_clean(self, job_id: str) -> bool:
-        """Mark the job's entry clean; returns ``False`` when it already was (a no-op)."""
-        return self._mark_result_as_clean(validate_job_id(job_id))
+    def mark_result_as_clean(self, job_id: str, *, expected: JobResultEntry | None = None) -> bool:
+        """Mark the job's entry clean; returns ``False`` when it already was (a no-op).
 
-    def forget_result(self, job_id: str) -> JobResultEntry | None:
-        """Remove the job's entry on purpose so the job runs again; the entry goes to history.
+        A compare-and-set on ``expected``, the dirty entry the caller read (its stored bytes):
+        a cleanup commits the result its work was for, never one written while it ran (a
+        recompute, a changed-code run). When the job's entry is another one now, dirty or clean,
+        nothing changes and :class:`JobResultEntryChangedError` is raised; ``expected`` already
+        clean is a no-op as usual. Without ``expected`` whatever entry is there is marked: for
+        a person who decided on nothing they read (``airflow-jrs clean``)."""
+        job_id = validate_job_id(job_id)
+        if expected is not None:
+            if expected.job_id != job_id:
+                raise ValueError(f"expected is an entry of job {expected.job_id!r}, not of {job_id!r}")
+            if expected.stored is None:
+                raise ValueError("expected must be an entry read from the store (it carries its stored bytes)")
+        return self._mark_result_as_clean(job_id, expected)
+
+    def forget_result(
+        self,
+        job_id: str,
+        *,
+        expected: JobResultEntry | None = None,
+        fence: int | None = None,
+        reason: str = HistoryReason.FORGOTTEN,
+        actor: Actor | None = None,
+    ) -> JobResultEntry | None:
+        """Remove the job's entry on purpose so the job runs again; the entry goes to history,
+        with ``reason``, ``actor`` and the time (:attr:`JobResultEntry.moved` when read back).
+
+        A compare-and-set on ``expected``, the entry the caller read (its stored bytes): when
+        the job's entry is another one now (a newer result, a clean for a dirty), nothing is
+        forgotten and :class:`JobResultEntryChangedError` is raised. Without ``expected`` the
+        entry there now is forgotten, whatever it is: for scripts that decided on nothing
+        they read. An attempt passes its lease's ``fence`` too: a holder whose lease was taken
+        over meanwhile gets :class:`LeaseLostError` and forgets nothing. A person (the CLI,
+        the UI) holds no lease and passes none.
 
         Returns the forgotten entry (``None`` when it could not be decoded); raises
         :class:`NoSuchJobResultError` when there was none.
         """
-        return self._forget_result(validate_job_id(job_id))
+        job_id = validate_job_id(job_id)
+        if expected is not None:
+            if expected.job_id != job_id:
+                raise ValueError(f"expected is an entry of job {expected.job_id!r}, not of {job_id!r}")
+            if expected.stored is None:
+                raise ValueError("expected must be an entry read from the store (it carries the bytes read)")
+        return self._forget_result(job_id, expected, fence, str(reason), actor)
 
-    def release_quarantine(self, job_id: str) -> bytes:
-        """Drop a quarantined entry (after inspection) so the job may run again; returns its bytes."""
-        return self._release_quarantine(validate_job_id(job_id))
+    def release_quarantine(self, job_id: str, *, actor: Actor | None = None) -> bytes:
+        """Drop a quarantined entry (after inspection) so the job may run again; returns its bytes.
+        They go to the job's history (with a note naming ``actor`` when they are a JSON object)."""
+        return self._release_quarantine(validate_job_id(job_id), actor)
 
     def purge_clean_entries(self, older_than: timedelta) -> int:
         """Delete clean entries created more than ``older_than`` ago; returns how many.
@@ -130,7 +169,8 @@ class JobResultStore(abc.ABC):
 
     def get_history(self, job_id: str) -> list[JobResultEntry]:
         """Earlier entries of the job, newest first: superseded, forgotten, or (with
-        ``delete_on_commit``) committed and deleted."""
+        ``delete_on_commit``) committed and deleted. Each says why, when and by whom it moved
+        (:attr:`JobResultEntry.moved`; ``None`` for items an older airflow-jrs moved)."""
         return self._get_history(validate_job_id(job_id))
 
     def get_quarantined(self) -> list[str]:
@@ -142,13 +182,15 @@ class JobResultStore(abc.ABC):
     def _create_dirty_result(self, result: JobResult, fence: int | None, supersede: bool) -> JobResultEntry: ...
 
     @abc.abstractmethod
-    def _mark_result_as_clean(self, job_id: str) -> bool: ...
+    def _mark_result_as_clean(self, job_id: str, expected: JobResultEntry | None) -> bool: ...
 
     @abc.abstractmethod
-    def _forget_result(self, job_id: str) -> JobResultEntry | None: ...
+    def _forget_result(
+        self, job_id: str, expected: JobResultEntry | None, fence: int | None, reason: str, actor: Actor | None
+    ) -> JobResultEntry | None: ...
 
     @abc.abstractmethod
-    def _release_quarantine(self, job_id: str) -> bytes: ...
+    def _release_quarantine(self, job_id: str, actor: Actor | None) -> bytes: ...
 
     @abc.abstractmethod
     def _purge_clean_entries(self, older_than: timedelta) -> int: ...

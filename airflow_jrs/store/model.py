@@ -8,7 +8,9 @@ as a *dirty* entry; after its cleanup the entry turns *clean* (FLIP-194).
 from __future__ import annotations
 
 import enum
+import getpass
 import re
+import socket
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -128,13 +130,112 @@ class JobResult:
         return replace(self, fence=fence)
 
 
+class HistoryReason(enum.StrEnum):
+    """Why an entry left the job's current slot for its history."""
+
+    #: A person forgot it (``airflow-jrs forget``, the Job results page): the job runs again.
+    FORGOTTEN = "forgotten"
+    #: A DAG run asked to recompute it (``jrs_recompute``); the attempt forgot it under its lease.
+    RECOMPUTED = "recomputed"
+    #: A SUCCEEDED result of another fingerprint (changed code, args or ``job_version``) replaced it.
+    SUPERSEDED = "superseded"
+    #: It was FAILED, CANCELED or STOPPED, and a later attempt ran the job again.
+    RERUN = "rerun"
+    #: Committed and deleted (a store with ``delete_on_commit``).
+    COMMITTED = "committed"
+    #: Released from quarantine by a person (its bytes were unreadable).
+    RELEASED = "released"
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who moved an entry to history: a person at the UI or the CLI, or a task attempt.
+
+    For the on-call engineer, never for logic. ``via`` is ``ui``, ``cli``, ``task`` or ``api``
+    (a Python caller that said nothing else)."""
+
+    via: str
+    user: str | None = None
+    host: str | None = None
+    attempt: Attempt | None = None
+
+    @classmethod
+    def cli(cls) -> Actor:
+        """The person at this terminal: login name and host."""
+        try:
+            user: str | None = getpass.getuser()
+        except (KeyError, OSError):  # no login name (a container without a passwd entry)
+            user = None
+        return cls(via="cli", user=user, host=socket.gethostname())
+
+    @classmethod
+    def task(cls, attempt: Attempt | None) -> Actor:
+        """The task attempt running here."""
+        return cls(via="task", host=socket.gethostname(), attempt=attempt)
+
+    def describe(self) -> str:
+        """One line: ``admin (Airflow UI)``, ``alice@host1 (airflow-jrs CLI)``, ``dag.task run R try 2 on host1``."""
+        a = self.attempt
+        if a is not None:
+            who = f"{a.dag_id}.{a.task_id} run {a.run_id} try {a.try_number}"
+            if a.map_index != -1:
+                who += f" map {a.map_index}"
+        else:
+            who = self.user or "someone"
+            if self.host and self.via != "ui":
+                who += f"@{self.host}"
+        if self.via == "ui":
+            return f"{who} (Airflow UI)"
+        if self.via == "cli":
+            return f"{who} (airflow-jrs CLI)"
+        if self.via == "task" and self.host:
+            return f"{who} on {self.host}"
+        return who
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape the CLI's ``--json`` and the UI's API show (one shape for both)."""
+        a = self.attempt
+        attempt = None if a is None else {"dag_id": a.dag_id, "task_id": a.task_id, "run_id": a.run_id,
+                                          "try_number": a.try_number, "map_index": a.map_index}  # fmt: skip
+        doc = {"via": self.via, "user": self.user, "host": self.host, "attempt": attempt}
+        return {**{k: v for k, v in doc.items() if v is not None}, "text": self.describe()}
+
+
+@dataclass(frozen=True)
+class HistoryNote:
+    """Why, when and by whom an entry moved to the job's history (serde: the entry's ``h`` member)."""
+
+    reason: str  # a HistoryReason value; a newer airflow-jrs may write others
+    moved_at: datetime | None = None
+    actor: Actor | None = None
+
+    def describe(self) -> str:
+        """One line for people: ``forgotten by alice@host1 (airflow-jrs CLI)``."""
+        return f"{self.reason} by {self.actor.describe()}" if self.actor is not None else self.reason
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape the CLI's ``--json`` and the UI's API show (one shape for both)."""
+        return {
+            "reason": self.reason,
+            "moved_at": self.moved_at.isoformat() if self.moved_at else None,
+            "by": self.actor.to_json() if self.actor is not None else None,
+        }
+
+
 @dataclass(frozen=True)
 class JobResultEntry:
-    """A stored result plus its state; what readers get back."""
+    """A stored result plus its state; what readers get back.
+
+    ``stored`` holds the bytes the entry was read from (or written as): what a compare-and-set
+    on "the entry I read" compares (:meth:`~.base.JobResultStore.forget_result`). ``moved`` is
+    set on entries read from a job's history (``None`` when an older airflow-jrs moved it).
+    Neither takes part in equality: the same result is the same entry wherever it sits."""
 
     result: JobResult
     state: EntryState
     created_at: datetime | None = None
+    stored: bytes | None = field(default=None, compare=False, repr=False)
+    moved: HistoryNote | None = field(default=None, compare=False)
 
     @property
     def job_id(self) -> str:

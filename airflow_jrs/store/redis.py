@@ -8,7 +8,9 @@ Key layout: :mod:`airflow_jrs.store.keys`; scripts: :mod:`airflow_jrs.store.scri
 from __future__ import annotations
 
 import logging
+import socket
 import time
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -16,6 +18,7 @@ import redis as redis_lib
 
 from airflow_jrs.exceptions import (
     JobResultEntryAlreadyExistsError,
+    JobResultEntryChangedError,
     JobResultEntryError,
     JrsConfigError,
     LeaseLostError,
@@ -36,8 +39,9 @@ from airflow_jrs.store.entries import (
     quarantine_call,
     quarantined_error,
 )
+from airflow_jrs.store.fence import fence_arg
 from airflow_jrs.store.keys import KeySpace
-from airflow_jrs.store.model import EntryState, JobResult, JobResultEntry, utcnow
+from airflow_jrs.store.model import Actor, EntryState, HistoryReason, JobResult, JobResultEntry, utcnow
 from airflow_jrs.store.serde import (
     CLEAN_PREFIX,
     DIRTY_VERSION_PREFIX,
@@ -46,8 +50,10 @@ from airflow_jrs.store.serde import (
     EntryDecodeError,
     compact_fingerprint,
     decode_entry,
+    decode_history_item,
     encode_entry,
     event_message,
+    history_note,
 )
 
 log = logging.getLogger(__name__)
@@ -55,6 +61,8 @@ log = logging.getLogger(__name__)
 #: The index keeps the most recent creations only (docs/store-lifecycle.md): at a million
 #: entries it would otherwise cost ~148 B per job for a listing nobody pages through.
 DEFAULT_INDEX_LIMIT = 10_000
+#: Named in the history note of what a create supersedes.
+_HOST = socket.gethostname()
 #: Seconds a durable write waits for its acknowledgement; below redis-py's default read timeout (5 s).
 DEFAULT_DURABILITY_TIMEOUT = 3.0
 
@@ -141,6 +149,8 @@ class RedisJobResultStore(JobResultStore):
         created = utcnow()
         raw = encode_entry(result, EntryState.DIRTY, created)
         event = event_message("created", job_id, status=result.status.value, state="dirty")
+        # Who moves an entry it supersedes: the attempt that wrote the new result.
+        mover = Actor(via="task" if result.attempt else "api", host=_HOST, attempt=result.attempt)
         with redis_errors(f"create the result of job {job_id!r}", self.namespace, job_id):
             code = self._durable_write(
                 self._create,
@@ -160,7 +170,7 @@ class RedisJobResultStore(JobResultStore):
                     raw,
                     job_id,
                     int(created.timestamp() * 1000),
-                    "" if fence is None else str(fence),
+                    fence_arg(fence),
                     "1" if supersede else "0",
                     result.fingerprint or "",
                     self.history_limit,
@@ -170,10 +180,12 @@ class RedisJobResultStore(JobResultStore):
                     "1" if result.status.is_success else "0",
                     self.index_limit or 0,
                     compact_fingerprint(result.fingerprint),
+                    history_note(HistoryReason.RERUN, mover, created),
+                    history_note(HistoryReason.SUPERSEDED, mover, created),
                 ],
             )
         if code == scripts.OK:
-            return JobResultEntry(result=result, state=EntryState.DIRTY, created_at=created)
+            return JobResultEntry(result=result, state=EntryState.DIRTY, created_at=created, stored=raw.encode())
         if code == scripts.NOOP:
             raise JobResultEntryAlreadyExistsError(
                 f"job {job_id!r} already has a result in namespace {self.namespace!r}; a job's "
@@ -197,7 +209,7 @@ class RedisJobResultStore(JobResultStore):
             )
         raise quarantined_error(self.keys, job_id)
 
-    def _mark_result_as_clean(self, job_id: str, _retry: bool = True) -> bool:
+    def _mark_result_as_clean(self, job_id: str, expected: JobResultEntry | None, _retry: bool = True) -> bool:
         k = self.keys
         with redis_errors(f"mark job {job_id!r} clean", self.namespace, job_id):
             code = self._durable_write(
@@ -215,6 +227,8 @@ class RedisJobResultStore(JobResultStore):
                     self.history_limit,
                     CLEAN_PREFIX,
                     V1_CLEAN_PREFIX,
+                    expected.stored if expected is not None and expected.stored is not None else "",
+                    history_note(HistoryReason.COMMITTED, None, utcnow()),
                 ],
             )
         if code == scripts.OK:
@@ -228,17 +242,23 @@ class RedisJobResultStore(JobResultStore):
                 job_id=job_id,
                 namespace=self.namespace,
             )
+        if code == scripts.CHANGED:
+            raise self._changed_before_clean(job_id)
         if code == scripts.UNRECOGNISED and _retry:
             # Readable but not byte-canonical (edited by hand?): rewrite it canonically, retry once.
             # A corrupt entry is quarantined (and raises) by the read.
             with redis_errors(f"read the result of job {job_id!r}", self.namespace, job_id):
                 raw = self.client.get(k.result(job_id))
             if raw is not None:
+                if expected is not None and as_bytes(raw) != expected.stored:
+                    raise self._changed_before_clean(job_id)
                 entry = self._decode_or_quarantine(job_id, as_bytes(raw))
                 canonical = encode_entry(entry.result, entry.state, entry.created_at or utcnow())
                 with redis_errors(f"rewrite the entry of job {job_id!r}", self.namespace, job_id):
-                    self._rewrite(keys=[k.result(job_id)], args=[raw, canonical])
-            return self._mark_result_as_clean(job_id, _retry=False)
+                    rewritten = self._rewrite(keys=[k.result(job_id)], args=[raw, canonical])
+                if expected is not None and rewritten:  # the same entry, now in canonical bytes
+                    expected = replace(expected, stored=canonical.encode())
+            return self._mark_result_as_clean(job_id, expected, _retry=False)
         if code == scripts.UNRECOGNISED:
             raise StoreUnavailableError(
                 f"job {job_id!r}: the entry changed while it was being marked clean; retry the cleanup.",
@@ -247,13 +267,49 @@ class RedisJobResultStore(JobResultStore):
             )
         raise quarantined_error(self.keys, job_id)
 
-    def _forget_result(self, job_id: str) -> JobResultEntry | None:
+    def _changed_before_clean(self, job_id: str) -> JobResultEntryChangedError:
+        return JobResultEntryChangedError(
+            f"job {job_id!r}: its result changed since this cleanup read it (a newer result was "
+            f"written, or another cleanup committed it); it was not marked clean in namespace "
+            f"{self.namespace!r}. Read the entry again and clean up for what is there now.",
+            job_id=job_id,
+            namespace=self.namespace,
+        )
+
+    def _forget_result(
+        self, job_id: str, expected: JobResultEntry | None, fence: int | None, reason: str, actor: Actor | None
+    ) -> JobResultEntry | None:
         k = self.keys
         with redis_errors(f"forget job {job_id!r}", self.namespace, job_id):
-            raw = self.client.get(k.result(job_id))
-            code = self._forget(
-                keys=[k.result(job_id), k.history(job_id), k.dirty, k.index, k.unsuccessful],
-                args=[job_id, self.history_limit, k.events, event_message("forgotten", job_id)],
+            raw = expected.stored if expected is not None else self.client.get(k.result(job_id))
+            code = scripts.NOOP
+            if raw is not None:
+                code = self._forget(
+                    keys=[k.result(job_id), k.history(job_id), k.dirty, k.index, k.unsuccessful, k.lease(job_id)],
+                    args=[
+                        job_id,
+                        self.history_limit,
+                        k.events,
+                        event_message("forgotten", job_id, reason=reason),
+                        fence_arg(fence),
+                        raw,
+                        history_note(reason, actor, utcnow()),
+                    ],
+                )
+        if code == scripts.STALE_FENCE:
+            raise LeaseLostError(
+                f"job {job_id!r}: fencing token {fence} no longer holds the lease; its result was not "
+                "forgotten (another attempt owns the job now, and may have written a newer result).",
+                job_id=job_id,
+                fence=fence or 0,
+            )
+        if code == scripts.CHANGED:
+            raise JobResultEntryChangedError(
+                f"job {job_id!r}: its result changed since it was read (a newer result, or its cleanup "
+                f"ran); nothing was forgotten in namespace {self.namespace!r}. Look at it again "
+                f"(`airflow-jrs show {job_id}`) and forget what is there now if that is still wanted.",
+                job_id=job_id,
+                namespace=self.namespace,
             )
         if code != scripts.OK:
             raise NoSuchJobResultError(
@@ -261,17 +317,19 @@ class RedisJobResultStore(JobResultStore):
                 job_id=job_id,
                 namespace=self.namespace,
             )
+        if expected is not None:
+            return expected
         try:
-            return decode_entry(raw, job_id) if raw is not None else None
+            return decode_entry(as_bytes(raw), job_id)
         except EntryDecodeError:
             return None
 
-    def _release_quarantine(self, job_id: str) -> bytes:
+    def _release_quarantine(self, job_id: str, actor: Actor | None) -> bytes:
         k = self.keys
         with redis_errors(f"release job {job_id!r} from quarantine", self.namespace, job_id):
             raw = self._release(
                 keys=[k.quarantine(job_id), k.quarantined, k.history(job_id)],
-                args=[job_id, self.history_limit],
+                args=[job_id, self.history_limit, history_note(HistoryReason.RELEASED, actor, utcnow())],
             )
         if raw is None:
             raise NoSuchJobResultError(
@@ -429,7 +487,7 @@ class RedisJobResultStore(JobResultStore):
         out = []
         for raw in raws:
             try:
-                out.append(decode_entry(raw, job_id))
+                out.append(decode_history_item(raw, job_id))
             except EntryDecodeError as exc:
                 log.error("History of job %r holds an unreadable entry (%s); kept as is", job_id, exc)
         return out

@@ -136,7 +136,9 @@ return 1
 """
 )
 
-MARK_RESULT_AS_CLEAN = """
+MARK_RESULT_AS_CLEAN = (
+    _HISTORY_NOTE
+    + """
 -- Turn a dirty entry clean (cleanup finished). Idempotent: an already clean entry is a no-op.
 -- KEYS[1] - result key      KEYS[2] - dirty set     KEYS[3] - index zset
 -- KEYS[4] - quarantine key  KEYS[5] - history list
@@ -150,26 +152,49 @@ MARK_RESULT_AS_CLEAN = """
 -- ARGV[7] - history length cap
 -- ARGV[8] - the clean state prefix (serde.CLEAN_PREFIX), as long as the dirty one
 -- ARGV[9] - the clean state prefix of schema version 1 (serde.V1_CLEAN_PREFIX): still clean
--- return 1 marked clean, 2 was already clean, 0 no entry, -1 quarantined, -3 unrecognised
+-- ARGV[10] - the dirty entry's bytes as the caller read them (a cleanup: what its work was
+--            for), or '' to mark whatever entry is there. With bytes it is a compare-and-set:
+--            another entry, dirty or clean, is left as it is (-4); the same entry already
+--            clean (its body after the state prefix unchanged) is a no-op (2)
+-- ARGV[11] - history note of the entry deleted on commit (serde.history_note; '' none)
+-- return 1 marked clean, 2 was already clean, 0 no entry, -1 quarantined, -3 unrecognised,
+--        -4 the entry is not the one the caller read (nothing changed)
 local clean = ARGV[8]
 local n = string.len(clean)
+local expected = ARGV[10]
 local function is_clean(raw)
   return string.sub(raw, 1, n) == clean or string.sub(raw, 1, string.len(ARGV[9])) == ARGV[9]
+end
+-- the expected entry once committed: its bytes with the clean prefix; in history (delete on
+-- commit) a note may follow its last member, so there it is compared up to its closing brace
+local function same_entry_clean(raw, in_history)
+  if expected == '' then return true end
+  local committed = clean .. string.sub(expected, n + 1)
+  if not in_history then return raw == committed end
+  local body = string.sub(committed, 1, -2)
+  return string.sub(raw, 1, string.len(body)) == body
 end
 local v = redis.call('GET', KEYS[1])
 if not v then
   if redis.call('EXISTS', KEYS[4]) == 1 then return -1 end
   if ARGV[3] == '1' then
     local last = redis.call('LINDEX', KEYS[5], 0)
-    if last and is_clean(last) then return 2 end
+    if last and is_clean(last) then
+      if same_entry_clean(last, true) then return 2 end
+      return -4
+    end
   end
   return 0
 end
-if is_clean(v) then return 2 end
+if is_clean(v) then
+  if same_entry_clean(v, false) then return 2 end
+  return -4
+end
+if expected ~= '' and v ~= expected then return -4 end
 if string.sub(v, 1, string.len(ARGV[6])) ~= ARGV[6] then return -3 end
 redis.call('SREM', KEYS[2], ARGV[1])
 if ARGV[3] == '1' then
-  redis.call('LPUSH', KEYS[5], clean .. string.sub(v, n + 1))
+  redis.call('LPUSH', KEYS[5], noted(clean .. string.sub(v, n + 1), ARGV[11] or ''))
   redis.call('LTRIM', KEYS[5], 0, tonumber(ARGV[7]) - 1)
   redis.call('DEL', KEYS[1])
   redis.call('ZREM', KEYS[3], ARGV[1])
@@ -180,6 +205,7 @@ end
 redis.call('PUBLISH', ARGV[4], ARGV[5])
 return 1
 """
+)
 
 QUARANTINE_ENTRY = """
 -- Move an unreadable entry aside so it blocks its job (fail closed) without blocking others.

@@ -29,11 +29,11 @@ import binascii
 import json
 import re
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow_jrs.store.model import Attempt, EntryState, JobResult, JobResultEntry, JobStatus
+from airflow_jrs.store.model import Actor, Attempt, EntryState, HistoryNote, JobResult, JobResultEntry, JobStatus
 
 SCHEMA_VERSION = 2
 DIRTY_PREFIX = '{"s":"d"'
@@ -265,14 +265,22 @@ def _decode_v2(doc: dict[str, Any], job_id: str) -> JobResultEntry:
 def decode_entry(raw: bytes | str, job_id: str | None = None) -> JobResultEntry:
     """Decode and validate an entry, or raise :class:`EntryDecodeError` saying what is wrong.
 
-    ``job_id`` is the job whose key held ``raw``: version 2 does not repeat it in the value."""
+    ``job_id`` is the job whose key held ``raw``: version 2 does not repeat it in the value.
+    The entry keeps ``raw`` as its ``stored`` bytes (what a compare-and-set compares)."""
+    return replace(_decode_doc(_load(raw), job_id), stored=raw.encode() if isinstance(raw, str) else bytes(raw))
+
+
+def _load(raw: bytes | str) -> Any:
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        doc = json.loads(text)
+        return json.loads(text)
     except (UnicodeDecodeError, ValueError) as exc:
         raise EntryDecodeError(f"not UTF-8 JSON ({exc})") from None
     except RecursionError:  # nested deeper than the parser goes: not an entry of ours
         raise EntryDecodeError("JSON nested too deeply") from None
+
+
+def _decode_doc(doc: Any, job_id: str | None) -> JobResultEntry:
     if not isinstance(doc, dict):
         raise EntryDecodeError(f"expected a JSON object, got {type(doc).__name__}")
     version = doc.get("v")
@@ -300,6 +308,76 @@ def decode_entry(raw: bytes | str, job_id: str | None = None) -> JobResultEntry:
     except (KeyError, TypeError, ValueError) as exc:
         raise EntryDecodeError(f"invalid entry content: {exc!r}") from None
     return JobResultEntry(result=result, state=state, created_at=created_at)
+
+
+# -- history notes ---------------------------------------------------------------------------
+#: Version of the ``h`` member that a history item carries (see :func:`history_note`).
+HISTORY_NOTE_VERSION = 1
+
+
+def history_note(reason: str, actor: Actor | None, moved_at: datetime) -> str:
+    """The text a script appends, as the last member, to an entry it moves to history.
+
+    A history item is the entry as it was, plus ``"h":{"v":1,"r":reason,"t":time,"by":actor}``
+    (time as ``c``'s integer microseconds). Appended, not wrapped, so the item still starts with
+    the entry's state prefix (the clean script's retried delete-on-commit reads it by prefix)
+    and an older airflow-jrs, which ignores members it does not know, still reads the entry.
+    The scripts append it only to bytes that look like a JSON object; other bytes (a released
+    quarantine) go to history as they were."""
+    note: dict[str, Any] = {"v": HISTORY_NOTE_VERSION, "r": str(reason), "t": _time(moved_at)}
+    if actor is not None:
+        by: dict[str, Any] = {"via": actor.via, "user": actor.user, "host": actor.host}
+        if actor.attempt is not None:
+            a = actor.attempt
+            by["at"] = [a.dag_id, a.task_id, a.run_id, a.try_number] + ([a.map_index] if a.map_index != -1 else [])
+        note["by"] = {k: v for k, v in by.items() if v is not None}
+    return ',"h":' + json.dumps(note, separators=(",", ":"))
+
+
+def _read_actor(by: Any) -> Actor:
+    if not isinstance(by, dict):
+        raise TypeError(f"'by' must be a JSON object, got {type(by).__name__}")
+    at = by.get("at")
+    if at is not None and not (isinstance(at, list) and 4 <= len(at) <= 5):
+        raise TypeError(f"'by.at' must be [dag_id, task_id, run_id, try_number(, map_index)], got {at!r}")
+    via = by.get("via")
+    if not isinstance(via, str):
+        raise TypeError(f"'by.via' must be a string, got {via!r}")
+    return Actor(
+        via=via, user=_optional_str(by, "user"), host=_optional_str(by, "host"), attempt=Attempt(*at) if at else None
+    )
+
+
+def _read_note(note: Any) -> HistoryNote | None:
+    if not isinstance(note, dict):
+        raise TypeError(f"history note 'h' must be a JSON object, got {type(note).__name__}")
+    version = note.get("v")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ValueError(f"history note version 'h.v' is invalid: {version!r}")
+    if version > HISTORY_NOTE_VERSION:
+        return None  # a newer airflow-jrs wrote it: the entry still reads, its note does not
+    reason = note.get("r")
+    if not isinstance(reason, str) or not reason:
+        raise TypeError(f"history note reason 'h.r' must be a non-empty string, got {reason!r}")
+    by = note.get("by")
+    return HistoryNote(
+        reason=reason, moved_at=_read_time(note.get("t")), actor=_read_actor(by) if by is not None else None
+    )
+
+
+def decode_history_item(raw: bytes | str, job_id: str) -> JobResultEntry:
+    """An item of a job's history: the entry (as :func:`decode_entry` reads it) with ``moved``
+    set from its note; ``moved`` is ``None`` for items moved before notes existed. Raises
+    :class:`EntryDecodeError` when the entry or its note is invalid."""
+    doc = _load(raw)
+    entry = _decode_doc(doc, job_id)
+    note = None
+    if isinstance(doc, dict) and "h" in doc:
+        try:
+            note = _read_note(doc["h"])
+        except (TypeError, ValueError) as exc:
+            raise EntryDecodeError(f"invalid history note: {exc}") from None
+    return replace(entry, stored=raw.encode() if isinstance(raw, str) else bytes(raw), moved=note)
 
 
 def event_message(event: str, job_id: str, **extra: Any) -> str:

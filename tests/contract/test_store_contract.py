@@ -27,6 +27,7 @@ from airflow_jrs.exceptions import (
     CorruptJobResultError,
     InvalidJobIdError,
     JobResultEntryAlreadyExistsError,
+    JobResultEntryChangedError,
     JobResultQuarantinedError,
     LeaseLostError,
     NoSuchJobResultError,
@@ -37,6 +38,7 @@ from airflow_jrs.store import (
     Attempt,
     EntryState,
     JobResult,
+    JobResultEntry,
     JobResultStore,
     JobStatus,
 )
@@ -193,6 +195,80 @@ def test_mark_result_as_clean_accepts_every_entry_that_reads_as_dirty(backend: B
     assert store.has_dirty_job_result_entry("j")
     assert store.mark_result_as_clean("j") is True
     assert store.has_clean_job_result_entry("j")
+
+
+# mark_result_as_clean(expected=...): a compare-and-set on the entry a cleanup read (issue 18)
+
+
+def test_mark_result_as_clean_of_the_entry_read_commits_it(store: JobResultStore) -> None:
+    store.create_dirty_result(ok("j"))
+    read = store.get_entry("j")
+    assert read is not None
+    assert store.mark_result_as_clean("j", expected=read) is True
+    assert store.has_clean_job_result_entry("j")
+    assert store.mark_result_as_clean("j", expected=read) is False  # a retried cleanup: a no-op
+
+
+def test_mark_result_as_clean_leaves_a_result_written_after_the_read_dirty(store: JobResultStore) -> None:
+    store.create_dirty_result(ok("j", fingerprint="a" * 64))
+    read = store.get_entry("j")
+    assert read is not None
+    store.create_dirty_result(ok("j", fingerprint="b" * 64), supersede=True)  # a changed-code run
+    with pytest.raises(JobResultEntryChangedError) as info:
+        store.mark_result_as_clean("j", expected=read)
+    assert info.value.job_id == "j" and info.value.namespace == store.namespace
+    now = store.get_entry("j")
+    assert now is not None and now.is_dirty and now.result.fingerprint == "b" * 64
+    assert [r.job_id for r in store.get_dirty_results()] == ["j"]
+
+
+def test_mark_result_as_clean_refuses_when_another_result_was_committed_meanwhile(store: JobResultStore) -> None:
+    store.create_dirty_result(ok("j", fingerprint="a" * 64))
+    read = store.get_entry("j")
+    assert read is not None
+    store.create_dirty_result(ok("j", fingerprint="b" * 64), supersede=True)
+    store.mark_result_as_clean("j")  # the new result's own cleanup committed it
+    with pytest.raises(JobResultEntryChangedError):
+        store.mark_result_as_clean("j", expected=read)
+
+
+def test_mark_result_as_clean_of_an_entry_forgotten_after_the_read_raises_no_such_job_result(
+    store: JobResultStore,
+) -> None:
+    store.create_dirty_result(ok("j"))
+    read = store.get_entry("j")
+    store.forget_result("j")
+    with pytest.raises(NoSuchJobResultError):
+        store.mark_result_as_clean("j", expected=read)
+
+
+def test_mark_result_as_clean_compares_a_non_canonical_entry_by_what_it_reads_as(
+    backend: Backend, store: JobResultStore
+) -> None:
+    backend.write_raw_entry(store, "j", json.dumps(entry_doc("j")).encode())  # repaired by hand
+    read = store.get_entry("j")
+    assert store.mark_result_as_clean("j", expected=read) is True
+    assert store.has_clean_job_result_entry("j")
+
+
+def test_mark_result_as_clean_with_delete_on_commit_retried_with_the_entry_read_is_a_noop(
+    backend: Backend, namespace: str
+) -> None:
+    store = backend.make_store(namespace, delete_on_commit=True)
+    store.create_dirty_result(ok("j"))
+    read = store.get_entry("j")
+    assert store.mark_result_as_clean("j", expected=read) is True
+    assert store.mark_result_as_clean("j", expected=read) is False
+
+
+def test_mark_result_as_clean_needs_an_entry_read_from_the_store_of_that_job(store: JobResultStore) -> None:
+    store.create_dirty_result(ok("j"))
+    store.create_dirty_result(ok("k"))
+    with pytest.raises(ValueError, match="entry of job 'k'"):
+        store.mark_result_as_clean("j", expected=store.get_entry("k"))
+    with pytest.raises(ValueError, match="read from the store"):
+        store.mark_result_as_clean("j", expected=JobResultEntry(result=ok("j"), state=EntryState.DIRTY))
+    assert store.has_dirty_job_result_entry("j")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -797,6 +873,46 @@ def test_fenced_create_with_a_token_that_does_not_hold_the_lease_writes_nothing(
     assert backend.raw_entry(store, "j") is None
     assert store.get_dirty_results() == [] and store.list_entries() == []
     assert backend.has_intent(store, "j")  # the new holder's intent survives
+
+
+def test_a_stale_holders_forget_is_refused_and_the_newer_result_stays(backend: Backend, store: JobResultStore) -> None:
+    # Issue 18, defect 3. Timeline: attempt N takes the lease to recompute the committed result R0
+    # and reads it; N pauses; N+1 takes the lease over, forgets R0 under its fence and commits R1;
+    # N wakes and forgets what it read. Its forget must be refused: R1 stays, history holds R0 only.
+    r0 = store.create_dirty_result(ok("j", application_id="r0"))
+    store.mark_result_as_clean("j")
+    stale = backend.new_lease(store, "j")
+    n = stale.acquire()
+    read_by_n = store.get_entry("j")
+    assert read_by_n is not None and read_by_n.result == r0.result
+    newer = backend.new_lease(store, "j")
+    holder = newer.peek()
+    assert holder is not None and holder.token == n
+    n1 = newer.take_over(holder)
+    assert n1 is not None and n1 > n
+    store.forget_result("j", fence=n1, expected=store.get_entry("j"))
+    r1 = store.create_dirty_result(ok("j", application_id="r1"), fence=n1)
+    store.mark_result_as_clean("j")
+
+    with pytest.raises(LeaseLostError) as info:
+        store.forget_result("j", fence=n, expected=read_by_n)
+    assert info.value.fence == n and info.value.job_id == "j"
+    now = store.get_entry("j")
+    assert now is not None and now.result == r1.result and now.is_clean
+    assert [h.result.application_id for h in store.get_history("j")] == ["r0"]
+
+
+def test_a_forget_of_an_entry_that_changed_since_it_was_read_is_refused(store: JobResultStore) -> None:
+    # The operator path (CLI, UI) holds no lease: its forget is a compare-and-set on the entry the
+    # person looked at. A result written after they looked is not forgotten in its place.
+    store.create_dirty_result(JobResult(job_id="j", status=JobStatus.FAILED, application_id="looked-at"))
+    looked_at = store.get_entry("j")
+    newer = store.create_dirty_result(ok("j", application_id="newer"), supersede=True)
+    with pytest.raises(JobResultEntryChangedError) as info:
+        store.forget_result("j", expected=looked_at)
+    assert info.value.job_id == "j"
+    assert store.get_entry("j") == newer
+    assert [h.result.application_id for h in store.get_history("j")] == ["looked-at"]
 
 
 def test_fenced_create_checks_the_fence_before_the_existing_entry(store: JobResultStore) -> None:

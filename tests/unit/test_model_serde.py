@@ -287,3 +287,44 @@ def test_fingerprints_round_trip_in_whichever_form_they_are_stored(fingerprint: 
     raw = encode_entry(result, EntryState.DIRTY, CREATED)
     assert ('"F"' in raw) == (fingerprint is not None and len(fingerprint) == 64 and fingerprint.islower())
     assert decode_entry(raw, "dag.task.2013-01-01").result == result
+
+
+# -- history notes (issue 19 item 4) ------------------------------------------------------------
+
+
+def _noted(raw: str, note: str) -> str:
+    """What the scripts' ``noted`` prelude does to an entry it moves to history."""
+    return raw[:-1] + note + "}"
+
+
+def test_a_history_item_reads_back_with_who_when_and_why_and_keeps_its_state_prefix():
+    from airflow_jrs.store import Actor, Attempt, EntryState, HistoryReason, JobResult, JobStatus
+    from airflow_jrs.store.serde import CLEAN_PREFIX, decode_entry, decode_history_item, encode_entry, history_note
+
+    created = datetime(2024, 1, 2, tzinfo=UTC)
+    moved_at = datetime(2024, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
+    result = JobResult(job_id="d.t.1", status=JobStatus.SUCCEEDED, application_id="app-1")
+    raw = encode_entry(result, EntryState.CLEAN, created)
+    actor = Actor(via="task", host="w1", attempt=Attempt("d", "t", "manual__1", 2, 3))
+    item = _noted(raw, history_note(HistoryReason.RECOMPUTED, actor, moved_at))
+    assert item.startswith(CLEAN_PREFIX)  # the clean script's retried delete-on-commit reads it by prefix
+    read = decode_history_item(item, "d.t.1")
+    assert read.result == result and read.state is EntryState.CLEAN
+    assert read.moved is not None and read.moved.reason == "recomputed" and read.moved.moved_at == moved_at
+    assert read.moved.actor == actor
+    assert read.moved.describe() == "recomputed by d.t run manual__1 try 2 map 3 on w1"
+    # a reader that knows nothing of notes (older airflow-jrs, decode_entry) still reads the entry
+    assert decode_entry(item, "d.t.1") == read
+
+
+def test_a_history_note_of_a_newer_version_leaves_the_entry_readable_and_a_broken_one_is_an_error():
+    from airflow_jrs.store import EntryState, JobResult, JobStatus
+    from airflow_jrs.store.serde import EntryDecodeError, decode_history_item, encode_entry
+
+    raw = encode_entry(JobResult(job_id="d.t.1", status=JobStatus.FAILED), EntryState.DIRTY, datetime.now(UTC))
+    newer = decode_history_item(_noted(raw, ',"h":{"v":9,"x":1}'), "d.t.1")
+    assert newer.result.status is JobStatus.FAILED and newer.moved is None
+    assert decode_history_item(raw, "d.t.1").moved is None  # moved before notes existed
+    for bad in (',"h":[1]', ',"h":{"v":1}', ',"h":{"v":1,"r":"forgotten","by":{"via":3}}'):
+        with pytest.raises(EntryDecodeError, match="history note"):
+            decode_history_item(_noted(raw, bad), "d.t.1")

@@ -16,7 +16,7 @@ def test_public_surface_is_pinned():
     assert set(airflow_jrs.__all__) == {
         "Attempt", "CleanupError", "CorruptJobResultError", "EntryState", "InvalidJobIdError",
         "JobKilledError", "JobLease", "JobResult", "JobResultEntry", "JobResultEntryAlreadyExistsError",
-        "JobResultEntryError", "JobResultQuarantinedError", "JobResultSensor", "JobResultStore",
+        "JobResultEntryChangedError", "JobResultEntryError", "JobResultQuarantinedError", "JobResultSensor", "JobResultStore",
         "JobResultTrigger", "JobStatus", "JrsCleanupOperator", "JrsConfigError", "JrsError", "JrsHook",
         "JrsSparkSubmitOperator", "LeaseError", "LeaseHeldError", "LeaseLostError", "NoSuchJobResultError",
         "RedisJobResultStore", "StoreUnavailableError", "UnsupportedSchemaVersionError", "__version__",

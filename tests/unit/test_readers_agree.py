@@ -16,6 +16,7 @@ import pytest
 
 from airflow_jrs.cli import main as cli_main
 from airflow_jrs.store import (
+    Actor,
     AsyncRedisJobResultStore,
     EntryState,
     JobResult,
@@ -36,6 +37,9 @@ def _seed(kind: str, store: RedisJobResultStore) -> None:
     elif kind == "clean":
         store.create_dirty_result(JobResult(job_id=JOB, status=JobStatus.SUCCEEDED, fingerprint="fp"))
         store.mark_result_as_clean(JOB)
+    elif kind == "forgotten":  # in history with its note (who, when, why): no result for any reader
+        store.create_dirty_result(JobResult(job_id=JOB, status=JobStatus.SUCCEEDED, fingerprint="fp"))
+        store.forget_result(JOB, expected=store.get_entry(JOB), actor=Actor.cli())
     elif kind == "corrupt":
         store.client.set(keys.result(JOB), b"\x80 not json")
     elif kind == "quarantined":
@@ -144,7 +148,7 @@ def read_cli(redis_url: str, namespace: str, capsys: pytest.CaptureFixture[str])
     return ("error", name, named[0] if named else None)
 
 
-KINDS = ["empty", "dirty", "clean", "corrupt", "quarantined", "future"]
+KINDS = ["empty", "dirty", "clean", "forgotten", "corrupt", "quarantined", "future"]
 READERS = ["sync store", "async store", "sensor trigger", "start-in-triggerer trigger", "CLI"]
 
 
@@ -175,6 +179,7 @@ def test_every_reader_answers_like_the_store(kind, reader, redis_url, monkeypatc
     # ...and the store's answer is the one DESIGN.md asks for.
     want = {
         "empty": ("none",),
+        "forgotten": ("none",),
         "dirty": ("entry", EntryState.DIRTY.value),
         "clean": ("entry", EntryState.CLEAN.value),
         "corrupt": ("error", "CorruptJobResultError", "quarantine"),
