@@ -282,10 +282,22 @@ def entry_json(entry: JobResultEntry) -> dict[str, Any]:
         "status": entry.result.status.value,
         "created_at": created,
         "result": result_to_dict(entry.result),
+        **({"moved": entry.moved.to_json()} if entry.moved is not None else {}),
     }
 
 
 ENTRY_COLUMNS = ("job id", "state", "status", "fence", "created (UTC)", "written by")
+#: A history item: when it left the job's current slot, why and by whom, then the entry as it was.
+HISTORY_COLUMNS = ("moved (UTC)", "why", "by", "state", "status", "fence", "created (UTC)", "written by")
+
+
+def history_row(entry: JobResultEntry) -> list[Any]:
+    note = entry.moved
+    if note is None:  # moved by an airflow-jrs older than history notes
+        why, by, at = "-", "-", "-"
+    else:
+        why, by, at = note.reason, note.actor.describe() if note.actor else "-", stamp(note.moved_at)
+    return [at, why, by, *entry_row(entry)[1:]]
 
 
 def entry_row(entry: JobResultEntry) -> list[Any]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from airflow_jrs.cli.common import (
     ENTRY_COLUMNS,
+    HISTORY_COLUMNS,
     NOT_FOUND,
     OK,
     Ctx,
@@ -19,6 +20,7 @@ from airflow_jrs.cli.common import (
     empty_namespace_line,
     entry_json,
     entry_row,
+    history_row,
     stamp,
 )
 from airflow_jrs.exceptions import CorruptIntentError
@@ -105,7 +107,7 @@ def cmd_history(ctx: Ctx) -> int:
         ctx.out.line(f"job {job_id!r} has no history in {ctx.where()}")
     else:
         ctx.out.header(ctx, f"History of {job_id} (newest first)")
-        ctx.out.table(ENTRY_COLUMNS, [entry_row(h) for h in history])
+        ctx.out.table(HISTORY_COLUMNS, [history_row(h) for h in history])
     return OK if history else NOT_FOUND
 
 
@@ -247,5 +249,5 @@ def cmd_show(ctx: Ctx) -> int:
     if beat is not None:
         out.line(f"heartbeat: fence {beat.fence} on {beat.host}, {beat.state}, {beat.ttl_ms / 1000:.1f}s left")
     if history:
-        out.table(ENTRY_COLUMNS, [entry_row(h) for h in history], title="History (newest first)")
+        out.table(HISTORY_COLUMNS, [history_row(h) for h in history], title="History (newest first)")
     return OK if found else NOT_FOUND

@@ -23,8 +23,8 @@ from airflow_jrs.cli.common import (
     progress,
 )
 from airflow_jrs.cli.plan import load_dag, plan_jobs
-from airflow_jrs.exceptions import JobResultEntryError, NoSuchJobResultError
-from airflow_jrs.store import EntryState, JobResultEntry
+from airflow_jrs.exceptions import JobResultEntryChangedError, JobResultEntryError, NoSuchJobResultError
+from airflow_jrs.store import Actor, EntryState, JobResultEntry
 from airflow_jrs.store.model import utcnow
 from airflow_jrs.store.query import EntryQuery
 
@@ -100,19 +100,24 @@ def cmd_forget(ctx: Ctx) -> int:
         return _dry_run(ctx, {"forget": [entry_json(e) for e in entries], "skipped": skipped})
     ask(ctx, f"forget {len(entries)} results so their jobs run again")
     forgotten: list[str] = []
+    shown = len(skipped)
     with progress(ctx, "forgetting", len(entries)) as bar:
         for entry in entries:
-            try:
-                ctx.store.forget_result(entry.job_id)
+            try:  # a compare-and-set on the entry shown above: a newer result is never forgotten unseen
+                ctx.store.forget_result(entry.job_id, expected=entry, actor=Actor.cli())
                 forgotten.append(entry.job_id)
             except NoSuchJobResultError:
                 skipped.append(f"{entry.job_id}: gone meanwhile")
+            except JobResultEntryChangedError:
+                skipped.append(f"{entry.job_id}: changed since it was shown, not forgotten; run the command again")
             bar.advance(bar.task_ids[0])
     if ctx.out.as_json:
         ctx.out.json(ctx.located({"forgotten": forgotten, "skipped": skipped}))
     else:
         for job_id in forgotten:
             ctx.out.line(f"forgot {job_id} (kept in its history); the next run of the job computes it again")
+        for line in skipped[shown:]:
+            ctx.out.line(f"skipped {line}")
     return OK
 
 
@@ -154,7 +159,7 @@ def cmd_release_quarantine(ctx: Ctx) -> int:
     if ctx.args.dry_run:
         return _dry_run(ctx, {"release": [job_id]})
     ask(ctx, f"release job {job_id} from quarantine")
-    raw = ctx.store.release_quarantine(job_id)
+    raw = ctx.store.release_quarantine(job_id, actor=Actor.cli())
     text = raw.decode("utf-8", errors="replace")
     if ctx.out.as_json:
         ctx.out.json(ctx.located({"released": job_id, "bytes": text}))

@@ -162,6 +162,39 @@ def test_history_after_forget(base, store, capsys):
     assert main([*base, "history", "h.t.never"]) == 1
 
 
+def test_history_says_who_moved_each_entry_when_and_why(base, store, capsys):
+    # Issue 19 item 4: a forget from the CLI, a rerun after a failure, and a changed fingerprint
+    # each leave a history item naming the actor, the time and the reason, in text and in JSON.
+    import getpass
+    import socket
+
+    job = "who.t.2013-01-01"
+    store.create_dirty_result(JobResult(job_id=job, status=JobStatus.FAILED, error="OOM"))
+    by_task = Attempt(dag_id="who", task_id="t", run_id="manual__rerun", try_number=2)
+    store.create_dirty_result(
+        JobResult(job_id=job, status=JobStatus.SUCCEEDED, fingerprint="fp-1", attempt=by_task), supersede=True
+    )
+    store.create_dirty_result(JobResult(job_id=job, status=JobStatus.SUCCEEDED, fingerprint="fp-2"), supersede=True)
+    before = datetime.now(UTC)
+    assert main([*base, "forget", "--yes", job]) == 0
+    capsys.readouterr()
+
+    assert main([*base, "--json", "history", job]) == 0
+    moved = [h["moved"] for h in jout(capsys)["history"]]
+    assert [m["reason"] for m in moved] == ["forgotten", "superseded", "rerun"]
+    forgot = moved[0]
+    assert forgot["by"]["via"] == "cli" and forgot["by"]["user"] == getpass.getuser()
+    assert forgot["by"]["host"] == socket.gethostname()
+    assert datetime.fromisoformat(forgot["moved_at"]) >= before.replace(microsecond=0)
+    assert moved[2]["by"]["attempt"]["run_id"] == "manual__rerun"  # the attempt that ran it again
+
+    assert main([*base, "history", job]) == 0
+    text = capsys.readouterr().out
+    assert "why" in text and "forgotten" in text and "superseded" in text and "rerun" in text
+    assert f"{getpass.getuser()}@{socket.gethostname()} (airflow-jrs CLI)" in text
+    assert "who.t run manual__rerun try 2" in text
+
+
 def test_destructive_verbs_refuse_without_yes_off_a_terminal(base, store, capsys):
     store.create_dirty_result(ok("x.t.1"))
     store.create_dirty_result(ok("x.t.2"))
