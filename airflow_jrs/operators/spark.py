@@ -65,6 +65,7 @@ from airflow_jrs.payload import SKIPPED_RESULT_KEY, entry_payload, result_payloa
 from airflow_jrs.spark.commit import read_commit_marker
 from airflow_jrs.spark.conf import PLACEHOLDERS, fill_placeholders, job_conf
 from airflow_jrs.store import Attempt, EntryState, JobResultEntry, JobStatus
+from airflow_jrs.store.model import Actor, HistoryReason
 from airflow_jrs.store.requests import RecomputeRequests
 
 __all__ = ["PLACEHOLDERS", "JrsSparkSubmitOperator"]
@@ -201,8 +202,10 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             if decision.skip and decision.entry is not None:
                 if not self._recompute(request, first_seen, decision.entry):
                     return self._done(context, job_id, decision.entry, decision.reason + " (found under lease)")
-                lease.check()  # forget is not fenced: only a holder forgets, right after taking the lease
-                store.forget_result(job_id)
+                store.forget_result(  # fenced: a holder whose lease was taken over forgets nothing
+                    job_id, expected=decision.entry, fence=lease.check(), reason=HistoryReason.RECOMPUTED,
+                    actor=Actor.task(attempt),
+                )  # fmt: skip
                 self.log.warning(
                     "Job %s: recomputing on request (DAG run conf %r); the result of run %s moved to the job's "
                     "history.", job_id, recompute.RECOMPUTE_KEY,
