@@ -74,7 +74,7 @@ def main() -> int:
 
     sys.path.insert(0, str(ROOT))
     from airflow_jrs.store import validate_namespace
-    from jrs_testbench.deployment import LocalDeployment
+    from jrs_testbench.deployment import DeploymentError, LocalDeployment
     from jrs_testbench.helpers import jrs_env
     from jrs_testbench.redis_server import EmbeddedRedis
 
@@ -140,6 +140,9 @@ def main() -> int:
             deployment.check_alive()
     except KeyboardInterrupt:
         print("\nStopping ...", flush=True)
+    except DeploymentError as exc:  # a taken port, a component that keeps dying: say it, no traceback
+        print(f"airflow_local: {exc}", file=sys.stderr, flush=True)
+        return 1
     finally:
         if deployment is not None:
             deployment.stop()

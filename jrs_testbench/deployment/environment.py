@@ -57,8 +57,13 @@ def component_env(
     username: str,
     log_level: str,
     extra_env: Mapping[str, str],
+    log_server_ports: Mapping[str, int] | None = None,
 ) -> dict[str, str]:
-    """The environment of every component: ours (below) over ``os.environ``, ``extra_env`` last."""
+    """The environment of every component: ours (below) over ``os.environ``, ``extra_env`` last.
+
+    ``log_server_ports`` (``worker``, ``trigger``): where the scheduler's and the triggerer's log
+    servers listen; Airflow's defaults (8793, 8794) would be shared by every Airflow on the machine.
+    """
     bundle_list = [
         {"name": name, "classpath": LOCAL_BUNDLE, "kwargs": {"path": path}} for name, path in bundles.items()
     ]
@@ -91,6 +96,8 @@ def component_env(
         "AIRFLOW__LOGGING__LOGGING_LEVEL": log_level,
         "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
     }
+    for kind, port in (log_server_ports or {}).items():
+        airflow_env[f"AIRFLOW__LOGGING__{kind.upper()}_LOG_SERVER_PORT"] = str(port)
     if sql_alchemy_conn.startswith("sqlite"):
         airflow_env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS"] = f"{__name__}.SQLITE_CONNECT_ARGS"
     elif sql_alchemy_conn.startswith("postgresql+psycopg:") and not os.environ.get(

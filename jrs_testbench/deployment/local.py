@@ -46,6 +46,11 @@ from jrs_testbench.deployment.rest import AirflowClient, ApiError, DeploymentErr
 from jrs_testbench.helpers import ROOT, free_port
 
 COMPONENTS = ("api-server", "dag-processor", "scheduler", "triggerer")
+#: The log servers a component starts beside itself, by the environment variable of their port.
+LOG_SERVER_PORTS = {
+    "worker": "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT",
+    "trigger": "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT",
+}
 
 
 # -- processes -------------------------------------------------------------------------------------
@@ -118,6 +123,11 @@ class LocalDeployment:
         self.restarts: dict[str, int] = {}
         self._seen: set[Any] = set()  # descendants observed so far (psutil.Process, hashable)
         self.client = AirflowClient(self.url, self.username, self.password)
+        # The log servers' ports: the caller's, else free ones (never Airflow's shared defaults).
+        self.log_server_ports = {
+            kind: int(self.extra_env.get(var) or os.environ.get(var) or free_port())
+            for kind, var in LOG_SERVER_PORTS.items()
+        }
         self.env = component_env(
             home=self.home,
             bundles=self.bundles,
@@ -128,6 +138,7 @@ class LocalDeployment:
             username=self.username,
             log_level=self.log_level,
             extra_env=self.extra_env,
+            log_server_ports=self.log_server_ports,
         )
         self.backfills = Backfills(self.client, self.airflow, self.check_alive)
 
@@ -207,8 +218,38 @@ class LocalDeployment:
             )
         self._procs[name] = _Component(name, proc, log_path)
 
+    def check_ports(self) -> None:
+        """Every port the components will listen on is free and wanted once; else one error that
+        names the port, who wants it and the process holding it. A component that cannot bind
+        only says so in its log, and would be restarted in vain."""
+        wanted: list[tuple[int, str]] = []
+        if "api-server" in self.components:
+            wanted.append((self.api_port, "the API server (--port, api_port)"))
+        if "scheduler" in self.components:
+            wanted.append(
+                (self.log_server_ports["worker"], "the scheduler's log server ([logging] worker_log_server_port)")
+            )
+        if "triggerer" in self.components:
+            wanted.append(
+                (self.log_server_ports["trigger"], "the triggerer's log server ([logging] trigger_log_server_port)")
+            )
+        by_port: dict[int, str] = {}
+        for port, who in wanted:
+            if port in by_port:
+                raise DeploymentError(
+                    f"port {port} is wanted twice: by {by_port[port]} and by {who}; choose another --port"
+                )
+            by_port[port] = who
+        for port, who in wanted:
+            holder = port_holder(port)
+            if holder is not None:
+                raise DeploymentError(
+                    f"port {port}, wanted by {who}, is taken by {holder}: stop that process or choose another --port"
+                )
+
     def start(self, timeout: float = 240.0) -> LocalDeployment:
         """Migrate, start the components, wait until the API answers and every component is healthy."""
+        self.check_ports()
         self.home.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         try:
@@ -351,6 +392,33 @@ class LocalDeployment:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def port_holder(port: int) -> str | None:
+    """``None`` if ``port`` can be bound on every interface now, else who holds it: ``pid N
+    (command)`` when this user may see the process, else a plain ``another process``."""
+    import socket
+
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind: TIME_WAIT is no holder
+        try:
+            s.bind(("0.0.0.0", port))
+            return None
+        except OSError:
+            pass
+    try:
+        import psutil
+
+        for conn in psutil.net_connections(kind="tcp"):
+            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
+                try:
+                    command = " ".join(" ".join(psutil.Process(conn.pid).cmdline()).split())[:160]
+                except psutil.Error:
+                    command = "?"
+                return f"pid {conn.pid} ({command})"
+    except Exception:  # psutil may not see other users' sockets: say what we know
+        pass
+    return "another process (not visible to this user: try `ss -ltnp`)"
 
 
 def _running(proc: Any) -> bool:

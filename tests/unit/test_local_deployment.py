@@ -1,0 +1,65 @@
+"""The local deployment (``scripts/airflow_local.py``, the e2e tests' Airflow) before it starts:
+its ports, and what every DAG it runs gets. No Airflow process is started here."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jrs_testbench.deployment import DeploymentError, LocalDeployment
+from jrs_testbench.helpers import ROOT, free_port
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A port this test process listens on (so its pid and command line are known)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield int(s.getsockname()[1])
+
+
+def test_a_taken_api_port_is_named_with_the_process_that_holds_it(tmp_path: Path, taken_port: int):
+    deployment = LocalDeployment(tmp_path / "home", api_port=taken_port, components=("api-server",))
+    with pytest.raises(DeploymentError) as caught:
+        deployment.check_ports()
+    text = str(caught.value)
+    assert f"port {taken_port}" in text and "API server" in text
+    assert f"pid {os.getpid()}" in text and "python" in text  # who holds it
+    assert "--port" in text  # what to do
+
+
+def test_the_api_port_may_not_be_a_log_server_port(tmp_path: Path):
+    port = free_port()
+    env = {"AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(port)}
+    deployment = LocalDeployment(tmp_path / "home", api_port=port, env=env)
+    with pytest.raises(DeploymentError, match=rf"port {port} .*twice.*log server"):
+        deployment.check_ports()
+
+
+def test_log_servers_get_free_ports_so_deployments_never_collide(tmp_path: Path):
+    # Airflow's defaults (8793, 8794) would be shared by every deployment on the machine.
+    one = LocalDeployment(tmp_path / "one")
+    two = LocalDeployment(tmp_path / "two")
+    ports = [
+        int(d.env[f"AIRFLOW__LOGGING__{kind}_LOG_SERVER_PORT"]) for d in (one, two) for kind in ("WORKER", "TRIGGER")
+    ]
+    assert len(set(ports)) == 4 and not {8793, 8794} & set(ports)
+    one.check_ports()  # all free: no error
+
+
+def test_airflow_local_says_which_port_is_taken_instead_of_restarting_the_api_server(tmp_path: Path, taken_port: int):
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "airflow_local.py"), "--port", str(taken_port),
+         "--redis-url", "redis://127.0.0.1:1/0", "--home", str(tmp_path / "home")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"port {taken_port}" in done.stderr and f"pid {os.getpid()}" in done.stderr
+    assert "Traceback" not in done.stderr and "restarting" not in done.stderr
