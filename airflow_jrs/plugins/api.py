@@ -29,6 +29,7 @@ from typing import Annotated, Any
 
 from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_authenticated
+from airflow.api_fastapi.logging.decorators import action_logging
 from airflow.configuration import conf
 from fastapi import Body, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
@@ -36,6 +37,7 @@ from starlette.responses import Response
 
 from airflow_jrs.exceptions import (
     CorruptIntentError,
+    JobResultEntryChangedError,
     JobResultEntryError,
     JrsError,
     NoSuchJobResultError,
@@ -45,7 +47,7 @@ from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.intent import Heartbeats, IntentStore
 from airflow_jrs.lease import JobLease, LeaseHolder, held_leases
 from airflow_jrs.links import SPARK_UI_OPTION, spark_app_url
-from airflow_jrs.store import EntryState, JobResultEntry, JobStatus, RedisJobResultStore, result_to_dict
+from airflow_jrs.store import Actor, EntryState, JobResultEntry, JobStatus, RedisJobResultStore, result_to_dict
 from airflow_jrs.store.query import EntryQuery
 
 log = logging.getLogger(__name__)
@@ -149,12 +151,15 @@ def lease_dag(holder: LeaseHolder | None) -> str | None:
 def entry_json(entry: JobResultEntry) -> dict[str, Any]:
     result = result_to_dict(entry.result)
     spark = spark_app_url(conf.get("jrs", SPARK_UI_OPTION, fallback=None), entry.result.application_id)
-    return {
+    doc = {
         **result,
         "state": entry.state.value,
         "created_at": entry.created_at.isoformat() if entry.created_at else None,
         "spark_url": spark,
     }
+    if entry.moved is not None:  # a history item: why, when and by whom it moved there
+        doc["moved"] = entry.moved.to_json()
+    return doc
 
 
 def holder_json(holder: LeaseHolder | None) -> dict[str, Any] | None:
@@ -354,17 +359,36 @@ def create_app(backend: Backend | None = None) -> FastAPI:
         return {"namespace": b.store.namespace, "leases": out}
 
     # -- actions -----------------------------------------------------------------------------
-    @app.post("/api/results/{job_id:path}/forget")
+    # Each action also goes to Airflow's audit log (the Log table, "Browse > Audit Log") as
+    # Airflow's own routes do: who, which job (the path), the body, whether it was allowed or not.
+    @app.post("/api/results/{job_id:path}/forget", dependencies=[Depends(action_logging(event="jrs_forget"))])
     def forget(user: GetUserDep, job_id: str, body: ConfirmBody) -> dict[str, Any]:
-        """Forget the result on purpose: the next run of the job computes it again."""
+        """Forget the result on purpose: the next run of the job computes it again.
+
+        A compare-and-set on the entry read here, and on the one the page showed when the body
+        names its ``created_at``: a result written since the person looked is not forgotten."""
         _confirmed(job_id, body)
         b = backend.get()
-        Access(user).require("PUT", entry_dag(b.store.get_entry(job_id)))
-        b.store.forget_result(job_id)
+        entry = b.store.get_entry(job_id)
+        Access(user).require("PUT", entry_dag(entry))
+        if entry is None:
+            raise NoSuchJobResultError(
+                f"job {job_id!r} has no result in namespace {b.store.namespace!r}; nothing to forget.",
+                job_id=job_id,
+                namespace=b.store.namespace,
+            )
+        shown = body.get("created_at")
+        if shown is not None and shown != (entry.created_at.isoformat() if entry.created_at else None):
+            raise JobResultEntryChangedError(
+                f"job {job_id!r} has a newer result than the one shown; nothing was forgotten. Reload and look again.",
+                job_id=job_id,
+                namespace=b.store.namespace,
+            )
+        b.store.forget_result(job_id, expected=entry, actor=_actor(user))
         log.warning("Job results: %s forgot job %r", _who(user), job_id)
         return {"job_id": job_id, "done": "forgotten", "message": "forgotten (kept in history); the job runs again"}
 
-    @app.post("/api/results/{job_id:path}/mark-clean")
+    @app.post("/api/results/{job_id:path}/mark-clean", dependencies=[Depends(action_logging(event="jrs_mark_clean"))])
     def mark_clean(user: GetUserDep, job_id: str, body: ConfirmBody) -> dict[str, Any]:
         """Mark a dirty result clean without its cleanup (when its staging data is already gone)."""
         _confirmed(job_id, body)
@@ -374,26 +398,38 @@ def create_app(backend: Backend | None = None) -> FastAPI:
         log.warning("Job results: %s marked job %r clean", _who(user), job_id)
         return {"job_id": job_id, "done": "clean", "changed": changed}
 
-    @app.post("/api/results/{job_id:path}/release-quarantine")
+    @app.post(
+        "/api/results/{job_id:path}/release-quarantine",
+        dependencies=[Depends(action_logging(event="jrs_release_quarantine"))],
+    )
     def release_quarantine(user: GetUserDep, job_id: str, body: ConfirmBody) -> dict[str, Any]:
         """Drop a quarantined (corrupt) entry after inspection; returns its bytes."""
         _confirmed(job_id, body)
         Access(user).require("PUT", None)  # a corrupt entry names no DAG: only who may edit all
-        raw = backend.get().store.release_quarantine(job_id)
+        raw = backend.get().store.release_quarantine(job_id, actor=_actor(user))
         log.warning("Job results: %s released job %r from quarantine", _who(user), job_id)
         return {"job_id": job_id, "done": "released", "bytes": raw.decode("utf-8", errors="replace")[:4000]}
 
-    @app.post("/api/results/{job_id:path}/stop")
+    @app.post("/api/results/{job_id:path}/stop", dependencies=[Depends(action_logging(event="jrs_stop"))])
     def stop(user: GetUserDep, job_id: str, body: ConfirmBody) -> dict[str, Any]:
         """Ask a running streaming job to stop at its next batch boundary (STOPPED)."""
         return _stream_request(backend.get(), Access(user), user, job_id, body, "stop")
 
-    @app.post("/api/results/{job_id:path}/cancel")
+    @app.post("/api/results/{job_id:path}/cancel", dependencies=[Depends(action_logging(event="jrs_cancel"))])
     def cancel(user: GetUserDep, job_id: str, body: ConfirmBody) -> dict[str, Any]:
         """Ask a running streaming job to cancel at once (CANCELED)."""
         return _stream_request(backend.get(), Access(user), user, job_id, body, "cancel")
 
     return app
+
+
+def _actor(user: Any) -> Actor:
+    """The person at the UI, for the history note."""
+    try:
+        name: str | None = user.get_name()
+    except Exception:
+        name = None
+    return Actor(via="ui", user=name)
 
 
 def _who(user: Any) -> str:

@@ -317,6 +317,31 @@ def test_an_editor_forgets_marks_clean_and_releases_quarantine_with_confirmation
     assert r.status == 400 and "not a streaming job" in r.json()["detail"]
 
 
+def test_a_forget_from_the_ui_says_who_when_and_why_and_goes_to_airflows_audit_log(site: Site):
+    # Issue 19 item 4: the history item names the UI user, the time and the reason, and the
+    # action is a row of Airflow's own audit log (the Log table, served by /api/v2/eventLogs).
+    job = "dag_a.submit.2024-01-01"
+    shown = site.call("GET", f"/jrs/api/results/{job}", user="editor").json()["entry"]
+    stale = site.call("POST", f"/jrs/api/results/{job}/forget", user="editor",
+                      body={"confirm": job, "created_at": "2000-01-01T00:00:00+00:00"})  # fmt: skip
+    assert stale.status == 409 and "newer result" in stale.json()["detail"]
+    assert site.store.get_entry(job) is not None  # not the entry the page showed: nothing forgotten
+    r = site.call("POST", f"/jrs/api/results/{job}/forget", user="editor",
+                  body={"confirm": job, "created_at": shown["created_at"]})  # fmt: skip
+    assert r.status == 200, r.text
+
+    history = site.call("GET", f"/jrs/api/results/{job}", user="viewer").json()["history"]
+    moved = history[0]["moved"]
+    assert moved["reason"] == "forgotten" and moved["by"]["via"] == "ui" and moved["by"]["user"] == "editor"
+    assert moved["by"]["text"] == "editor (Airflow UI)" and moved["moved_at"]
+    assert history[0]["application_id"] == shown["application_id"]
+
+    logs = site.call("GET", "/api/v2/eventLogs?event=jrs_forget&limit=100", user="admin").json()["event_logs"]
+    mine = [x for x in logs if job in (x.get("extra") or "") and x["owner"] == "editor"]
+    assert mine, logs
+    assert json.loads(mine[-1]["extra"])["method"] == "POST"
+
+
 def test_the_store_password_is_in_no_answer(site: Site):
     # an answer of every kind, then all of them (this module's earlier tests included)
     for method, path in ROUTES:

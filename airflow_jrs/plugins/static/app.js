@@ -175,6 +175,16 @@
     return el("div", {}, el("h3", { text: title }), el("pre", { text: JSON.stringify(value, null, 2) }));
   }
 
+  // Each history item first says when, why and by whom it moved there (its "moved" note).
+  function historySection(items) {
+    if (!items || !items.length) return null;
+    const lines = items.map((h) => el("li", { "data-reason": h.moved ? h.moved.reason : "" },
+      h.moved ? `${when(h.moved.moved_at)} · ${h.moved.reason}${h.moved.by ? ` by ${h.moved.by.text}` : ""}` : "moved (no note)",
+      ` — was ${h.status} (${h.state}), created ${when(h.created_at)}${h.fence != null ? `, fence ${h.fence}` : ""}`));
+    return el("div", {}, el("h3", { text: "History (newest first)" }), el("ul", { class: "history" }, ...lines),
+      el("pre", { text: JSON.stringify(items, null, 2) }));
+  }
+
   // The page's own confirmation dialog, not window.confirm(): the UI frames this page in a
   // sandbox without allow-modals, where the browser ignores confirm() (it returns false) and
   // every action would silently do nothing.
@@ -202,13 +212,13 @@
     });
   }
 
-  async function act(jobId, action, question) {
+  async function act(jobId, action, question, extra = {}) {
     if (!(await confirmAction(question, ACTION_LABELS[action] || action))) return;
     try {
       const done = await api(`api/results/${jobId.split("/").map(encodeURIComponent).join("/")}/${action}`, {
         method: "POST",
         headers: { "Content-Type": "application/json", Accept: "application/json" },
-        body: JSON.stringify({ confirm: jobId }),
+        body: JSON.stringify({ ...extra, confirm: jobId }),
       });
       // Reload first: loading the list resets the message line.
       if (document.body.dataset.page === "results") { await loadResults(); loadLeases(); }
@@ -239,7 +249,7 @@
     const actions = el("div", { class: "actions" });
     if (d.can_edit) {
       if (e) actions.append(el("button", { type: "button", "data-action": "forget", text: "Forget (run again)",
-        onclick: () => act(d.job_id, "forget", `Forget the result of ${d.job_id}? The next run of the job computes it again (the entry stays in its history).`) }));
+        onclick: () => act(d.job_id, "forget", `Forget the result of ${d.job_id}? The next run of the job computes it again (the entry stays in its history).`, { created_at: e.created_at }) }));
       if (e && e.state === "dirty") actions.append(el("button", { type: "button", "data-action": "mark-clean", text: "Mark clean",
         onclick: () => act(d.job_id, "mark-clean", `Mark ${d.job_id} clean without running its cleanup? Only if its staging data is already gone.`) }));
       if (d.quarantined) actions.append(el("button", { type: "button", "data-action": "release-quarantine", text: "Release quarantine",
@@ -256,7 +266,7 @@
       section("Problem", d.problem),
       section("Outputs", e && e.outputs), section("Metrics", e && e.metrics),
       section("Lease holder", d.lease), section("Intent (running attempt)", d.intent),
-      section("Heartbeat", d.heartbeat), section("History", d.history),
+      section("Heartbeat", d.heartbeat), historySection(d.history),
       task && task.payload && Object.keys(task.payload).length ? section("What this task returned", task.payload) : null,
     ].filter((node) => node !== null && node !== undefined));
     box.hidden = false;
