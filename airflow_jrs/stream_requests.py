@@ -1,23 +1,26 @@
-"""Stop or cancel a running streaming job from outside Airflow (``airflow-jrs stop|cancel``).
+"""Stop or cancel a running job from outside Airflow (``airflow-jrs stop|cancel``, the Job results page).
 
 The job's intent (recorded while an attempt runs, :mod:`airflow_jrs.intent`) names the fence of
-the running attempt and its staging folder, which for a streaming job is the stream's stable
-output folder; its ``control/`` folder sits beside it. The request goes there
-(:mod:`airflow_jrs.spark.control`), for that fence only, and the driver acts on it wherever it
-runs. The operator then records STOPPED or CANCELED. Airflow-free.
+the running attempt. The request goes to the one stop path
+(:mod:`airflow_jrs.store.stop_requests`), for that fence only; the attempt's supervisor relays
+it on its host (for a stream, to the driver's control file beside the stream's output). The
+task then records STOPPED or CANCELED, or, when the task is gone, the supervisor does.
+Airflow-free.
 """
 
 from __future__ import annotations
 
 import getpass
 import socket
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow_jrs.exceptions import JrsError
-from airflow_jrs.intent import IntentStore
+from airflow_jrs.intent import Heartbeats, IntentStore
 from airflow_jrs.paths import control_path_of_output
 from airflow_jrs.spark.control import write_request
 from airflow_jrs.store import RedisJobResultStore
+from airflow_jrs.store.stop_requests import StopRequests
 
 
 class NoRunningStreamError(JrsError):
@@ -29,8 +32,17 @@ class NoRunningStreamError(JrsError):
         self.namespace = namespace
 
 
-def request_stream(store: RedisJobResultStore, job_id: str, kind: str, *, by: str | None = None) -> dict[str, Any]:
-    """Write a ``stop`` or ``cancel`` request for the running attempt of ``job_id``; returns it."""
+def request_stream(
+    store: RedisJobResultStore, job_id: str, kind: str, *, by: str | None = None, reason: str = ""
+) -> dict[str, Any]:
+    """Ask the running attempt of ``job_id`` to stop or cancel, through the one stop path
+    (:mod:`airflow_jrs.store.stop_requests`); returns the request in force.
+
+    The supervisor of the attempt relays it on its host: a stream's driver stops at a batch
+    boundary (killed after its ``stop_timeout``) or is canceled at once; a batch job is
+    terminated (SIGTERM, then SIGKILL after a grace period). A stream without a running
+    supervisor (an attempt of an older airflow-jrs) also gets the request in its control file,
+    which its driver polls."""
     intent = IntentStore(store.client, store.namespace, spec_root="").get(job_id)
     if intent is None:
         raise NoRunningStreamError(
@@ -40,13 +52,35 @@ def request_stream(store: RedisJobResultStore, job_id: str, kind: str, *, by: st
             namespace=store.namespace,
         )
     control = control_path_of_output(intent.staging)
-    if control is None:
+    beat = Heartbeats(store.client, store.namespace).get(job_id)
+    supervised = beat is not None and beat.running and beat.fence == intent.fence
+    if control is None and not supervised:
         raise NoRunningStreamError(
-            f"job {job_id!r} (fence {intent.fence}) is not a streaming job (its output {intent.staging} is "
-            "per attempt); stop it by marking its Airflow task failed, which kills spark-submit.",
+            f"job {job_id!r} (fence {intent.fence}) has no running supervisor to relay a {kind} (its "
+            "spark-submit ended, or runs bare); stop it by marking its Airflow task failed, which kills "
+            "spark-submit.",
             job_id=job_id,
             namespace=store.namespace,
         )
     who = by or f"airflow-jrs {kind} ({getpass.getuser()}@{socket.gethostname()})"
-    doc = write_request(control, kind, intent.fence, by=who)
-    return {**doc, "job_id": job_id, "control": control}
+    request = StopRequests(store.client, store.namespace).ask(job_id, intent.fence, kind, by=who, reason=reason)
+    if request is None:
+        raise NoRunningStreamError(
+            f"job {job_id!r}: the attempt of fence {intent.fence} ended meanwhile; nothing to {kind}. "
+            "`airflow-jrs show` tells its result.",
+            job_id=job_id,
+            namespace=store.namespace,
+        )
+    if control is not None and not supervised:
+        write_request(control, request.kind, intent.fence, by=who)
+    relay = f"its supervisor on host {beat.host} (pid {beat.pid})" if supervised and beat else "its driver"
+    return {
+        "v": 1,
+        "kind": request.kind,
+        "fence": request.fence,
+        "requested_at": datetime.fromtimestamp(request.at, UTC).isoformat(),
+        "by": request.by,
+        "job_id": job_id,
+        "control": control or store.keys.control(job_id),
+        "relay": relay,
+    }

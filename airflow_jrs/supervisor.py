@@ -55,6 +55,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from airflow_jrs.intent import HeartbeatGone, Heartbeats, StaleHeartbeat
+from airflow_jrs.store.fence import Fence, fence_arg
 from airflow_jrs.store.stop_requests import CANCEL, StopRequest, StopRequests
 
 SUPERVISOR_ENV = "JRS_SUPERVISOR_REDIS"
@@ -91,7 +92,7 @@ def supervised_command(
         stream += ["--stop-timeout", str(stop_timeout)]
     return [
         sys.executable, "-m", "airflow_jrs.supervisor", "--namespace", namespace, "--job-id", job_id,
-        "--fence", str(fence), "--ttl", str(ttl), *stream, "--", *command,
+        "--fence", fence_arg(fence), "--ttl", str(ttl), *stream, "--", *command,
     ]  # fmt: skip
 
 
@@ -231,6 +232,20 @@ class Relay:
         return False
 
 
+def _control_dir_of(beats: Heartbeats, job_id: str, fence: int) -> str | None:
+    """A stream's control folder, from the intent of this fence (its staging is the stream's
+    output folder); ``None`` for a batch job, or when the intent cannot be read."""
+    from airflow_jrs.intent import IntentStore
+    from airflow_jrs.paths import control_path_of_output
+
+    try:
+        intent = IntentStore(beats.client, beats.namespace, spec_root="").get(job_id)
+    except Exception as exc:
+        _say(f"could not read the intent of job {job_id} ({exc}); a stop terminates spark-submit")
+        return None
+    return control_path_of_output(intent.staging) if intent is not None and intent.fence == fence else None
+
+
 def supervise(
     command: Sequence[str],
     beats: Heartbeats,
@@ -260,6 +275,8 @@ def supervise(
     relay_output.start()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda s, _f: child.send_signal(s))
+    if control_dir is None:
+        control_dir = _control_dir_of(beats, job_id, fence)
     relay = Relay(StopRequests(beats.client, beats.namespace), job_id, fence, control_dir, stop_timeout, grace)
     # One beat is two socket operations at most (connect, then the script), each bounded by
     # ttl/6 (:func:`_client`): a beat is only started when it ends before the self-fence
@@ -362,7 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m airflow_jrs.supervisor", description=__doc__.split("\n\n")[0])
     parser.add_argument("--namespace", required=True)
     parser.add_argument("--job-id", required=True)
-    parser.add_argument("--fence", type=int, required=True)
+    parser.add_argument("--fence", type=Fence.parse, required=True, help="<token> or <token>:<nonce>")
     parser.add_argument("--ttl", type=float, required=True)
     parser.add_argument("--control-dir", help="a stream's control folder: stops are forwarded to its driver")
     parser.add_argument("--stop-timeout", type=float, default=DEFAULT_STOP_TIMEOUT)

@@ -11,7 +11,9 @@
    (STOPPED: recorded, and the task fails without retries: someone asked for the stop);
 3. when spark-submit failed: a cancel requested for this fence records CANCELED (not FAILED);
 4. ``on_kill`` / ``execution_timeout`` (:meth:`StreamAttempt.stop_then_cancel`): request a
-   stop, wait up to ``stop_timeout`` for spark-submit to exit, then cancel (request + kill);
+   stop through the one stop path (:mod:`airflow_jrs.store.stop_requests`: the supervisor
+   forwards it to the driver), wait up to ``stop_timeout`` for spark-submit to exit, then
+   cancel (request + kill);
    a second kill while the stop waits cancels at once. The outcome is recorded (STOPPED when
    the driver confirmed the stop, else CANCELED) under the attempt's fence on a fresh
    connection, before the lease is revoked; the task still fails (invariant 5).
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_jrs.intent import Heartbeats
 from airflow_jrs.lease import fresh_client
 from airflow_jrs.operators.attempt import JobRun
 from airflow_jrs.paths import checkpoint_path, control_path, stream_output_path
@@ -36,6 +39,7 @@ from airflow_jrs.spark.conf import streaming_conf
 from airflow_jrs.spark.control import CANCEL, FINISHED, STOP, STOPPED, clear_request, read_outcome, requested_kind
 from airflow_jrs.spark.control import write_request as _write_request
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
+from airflow_jrs.store.stop_requests import StopRequest, StopRequests
 
 log = logging.getLogger(__name__)
 
@@ -124,8 +128,18 @@ class StreamAttempt:
         outcome = read_outcome(self.paths.control, self.fence)
         return outcome is not None and outcome.get("ended") == FINISHED
 
-    def cancel_requested(self) -> bool:
+    def request_in_force(self) -> StopRequest | None:
+        """The stop or cancel request for this attempt (:mod:`airflow_jrs.store.stop_requests`)."""
         try:
+            return StopRequests(self.run.store.client, self.run.store.namespace).get(self.run.job_id, self.fence)
+        except Exception:
+            return None
+
+    def cancel_requested(self) -> bool:
+        request = self.request_in_force()
+        if request is not None:
+            return request.cancel
+        try:  # an unsupervised attempt: the request went to the control file only
             return requested_kind(self.paths.control, self.fence) == CANCEL
         except Exception:
             return False
@@ -148,10 +162,27 @@ class StreamAttempt:
 
     # -- kill -----------------------------------------------------------------------------------
     def request(self, kind: str, by: str) -> None:
+        """Ask through the one stop path (the supervisor forwards a stop to the driver); on a
+        connection of its own (this runs inside ``on_kill``). An attempt without a running
+        supervisor gets the request in its control file directly."""
+        job_id, store = self.run.job_id, self.run.store
+        supervised = False
+        try:
+            client = fresh_client(store.client)
+            try:
+                StopRequests(client, store.namespace).ask(job_id, self.fence, kind, by=by, reason="the task was killed")
+                beat = Heartbeats(client, store.namespace).get(job_id)
+                supervised = beat is not None and beat.running and beat.fence == self.fence
+            finally:
+                client.close()
+        except Exception as exc:  # the control file below, and the kill, still end the attempt
+            log.warning("Job %s: could not record the %s request in the store: %s", job_id, kind, exc)
+        if supervised:
+            return
         try:
             _write_request(self.paths.control, kind, self.fence, by=by)
         except Exception as exc:  # the kill below still ends the attempt
-            log.warning("Job %s: could not write the %s request: %s", self.run.job_id, kind, exc)
+            log.warning("Job %s: could not write the %s request: %s", job_id, kind, exc)
 
     def stop_then_cancel(self, by: str) -> None:
         """Stop at a batch boundary within ``stop_timeout``, else cancel; record the outcome.

@@ -503,14 +503,17 @@ redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'host', ARGV[3], 'pid', ARGV[4], '
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 local request = ''
 if redis.call('HGET', KEYS[1], 'stop') then request = 'stop' end  -- asked by an older successor
-if KEYS[3] and redis.call('HGET', KEYS[3], 'fence') == ARGV[1] then
+-- a request names the attempt by its token (the CLI and the UI know no nonce)
+if KEYS[3] and fence_token(redis.call('HGET', KEYS[3], 'fence') or '') == fence_token(ARGV[1]) then
   request = redis.call('HGET', KEYS[3], 'kind') or request
 end
 return {1, request}
 """
 )
 
-REQUEST_CONTROL = """
+REQUEST_CONTROL = (
+    _FENCE_CHECK
+    + """
 -- Ask the running attempt of fence ARGV[1] to stop (at a batch boundary, for a stream) or to
 -- cancel (at once): the one place every stop and cancel goes (CLI, UI, on_kill, a successor).
 -- The supervisor of that fence reads it with its beat and acts on the host. One request per job,
@@ -530,14 +533,16 @@ if raw then
   if ok and type(doc) == 'table' and doc['fence'] ~= nil then
     local fence = tostring(doc['fence'])
     if type(doc['nonce']) == 'string' then fence = fence .. ':' .. doc['nonce'] end
-    if fence == ARGV[1] then running = true end
+    -- by token: the CLI and the UI name an attempt by the token they show
+    if fence == ARGV[1] or fence_token(fence) == fence_token(ARGV[1]) then running = true end
   end
 end
-if redis.call('HGET', KEYS[3], 'fence') == ARGV[1] and redis.call('HGET', KEYS[3], 'state') == 'running' then
+local beat = redis.call('HMGET', KEYS[3], 'fence', 'state')
+if beat[1] and fence_token(beat[1]) == fence_token(ARGV[1]) and beat[2] == 'running' then
   running = true
 end
 if not running then return {0, ''} end
-if redis.call('HGET', KEYS[1], 'fence') == ARGV[1] then
+if fence_token(redis.call('HGET', KEYS[1], 'fence') or '') == fence_token(ARGV[1]) then
   if ARGV[2] == 'stop' and redis.call('HGET', KEYS[1], 'kind') == 'cancel' then return {2, 'cancel'} end
 else
   redis.call('DEL', KEYS[1])
@@ -546,6 +551,7 @@ redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'kind', ARGV[2], 'by', ARGV[3], 'a
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 return {1, ARGV[2]}
 """
+)
 
 END_HEARTBEAT = """
 -- The supervisor's spark-submit ended: say how, and keep that answer a while for the successor.

@@ -88,13 +88,14 @@ class StopRequests:
         with redis_errors(f"read the stop request of job {job_id!r}", self.namespace, job_id):
             values = self.client.hmget(self.keys.control(job_id), _FIELDS)
         doc = {f: as_str(v) for f, v in zip(_FIELDS, values, strict=True) if v is not None}
-        if doc.get("kind") not in KINDS or not (doc.get("fence") or "").isdigit():
+        token = (doc.get("fence") or "").split(":")[0]  # a token, or a fence identity <token>:<nonce>
+        if doc.get("kind") not in KINDS or not token.isdigit():
             return None
-        if fence is not None and int(doc["fence"]) != int(fence):
+        if fence is not None and int(token) != int(fence):
             return None
         return StopRequest(
             job_id=job_id,
-            fence=int(doc["fence"]),
+            fence=int(token),
             kind=doc["kind"],
             by=doc.get("by", "?"),
             at=int(doc.get("at_ms") or 0) / 1000,

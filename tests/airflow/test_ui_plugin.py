@@ -311,10 +311,11 @@ def test_an_editor_forgets_marks_clean_and_releases_quarantine_with_confirmation
     assert r.status == 200 and "{not json" in r.json()["bytes"]
     assert quarantined not in site.store.get_quarantined()
 
-    # not a streaming job: the stop request is refused with the reason, nothing written
+    # a batch job whose attempt runs without a supervisor: nobody could relay the stop, so it is
+    # refused with the reason (and what to do instead), nothing written
     r = site.call("POST", "/jrs/api/results/dag_a.submit.2024-01-09/stop", user="editor",
                   body={"confirm": "dag_a.submit.2024-01-09"})  # fmt: skip
-    assert r.status == 400 and "not a streaming job" in r.json()["detail"]
+    assert r.status == 400 and "no running supervisor" in r.json()["detail"]
 
 
 def test_a_forget_from_the_ui_says_who_when_and_why_and_goes_to_airflows_audit_log(site: Site):

@@ -74,10 +74,10 @@ def leased(redis_url, namespace):
 
 def test_it_beats_while_the_child_runs_and_records_how_it_ended(redis_url, namespace, leased, tmp_path):
     beats = Heartbeats(redis.Redis.from_url(redis_url), namespace)
-    proc = start(redis_url, namespace, 1, tmp_path / "out", 1.5)
+    proc = start(redis_url, namespace, leased.token, tmp_path / "out", 1.5)
     wait_until(lambda: (b := beats.get(JOB)) is not None and b.child, 30, "a heartbeat naming the child")
     beat = beats.get(JOB)
-    assert beat.running and beat.fence == 1 and beat.pid == proc.pid and 0 < beat.ttl_ms <= 3000
+    assert beat.running and beat.fence == leased.token and beat.pid == proc.pid and 0 < beat.ttl_ms <= 3000
     assert proc.wait(60) == 0
     ended = beats.get(JOB)
     assert ended.state == "ended" and ended.exit_code == 0 and (tmp_path / "out" / "finished").exists()
@@ -86,18 +86,19 @@ def test_it_beats_while_the_child_runs_and_records_how_it_ended(redis_url, names
 def test_a_successor_stop_request_stops_the_child(redis_url, namespace, leased, tmp_path):
     client = redis.Redis.from_url(redis_url)
     beats, requests = Heartbeats(client, namespace), StopRequests(client, namespace)
-    proc = start(redis_url, namespace, 1, tmp_path / "out", 120)
+    proc = start(redis_url, namespace, leased.token, tmp_path / "out", 120)
     wait_until(lambda: (tmp_path / "out" / "started").exists(), 30, "the child")
     assert requests.ask(JOB, 2, "stop", by="test") is None  # only the running fence's
-    assert requests.ask(JOB, 1, "stop", by="a successor (fence 2)").kind == "stop"
+    assert requests.ask(JOB, leased.token, "stop", by="a successor (fence 2)").kind == "stop"
     assert proc.wait(60) == 128 + signal.SIGTERM  # a batch job: terminated (SIGTERM, then a grace)
     assert beats.get(JOB).state == "ended" and not (tmp_path / "out" / "finished").exists()
 
 
 def test_an_attempt_that_lost_its_lease_before_the_launch_starts_nothing(redis_url, namespace, leased, tmp_path):
+    fence = leased.token
     leased.release()
     JobLease(redis.Redis.from_url(redis_url), namespace, JOB, ttl=30).acquire()  # a successor: fence 2
-    proc = start(redis_url, namespace, 1, tmp_path / "out", 120)
+    proc = start(redis_url, namespace, fence, tmp_path / "out", 120)
     assert proc.wait(60) == LOST_BEFORE_START
     assert not (tmp_path / "out").exists()  # the child never ran
     assert Heartbeats(redis.Redis.from_url(redis_url), namespace).get(JOB) is None
@@ -105,16 +106,16 @@ def test_an_attempt_that_lost_its_lease_before_the_launch_starts_nothing(redis_u
 
 def test_a_newer_fences_heartbeat_stops_the_older_supervisors_child(redis_url, namespace, leased, tmp_path):
     beats = Heartbeats(redis.Redis.from_url(redis_url), namespace)
-    proc = start(redis_url, namespace, 1, tmp_path / "out", 120, ttl=1.5)
+    proc = start(redis_url, namespace, leased.token, tmp_path / "out", 120, ttl=1.5)
     wait_until(lambda: (tmp_path / "out" / "started").exists(), 30, "the child")
     successor = JobLease(redis.Redis.from_url(redis_url), namespace, JOB, ttl=30)
     assert successor.take_over(leased.peek()) == 2
-    beats.beat(JOB, 2, 30_000, host="elsewhere", pid=1, child=0, first=True)  # the successor's supervisor
+    beats.beat(JOB, successor.token, 30_000, host="elsewhere", pid=1, child=0, first=True)  # the successor's
     assert proc.wait(60) == 128 + signal.SIGTERM
 
 
 def test_killing_the_supervisor_kills_the_child_and_the_task_dying_does_not(redis_url, namespace, leased, tmp_path):
-    proc = start(redis_url, namespace, 1, tmp_path / "out", 120, stdout=subprocess.PIPE)
+    proc = start(redis_url, namespace, leased.token, tmp_path / "out", 120, stdout=subprocess.PIPE)
     wait_until(lambda: (tmp_path / "out" / "started").exists(), 30, "the child")
     child = psutil.Process(int((tmp_path / "out" / "started").read_text()))
     proc.stdout.close()  # the task process that read spark-submit's output is gone
@@ -127,8 +128,8 @@ def test_killing_the_supervisor_kills_the_child_and_the_task_dying_does_not(redi
 
 def test_a_supervisor_cut_off_from_redis_stops_its_child_before_its_heartbeat_expires(tmp_path, namespace):
     with EmbeddedRedis(tmp_path / "redis") as server:
-        JobLease(redis.Redis.from_url(server.url), namespace, JOB, ttl=30).acquire()
-        proc = start(server.url, namespace, 1, tmp_path / "out", 120, ttl=3)
+        fence = JobLease(redis.Redis.from_url(server.url), namespace, JOB, ttl=30).acquire()
+        proc = start(server.url, namespace, fence, tmp_path / "out", 120, ttl=3)
         wait_until(lambda: (tmp_path / "out" / "started").exists(), 30, "the child")
         os.kill(server.process.pid, signal.SIGSTOP)  # a partition: Redis answers nothing
         try:
@@ -145,7 +146,7 @@ def test_a_supervisor_whose_heartbeat_expired_early_stops_its_child_instead_of_r
     heartbeat before its TTL: a successor may already run. The next beat must not bring the key back."""
     client = redis.Redis.from_url(redis_url)
     beats = Heartbeats(client, namespace)
-    proc = start(redis_url, namespace, 1, tmp_path / "out", 120, ttl=3)
+    proc = start(redis_url, namespace, leased.token, tmp_path / "out", 120, ttl=3)
     wait_until(lambda: (tmp_path / "out" / "started").exists(), 30, "the child")
     wait_until(lambda: (b := beats.get(JOB)) is not None and b.child, 30, "a heartbeat naming the child")
     child = psutil.Process(int((tmp_path / "out" / "started").read_text()))
@@ -168,7 +169,7 @@ def test_a_later_beat_never_creates_a_heartbeat(redis_url, namespace, leased):
 
     beats = Heartbeats(redis.Redis.from_url(redis_url), namespace)
     with pytest.raises(StaleHeartbeat):
-        beats.beat(JOB, 1, 30_000, host="h", pid=1, child=2)  # no first beat: nothing to renew
+        beats.beat(JOB, leased.token, 30_000, host="h", pid=1, child=2)  # no first beat: nothing to renew
     assert beats.get(JOB) is None
-    beats.beat(JOB, 1, 30_000, host="h", pid=1, child=0, first=True)
-    assert beats.beat(JOB, 1, 30_000, host="h", pid=1, child=2) is None  # renews its own
+    beats.beat(JOB, leased.token, 30_000, host="h", pid=1, child=0, first=True)
+    assert beats.beat(JOB, leased.token, 30_000, host="h", pid=1, child=2) is None  # renews its own
