@@ -277,7 +277,7 @@ class Heartbeats:
         beat creates the heartbeat."""
         keys = [self.keys.heartbeat(job_id), self.keys.lease(job_id), self.keys.control(job_id)]
         with redis_errors(f"renew the heartbeat of job {job_id!r}", self.namespace, job_id):
-            args = [fence_arg(fence), ttl_ms, host, pid, child, "1" if first else "0"]
+            args: list[str | int] = [fence_arg(fence), ttl_ms, host, pid, child, "1" if first else "0"]
             code, request = self._beat(keys=keys, args=args)
         if int(code) == scripts.STALE_FENCE:
             raise StaleHeartbeat(job_id, fence)
@@ -288,7 +288,7 @@ class Heartbeats:
     def end(self, job_id: str, fence: int, exit_code: int) -> bool:
         """Record how spark-submit ended; ``False`` when another fence owns the heartbeat."""
         with redis_errors(f"record the end of job {job_id!r}'s submission", self.namespace, job_id):
-            args = [fence_arg(fence), exit_code, ENDED_KEEP_MS]
+            args: list[str | int] = [fence_arg(fence), exit_code, ENDED_KEEP_MS]
             return bool(self._end(keys=[self.keys.heartbeat(job_id)], args=args))
 
     def get(self, job_id: str) -> Heartbeat | None:

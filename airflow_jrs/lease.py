@@ -12,7 +12,12 @@ change of the job compares the caller's token with the lease's inside one Lua sc
     t3  A wakes, tries to write    script sees token 8 != 7  -> LeaseLostError, nothing written
 
 Unlike redis-py's ``Lock`` (a random token: tells holders apart but not their order) the
-token orders holders, and unlike a lock without TTL a crashed holder frees the job.
+token orders holders, and unlike a lock without TTL a crashed holder frees the job. And like
+``Lock``, each lease also has a random *owner nonce* (:mod:`airflow_jrs.store.fence`) that every
+fenced script compares with the token: a counter that went back (a failover that lost the
+``INCR``, an ``everysec`` crash) can hand token 8 out twice, the nonce tells those two holders
+apart. The nonce also lets a retried ACQUIRE or TAKE_OVER (its first reply lost on the wire)
+recognise the lease it already took.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import redis as redis_lib
 from airflow_jrs.exceptions import JrsConfigError, LeaseHeldError, LeaseLostError, redis_errors
 from airflow_jrs.store import scripts
 from airflow_jrs.store.entries import as_str
+from airflow_jrs.store.fence import Fence, fence_arg, new_nonce
 from airflow_jrs.store.keys import KeySpace
 from airflow_jrs.store.model import validate_job_id
 
@@ -67,24 +73,32 @@ def default_owner(**extra: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class LeaseHolder:
-    """Who holds a job's lease now: the fencing token, the owner (host, pid, task) and the TTL left."""
+    """Who holds a job's lease now: the fencing token, the owner (host, pid, task), the TTL left,
+    and the owner nonce (``None`` for a lease taken by a version without nonces)."""
 
     token: int
     owner: dict[str, Any]
     ttl_ms: int
+    nonce: str | None = None
+
+    @property
+    def fence(self) -> Fence:
+        """The holder's fence identity: what a take-over compares."""
+        return Fence(self.token, self.nonce)
 
     def describe(self) -> dict[str, Any]:
         return {**self.owner, "token": self.token, "ttl_ms": self.ttl_ms}
 
 
-def _holder(token: Any, owner: Any, ttl_ms: Any) -> LeaseHolder:
+def _holder(token: Any, owner: Any, ttl_ms: Any, nonce: Any = None) -> LeaseHolder:
     try:
         parsed = json.loads(owner) if owner else {}
         if not isinstance(parsed, dict):
             raise ValueError(owner)
     except ValueError:
         parsed = {"owner": repr(owner)}
-    return LeaseHolder(token=int(token), owner=parsed, ttl_ms=int(ttl_ms))
+    nonce = as_str(nonce) if nonce else None
+    return LeaseHolder(token=int(token), owner=parsed, ttl_ms=int(ttl_ms), nonce=nonce or None)
 
 
 #: Connection kwargs a cluster client keeps that belong to that client object, not to its settings.
@@ -119,7 +133,10 @@ class JobLease:
         if self.ttl < 1:
             raise JrsConfigError(f"lease ttl must be at least 1 second, got {self.ttl}")
         self.keys = KeySpace(self.namespace)
-        self.token: int | None = None
+        #: This lease's owner nonce: with the token, an identity that cannot repeat (a lost INCR
+        #: can re-issue a token, never a nonce). One per instance, so a retried command keeps it.
+        self.nonce = new_nonce()
+        self.token: Fence | None = None
         self.lost = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -136,21 +153,23 @@ class JobLease:
         """The keys of ACQUIRE_LEASE; TAKE_OVER_LEASE uses the same, so both count on one fence."""
         return [self.keys.lease(self.job_id), self.keys.fence_counter, self.keys.fence(self.job_id)]
 
-    def acquire(self) -> int:
-        """Take the lease and return the fencing token, or raise :class:`LeaseHeldError`."""
+    def acquire(self) -> Fence:
+        """Take the lease and return its fence (the token, carrying this lease's nonce), or raise
+        :class:`LeaseHeldError`. A retry of this call after a lost reply gets the same fence."""
         with redis_errors(f"acquire the lease of job {self.job_id!r}", self.namespace, self.job_id):
             reply = self._acquire(
-                keys=self._acquire_keys(), args=[json.dumps(self.owner), self.ttl_ms, int(time.time() * 1000)]
+                keys=self._acquire_keys(),
+                args=[json.dumps(self.owner), self.ttl_ms, int(time.time() * 1000), self.nonce],
             )
         if int(reply[0]) == scripts.ACQUIRED:
-            self.token = int(reply[1])
+            self.token = Fence(int(reply[1]), self.nonce)
             return self.token
-        raise self._held(_holder(reply[1], reply[2], reply[3]))
+        raise self._held(_holder(*reply[1:5]))
 
-    def take_over(self, dead: LeaseHolder) -> int | None:
+    def take_over(self, dead: LeaseHolder) -> Fence | None:
         """Take the lease from ``dead``, a holder the caller proved dead, before its TTL runs out.
 
-        A compare-and-set on ``dead.token`` that hands out a new token from the fence counter:
+        A compare-and-set on ``dead``'s token and nonce that hands out a new token from the fence counter:
         whatever ``dead`` left running can no longer write, and of two successors that proved the
         same holder dead only one gets the lease. Returns the new token; ``None`` when the lease is
         gone meanwhile (call :meth:`acquire`); raises :class:`LeaseHeldError` naming whoever holds
@@ -159,14 +178,14 @@ class JobLease:
         with redis_errors(f"take over the lease of job {self.job_id!r}", self.namespace, self.job_id):
             reply = self._take_over(
                 keys=self._acquire_keys(),
-                args=[dead.token, json.dumps(self.owner), self.ttl_ms, int(time.time() * 1000)],
+                args=[fence_arg(dead.fence), json.dumps(self.owner), self.ttl_ms, int(time.time() * 1000), self.nonce],
             )
         if int(reply[0]) == scripts.ACQUIRED:
-            self.token = int(reply[1])
+            self.token = Fence(int(reply[1]), self.nonce)
             return self.token
         if len(reply) < 4:
             return None
-        raise self._held(_holder(reply[1], reply[2], reply[3]))
+        raise self._held(_holder(*reply[1:5]))
 
     def _held(self, holder: LeaseHolder) -> LeaseHeldError:
         return LeaseHeldError(
@@ -181,12 +200,12 @@ class JobLease:
         key = self.keys.lease(self.job_id)
         with redis_errors(f"read the lease of job {self.job_id!r}", self.namespace, self.job_id):
             pipe = self.client.pipeline(transaction=False)
-            pipe.hmget(key, ["token", "owner"])
+            pipe.hmget(key, ["token", "owner", "nonce"])
             pipe.pttl(key)
-            (token, owner), ttl_ms = pipe.execute()
+            (token, owner, nonce), ttl_ms = pipe.execute()
         if token is None:
             return None
-        return _holder(as_str(token), as_str(owner) if owner is not None else None, ttl_ms)
+        return _holder(as_str(token), as_str(owner) if owner is not None else None, ttl_ms, nonce)
 
     def revoke(self) -> bool:
         """Release our lease on a connection of its own; safe inside a signal handler.
@@ -203,7 +222,7 @@ class JobLease:
             client = fresh_client(self.client)
             try:
                 release = client.register_script(scripts.RELEASE_LEASE)
-                return bool(release(keys=[self.keys.lease(self.job_id)], args=[self.token]))
+                return bool(release(keys=[self.keys.lease(self.job_id)], args=[fence_arg(self.token)]))
             finally:
                 client.close()
         except Exception as exc:
@@ -214,7 +233,7 @@ class JobLease:
         """Extend the lease; ``False`` (and :attr:`lost` set) when it is no longer ours."""
         token = self._require_token()
         with redis_errors(f"renew the lease of job {self.job_id!r}", self.namespace, self.job_id):
-            ok = bool(self._renew(keys=[self.keys.lease(self.job_id)], args=[token, self.ttl_ms]))
+            ok = bool(self._renew(keys=[self.keys.lease(self.job_id)], args=[fence_arg(token), self.ttl_ms]))
         if not ok:
             self._mark_lost()
         return ok
@@ -225,10 +244,11 @@ class JobLease:
         if self.token is None:
             return False
         with redis_errors(f"release the lease of job {self.job_id!r}", self.namespace, self.job_id):
-            return bool(self._release(keys=[self.keys.lease(self.job_id)], args=[self.token]))
+            return bool(self._release(keys=[self.keys.lease(self.job_id)], args=[fence_arg(self.token)]))
 
-    def check(self) -> int:
-        """Raise :class:`LeaseLostError` when renewal noticed the loss; else return the token."""
+    def check(self) -> Fence:
+        """Raise :class:`LeaseLostError` when renewal noticed the loss; else return the fence (the
+        token, carrying the nonce: pass it to every fenced write)."""
         token = self._require_token()
         if self.lost.is_set():
             raise LeaseLostError(
@@ -278,7 +298,7 @@ class JobLease:
         if self.on_lost is not None:
             self.on_lost(self)
 
-    def _require_token(self) -> int:
+    def _require_token(self) -> Fence:
         if self.token is None:
             # A programming error, not a state of the job: no JrsError on purpose.
             raise RuntimeError(f"the lease of job {self.job_id!r} was never acquired; call acquire() first")
@@ -295,14 +315,14 @@ def held_leases(client: redis_lib.Redis, namespace: str) -> dict[str, LeaseHolde
         found = sorted(as_str(k) for k in client.scan_iter(match=keys.job_pattern("lease"), count=1000))
         pipe = client.pipeline(transaction=False)
         for key in found:
-            pipe.hmget(key, ["token", "owner"])
+            pipe.hmget(key, ["token", "owner", "nonce"])
             pipe.pttl(key)
         replies = pipe.execute() if found else []
     held: dict[str, LeaseHolder] = {}
     for i, key in enumerate(found):
-        (token, owner), ttl_ms = replies[2 * i], replies[2 * i + 1]
+        (token, owner, nonce), ttl_ms = replies[2 * i], replies[2 * i + 1]
         if token is not None:
             held[keys.job_id_of("lease", key)] = _holder(
-                as_str(token), as_str(owner) if owner is not None else None, ttl_ms
+                as_str(token), as_str(owner) if owner is not None else None, ttl_ms, nonce
             )
     return held

@@ -5,19 +5,25 @@ backend; recovery looks for a predecessor's application by name and tag; cleanup
 every staging folder and spec but the winner's and a live attempt's. All of them must
 compute the same paths and names, so they all call these functions::
 
-    <output_root>/<namespace>/<job dir>/fence-<token>/         staging of one attempt
-    <spec_root>/<namespace>/<job dir>/fence-<token>.json       spec of one attempt
+    <output_root>/<namespace>/<job dir>/fence-<token>-<nonce>/       staging of one attempt
+    <spec_root>/<namespace>/<job dir>/fence-<token>-<nonce>.json     spec of one attempt
     <output_root>/<namespace>/<job dir>/stream/{checkpoint,output,control}/   a streaming job
     jrs-<namespace>-<job id>-f<token>                          Spark application name
 
 ``<job dir>`` is the job id with ``/`` replaced by ``_`` (a job id may hold ``/``; a path
-segment may not). Airflow-free: the PySpark side and the CLI may import it.
+segment may not). ``<nonce>`` is the owner nonce of the attempt's lease
+(:mod:`airflow_jrs.store.fence`): two attempts handed the same token after a failover that lost
+the counter's ``INCR`` still get folders of their own. Folders named ``fence-<token>`` (no
+nonce) are from versions before it, and are read alike (:func:`fence_token_of`). The
+application name keeps the bare token: it is what people search for in the Spark UI.
+Airflow-free: the PySpark side and the CLI may import it.
 """
 
 from __future__ import annotations
 
 import hashlib
 
+from airflow_jrs.store.fence import nonce_of
 from airflow_jrs.store.model import validate_job_id
 
 FENCE_PREFIX = "fence-"
@@ -31,8 +37,20 @@ def job_dir(job_id: str) -> str:
 
 
 def fence_name(fence: int) -> str:
-    """``fence-<token>``: the name of one attempt's staging folder (and spec, plus ``.json``)."""
-    return f"{FENCE_PREFIX}{int(fence)}"
+    """``fence-<token>-<nonce>``: the name of one attempt's staging folder (and spec, plus
+    ``.json``); ``fence-<token>`` for a fence without a nonce (a plain ``int``)."""
+    nonce = nonce_of(fence)
+    return f"{FENCE_PREFIX}{int(fence)}-{nonce}" if nonce else f"{FENCE_PREFIX}{int(fence)}"
+
+
+def fence_token_of(name: str) -> int | None:
+    """The token in a ``fence-<token>[-<nonce>]`` name (a ``.json`` suffix allowed), or ``None``
+    when ``name`` is not one: what cleanup compares with a result's integer ``fence``."""
+    stem = name.removesuffix(".json")
+    if not stem.startswith(FENCE_PREFIX):
+        return None
+    token = stem[len(FENCE_PREFIX) :].split("-", 1)[0]
+    return int(token) if token.isdigit() else None
 
 
 def staging_root(output_root: str, namespace: str, job_id: str) -> str:

@@ -24,7 +24,7 @@ from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.hooks.store_failures import airflow_failures
 from airflow_jrs.intent import IntentStore
 from airflow_jrs.operators.steps import reached
-from airflow_jrs.paths import FENCE_PREFIX, fence_name, spec_dir, staging_root
+from airflow_jrs.paths import FENCE_PREFIX, fence_token_of, spec_dir, staging_root
 from airflow_jrs.payload import result_payload, submitted_job_ids
 from airflow_jrs.store import EntryState, JobResult, RedisJobResultStore
 
@@ -181,14 +181,17 @@ class JrsCleanupOperator(BaseOperator):
         if live:
             self.log.info("Job %s: fences %s are in use by a live attempt; their files are kept.", job_id, live)
         if self.remove_staging_losers:
-            winner = fence_name(result.fence) if result.fence is not None else None
+            # the winner's folder is fence-<token>-<nonce> (fence-<token> before nonces); the entry
+            # keeps only the token, so every folder of that token is kept (the nonce only tells
+            # apart two holders of a re-issued token: keeping both is a leak, never a loss)
+            winner = result.fence if result.status.is_success else None
             job_root = ObjectStoragePath(staging_root(s.output_root, hook.namespace, job_id))
 
             def remove_losers() -> None:
                 if not job_root.exists():
                     return
                 for child in job_root.iterdir():
-                    keep = (result.status.is_success and child.name == winner) or child.name in live
+                    keep = (winner is not None and fence_token_of(child.name) == winner) or child.name in live
                     if child.name.startswith(FENCE_PREFIX) and not keep:
                         remove_path(str(child))
                         self.log.info("Removed staging %s", child)

@@ -384,7 +384,7 @@ if KEYS[3] then
   end
 end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'token', token, 'owner', ARGV[2], 'acquired_ms', ARGV[4], 'taken_from', ARGV[1])
+redis.call('HSET', KEYS[1], 'token', token, 'owner', ARGV[2], 'acquired_ms', ARGV[4], 'taken_from', fence_token(ARGV[1]))
 if ARGV[5] and ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'nonce', ARGV[5]) end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {1, token}

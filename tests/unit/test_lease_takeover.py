@@ -23,6 +23,7 @@ from airflow_jrs.intent import Heartbeats
 from airflow_jrs.lease import JobLease, LeaseHolder, default_owner, process_identity
 from airflow_jrs.operators.takeover import judge, refusal, take_over_if_dead
 from airflow_jrs.store import KeySpace
+from airflow_jrs.store.fence import Fence
 
 JOB = "dag.task.2013-01-01"
 HOLDER = """
@@ -30,7 +31,7 @@ import sys, time, redis
 from airflow_jrs.lease import JobLease, default_owner
 owner = default_owner(dag_id="dag", task_id="task", run_id="scheduled__2013-01-01", try_number=1)
 lease = JobLease(redis.Redis.from_url(sys.argv[1]), sys.argv[2], sys.argv[3], ttl=60, owner=owner)
-print(lease.acquire(), flush=True)
+print(lease.acquire().identity, flush=True)  # <token>:<nonce>, what fenced scripts compare
 time.sleep(600)
 """
 
@@ -43,7 +44,7 @@ class Holder:
             [sys.executable, "-c", HOLDER, redis_url, namespace, JOB], stdout=subprocess.PIPE, text=True
         )
         assert self.process.stdout is not None
-        self.token = int(self.process.stdout.readline())
+        self.token = Fence.parse(self.process.stdout.readline())
 
     def kill(self) -> None:
         """kill -9, and reap it (its parent is this test, not init)."""

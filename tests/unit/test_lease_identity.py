@@ -1,0 +1,148 @@
+"""A lease's identity cannot repeat (issue 18, defects 6 and 9), against a real Redis.
+
+Defect 6: a Redis failover that loses the INCR of the namespace's fence counter (or an
+``appendfsync everysec`` crash) hands the same fencing token to two attempts. The token alone
+cannot tell them apart; the owner nonce each lease carries can, and every fenced script checks it.
+
+Defect 9: a reply to ACQUIRE or TAKE_OVER lost on the wire makes redis-py send the command
+again; the retry must recognise the lease it already took, not wait a TTL for "another attempt".
+"""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import urlparse
+
+import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from airflow_jrs.exceptions import LeaseHeldError, LeaseLostError
+from airflow_jrs.intent import Heartbeats, Intent, IntentStore, StaleHeartbeat
+from airflow_jrs.lease import JobLease
+from airflow_jrs.paths import spec_path, staging_path
+from airflow_jrs.store import JobResult, JobStatus, KeySpace, RedisJobResultStore, scripts
+from jrs_testbench.lossy_proxy import LossyProxy
+
+JOB = "dag.task.2013-01-01"
+
+
+def lose_the_lease_and_the_incr(client: redis.Redis, namespace: str, token: int) -> None:
+    """What a failover to a replica that missed the last writes leaves: the lease key is gone
+    and the namespace's fence counter is back where it was before ``token`` was handed out."""
+    keys = KeySpace(namespace)
+    client.delete(keys.lease(JOB))
+    client.set(keys.fence_counter, token - 1)
+
+
+def intent_of(intents: IntentStore, fence: int) -> Intent:
+    return Intent(
+        job_id=JOB, fence=fence, spec_uri=intents.spec_uri(JOB, fence), staging=f"/out/{JOB}/x",
+        app_name="jrs-app", host="worker-1", pid=4242, started_at=time.time(),
+    )  # fmt: skip
+
+
+def test_a_reissued_token_does_not_let_the_stale_holder_renew_write_or_beat(
+    redis_client: redis.Redis, namespace: str, tmp_path
+) -> None:
+    stale = JobLease(redis_client, namespace, JOB, ttl=30)
+    token = stale.acquire()
+    stale_fence = stale.token
+    beats = Heartbeats(redis_client, namespace)
+    beats.beat(JOB, stale_fence, 30_000, host="a", pid=1, child=0, first=True)  # its supervisor runs
+
+    lose_the_lease_and_the_incr(redis_client, namespace, token)
+    fresh = JobLease(redis_client, namespace, JOB, ttl=30)
+    assert fresh.acquire() == token  # the same token, handed out twice
+    fresh_fence = fresh.token
+
+    # the fresh holder's supervisor starts; the stale one's next beat is refused
+    beats.beat(JOB, fresh_fence, 30_000, host="b", pid=2, child=0, first=True)
+    with pytest.raises(StaleHeartbeat):
+        beats.beat(JOB, stale_fence, 30_000, host="a", pid=1, child=11)
+    with pytest.raises(StaleHeartbeat):  # nor may a stale first beat start a second copy
+        beats.beat(JOB, stale_fence, 30_000, host="a", pid=1, child=0, first=True)
+
+    store = RedisJobResultStore(redis_client, namespace)
+    with pytest.raises(LeaseLostError, match="no longer holds the lease"):
+        store.create_dirty_result(JobResult(job_id=JOB, status=JobStatus.SUCCEEDED), fence=stale_fence)
+    intents = IntentStore(redis_client, namespace, str(tmp_path / "specs"))
+    with pytest.raises(LeaseLostError):
+        intents.update(intent_of(intents, stale_fence))
+    assert stale.renew() is False and stale.lost.is_set()
+    with pytest.raises(LeaseLostError):
+        stale.check()
+    assert stale.release() is False  # and it cannot free the fresh holder's lease
+
+    # the two attempts never share a staging folder or a spec
+    assert staging_path("/out", namespace, JOB, stale_fence) != staging_path("/out", namespace, JOB, fresh_fence)
+    assert spec_path("/specs", namespace, JOB, stale_fence) != spec_path("/specs", namespace, JOB, fresh_fence)
+
+    # the fresh holder works on, and users still see the integer fence
+    assert fresh.renew() is True
+    intents.update(intent_of(intents, fresh_fence))
+    entry = store.create_dirty_result(JobResult(job_id=JOB, status=JobStatus.SUCCEEDED), fence=fresh_fence)
+    assert entry.result.fence == token and type(store.get_entry(JOB).result.fence) is int
+    assert fresh.release() is True
+
+
+def test_the_stale_holder_cannot_clear_or_amend_or_be_taken_over_for_the_fresh_one(
+    redis_client: redis.Redis, namespace: str, tmp_path
+) -> None:
+    stale = JobLease(redis_client, namespace, JOB, ttl=30)
+    token = stale.acquire()
+    successor = JobLease(redis_client, namespace, JOB, ttl=30)
+    judged_dead = successor.peek()  # a successor judges the stale holder dead (its pid is gone)
+    assert judged_dead is not None and judged_dead.token == token
+    lose_the_lease_and_the_incr(redis_client, namespace, token)
+    fresh = JobLease(redis_client, namespace, JOB, ttl=30)
+    assert fresh.acquire() == token
+    intents = IntentStore(redis_client, namespace, str(tmp_path / "specs"))
+    intents.update(intent_of(intents, fresh.token))
+    with pytest.raises(LeaseLostError):
+        intents.clear(JOB, stale.token)
+    with pytest.raises(LeaseLostError):
+        intents.amend(intent_of(intents, stale.token))
+    assert intents.get(JOB) is not None
+    # the verdict was about the stale holder: it must not take the fresh holder's lease away
+    with pytest.raises(LeaseHeldError):
+        successor.take_over(judged_dead)
+    assert fresh.renew() is True
+
+
+@pytest.fixture
+def lossy(redis_url: str):
+    url = urlparse(redis_url)
+    with LossyProxy(url.hostname or "127.0.0.1", url.port or 6379) as proxy:
+        client = redis.Redis(port=proxy.port, retry=Retry(NoBackoff(), 3))
+        client.ping()  # connect before a reply is lost
+        for script in (scripts.ACQUIRE_LEASE, scripts.TAKE_OVER_LEASE):
+            client.script_load(script)  # so that the lost reply is the script's, not a NOSCRIPT
+        yield proxy, client
+        client.close()
+
+
+def test_a_lost_reply_to_acquire_is_retried_into_the_lease_it_took(lossy, namespace: str) -> None:
+    proxy, client = lossy
+    lease = JobLease(client, namespace, JOB, ttl=30)
+    proxy.drop_next_reply()
+    token = lease.acquire()  # before the fix: LeaseHeldError naming this very attempt
+    assert proxy.dropped == 1
+    holder = lease.peek()
+    assert holder is not None and holder.token == token and holder.nonce == lease.nonce
+    assert lease.renew() is True and lease.release() is True
+
+
+def test_a_lost_reply_to_take_over_is_retried_into_the_lease_it_took(lossy, namespace: str) -> None:
+    proxy, client = lossy
+    dead = JobLease(client, namespace, JOB, ttl=30)
+    dead.acquire()
+    successor = JobLease(client, namespace, JOB, ttl=30)
+    holder = successor.peek()
+    assert holder is not None
+    proxy.drop_next_reply()
+    token = successor.take_over(holder)  # before the fix: LeaseHeldError naming the successor itself
+    assert proxy.dropped == 1
+    assert token is not None and token > holder.token
+    assert successor.renew() is True and dead.renew() is False
