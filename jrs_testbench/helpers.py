@@ -87,7 +87,10 @@ def jrs_env(
         "JRS_FLIGHTS_LANDING": str(Path(data_dir) / "landing"),
     }
     if event_log_dir is not None:
-        env["JRS_SPARK_EVENT_LOG_DIR"] = SparkLaunches(event_log_dir).uri
+        launches = SparkLaunches(event_log_dir)
+        env["JRS_SPARK_EVENT_LOG_DIR"] = launches.uri
+        if not os.environ.get("SPARK_CONF_DIR"):  # a user's own Spark configuration wins
+            env["SPARK_CONF_DIR"] = str(launches.defaults_dir())
     return env
 
 
@@ -112,3 +115,15 @@ class SparkLaunches:
 
     def count(self) -> int:
         return len(list(self.dir.iterdir()))
+
+    def defaults_dir(self) -> Path:
+        """A ``SPARK_CONF_DIR`` beside the event folder whose ``spark-defaults.conf`` turns event
+        logs on: every ``spark-submit`` started with it writes one here, whatever conf the DAG
+        passes (a DAG's own ``spark.eventLog.*`` still wins)."""
+        folder = self.dir.parent / f"{self.dir.name}-spark-conf"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "spark-defaults.conf").write_text(
+            "# written by jrs_testbench (SparkLaunches): event logs of every application\n"
+            f"spark.eventLog.enabled true\nspark.eventLog.dir {self.uri}\n"
+        )
+        return folder
