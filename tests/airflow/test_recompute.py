@@ -132,6 +132,9 @@ def test_run_conf_recomputes_the_job_once_and_keeps_the_old_result_in_history(jr
     entry = jrs_env.store.get_entry(job)
     assert entry.is_clean and entry.result.fence > first.fence
     assert [e.result for e in jrs_env.store.get_history(job)] == [first]
+    moved = jrs_env.store.get_history(job)[0].moved  # who recomputed it, and why (issue 19 item 4)
+    assert moved is not None and moved.reason == "recomputed" and moved.actor is not None
+    assert moved.actor.via == "task" and moved.actor.attempt is not None and moved.actor.attempt.task_id == "submit"
     job_dir = jrs_env.output_root / jrs_env.namespace / job
     assert sorted(p.name for p in job_dir.iterdir()) == [f"fence-{entry.result.fence}"]
 
