@@ -16,6 +16,12 @@ out; and the job id written nowhere: it is in the entry's key, so the reader pas
 Where outputs or the checkpoint location contain the job id, it is written as ``{j}`` under
 ``O``/``K`` (only when no value holds ``{j}`` itself; then they stay verbatim under ``o``/``k``).
 
+A *history item* (``jrs:{ns}:history:<job id>``) is the entry's bytes as they were, with one
+member appended by the script that moved it: ``"h":{"v":1,"r":"forgotten","t":<microseconds>,
+"by":{"via":"cli","user":"alice","host":"h1"}}`` (who, when, why: :func:`history_note`,
+:func:`decode_history_item`). Appended rather than wrapped, so an item still starts with its
+state prefix and a reader that does not know ``h`` (an older airflow-jrs) still reads the entry.
+
 Version 1 (``{"state":"dirty","v":1,"created_at":"...","result":{"job_id":...}}``) is still
 read, so a store written by an older airflow-jrs keeps working; a version-1 entry is
 rewritten as version 2 when it is marked clean. Nothing here ever unpickles: unknown data
