@@ -824,6 +824,32 @@ def test_forget_a_dirty_result_also_drops_it_from_dirty_results(store: JobResult
     assert store.get_dirty_results() == []
 
 
+def test_every_way_into_history_says_why_when_and_who(backend: Backend, namespace: str) -> None:
+    # Issue 19 item 4: rerun (after a failure), superseded (another fingerprint), forgotten (a
+    # person), committed (delete-on-commit): each history item carries its reason, time and actor.
+    from airflow_jrs.store import Actor
+
+    store = backend.make_store(namespace)
+    started = datetime.now(UTC)
+    store.create_dirty_result(JobResult(job_id="j", status=JobStatus.FAILED, error="OOM"))
+    by = Attempt(dag_id="d", task_id="t", run_id="r2", try_number=2)
+    store.create_dirty_result(ok("j", fingerprint="fp-1", attempt=by), supersede=True)
+    store.create_dirty_result(ok("j", fingerprint="fp-2"), supersede=True)
+    store.forget_result("j", expected=store.get_entry("j"), actor=Actor(via="ui", user="alice"))
+    notes = [h.moved for h in store.get_history("j")]
+    assert all(n is not None and n.moved_at is not None and n.moved_at >= started for n in notes)
+    assert [n.reason for n in notes if n] == ["forgotten", "superseded", "rerun"]
+    assert notes[0] and notes[0].actor == Actor(via="ui", user="alice")
+    assert notes[2] and notes[2].actor and notes[2].actor.attempt == by  # the attempt that ran it again
+
+    deleting = backend.make_store(namespace, delete_on_commit=True)
+    deleting.create_dirty_result(ok("k"))
+    assert deleting.mark_result_as_clean("k") is True
+    committed = deleting.get_history("k")[0]
+    assert committed.is_clean and committed.moved is not None and committed.moved.reason == "committed"
+    assert deleting.mark_result_as_clean("k") is False  # a retried cleanup still sees it committed
+
+
 def test_forget_unknown_job_raises_no_such_job_result(store: JobResultStore) -> None:
     with pytest.raises(NoSuchJobResultError) as info:
         store.forget_result("never.created")
