@@ -8,7 +8,7 @@ scheduler, dag-processor and triggerer (LocalExecutor, SQLite in ``data/airflow-
 prints the UI's URL and the admin password. Ctrl-C stops everything.
 
 Which DAGs: ``--dags-folder``, else ``$AIRFLOW__CORE__DAGS_FOLDER``, else the project's ``dags/``.
-Which store namespace: ``--namespace``, else ``$AIRFLOW__JRS__NAMESPACE``, else ``demo``, shared
+Which store namespace: ``--namespace``, else ``$AIRFLOW__JRS__NAMESPACE``, else ``jrs-demo``, shared
 with ``./dev demo``: dates the demo computed are committed here too (trigger one from the UI: no
 Spark starts). Use a namespace of your own for your own DAGs, so that they never skip because of
 someone else's results.
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
 PROJECT_DAGS = ROOT / "dags"
 #: The demo's namespace: results of ``./dev demo`` are committed in this Airflow too.
-DEFAULT_NAMESPACE = "demo"
+DEFAULT_NAMESPACE = "jrs-demo"
 
 
 def _stop_on_sigterm(*_: object) -> None:

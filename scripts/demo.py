@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
-NAMESPACE = "demo"
+NAMESPACE = "jrs-demo"  # 5+ characters: Airflow warns about connection extras too short to mask
 sys.path.insert(0, str(ROOT))  # the test bench is not installed: it lives in the repository
 
 from jrs_testbench.helpers import SparkLaunches, jrs_env  # noqa: E402

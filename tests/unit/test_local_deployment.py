@@ -3,6 +3,7 @@ its ports, and what every DAG it runs gets. No Airflow process is started here."
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import subprocess
@@ -87,3 +88,40 @@ def test_every_spark_submit_of_the_deployment_writes_an_event_log(tmp_path: Path
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert len(list(events.iterdir())) == 1, "no event log: the deployment's Spark defaults were not applied"
+
+
+@pytest.mark.parametrize("script", ["demo.py", "airflow_local.py"])
+def test_the_demo_connection_has_no_value_too_short_to_mask(script: str):
+    # Airflow hands every connection extra to its secrets masker when a task reads the
+    # connection; a value under [logging] min_length_masked_secret (5) made every task log
+    # "Skipping masking for a secret as it's too short". The demo's namespace was "demo".
+    import importlib.util
+    import json
+
+    from airflow.models.connection import Connection
+    from airflow.sdk._shared.secrets_masker import secrets_masker
+    from airflow.sdk._shared.secrets_masker.secrets_masker import SecretsMasker
+
+    from jrs_testbench.helpers import jrs_env
+
+    spec = importlib.util.spec_from_file_location(f"_script_{script[:-3]}", ROOT / "scripts" / script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    namespace = getattr(module, "NAMESPACE", None) or module.DEFAULT_NAMESPACE
+    env = jrs_env("redis://127.0.0.1:6379/0", namespace, data_dir="/tmp/unused")
+    warned: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: warned.append(record.getMessage())  # type: ignore[method-assign]
+    secrets_masker.log.addHandler(handler)
+    SecretsMasker._has_warned_short_secret = False
+    try:
+        for name in ("AIRFLOW_CONN_JRS_DEFAULT", "AIRFLOW_CONN_SPARK_LOCAL"):
+            value = env[name]
+            conn = Connection.from_json(value, conn_id="c") if value.startswith("{") else Connection(uri=value)
+            masker = SecretsMasker()
+            masker.add_mask(conn.password)
+            masker.add_mask(json.loads(conn.extra or "{}"))
+    finally:
+        secrets_masker.log.removeHandler(handler)
+    assert not [w for w in warned if "too short" in w], f"{script}: namespace {namespace!r}"
