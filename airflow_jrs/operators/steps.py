@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 #: Every step the operators announce, in the order an attempt reaches them.
-STEPS = ("after_lease", "after_intent", "after_spark", "after_result", "cleanup_before_clean")
+STEPS = ("after_lease", "after_intent", "after_spark", "after_result", "cleanup_after_read", "cleanup_before_clean")
 
 StepObserver = Callable[[str], None]
 _observer: StepObserver | None = None

@@ -17,9 +17,10 @@ from types import SimpleNamespace
 import pytest
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_jrs.operators import JrsSparkSubmitOperator
+from airflow_jrs.operators import JrsCleanupOperator, JrsSparkSubmitOperator
 from jrs_testbench.fake_spark import install_fake_spark_submit, launches
 from jrs_testbench.helpers import TINY_APP
+from jrs_testbench.invariants import assert_clean_outputs_exist
 
 pytestmark = pytest.mark.airflow
 
@@ -42,7 +43,7 @@ def context(try_number: int = 1):
 
 @pytest.fixture
 def calls(tmp_path, monkeypatch):
-    bin_dir, calls = install_fake_spark_submit(tmp_path)
+    bin_dir, calls = install_fake_spark_submit(tmp_path, write_output=True)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     return calls
 
@@ -77,6 +78,8 @@ def test_a_rerun_after_kill_9_of_the_holder_takes_over_at_once_and_runs_with_ret
     assert result.fence is not None and result.fence > holder.token
     out, err = capfd.readouterr()
     assert f"took over the lease from pid {holder.pid} on host" in out + err
+    JrsCleanupOperator(task_id="cleanup", jobs=[JOB]).execute({"ti": context()["ti"], "outlet_events": {}})
+    assert len(assert_clean_outputs_exist(jrs_env.store)) == 1  # what the committed entry names is there
 
 
 def test_a_live_holder_is_named_with_the_time_left_and_no_retry_is_promised_on_the_last_try(jrs_env, holder, calls):

@@ -22,6 +22,7 @@ import pytest
 from airflow_jrs.spark.commit import read_commit_marker
 from airflow_jrs.store import JobStatus, RedisJobResultStore
 from jrs_testbench.helpers import SparkLaunches, connection_env, spark_env
+from jrs_testbench.invariants import assert_clean_outputs_exist
 from jrs_testbench.redis_server import EmbeddedRedis
 
 pytestmark = [pytest.mark.chaos, pytest.mark.spark]
@@ -105,6 +106,16 @@ class Chaos:
         assert "SparkSubmit" in cmdline or "spark-submit" in cmdline, cmdline[:300]
         return intent.submit_pid
 
+    def commit_and_check_outputs(self) -> None:
+        """Run the cleanup task (a process of its own) and check that what the committed entry
+        names is there (jrs_testbench.invariants): every recovery scenario ends with it."""
+        cleanup = self.start("--cleanup")
+        out = self.finish(cleanup)
+        assert cleanup.returncode == 0, out[-3000:]
+        entry = self.store.get_entry(JOB)
+        assert entry is not None and entry.is_clean
+        assert len(assert_clean_outputs_exist(self.store)) == 1
+
     def assert_exactly_once(self) -> None:
         store = self.store
         entry = store.get_entry(JOB)
@@ -150,6 +161,7 @@ def test_attempt_killed_at_a_crash_point_is_recovered_exactly_once(chaos, point,
     chaos.assert_exactly_once()
     if point == "after_spark":
         assert '"adopted_from"' in out
+    chaos.commit_and_check_outputs()
 
 
 def test_attempt_sigkilled_while_spark_runs_is_recovered_exactly_once(chaos):
@@ -168,6 +180,27 @@ def test_attempt_sigkilled_while_spark_runs_is_recovered_exactly_once(chaos):
     assert chaos.launches() - launched in (0, 1)
     if chaos.launches() == launched:
         assert '"adopted_from"' in out, out[-3000:]
+    chaos.assert_exactly_once()
+    chaos.commit_and_check_outputs()
+
+
+def test_cleanup_after_adopting_a_sigkilled_attempts_output_keeps_that_output(chaos):
+    """Issue 18, defect 1: SIGKILL the task while its application runs; the retry waits for the
+    orphaned application, adopts its finished output (result under the retry's fence, outputs in
+    the killed attempt's staging folder), and the cleanup commits it. The committed entry's
+    outputs must still hold the data: the cleanup keeps what the result points to."""
+    first = chaos.start("--app-sleep", "6")
+    chaos.wait_for_spark()
+    chaos.wait_for_submission()
+    first.kill()
+    first.wait()
+    # the same arguments (so the same fingerprint): only then is the orphan's output the retry's
+    second = chaos.start("--app-sleep", "6", "--lease-wait", str(LEASE_TTL * 4), "--try-number", "2")
+    out = chaos.finish(second)
+    assert second.returncode == 0, out[-3000:]
+    assert '"adopted_from"' in out, "the retry did not adopt the orphan's output:\n" + out[-3000:]
+    assert chaos.launches() == 1
+    chaos.commit_and_check_outputs()
     chaos.assert_exactly_once()
 
 

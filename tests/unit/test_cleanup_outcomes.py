@@ -4,6 +4,7 @@ and which staging a late cleanup must leave alone."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -11,8 +12,11 @@ import pytest
 from airflow.sdk import Asset
 from airflow.sdk.exceptions import AirflowSkipException
 
+from airflow_jrs.exceptions import CleanupError
 from airflow_jrs.lease import JobLease
 from airflow_jrs.operators import JrsCleanupOperator
+from airflow_jrs.operators.steps import observe_steps
+from airflow_jrs.paths import staging_path
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
 from jrs_testbench.helpers import connection_env
 
@@ -66,3 +70,136 @@ def test_late_cleanup_keeps_the_staging_of_the_attempt_holding_the_lease(store, 
     finally:
         lease.release()
     assert sorted(p.name for p in Path(job_root).iterdir()) == ["fence-3"]
+
+
+# -- issue 18: what the cleanup keeps, and what it commits ---------------------------------------
+
+OLD_FP, NEW_FP = "a" * 64, "b" * 64
+
+
+def _write_result(store, fingerprint: str, outputs: dict[str, str], *, supersede: bool = False) -> int:
+    """Write a SUCCEEDED result as an attempt does: under a lease of its own, then release it."""
+    lease = JobLease(store.client, store.namespace, "j", ttl=30)
+    token = lease.acquire()
+    try:
+        result = JobResult(job_id="j", status=JobStatus.SUCCEEDED, fingerprint=fingerprint, outputs=outputs)
+        store.create_dirty_result(result, fence=token, supersede=supersede)
+    finally:
+        lease.release()
+    return token
+
+
+def _staging(store, tmp_path, fence: int) -> Path:
+    folder = Path(staging_path(str(tmp_path / "output"), store.namespace, "j", fence))
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "part-0").write_text("rows")
+    return folder
+
+
+@pytest.fixture
+def step_action():
+    """Run an action once when the cleanup announces a step (the crash-point hook, used to act)."""
+    actions: dict[str, Callable[[], None]] = {}
+
+    def observer(step: str) -> None:
+        action = actions.pop(step, None)
+        if action is not None:
+            action()
+
+    observe_steps(observer)
+    yield actions
+    observe_steps(None)
+
+
+def test_cleanup_keeps_the_staging_folder_an_adopted_result_points_to(store, tmp_path):
+    """Defect 1: a successor adopts fence 1's finished output and writes the result under its own
+    fence; the folder the outputs live in is not the result's fence's, and must be kept."""
+    adopted, loser = _staging(store, tmp_path, 1), _staging(store, tmp_path, 2)
+    store.client.set(store.keys.fence_counter, 2)  # fences 1 and 2 ran before; the successor gets 3
+    token = _write_result(store, OLD_FP, {"output": str(adopted)})
+    assert token == 3
+    JrsCleanupOperator(task_id="cleanup", jobs=["j"]).execute(context())
+    assert store.get_entry("j").is_clean
+    assert (adopted / "data" / "part-0").read_text() == "rows", "the adopted output was removed"
+    assert not loser.exists()
+
+
+def test_a_result_written_while_the_cleanup_ran_is_committed_only_after_its_cleanup_ran(store, tmp_path, step_action):
+    """Defect 2: a recompute writes a new result between the cleanup's read and its clean. The
+    old cleanup must not commit it on the strength of callables that ran for the old one: the
+    clean is a compare-and-set on the entry it read, and the cleanup runs again for the new one."""
+    old = _staging(store, tmp_path, 1)
+    _write_result(store, OLD_FP, {"output": str(old)})
+    new_outputs: dict[str, str] = {}
+
+    def recompute() -> None:  # a changed-code run: new fingerprint, supersedes the dirty result
+        new = _staging(store, tmp_path, 2)
+        new_outputs["output"] = str(new)
+        assert _write_result(store, NEW_FP, {"output": str(new)}, supersede=True) == 2
+
+    step_action["cleanup_before_clean"] = recompute
+    seen: list[tuple[str | None, bool]] = []
+
+    def callable_(result, ctx) -> None:
+        seen.append((result.fingerprint, store.get_entry("j").is_clean))
+
+    committed = JrsCleanupOperator(task_id="cleanup", jobs=["j"], cleanup_callables=[callable_]).execute(context())
+    entry = store.get_entry("j")
+    assert entry.result.fingerprint == NEW_FP
+    assert seen == [(OLD_FP, False), (NEW_FP, False)], "the new result was committed before its cleanup ran"
+    assert entry.is_clean and committed[0]["fingerprint"] == NEW_FP
+    assert (Path(new_outputs["output"]) / "data" / "part-0").exists()
+    assert_clean_outputs_exist_without_marker(store)
+
+
+def test_a_cleanup_that_keeps_meeting_new_results_gives_up_clearly_and_commits_none(store, tmp_path, step_action):
+    """Bounded: a cleanup starts over at most MAX_ROUNDS times, then fails naming the job; the
+    newest result stays dirty for its own cleanup."""
+    _write_result(store, OLD_FP, {"output": str(_staging(store, tmp_path, 1))})
+    written = []
+
+    def another_result() -> None:
+        fingerprint = f"{len(written):064x}"
+        _write_result(store, fingerprint, {"output": str(tmp_path / fingerprint[-4:])}, supersede=True)
+        written.append(fingerprint)
+        step_action["cleanup_before_clean"] = another_result  # and again next round
+
+    step_action["cleanup_before_clean"] = another_result
+    with pytest.raises(CleanupError, match=r"job 'j': its result changed 3 times while this cleanup ran") as info:
+        JrsCleanupOperator(task_id="cleanup", jobs=["j"]).execute(context())
+    assert "clear this task" in str(info.value)
+    assert len(written) == 3
+    entry = store.get_entry("j")
+    assert entry.is_dirty and entry.result.fingerprint == written[-1]
+
+
+def test_a_staging_folder_started_after_the_cleanups_read_is_kept(store, tmp_path, step_action):
+    """Defect 2: an attempt that takes the lease after the cleanup read the live fences (a recompute
+    starting) must not lose its staging folder to that stale view: live fences are read again
+    before each removal."""
+    done = _staging(store, tmp_path, 1)
+    _write_result(store, OLD_FP, {"output": str(done)})
+    started: dict[str, object] = {}
+
+    def recompute_starts() -> None:
+        lease = JobLease(store.client, store.namespace, "j", ttl=30)
+        started["lease"] = lease
+        started["folder"] = _staging(store, tmp_path, lease.acquire())
+
+    step_action["cleanup_after_read"] = recompute_starts
+    try:
+        JrsCleanupOperator(task_id="cleanup", jobs=["j"]).execute(context())
+    finally:
+        if "lease" in started:
+            started["lease"].release()  # type: ignore[attr-defined]
+    assert "folder" in started, "the cleanup never announced cleanup_after_read"
+    assert (started["folder"] / "data" / "part-0").exists(), "a live attempt's staging was removed"  # type: ignore[operator]
+    assert (done / "data" / "part-0").exists()
+
+
+def assert_clean_outputs_exist_without_marker(store) -> None:
+    """These results are written by hand (no Spark, no marker): their outputs must just exist."""
+    for entry in store.list_entries():
+        if entry.is_clean:
+            for location in entry.result.outputs.values():
+                assert Path(location).exists(), f"{location} named by a clean entry is gone"
