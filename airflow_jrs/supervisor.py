@@ -67,9 +67,6 @@ LOST_BEFORE_START = 70
 STOP_GRACE = 10.0
 #: Seconds between SIGTERM and SIGKILL on a cancel.
 CANCEL_GRACE = 2.0
-#: Seconds a stream's driver has to stop at a batch boundary before it is killed (the operator
-#: passes its ``stop_timeout``).
-DEFAULT_STOP_TIMEOUT = 30.0
 #: Seconds between two reads of the stop/cancel request (each is a beat; never more than ttl/3).
 REQUEST_POLL = 1.0
 _PR_SET_PDEATHSIG = 1
@@ -168,7 +165,8 @@ class Relay:
 
     A stream (``control_dir`` set): a stop is forwarded to the driver's control file, so the query
     stops at a batch boundary, and spark-submit is only killed when it has not ended within
-    ``stop_timeout``; a cancel is forwarded too, then spark-submit is killed. A batch job: a stop
+    ``stop_timeout`` (the request's, else the supervisor's; none: the stop waits for the
+    boundary); a cancel is forwarded too, then spark-submit is killed. A batch job: a stop
     terminates spark-submit with ``grace`` (SIGTERM, then SIGKILL), a cancel with
     :data:`CANCEL_GRACE`. A cancel after a stop upgrades it."""
 
@@ -178,7 +176,7 @@ class Relay:
         job_id: str,
         fence: int,
         control_dir: str | None,
-        stop_timeout: float,
+        stop_timeout: float | None,
         grace: float,
     ) -> None:
         self.requests = requests
@@ -224,10 +222,14 @@ class Relay:
             if self.control_dir is None:
                 _stop(child, request.describe(), grace=min(self.grace, budget))
                 return True
-            self.stop_deadline = now + self.stop_timeout
-            _say(f"asked the driver to stop at a batch boundary; killing it if it runs in {self.stop_timeout:g}s")
+            limit = request.stop_timeout if request.stop_timeout is not None else self.stop_timeout
+            if limit is None:
+                _say("asked the driver to stop at its next batch boundary (a cancel kills it)")
+            else:
+                self.stop_deadline, self.stop_timeout = now + limit, limit
+                _say(f"asked the driver to stop at a batch boundary; killing it if it runs in {limit:g}s")
         if self.stop_deadline is not None and now >= self.stop_deadline:
-            _stop(child, f"the stop did not finish within {self.stop_timeout:g}s", grace=min(self.grace, budget))
+            _stop(child, f"the stop did not finish within {self.stop_timeout}s", grace=min(self.grace, budget))
             return True
         return False
 
@@ -254,7 +256,7 @@ def supervise(
     ttl: float,
     *,
     control_dir: str | None = None,
-    stop_timeout: float = DEFAULT_STOP_TIMEOUT,
+    stop_timeout: float | None = None,
     grace: float = STOP_GRACE,
 ) -> int:
     """Run ``command`` while keeping the heartbeat; returns its exit code (128+N for signal N)."""
@@ -382,7 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fence", type=Fence.parse, required=True, help="<token> or <token>:<nonce>")
     parser.add_argument("--ttl", type=float, required=True)
     parser.add_argument("--control-dir", help="a stream's control folder: stops are forwarded to its driver")
-    parser.add_argument("--stop-timeout", type=float, default=DEFAULT_STOP_TIMEOUT)
+    parser.add_argument("--stop-timeout", type=float, help="seconds a stream's stop may take (default: as asked)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command

@@ -29,6 +29,7 @@ from airflow_jrs.exceptions import CorruptCommitMarkerError
 from airflow_jrs.intent import Heartbeat, Heartbeats, IntentStore
 from airflow_jrs.operators.attempt import JobRun, succeeded_result
 from airflow_jrs.operators.deploy_modes import Predecessor, deploy_mode_for
+from airflow_jrs.operators.streaming import DEFAULT_STOP_TIMEOUT
 from airflow_jrs.paths import job_tag
 from airflow_jrs.payload import result_payload
 from airflow_jrs.spark.commit import read_commit_marker
@@ -70,8 +71,9 @@ def _settle_supervised_predecessor(run: JobRun, fence: int, predecessor: str, lo
         return None
     if predecessor == "stop":  # the one stop path: a stream stops at a batch boundary, a batch job is terminated
         StopRequests(run.intents.client, run.store.namespace).ask(
-            run.job_id, fence, STOP, by=f"the successor attempt (fence {run.lease.token})", reason='predecessor="stop"'
-        )
+            run.job_id, fence, STOP, by=f"the successor attempt (fence {int(run.lease.token or 0)})",
+            reason='predecessor="stop"', stop_timeout=DEFAULT_STOP_TIMEOUT,
+        )  # fmt: skip
         log.warning(
             "Job %s: asked the supervisor of fence %s on host %s (pid %s) to stop its spark-submit (pid %s): a "
             "stream stops at its next batch boundary (killed after its stop_timeout), a batch job is terminated.",

@@ -55,6 +55,7 @@ from airflow_jrs.operators.deploy_modes import deploy_mode_for
 from airflow_jrs.operators.links import JobResultLink, SparkApplicationLink
 from airflow_jrs.operators.recovery import PREDECESSOR_POLICIES, recover
 from airflow_jrs.operators.steps import reached
+from airflow_jrs.operators.stopping import asked_to_end, cancel_on_kill, record_ended_on_request
 from airflow_jrs.operators.streaming import DEFAULT_STOP_TIMEOUT, StreamAttempt
 from airflow_jrs.operators.streaming import prepare as prepare_stream
 from airflow_jrs.operators.submission import OutputTail, SubmissionRecorder, Supervision, failure_summary
@@ -309,6 +310,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         mode = self._jrs_deploy_mode = deploy_mode_for(self._checked_spark_hook())
         token = lease.check()
         self._jrs_supervision = Supervision.for_attempt(hook, job_id, token, self.log)
+        self._jrs_run, self._jrs_fence = run, token  # on_kill asks through the one stop path
         self._jrs_output_tail = OutputTail()
         staging = staging_path(hook.settings.output_root, hook.namespace, job_id, token)
         stream_paths = None
@@ -374,6 +376,12 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
                 raise AirflowFailException(
                     f"job {job_id}: streaming application canceled on request; recorded CANCELED. The next run "
                     "resumes from its checkpoint."
+                ) from None
+            if self._stream is None and not self._killed and (asked := asked_to_end(run, token)) is not None:
+                record_ended_on_request(run, token, asked)  # its supervisor terminated spark-submit
+                raise AirflowFailException(
+                    f"job {job_id}: {asked.describe()}; spark-submit was terminated and CANCELED recorded "
+                    "(no retry: someone asked for it). Clear the task to run the job again."
                 ) from None
             if self._killed:
                 raise JobKilledError(
@@ -449,6 +457,9 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         self._killed = True
         if self._stream is not None:  # stop at a batch boundary, then cancel; records the outcome
             self._stream.stop_then_cancel(by="on_kill")
+        else:  # a batch job: its supervisor terminates spark-submit (SIGTERM, then SIGKILL)
+            cancel_on_kill(getattr(self, "_jrs_run", None), getattr(self, "_jrs_fence", None),
+                           self._spark_submit_alive, self.log)  # fmt: skip
         self._stop_spark()
         lease = self._lease
         if lease is not None and lease.token is not None:

@@ -170,7 +170,9 @@ class StreamAttempt:
         try:
             client = fresh_client(store.client)
             try:
-                StopRequests(client, store.namespace).ask(job_id, self.fence, kind, by=by, reason="the task was killed")
+                StopRequests(client, store.namespace).ask(
+                    job_id, self.fence, kind, by=by, reason="the task was killed", stop_timeout=self.stop_timeout
+                )
                 beat = Heartbeats(client, store.namespace).get(job_id)
                 supervised = beat is not None and beat.running and beat.fence == self.fence
             finally:

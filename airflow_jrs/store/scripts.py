@@ -524,6 +524,8 @@ REQUEST_CONTROL = (
 --           name it; store/fence.py)                 ARGV[2] - 'stop' or 'cancel'
 -- ARGV[3] - who asks        ARGV[4] - when, in ms    ARGV[5] - why
 -- ARGV[6] - how long to keep the request, in ms
+-- ARGV[7] - a stop only: seconds the supervisor gives the stop before it kills ('' : no limit,
+--           the stop waits for the batch boundary; a cancel can always follow)
 -- return {1, kind} recorded, {2, 'cancel'} a cancel stays in force, {0, ''} no attempt of that
 --        fence runs (neither its intent nor a running heartbeat of it is there)
 local running = false
@@ -548,6 +550,7 @@ else
   redis.call('DEL', KEYS[1])
 end
 redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'kind', ARGV[2], 'by', ARGV[3], 'at_ms', ARGV[4], 'reason', ARGV[5])
+if ARGV[7] and ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'stop_timeout', ARGV[7]) end
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 return {1, ARGV[2]}
 """

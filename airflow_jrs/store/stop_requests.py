@@ -37,7 +37,7 @@ CANCEL = "cancel"
 KINDS = (STOP, CANCEL)
 #: How long a request is kept (who asked stays readable after the attempt ended).
 KEEP_MS = 86_400_000
-_FIELDS = ("fence", "kind", "by", "at_ms", "reason")
+_FIELDS = ("fence", "kind", "by", "at_ms", "reason", "stop_timeout")
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,8 @@ class StopRequest:
     by: str
     at: float
     reason: str = ""
+    #: a stop only: seconds the supervisor gives it before it kills (``None``: no limit)
+    stop_timeout: float | None = None
 
     @property
     def cancel(self) -> bool:
@@ -69,16 +71,20 @@ class StopRequests:
         self.keys = KeySpace(namespace)
         self._ask = client.register_script(scripts.REQUEST_CONTROL)
 
-    def ask(self, job_id: str, fence: int, kind: str, *, by: str, reason: str = "") -> StopRequest | None:
+    def ask(
+        self, job_id: str, fence: int, kind: str, *, by: str, reason: str = "", stop_timeout: float | None = None
+    ) -> StopRequest | None:
         """Ask the running attempt of ``fence`` to stop or cancel; returns the request in force
         (a cancel when one was asked before a stop), or ``None`` when no attempt of that fence
-        runs (no intent of it and no running heartbeat)."""
+        runs (no intent of it and no running heartbeat). ``stop_timeout``: how long a stream's
+        stop may take before its supervisor kills it (``None``: until the batch boundary)."""
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {list(KINDS)}, got {kind!r}")
         keys = [self.keys.control(job_id), self.keys.intent(job_id), self.keys.heartbeat(job_id)]
         at_ms = int(time.time() * 1000)
         with redis_errors(f"ask job {job_id!r} to {kind}", self.namespace, job_id):
-            code, _kind = self._ask(keys=keys, args=[int(fence), kind, by, at_ms, reason, KEEP_MS])
+            limit = "" if stop_timeout is None else repr(float(stop_timeout))
+            code, _kind = self._ask(keys=keys, args=[int(fence), kind, by, at_ms, reason, KEEP_MS, limit])
         if int(code) == scripts.NOOP:
             return None
         return self.get(job_id, fence)
@@ -100,4 +106,5 @@ class StopRequests:
             by=doc.get("by", "?"),
             at=int(doc.get("at_ms") or 0) / 1000,
             reason=doc.get("reason", ""),
+            stop_timeout=float(doc["stop_timeout"]) if doc.get("stop_timeout") else None,
         )

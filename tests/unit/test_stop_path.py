@@ -91,7 +91,7 @@ intent = Intent(job_id=job, fence=fence, spec_uri=intents.spec_uri(job, fence), 
 attempt = {"dag_id": "d", "task_id": "stream", "run_id": "r", "try_number": 1}
 intents.record(intent, {"application": "app.py", "attempt": attempt})
 command = [c.replace("{fence}", str(int(fence))) for c in command]
-cmd = supervised_command(command, namespace=ns, job_id=job, fence=fence, ttl=3, stop_timeout=float(stop_timeout))
+cmd = supervised_command(command, namespace=ns, job_id=job, fence=fence, ttl=10, stop_timeout=float(stop_timeout))
 sup = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(log, "ab"))
 print(json.dumps({"fence": int(fence), "supervisor": sup.pid}), flush=True)
 time.sleep(600)
