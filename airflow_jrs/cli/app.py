@@ -13,7 +13,8 @@ from typing import Any, NoReturn
 
 from rich_argparse import RawDescriptionRichHelpFormatter
 
-from airflow_jrs.cli import common, doctor, plan, reads, writes
+from airflow_jrs import airflow_api
+from airflow_jrs.cli import common, doctor, plan, reads, recompute, writes
 from airflow_jrs.cli.common import NOT_FOUND, UNREACHABLE, USAGE, CliError, Output
 from airflow_jrs.exceptions import JrsError, NoSuchJobResultError, StoreUnavailableError
 
@@ -116,6 +117,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = _sub(sub, "forget", "forget results so the jobs run again (kept in history)", writes.cmd_forget)
     p.add_argument("job_ids", nargs="*", metavar="JOB_ID", help="job ids to forget")
     _dag_range(p, required=False)
+    _destructive(p)
+    p = _sub(
+        sub,
+        "recompute",
+        "compute jobs or dates again now: forget each result (kept in history, naming you) and clear its "
+        "task instance through Airflow's REST API, so the run computes it again; a later backfill reuses it. "
+        f"Airflow's API: --airflow-url or ${airflow_api.URL_ENV}; credentials: ${airflow_api.TOKEN_ENV}, or "
+        f"${airflow_api.USERNAME_ENV} and ${airflow_api.PASSWORD_ENV}",
+        recompute.cmd_recompute,
+    )
+    p.add_argument("job_ids", nargs="*", metavar="JOB_ID", help="job ids (clears the run that computed each)")
+    _dag_range(p, required=False)
+    p.add_argument("--task", action="append", metavar="TASK_ID", help="only this task's jobs (repeatable)")
+    p.add_argument("--airflow-url", help=f"Airflow's API server (default: ${airflow_api.URL_ENV}, \\[api] base_url)")
     _destructive(p)
     p = _sub(sub, "purge", "delete clean results older than N days (retention)", writes.cmd_purge)
     p.add_argument("--older-than-days", type=common.non_negative_days, required=True, help="age in days, e.g. 90")

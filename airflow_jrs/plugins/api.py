@@ -388,6 +388,19 @@ def create_app(backend: Backend | None = None) -> FastAPI:
         log.warning("Job results: %s forgot job %r", _who(user), job_id)
         return {"job_id": job_id, "done": "forgotten", "message": "forgotten (kept in history); the job runs again"}
 
+    @app.post("/api/results/{job_id:path}/recompute", dependencies=[Depends(action_logging(event="jrs_recompute"))])
+    def recompute(user: GetUserDep, job_id: str, body: ConfirmBody, request: Request) -> dict[str, Any]:
+        """Compute the job again now: forget its result and clear its task instance through
+        Airflow's API with the user's token (:mod:`airflow_jrs.plugins.recompute`)."""
+        from airflow_jrs.plugins.recompute import recompute_job
+
+        _confirmed(job_id, body)
+        b = backend.get()
+        Access(user).require("PUT", entry_dag(b.store.get_entry(job_id)))
+        done = recompute_job(b.store, job_id, body, request, _actor(user))
+        log.warning("Job results: %s recomputes job %r: %s", _who(user), job_id, done["message"])
+        return done
+
     @app.post("/api/results/{job_id:path}/mark-clean", dependencies=[Depends(action_logging(event="jrs_mark_clean"))])
     def mark_clean(user: GetUserDep, job_id: str, body: ConfirmBody) -> dict[str, Any]:
         """Mark a dirty result clean without its cleanup (when its staging data is already gone)."""

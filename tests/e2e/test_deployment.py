@@ -11,6 +11,7 @@ REST API), so each test stands on its own whatever the order.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ from jrs_testbench.deployment import ApiError
 
 pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.spark]
 
+ROOT = Path(__file__).resolve().parents[2]
 FLIGHTS = "flights_daily"
 TRIGGERER_DAG = "jrs_e2e_triggerer"
 DAY1, DAY2, DAY3 = "2013-01-01", "2013-01-02", "2013-01-03"
@@ -118,6 +120,43 @@ def test_forget_then_clear_recomputes_the_job(flights, first_date):
     assert new.result.fence != old.result.fence
     assert flights.client.xcom(FLIGHTS, first_date["run_id"], "ontime.submit")["skipped"] is False
     assert [h.result.fence for h in flights.store.get_history(job_id)][:1] == [old.result.fence]
+
+
+def test_airflow_jrs_recompute_computes_a_date_again_once_and_a_later_backfill_reuses_it(flights, first_date):
+    """The documented CLI way (issue 19 item 3): forget the date's result and clear its task
+    instance through Airflow's REST API; the run computes the job again (one launch), and a
+    later backfill of the date reuses the new result (no launch)."""
+    job_id = job("ontime", DAY1)
+    old = flights.store.get_entry(job_id)
+    assert old is not None
+    cli = [str(Path(sys.executable).parent / "airflow-jrs"), "--redis-url", flights.redis_url,
+           "--namespace", flights.namespace, "recompute", "--dag-id", FLIGHTS, "--from-date", DAY1,
+           "--to-date", DAY1, "--task", "ontime.submit", "--dags-folder", str(ROOT / "dags"),
+           "--airflow-url", flights.airflow.url]  # fmt: skip
+    env = {**os.environ, "AIRFLOW_JRS_API_USERNAME": flights.airflow.username,
+           "AIRFLOW_JRS_API_PASSWORD": flights.airflow.password}  # fmt: skip
+    preview = subprocess.run([*cli, "--dry-run"], capture_output=True, text=True, timeout=300, env=env)
+    assert preview.returncode == 0, preview.stderr
+    assert job_id in preview.stdout and "dry run: nothing changed" in preview.stdout
+    assert flights.store.get_entry(job_id) == old
+
+    before = flights.launches()
+    done = subprocess.run([*cli, "--yes"], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{job_id}: forgot its result (kept in history), cleared {FLIGHTS} run" in done.stdout
+    runs = [r for r in flights.client.dag_runs(FLIGHTS) if r["logical_date"].startswith(DAY1)]
+    assert len(runs) == 1
+    assert flights.run(FLIGHTS, runs[0]["dag_run_id"]) == ALL_SUCCESS
+    assert flights.launches() - before == 1  # ontime only
+    new = flights.store.get_entry(job_id)
+    assert new is not None and new.is_clean and new.result.fence != old.result.fence
+    assert [h.result.fence for h in flights.store.get_history(job_id)][:1] == [old.result.fence]
+
+    before = flights.launches()
+    result = flights.airflow.backfills.run(FLIGHTS, DAY1, DAY1, "completed", via="cli")
+    assert result.runs == {DAY1: "success"}, result
+    assert flights.launches() == before, "a later backfill recomputed the recomputed date"
+    assert flights.store.get_entry(job_id).result.fence == new.result.fence
 
 
 def test_start_in_triggerer_ends_committed_tasks_without_a_worker(e2e):

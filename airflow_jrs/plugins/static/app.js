@@ -188,7 +188,7 @@
   // The page's own confirmation dialog, not window.confirm(): the UI frames this page in a
   // sandbox without allow-modals, where the browser ignores confirm() (it returns false) and
   // every action would silently do nothing.
-  const ACTION_LABELS = { forget: "Forget", "mark-clean": "Mark clean", "release-quarantine": "Release", stop: "Stop", cancel: "Cancel stream" };
+  const ACTION_LABELS = { recompute: "Recompute", forget: "Forget", "mark-clean": "Mark clean", "release-quarantine": "Release", stop: "Stop", cancel: "Cancel stream" };
   function confirmAction(question, label) {
     return new Promise((resolve) => {
       let answered = false;
@@ -248,6 +248,10 @@
     }
     const actions = el("div", { class: "actions" });
     if (d.can_edit) {
+      if (e && e.attempt && !d.lease) actions.append(el("button", { type: "button", "data-action": "recompute", text: "Recompute",
+        onclick: () => act(d.job_id, "recompute", `Recompute ${d.job_id} now? Its result is forgotten (kept in its history) and `
+          + `${e.attempt.dag_id}.${e.attempt.task_id} in run ${e.attempt.run_id} is cleared, so it runs Spark again. `
+          + "A later backfill of the date reuses the new result.", { created_at: e.created_at }) }));
       if (e) actions.append(el("button", { type: "button", "data-action": "forget", text: "Forget (run again)",
         onclick: () => act(d.job_id, "forget", `Forget the result of ${d.job_id}? The next run of the job computes it again (the entry stays in its history).`, { created_at: e.created_at }) }));
       if (e && e.state === "dirty") actions.append(el("button", { type: "button", "data-action": "mark-clean", text: "Mark clean",

@@ -1,0 +1,212 @@
+"""``recompute``: the one way to compute given jobs or dates again, now, through Airflow.
+
+For each job: forget its result (it goes to the job's history, naming who recomputed it), then
+clear its task instance through Airflow's REST API (:mod:`airflow_jrs.airflow_api`), as the UI's
+Clear does: the run is queued again, the task finds no result and runs Spark, its cleanup runs
+after it. No conf is involved, so nothing lingers on the run: a later retry, clear or backfill
+of that date reuses the new result. The Job results page's Recompute button does the same.
+
+A job whose lease is held is running now: it is left alone (its result will be new). A job
+whose result changed between the preview and the forget is left alone too (look again).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from airflow_jrs.airflow_api import AirflowApi, AirflowApiError
+from airflow_jrs.cli.common import NOT_FOUND, OK, UNREACHABLE, USAGE, CliError, Ctx, ask, stamp
+from airflow_jrs.cli.plan import load_dag, plan_jobs
+from airflow_jrs.exceptions import JobResultEntryChangedError, JobResultEntryError, NoSuchJobResultError
+from airflow_jrs.lease import JobLease
+from airflow_jrs.store import JobResultEntry
+from airflow_jrs.store.model import Actor, HistoryReason
+
+COLUMNS = ("job id", "result now", "created (UTC)", "clears (run / task)")
+
+
+@dataclass
+class Target:
+    """One job to recompute: its result (if any) and the task instance that computes it again."""
+
+    job_id: str
+    entry: JobResultEntry | None
+    dag_id: str | None = None
+    run_id: str | None = None
+    task_id: str | None = None
+    map_index: int = -1
+    note: str = ""  # why it is left alone, or what happens instead of a clear
+    left_alone: bool = False  # running now, or changed since the preview: neither forgotten nor cleared
+    forgotten: bool = False
+    cleared: bool = False
+
+    @property
+    def clears(self) -> str:
+        return f"{self.run_id} / {self.task_id}" if self.run_id else "-"
+
+    def json(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "dag_id": self.dag_id,
+            "run_id": self.run_id,
+            "task_id": self.task_id,
+            "had_result": self.entry is not None,
+            "forgotten": self.forgotten,
+            "cleared": self.cleared,
+            "note": self.note,
+        }
+
+
+def _by_job_ids(ctx: Ctx) -> list[Target]:
+    targets = []
+    for job_id in ctx.args.job_ids:
+        try:
+            entry = ctx.store.get_entry(job_id)
+        except JobResultEntryError as exc:
+            raise CliError(f"job {job_id}: {exc}", USAGE) from None
+        if entry is None:
+            raise CliError(
+                f"job {job_id!r} has no result in {ctx.where()}, so its task instance is unknown; give "
+                "--dag-id with --from-date and --to-date to clear the runs of those dates instead",
+                NOT_FOUND,
+            )
+        a = entry.result.attempt
+        if a is None:
+            targets.append(Target(job_id, entry, note="its result names no task instance: the next run computes it"))
+        else:
+            targets.append(Target(job_id, entry, a.dag_id, a.run_id, a.task_id, a.map_index))
+    return targets
+
+
+def _by_dates(ctx: Ctx, api: AirflowApi) -> list[Target]:
+    a = ctx.args
+    if a.from_date > a.to_date:
+        raise CliError("--from-date is after --to-date; swap them", USAGE)
+    dag = load_dag(a.dag_id, a.dags_folder)
+    planned, _notes = plan_jobs(ctx, dag, a.from_date, a.to_date)
+    if a.task:
+        unknown = sorted(set(a.task) - {p.task_id for p in planned})
+        if unknown:
+            raise CliError(f"DAG {a.dag_id!r} has no JrsSparkSubmitOperator task {unknown}; check --task", USAGE)
+        planned = [p for p in planned if p.task_id in a.task]
+    if a.dry_run and not api.has_credentials:  # a preview without credentials: no run ids
+        runs: dict[float, str] = {}
+    else:
+        runs = {_ts(r.get("logical_date")): r["dag_run_id"] for r in api.dag_runs(a.dag_id, a.from_date, a.to_date)}
+    targets = []
+    for p in planned:
+        run_id = runs.get(p.logical_date.timestamp()) if p.logical_date else None
+        note = "" if run_id else "no run of this date yet: its first run computes it"
+        targets.append(Target(p.job_id, p.entry, a.dag_id, run_id, p.task_id, note=note))
+    return targets
+
+
+def _ts(raw: Any) -> float:
+    return datetime.fromisoformat(str(raw).replace("Z", "+00:00")).timestamp() if raw else float("nan")
+
+
+def _running(ctx: Ctx, targets: list[Target]) -> None:
+    for t in targets:
+        holder = JobLease(ctx.store.client, ctx.namespace, t.job_id).peek()
+        if holder is not None:
+            who = f"{holder.owner.get('host', '?')} pid {holder.owner.get('pid', '?')}"
+            t.note, t.left_alone = f"running now (lease held by {who}): left alone, its result will be new", True
+
+
+def cmd_recompute(ctx: Ctx) -> int:
+    a = ctx.args
+    if bool(a.job_ids) == bool(a.dag_id):
+        raise CliError("give JOB_IDs, or --dag-id with --from-date and --to-date (not both)", USAGE)
+    if a.dag_id and (a.from_date is None or a.to_date is None):
+        raise CliError("--dag-id needs --from-date and --to-date, e.g. --from-date 2013-01-01 --to-date 2013-01-31")
+    if a.task and not a.dag_id:
+        raise CliError("--task goes with --dag-id (a job id names its task already)", USAGE)
+    api = AirflowApi.from_environment(a.airflow_url)
+    targets: list[Target] = []
+    try:
+        targets = _by_job_ids(ctx) if a.job_ids else _by_dates(ctx, api)
+        if not targets:
+            raise CliError(f"no jobs to recompute in {ctx.where()}", NOT_FOUND)
+        _running(ctx, targets)
+        if not ctx.out.as_json:
+            ctx.out.header(ctx, f"Will recompute {len(targets)} jobs: forget each result (kept in history), then "
+                                f"clear its task instance through Airflow's API at {api.base_url}")  # fmt: skip
+            rows = [
+                [t.job_id, t.entry.state.value if t.entry else "no result",
+                 stamp(t.entry.created_at if t.entry else None), "-" if t.left_alone else t.clears]
+                for t in targets
+            ]  # fmt: skip
+            ctx.out.table(COLUMNS, rows)
+            for t in targets:
+                if t.note:
+                    ctx.out.line(f"{t.job_id}: {t.note}")
+        if a.dry_run:
+            if ctx.out.as_json:
+                ctx.out.json(ctx.located({"recompute": [t.json() for t in targets], "dry_run": True}))
+            else:
+                ctx.out.line("dry run: nothing changed")
+            return OK
+        ask(ctx, f"recompute {len(targets)} jobs (forget their results and clear their task instances)")
+        for dag_id in sorted({t.dag_id for t in targets if t.dag_id and t.run_id and not t.left_alone}):
+            api.check_dag(dag_id)  # reachable, credentials, the DAG: fail before anything is forgotten
+        _forget(ctx, targets)
+        _clear(api, targets)
+    except AirflowApiError as exc:
+        forgotten = [t.job_id for t in targets if t.forgotten]
+        done = (
+            f"; the results of {forgotten} are forgotten (kept in history): their next runs compute them, or "
+            "clear their task instances in the Airflow UI"
+            if forgotten
+            else "; nothing was changed"
+        )
+        code = UNREACHABLE if exc.unreachable else USAGE
+        raise CliError(f"{exc}{done}", code) from None
+    if ctx.out.as_json:
+        ctx.out.json(ctx.located({"recompute": [t.json() for t in targets]}))
+        return OK
+    for t in targets:
+        if t.cleared:
+            what = "forgot its result (kept in history), " if t.forgotten else ""
+            ctx.out.line(f"{t.job_id}: {what}cleared {t.dag_id} run {t.run_id} task {t.task_id}; it runs again now")
+        elif t.forgotten:
+            ctx.out.line(f"{t.job_id}: forgot its result (kept in history); {t.note or 'its next run computes it'}")
+        else:
+            ctx.out.line(f"{t.job_id}: {t.note or 'nothing to do'}")
+    return OK
+
+
+def _forget(ctx: Ctx, targets: list[Target]) -> None:
+    actor = Actor.cli()
+    for t in targets:
+        if t.entry is None or t.left_alone:
+            continue
+        try:
+            ctx.store.forget_result(t.job_id, expected=t.entry, reason=HistoryReason.RECOMPUTED, actor=actor)
+            t.forgotten = True
+        except NoSuchJobResultError:
+            t.forgotten = True  # gone meanwhile: the clear computes it all the same
+        except JobResultEntryChangedError:
+            t.note, t.left_alone = "its result changed since the preview (a new one?): left alone; look again", True
+
+
+def _clear(api: AirflowApi, targets: list[Target]) -> None:
+    runs: dict[tuple[str, str], list[Target]] = defaultdict(list)
+    for t in targets:
+        if t.dag_id and t.run_id and t.task_id and not t.left_alone:
+            runs[(t.dag_id, t.run_id)].append(t)
+    for (dag_id, run_id), group in runs.items():
+        task_ids: list[Any] = sorted({t.task_id for t in group if t.map_index == -1 and t.task_id})
+        task_ids += [[t.task_id, t.map_index] for t in group if t.map_index != -1]
+        try:
+            api.clear(dag_id, run_id, task_ids)
+        except AirflowApiError as exc:
+            if exc.status != 404:
+                raise
+            for t in group:
+                t.note = f"run {run_id} is gone from Airflow: the next run of the date computes the job"
+            continue
+        for t in group:
+            t.cleared = True
