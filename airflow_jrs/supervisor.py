@@ -7,8 +7,8 @@ Every submission of :class:`~airflow_jrs.operators.JrsSparkSubmitOperator` runs 
 on the worker host, in place of the bare spark-submit (the operator prefixes the command the
 Spark provider builds; the application needs nothing of airflow-jrs). Like spark-submit
 before it, it outlives a SIGKILLed task process. While spark-submit lives it keeps the job's
-heartbeat (:mod:`airflow_jrs.intent`) for its fence, renewing it every ``ttl/3``; it stops
-spark-submit when a successor asks; when spark-submit ends it records the exit code and
+heartbeat (:mod:`airflow_jrs.intent`) for its fence, renewing it every ``ttl/3`` (every
+second at most); it relays stop and cancel requests to spark-submit; when spark-submit ends it records the exit code and
 exits with it (so the provider's hook sees what it always saw).
 
 Failure cases (see docs/recovery.md):
@@ -26,8 +26,17 @@ Failure cases (see docs/recovery.md):
 * **a partition between the supervisor and Redis**: it cannot renew, so once most of the TTL
   has passed since its last renewal it kills spark-submit itself, before the key can expire:
   when a successor sees no heartbeat, nothing of that attempt runs;
-* **clock skew**: none matters; the TTL runs on the Redis server, durations here on a
-  monotonic clock;
+* **clock skew**: none matters; the TTL runs on the Redis server, durations here on
+  ``CLOCK_BOOTTIME`` (it counts through a suspend of the host, unlike ``time.monotonic()``);
+* **the heartbeat expires early** (an NTP step on the Redis host, a failover to a replica with
+  another clock or without the key): only the first beat creates the heartbeat; a later one
+  that finds it gone is refused, and spark-submit is killed at once (a successor may run);
+* **a pause or a suspend** (SIGSTOP, a frozen VM): no beat starts that could end after the
+  self-fence deadline, so a supervisor waking past it kills spark-submit before it beats;
+* **a stop or cancel request** (:mod:`airflow_jrs.store.stop_requests`): read with each beat
+  (every second at most) and relayed here: a stream's stop goes to its driver's control file
+  (a batch boundary), a cancel or a batch job's stop terminates spark-submit; when the task is
+  gone, the supervisor records STOPPED or CANCELED itself (:func:`record_orphan_outcome`);
 * **a host that is gone**: its heartbeat expires; the successor proceeds.
 
 The Redis connection comes in the environment (``JRS_SUPERVISOR_REDIS``, plain client
