@@ -361,3 +361,22 @@ def test_link_urls_are_relative_and_never_scripts():
     assert spark_app_url("http://h:18080/history/{application_id}/", "app-1") == "http://h:18080/history/app-1/"
     assert spark_app_url("javascript:alert(1)//{application_id}", "app-1") is None
     assert spark_app_url(None, "app-1") is None and spark_app_url("http://h/{application_id}", None) is None
+
+
+def test_the_api_server_stack_with_the_plugin_imports_without_a_starlette_deprecation_warning():
+    # The api-server logged a StarletteDeprecationWarning at start: Airflow's execution API
+    # imports svcs, whose FastAPI module imports starlette's test client, which warns when only
+    # httpx (not httpx2) is installed. The environment pins httpx2: no warning, no cause.
+    import subprocess
+    import sys
+
+    # (an error, not a record: Airflow routes warnings to its log as soon as it is imported)
+    code = (
+        "import warnings\n"
+        "from starlette.exceptions import StarletteDeprecationWarning\n"
+        "warnings.simplefilter('error', StarletteDeprecationWarning)\n"
+        "from airflow_jrs.plugins.api import create_app\n"
+        "create_app()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-600:]
