@@ -18,6 +18,7 @@ from dag_runner import run_dag
 from airflow_jrs.identity import fingerprint
 from airflow_jrs.lease import JobLease, default_owner
 from airflow_jrs.operators import JrsSparkSubmitOperator
+from airflow_jrs.paths import fence_token_of
 from airflow_jrs.store import Attempt, JobResult, JobStatus
 from airflow_jrs.store.requests import RecomputeRequests
 
@@ -136,7 +137,7 @@ def test_run_conf_recomputes_the_job_once_and_keeps_the_old_result_in_history(jr
     assert moved is not None and moved.reason == "recomputed" and moved.actor is not None
     assert moved.actor.via == "task" and moved.actor.attempt is not None and moved.actor.attempt.task_id == "submit"
     job_dir = jrs_env.output_root / jrs_env.namespace / job
-    assert sorted(p.name for p in job_dir.iterdir()) == [f"fence-{entry.result.fence}"]
+    assert [fence_token_of(p.name) for p in job_dir.iterdir()] == [entry.result.fence]
 
     assert run_dag() == {"submit": "success", "cleanup": "success"}  # no conf: the new result is reused
     assert jrs_env.launches() == 2

@@ -6,10 +6,13 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 from dag_runner import run_dag
 
+from airflow_jrs.paths import fence_token_of
 from airflow_jrs.store import JobStatus
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
@@ -37,8 +40,11 @@ def test_first_run_computes_cleanup_commits_and_second_run_starts_no_spark(env):
     assert result.metrics == {"rows": 10}
     assert result.attempt is not None and result.attempt.dag_id == "jrs_tiny"
     out = result.outputs["output"]
-    assert out == f"{env.output_root}/{env.namespace}/{JOB}/fence-{result.fence}"
-    assert (env.output_root / env.namespace / JOB / f"fence-{result.fence}" / "data").is_dir()
+    # the attempt's own folder: fence-<token>-<owner nonce>, the token being the result's fence
+    folder = Path(out)
+    assert folder.parent == env.output_root / env.namespace / JOB
+    assert re.fullmatch(r"fence-\d+-[0-9a-f]{16}", folder.name) and fence_token_of(folder.name) == result.fence
+    assert (folder / "data").is_dir()
     assert env.store.client.exists(env.store.keys.intent(JOB)) == 0
 
     states = run_dag()  # a second run of the same date: same job
@@ -58,7 +64,7 @@ def test_changed_job_version_recomputes_and_keeps_the_old_result_in_history(env,
     assert [e.result.fingerprint for e in env.store.get_history(JOB)] == [first.fingerprint]
     # cleanup removed the first attempt's staging: only the winner's is left
     job_dir = env.output_root / env.namespace / JOB
-    assert sorted(p.name for p in job_dir.iterdir()) == [f"fence-{second.fence}"]
+    assert [fence_token_of(p.name) for p in job_dir.iterdir()] == [second.fence]
 
 
 def test_failed_spark_job_records_nothing_that_skips_and_the_next_run_computes(env, monkeypatch):
