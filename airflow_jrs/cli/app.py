@@ -174,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         return fail(exc.code, str(exc))
     except StoreUnavailableError as exc:
         return fail(UNREACHABLE, common.store_failure(exc, args))
-    except NoSuchJobResultError as exc:
-        return fail(NOT_FOUND, f"{type(exc).__name__}: {exc}")
+    except NoSuchJobResultError as exc:  # its message names the job and namespace: no class name needed
+        return fail(NOT_FOUND, str(exc))
     except JrsError as exc:
         return fail(USAGE, f"{type(exc).__name__}: {exc}")
     except KeyboardInterrupt:

@@ -170,10 +170,13 @@ def cmd_release_quarantine(ctx: Ctx) -> int:
 
 
 def cmd_stream(ctx: Ctx) -> int:
-    from airflow_jrs.stream_requests import request_stream
+    from airflow_jrs.stream_requests import NoRunningStreamError, request_stream
 
     kind, job_id = ctx.args.command, ctx.args.job_id
-    doc = request_stream(ctx.store, job_id, kind)
+    try:
+        doc = request_stream(ctx.store, job_id, kind)
+    except NoRunningStreamError as exc:  # nothing running to stop: "not found" (exit 1), in plain words
+        raise CliError(str(exc), NOT_FOUND) from None
     if ctx.out.as_json:
         ctx.out.json(ctx.located(doc))
     else:

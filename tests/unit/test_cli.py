@@ -376,6 +376,16 @@ def test_output_cut_short_by_a_closed_pipe_ends_quietly(redis_url, namespace, st
     assert "Traceback" not in err and "BrokenPipeError" not in err and "Exception ignored" not in err, err
 
 
+def test_stopping_a_job_that_is_not_running_is_not_found_in_plain_words(redis_url, namespace, store):
+    store.create_dirty_result(ok("s.t.2013-01-01"))
+    base = ["--redis-url", redis_url, "--namespace", namespace]
+    for verb in ("stop", "cancel"):
+        done = run(*base, verb, "s.t.2013-01-01")
+        assert done.returncode == 1, (verb, done.returncode, done.stderr)  # 1: not found, as documented
+        assert "has no running attempt" in done.stderr and "airflow-jrs show" in done.stderr
+        assert "Error" not in done.stderr and "Traceback" not in done.stderr  # no class name
+
+
 def test_process_exit_codes_and_confirmation(redis_url, namespace, store):
     store.create_dirty_result(ok("p.t.1"))
     base = ["--redis-url", redis_url, "--namespace", namespace]
