@@ -17,6 +17,7 @@ from typing import Any
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.intent import IntentStore
 from airflow_jrs.lease import JobLease
+from airflow_jrs.operators.spark_target import application_id_of
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
 
 
@@ -58,13 +59,15 @@ def succeeded_result(
     application_id: str | None,
 ) -> JobResult:
     """The SUCCEEDED result of output in ``staging`` (its commit marker may add the
-    application id and the application's metrics)."""
+    application id and the application's metrics). An id is kept only if it has the shape of
+    one (:func:`~.spark_target.application_id_of`): the marker is written by user code."""
     outputs = {name: (f"{staging}/{sub}".rstrip("/") if sub else staging) for name, sub in run.outputs.items()}
     metrics = (marker or {}).get("metrics") or {}
     return JobResult(
         job_id=run.job_id,
         status=JobStatus.SUCCEEDED,
-        application_id=(marker or {}).get("application_id") or application_id,
+        application_id=application_id_of("", (marker or {}).get("application_id"))
+        or application_id_of("", application_id),
         outputs=outputs,
         metrics=metrics if isinstance(metrics, dict) else {"value": metrics},
         fingerprint=run.fingerprint,

@@ -12,35 +12,38 @@ local / client      ``spark.jrs.*`` conf on the       its spark-submit process o
 YARN cluster        ``spark.yarn.tags=jrs-<tag>``     a live application with the tag (the
                                                      ResourceManager REST API the provider uses)
 Kubernetes cluster  driver label ``jrs-job=<tag>``    a Pending/Running driver pod with the label
-standalone client   the application name              a live application of that name on the
-                    ``jrs-<ns>-<job id>-f<fence>``    master (its ``/json/`` status), killed
-                                                     through the master (``/app/kill/``)
+standalone client   the application name              a live application of that name or id
+                    ``jrs-<ns>-<job id>-f<fence>``    on the ALIVE master of the list
+standalone cluster  the driver id the intent          a live driver (SUBMITTED, RUNNING,
+                    recorded (``driver-...``)         RELAUNCHING, UNKNOWN) on the ALIVE master
+                                                     (:mod:`.standalone`)
 ==================  ===============================  ==========================================
 
 Every mode also scans local processes: a spark-submit that outlived its task on this host
-is a predecessor whatever the master. The Spark provider's hook tells the mode
-(:func:`deploy_mode_for`); the tag is :func:`airflow_jrs.paths.job_tag`.
+is a predecessor whatever the master. The mode comes from the Spark connection and the
+operator's arguments (:func:`deploy_mode_for` of a :class:`~.spark_target.SparkTarget`), never
+from the provider hook's private state; the tag is :func:`airflow_jrs.paths.job_tag`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 import requests
 
-from airflow_jrs.paths import app_name_prefix
+from airflow_jrs.operators.spark_target import application_id_of
 from airflow_jrs.spark.conf import command_line_marks
 
+if TYPE_CHECKING:
+    from airflow_jrs.operators.spark_target import SparkTarget
+
 _YARN_LIVE_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
-#: What a standalone driver logs once the master accepted it (StandaloneSchedulerBackend).
-_APP_ID = re.compile(r"app ID (app-\d+-\d+)")
+#: Where the standalone client mode keeps the application id it read (see .standalone).
 _STANDALONE_APP_ID = "_jrs_standalone_app_id"
-_CSRF = re.compile(r'name="csrfToken" value="([^"]+)"')
 
 
 @dataclass
@@ -74,6 +77,10 @@ class DeployMode:
     """Local master or client deploy mode: the application lives in spark-submit, on this host."""
 
     name = "local"
+    #: the target kind whose application ids :meth:`submission` accepts (spark_target.application_id_of)
+    kind = "local"
+    #: the driver runs in the cluster: spark-submit's exit says little about the application
+    cluster = False
 
     def submission_conf(self, tag: str, fence: int, user_conf: dict[str, Any]) -> dict[str, str]:
         """Conf that makes this attempt's application findable (added to the user's conf)."""
@@ -85,8 +92,9 @@ class DeployMode:
     def find_predecessors(
         self, spark_hook: Any, namespace: str, job_id: str, tag: str, known_ids: Sequence[str] = ()
     ) -> list[Predecessor]:
-        """Live applications of earlier attempts of the job (``known_ids``: ids their intents recorded)."""
-        return [
+        """Live applications of earlier attempts of the job (``known_ids``: ids their intents recorded):
+        spark-submit processes on this host, then what the cluster knows (:meth:`cluster_predecessors`)."""
+        local = [
             Predecessor(
                 description=f"local spark-submit pid {proc.pid}",
                 alive=partial(_process_alive, proc),
@@ -94,17 +102,29 @@ class DeployMode:
             )
             for proc in find_spark_submit_processes(namespace, job_id)
         ]
+        return local + self.cluster_predecessors(spark_hook, namespace, job_id, tag, known_ids)
+
+    def cluster_predecessors(
+        self, spark_hook: Any, namespace: str, job_id: str, tag: str, known_ids: Sequence[str] = ()
+    ) -> list[Predecessor]:
+        """Live applications or drivers of earlier attempts that the cluster manager knows
+        (none in local mode). Raises when the cluster cannot be asked: unknown is not "none"."""
+        return []
 
     def submission(self, spark_hook: Any) -> tuple[int | None, str | None]:
-        """(spark-submit pid, application or driver id) as the provider's hook parsed them so far."""
+        """(spark-submit pid, application or driver id) as the provider's hook parsed them so far.
+
+        The id is returned only when it has the shape of an id of this mode
+        (:func:`~.spark_target.application_id_of`); anything else is not stored."""
         process = getattr(spark_hook, "_submit_sp", None)
-        app_id = (
-            getattr(spark_hook, "_yarn_application_id", None)
-            or getattr(spark_hook, "_driver_id", None)
-            or getattr(spark_hook, _STANDALONE_APP_ID, None)
-            or getattr(spark_hook, "_kubernetes_application_id", None)
-            or getattr(spark_hook, "_kubernetes_driver_pod", None)
+        candidates = (
+            getattr(spark_hook, "_yarn_application_id", None),
+            getattr(spark_hook, "_driver_id", None),
+            getattr(spark_hook, _STANDALONE_APP_ID, None),
+            getattr(spark_hook, "_kubernetes_application_id", None),
+            getattr(spark_hook, "_kubernetes_driver_pod", None),
         )
+        app_id = next((v for v in (application_id_of(self.kind, c) for c in candidates) if v), None)
         return (process.pid if process is not None else None), app_id
 
 
@@ -112,12 +132,14 @@ class YarnClusterMode(DeployMode):
     """YARN cluster mode: the driver runs in the cluster, found by its application tag."""
 
     name = "yarn-cluster"
+    kind = "yarn"
+    cluster = True
 
     def submission_conf(self, tag: str, fence: int, user_conf: dict[str, Any]) -> dict[str, str]:
         user_tags = user_conf.get("spark.yarn.tags")
         return {"spark.yarn.tags": ",".join(filter(None, [user_tags, f"jrs-{tag}", f"jrs-fence-{fence}"]))}
 
-    def find_predecessors(
+    def cluster_predecessors(
         self, spark_hook: Any, namespace: str, job_id: str, tag: str, known_ids: Sequence[str] = ()
     ) -> list[Predecessor]:
         base = spark_hook._get_yarn_rm_base_url()
@@ -130,7 +152,7 @@ class YarnClusterMode(DeployMode):
         )
         resp.raise_for_status()
         apps = ((resp.json() or {}).get("apps") or {}).get("app") or []
-        found = super().find_predecessors(spark_hook, namespace, job_id, tag)
+        found: list[Predecessor] = []
         for app in apps:
             app_id = app["id"]
 
@@ -153,19 +175,24 @@ class KubernetesClusterMode(DeployMode):
     """Kubernetes cluster mode: the driver is a pod, found by its label."""
 
     name = "kubernetes-cluster"
+    kind = "kubernetes"
+    cluster = True
+
+    def __init__(self, k8s_namespace: str | None = None) -> None:
+        self.k8s_namespace = k8s_namespace or "default"
 
     def submission_conf(self, tag: str, fence: int, user_conf: dict[str, Any]) -> dict[str, str]:
         return {"spark.kubernetes.driver.label.jrs-job": tag, "spark.kubernetes.driver.label.jrs-fence": str(fence)}
 
-    def find_predecessors(
+    def cluster_predecessors(
         self, spark_hook: Any, namespace: str, job_id: str, tag: str, known_ids: Sequence[str] = ()
     ) -> list[Predecessor]:
         from airflow.providers.cncf.kubernetes import kube_client
 
         client = kube_client.get_kube_client()
-        k8s_namespace = spark_hook._connection["namespace"]
+        k8s_namespace = self.k8s_namespace
         pods = client.list_namespaced_pod(k8s_namespace, label_selector=f"jrs-job={tag}").items
-        found = super().find_predecessors(spark_hook, namespace, job_id, tag)
+        found: list[Predecessor] = []
         for pod in pods:
             if (pod.status.phase or "") not in ("Pending", "Running"):
                 continue
@@ -189,103 +216,16 @@ class KubernetesClusterMode(DeployMode):
         return found
 
 
-class StandaloneClientMode(DeployMode):
-    """Spark's standalone cluster manager in client deploy mode (cluster mode runs no Python apps).
-
-    The driver is spark-submit on the worker host that submitted it; its executors run on the
-    cluster. A successor on *another* host cannot see that spark-submit, but the master lists
-    the application, and can kill it. The master knows it by id and name only (not its conf),
-    so it is found by the id its attempt recorded in the intent (read from spark-submit's
-    "Connected to Spark cluster with app ID" line, see :meth:`prepare`) or, when the attempt
-    died before that line, by the deterministic name the operator gives it (an application
-    that renames itself with ``appName(...)`` can then only be found by id).
-
-    :param webui_url: the master's web UI (the Spark connection's extra ``master_webui_url``)
-    """
-
-    name = "standalone-client"
-    _LIVE = ("WAITING", "RUNNING", "SUBMITTED")
-
-    def __init__(self, webui_url: str) -> None:
-        self.webui_url = webui_url.rstrip("/")
-
-    def _active(self) -> list[dict[str, Any]]:
-        resp = requests.get(f"{self.webui_url}/json/", timeout=(5, 30))
-        resp.raise_for_status()
-        return [a for a in resp.json().get("activeapps", []) if a.get("state") in self._LIVE]
-
-    def prepare(self, spark_hook: Any) -> None:
-        """Read the application id from spark-submit's output as the provider's hook consumes it."""
-        process_log = spark_hook._process_spark_submit_log
-
-        def scan(lines: Any) -> Any:
-            for line in lines:
-                if getattr(spark_hook, _STANDALONE_APP_ID, None) is None:
-                    match = _APP_ID.search(line if isinstance(line, str) else line.decode(errors="replace"))
-                    if match:
-                        setattr(spark_hook, _STANDALONE_APP_ID, match.group(1))
-                yield line
-
-        spark_hook._process_spark_submit_log = lambda itr: process_log(scan(itr))
-
-    def find_predecessors(
-        self, spark_hook: Any, namespace: str, job_id: str, tag: str, known_ids: Sequence[str] = ()
-    ) -> list[Predecessor]:
-        found = super().find_predecessors(spark_hook, namespace, job_id, tag)
-        prefix = app_name_prefix(namespace, job_id)
-        for app in self._active():
-            name = str(app.get("name", ""))
-            by_name = name.startswith(prefix) and name[len(prefix) :].isdigit()
-            if not (by_name or app.get("id") in known_ids):
-                continue
-            app_id = app["id"]
-            found.append(
-                Predecessor(
-                    description=f"standalone application {app_id} ({name}) on {self.webui_url}",
-                    alive=partial(self._alive, app_id),
-                    stop=partial(self.kill, app_id),
-                )
-            )
-        return found
-
-    def _alive(self, app_id: str) -> bool:
-        return any(a["id"] == app_id for a in self._active())
-
-    def kill(self, app_id: str) -> None:
-        """Ask the master to kill the application (its executors; the driver then fails).
-
-        Spark 4's web UI refuses state changes without the CSRF token its pages carry: read it
-        from the master's page, then post the kill as the page's kill link does.
-        """
-        page = requests.get(f"{self.webui_url}/", timeout=(5, 30))
-        page.raise_for_status()
-        token = _CSRF.search(page.text)
-        data = {"id": app_id, "terminate": "true", **({"csrfToken": token.group(1)} if token else {})}
-        resp = requests.post(f"{self.webui_url}/app/kill/", data=data, timeout=(5, 30))
-        resp.raise_for_status()
-
-
-def _standalone_webui(spark_hook: Any) -> str:
-    """The master's web UI: the Spark connection's extra ``master_webui_url``, else port 8080."""
-    from airflow.sdk import BaseHook
-
-    extra = BaseHook.get_connection(spark_hook._conn_id).extra_dejson
-    if extra.get("master_webui_url"):
-        return str(extra["master_webui_url"])
-    host = spark_hook._connection["master"].removeprefix("spark://").split(",")[0].split(":")[0]
-    return f"http://{host}:8080"
-
-
-def deploy_mode_for(spark_hook: Any) -> DeployMode:
-    """The deploy mode of the provider's ``SparkSubmitHook`` (``None``: local processes only)."""
-    if spark_hook is not None and getattr(spark_hook, "_is_yarn_cluster_mode", False):
+def deploy_mode_for(target: SparkTarget | None) -> DeployMode:
+    """The deploy mode of a resolved Spark target (``None``: local processes only)."""
+    if target is None:
+        return DeployMode()
+    if target.kind == "yarn" and target.cluster:
         return YarnClusterMode()
-    if (
-        spark_hook is not None
-        and getattr(spark_hook, "_is_kubernetes", False)
-        and spark_hook._connection["deploy_mode"] == "cluster"
-    ):
-        return KubernetesClusterMode()
-    if spark_hook is not None and str(spark_hook._connection.get("master", "")).startswith("spark://"):
-        return StandaloneClientMode(_standalone_webui(spark_hook))
+    if target.kind == "kubernetes" and target.cluster:
+        return KubernetesClusterMode(target.k8s_namespace)
+    if target.kind == "standalone":
+        from airflow_jrs.operators.standalone import StandaloneMode, standalone_webuis
+
+        return StandaloneMode(standalone_webuis(target.masters, dict(target.extra)), cluster=target.cluster)
     return DeployMode()

@@ -28,7 +28,7 @@ from typing import Any
 from airflow_jrs.exceptions import CorruptCommitMarkerError
 from airflow_jrs.intent import Heartbeat, Heartbeats, IntentStore
 from airflow_jrs.operators.attempt import JobRun, succeeded_result
-from airflow_jrs.operators.deploy_modes import Predecessor, deploy_mode_for
+from airflow_jrs.operators.deploy_modes import DeployMode, Predecessor
 from airflow_jrs.operators.streaming import DEFAULT_STOP_TIMEOUT
 from airflow_jrs.paths import job_tag
 from airflow_jrs.payload import result_payload
@@ -42,10 +42,11 @@ PREDECESSOR_POLICIES = ("wait", "stop")
 HEARTBEAT_POLL = 0.5
 
 
-def find_predecessors(spark_hook: Any, namespace: str, job_id: str, known_ids: Sequence[str] = ()) -> list[Predecessor]:
-    """Live applications of earlier attempts of this job, for the hook's master and deploy mode
-    (``known_ids``: application ids the attempts' intents recorded)."""
-    mode = deploy_mode_for(spark_hook)
+def find_predecessors(
+    mode: DeployMode, spark_hook: Any, namespace: str, job_id: str, known_ids: Sequence[str] = ()
+) -> list[Predecessor]:
+    """Live applications of earlier attempts of this job, for the target's deploy mode
+    (``known_ids``: application or driver ids the attempts' intents recorded)."""
     return mode.find_predecessors(spark_hook, namespace, job_id, job_tag(namespace, job_id), known_ids)
 
 
@@ -95,11 +96,14 @@ def _settle_supervised_predecessor(run: JobRun, fence: int, predecessor: str, lo
         time.sleep(HEARTBEAT_POLL)
 
 
-def recover(run: JobRun, *, spark_hook: Callable[[], Any], predecessor: str, log: Any) -> dict[str, Any] | None:
+def recover(
+    run: JobRun, *, spark_hook: Callable[[], Any], predecessor: str, log: Any, mode: DeployMode | None = None
+) -> dict[str, Any] | None:
     """Recover from a predecessor that died mid-flight; returns the adopted result's payload, or
     ``None`` when there is nothing to adopt and the caller must submit.
 
     :param spark_hook: builds the provider's SparkSubmitHook (only called when there is an intent)
+    :param mode: where Spark runs (:func:`~.deploy_modes.deploy_mode_for`; default: local processes)
     """
     job_id, lease = run.job_id, run.lease
     stale = run.intents.get(job_id)
@@ -112,7 +116,7 @@ def recover(run: JobRun, *, spark_hook: Callable[[], Any], predecessor: str, log
     )  # fmt: skip
     beat = _settle_supervised_predecessor(run, stale.fence, predecessor, log)
     known = [stale.application_id] if stale.application_id else []
-    predecessors = find_predecessors(spark_hook(), run.store.namespace, job_id, known)
+    predecessors = find_predecessors(mode or DeployMode(), spark_hook(), run.store.namespace, job_id, known)
     if predecessors:
         names = [p.description for p in predecessors]
         if predecessor == "stop":

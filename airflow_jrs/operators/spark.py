@@ -17,10 +17,21 @@ Killed attempts (SIGTERM, mark-failed, execution_timeout) never succeed: ``on_ki
 spark-submit and revokes the lease on its own connection, so the fenced result write fails
 even if ``execute`` carries on afterwards (apache/airflow#73006); ``execute`` then raises.
 
-``durable`` (the parent's ResumableJobMixin) is left as it is: it reattaches *within one task
-instance* in cluster deploy modes and runs inside our lease, so it never submits a second
-copy; the lease, intent and result store cover what it does not: other runs of the same
-date, local/client mode, and the crash window between submit and its state write.
+``durable`` (the parent's ResumableJobMixin, on by default in Airflow 3.3) is forced off, and
+``durable=True`` is refused with :class:`~airflow_jrs.exceptions.JrsConfigError`: its reattach
+reads an id from the task's state store, not from the job's intent, so a retry under a new
+fence would reattach to (or report "already succeeded" for) the previous fence's driver and we
+would publish the new fence's empty folder. The intent does that job for every deploy mode:
+it records the driver or application id under the fence that owns it, and the next attempt
+waits for that driver and adopts its output (:mod:`.recovery`).
+
+Cluster deploy modes (the driver runs in the cluster; see docs/recovery.md, "Deploy modes"):
+whatever the parent's ``execute`` raises (a lost status poll, a master or ResourceManager
+failover), the driver may still run, so the intent is kept unless the cluster says the driver
+ended without a commit marker; and SUCCEEDED is recorded only for output whose commit marker
+(:mod:`airflow_jrs.spark.commit`) names this job and fence. The master and deploy mode come
+from the Spark connection and the operator's arguments (:mod:`.spark_target`), which also
+refuses configurations that cannot be made safe.
 """
 
 from __future__ import annotations
@@ -33,7 +44,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import (
     AirflowException,
     AirflowFailException,
@@ -51,9 +61,11 @@ from airflow_jrs.identity import application_fingerprint, default_job_id
 from airflow_jrs.intent import Intent, IntentStore
 from airflow_jrs.lease import JobLease
 from airflow_jrs.operators.attempt import JobRun, attempt_from_context, record_failure, succeeded_result
-from airflow_jrs.operators.deploy_modes import deploy_mode_for
+from airflow_jrs.operators.cluster_outcome import committed_marker, driver_may_still_run, missing_marker_message
+from airflow_jrs.operators.deploy_modes import DeployMode, deploy_mode_for
 from airflow_jrs.operators.links import JobResultLink, SparkApplicationLink
 from airflow_jrs.operators.recovery import PREDECESSOR_POLICIES, recover
+from airflow_jrs.operators.spark_target import SparkTarget, refuse_unsafe, resolve_target
 from airflow_jrs.operators.steps import reached
 from airflow_jrs.operators.stopping import asked_to_end, cancel_on_kill, record_ended_on_request
 from airflow_jrs.operators.streaming import DEFAULT_STOP_TIMEOUT, StreamAttempt
@@ -95,6 +107,8 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         records STOPPED or CANCELED (see :mod:`airflow_jrs.operators.streaming`, docs/streaming.md)
     :param stop_timeout: streaming only: seconds ``on_kill`` waits for the stop before it cancels;
         keep it below Airflow's ``[core] killed_task_cleanup_time``
+    :param durable: must be left unset or ``False``: the parent's reattach-on-retry is replaced by
+        the job's intent (module docstring); ``True`` raises :class:`~airflow_jrs.exceptions.JrsConfigError`
 
     ``application_args`` may use ``{jrs_output}``, ``{jrs_job_id}`` and ``{jrs_fence}``; the
     same values reach the application as Spark conf ``spark.jrs.output_dir``, ``spark.jrs.job_id``
@@ -127,9 +141,26 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         predecessor: str = "wait",
         streaming: bool = False,
         stop_timeout: float = DEFAULT_STOP_TIMEOUT,
+        durable: bool | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        if durable or kwargs.get("reconnect_on_retry"):
+            raise JrsConfigError(
+                f"{kwargs.get('task_id')}: JrsSparkSubmitOperator does not support durable=True (or "
+                "reconnect_on_retry=True): the provider's reattach reads a driver id from the task's state, not "
+                "from the job's intent, and could publish a new attempt's empty folder for a previous attempt's "
+                "driver. Leave durable unset: the job's intent already makes a retry wait for, and adopt, a "
+                "driver that still runs (docs/recovery.md, 'Deploy modes')."
+            )
+        kwargs.pop("reconnect_on_retry", None)
+        super().__init__(durable=False, **kwargs)
+        #: the Spark connection and deploy mode as the user gave them (not the hook's private copies)
+        self.spark_conn_id: str = kwargs.get("conn_id", "spark_default")
+        self.spark_deploy_mode: str | None = kwargs.get("deploy_mode")
+        self._jrs_tracking = {
+            "yarn_track_via_rm_api": bool(kwargs.get("yarn_track_via_rm_api", False)),
+            "track_driver_via_k8s_api": bool(kwargs.get("track_driver_via_k8s_api", False)),
+        }
         if predecessor not in PREDECESSOR_POLICIES:
             raise JrsConfigError(
                 f"{self.task_id}: predecessor must be one of {list(PREDECESSOR_POLICIES)}, got {predecessor!r}"
@@ -215,7 +246,10 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             intents = IntentStore(hook.get_conn(), hook.namespace, hook.settings.spec_root)
             outputs = self.outputs or {"output": ""}
             run = JobRun(hook, store, intents, lease, job_id, fp, attempt, decision.supersede, outputs)
-            adopted = recover(run, spark_hook=self._checked_spark_hook, predecessor=self.predecessor, log=self.log)
+            adopted = recover(
+                run, spark_hook=self._checked_spark_hook, predecessor=self.predecessor, log=self.log,
+                mode=self._spark_target()[1],
+            )  # fmt: skip
             if adopted is not None:
                 return adopted
             return self._run(context, run)
@@ -273,16 +307,14 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             self.log.info("Job %s: %s. %s", entry.job_id, verdict.reason, recompute.how_to_recompute(entry.job_id))
         return verdict.recompute
 
-    def _require_spark_connection(self) -> None:
-        """The Spark hook turns an unknown connection into ``yarn`` silently; we refuse instead."""
-        try:
-            BaseHook.get_connection(self._conn_id)
-        except Exception as exc:
-            raise JrsConfigError(
-                f"Spark connection {self._conn_id!r} is not defined (the Spark provider would silently "
-                "submit to yarn). Define it, e.g. "
-                f'AIRFLOW_CONN_{self._conn_id.upper()}=\'{{"conn_type": "spark", "host": "local[2]"}}\''
-            ) from exc
+    def _spark_target(self) -> tuple[SparkTarget, DeployMode]:
+        """Where this attempt's Spark goes, from the connection and the operator's arguments (never
+        the hook's private state); refuses what cannot be made safe (:mod:`.spark_target`)."""
+        target = resolve_target(self.spark_conn_id, deploy_mode=self.spark_deploy_mode, conf=self.conf)
+        refuse_unsafe(target, self.conf, task_id=self.task_id, **self._jrs_tracking)
+        if getattr(self, "durable", False):  # set after construction (partial, a mutated task)
+            raise JrsConfigError(f"{self.task_id}: durable=True is not supported (see the operator's docs)")
+        return target, deploy_mode_for(target)
 
     def _get_hook(self) -> Any:
         """The provider's hook, prepared by this attempt's deploy mode (it may read spark-submit's output)."""
@@ -300,14 +332,15 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
 
     def _checked_spark_hook(self) -> Any:
         """The provider's SparkSubmitHook, for a Spark connection that exists (see above)."""
-        self._require_spark_connection()
+        self._spark_target()
         return self._get_hook()
 
     def _run(self, context: Any, run: JobRun) -> dict[str, Any]:
         hook, store, intents, lease, job_id, fp = (
             run.hook, run.store, run.intents, run.lease, run.job_id, run.fingerprint,
         )  # fmt: skip
-        mode = self._jrs_deploy_mode = deploy_mode_for(self._checked_spark_hook())
+        _, mode = self._spark_target()
+        self._jrs_deploy_mode = mode
         token = lease.check()
         self._jrs_supervision = Supervision.for_attempt(hook, job_id, token, self.log)
         self._jrs_run, self._jrs_fence = run, token  # on_kill asks through the one stop path
@@ -341,7 +374,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             "conf": self.conf,
             "fingerprint": fp,
             "attempt": run.attempt.__dict__,
-            "spark_conn_id": self._conn_id,
+            "spark_conn_id": self.spark_conn_id,
         }
         intents.record(intent, spec)
         reached("after_intent")
@@ -387,6 +420,8 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
                 raise JobKilledError(
                     f"job {job_id}: attempt was killed; nothing recorded", job_id=job_id, fence=token
                 ) from None
+            if self._cluster_driver_may_run(run, mode, recorder, staging):
+                raise  # the intent stays: the next attempt finds the driver (cluster_outcome)
             self._record_failure(context, run, exc)
             raise
         finally:
@@ -405,6 +440,12 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             )
         marker = None if self._stream is not None else read_commit_marker(staging)
         _, reported_id = mode.submission(self._hook)
+        if mode.cluster and self._stream is None and committed_marker(staging, job_id, token) is None:
+            message = missing_marker_message(job_id, mode, staging, reported_id)
+            if not self._cluster_driver_may_run(run, mode, recorder, staging):
+                last_try = int(getattr(context["ti"], "try_number", 1) or 1) > int(self.retries or 0)
+                record_failure(run, last_try=last_try, log=self.log, error=message, application_id=reported_id)
+            raise AirflowException(message)
         result = succeeded_result(run, staging, marker, started=started, application_id=reported_id)
         if self._stream is not None:
             result = self._stream.finished_result(result)
@@ -413,6 +454,21 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         IntentStore.delete_spec(intent.spec_uri)
         self.log.info("Job %s: SUCCEEDED, result written dirty (fence %s): %s", job_id, token, result.outputs)
         return result_payload(result, EntryState.DIRTY, skipped=False)
+
+    def _cluster_driver_may_run(
+        self, run: JobRun, mode: DeployMode, recorder: SubmissionRecorder, staging: str
+    ) -> bool:
+        """Cluster deploy modes: record the driver id in the intent, then ask the cluster whether it
+        still runs (:func:`.cluster_outcome.driver_may_still_run`); ``True``: keep the intent."""
+        if not mode.cluster:
+            return False
+        recorder.stop()
+        recorder.amend_now()
+        app_id = mode.submission(self._hook)[1] if self._hook is not None else None
+        return driver_may_still_run(
+            mode, self._hook, namespace=run.store.namespace, job_id=run.job_id, staging=staging, app_id=app_id,
+            log=self.log,
+        )  # fmt: skip
 
     def _record_failure(self, context: Any, run: JobRun, error: BaseException) -> None:
         """Say why Spark failed in the task log (every try) and in the FAILED result (last try)."""

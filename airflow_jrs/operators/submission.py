@@ -94,37 +94,56 @@ class SubmissionRecorder:
         self._done.set()
         self._thread.join(timeout=timeout)
 
-    def _run(self) -> None:
+    def amend_now(self) -> None:
+        """Record what the hook knows now, once, on the caller's thread (after :meth:`stop`).
+
+        In cluster deploy modes spark-submit can print the driver id and fail within one poll
+        of the thread; the failure path calls this so that the kept intent names the driver a
+        successor must find. Never raises (see the class docstring)."""
+        try:
+            self._amend_once(after_stop=True)
+        except LeaseLostError:
+            return
+        except Exception as exc:
+            self._log.warning("Job %s: could not record the submission in the intent: %s", self.intent.job_id, exc)
+
+    def _amend_once(self, *, after_stop: bool = False) -> bool:
+        """Amend the intent if the hook knows more; ``False`` once there is nothing left to do."""
         intent = self.intent
+        hook = self._hook()
+        if hook is None:
+            return True
+        pid, app_id = self._mode.submission(hook)
+        amended = replace(intent, submit_pid=pid or intent.submit_pid, application_id=app_id or intent.application_id)
+        if amended == intent:
+            return True
+        if (self._done.is_set() and not after_stop) or not self.intents.amend(amended):
+            return False  # Spark ended meanwhile, or the intent is gone with the result
+        self.intent = amended
+        self._log.info(
+            "Job %s: spark-submit pid %s, application %s recorded in the intent (fence %s).",
+            amended.job_id, amended.submit_pid, amended.application_id or "(local)", amended.fence,
+        )  # fmt: skip
+        return True
+
+    def _run(self) -> None:
         try:
             while not self._done.wait(0.25):
-                hook = self._hook()
-                if hook is None:
-                    continue
-                pid, app_id = self._mode.submission(hook)
-                amended = replace(
-                    intent, submit_pid=pid or intent.submit_pid, application_id=app_id or intent.application_id
-                )
-                if amended == intent:
-                    continue
-                if self._done.is_set() or not self.intents.amend(amended):
-                    return  # Spark ended meanwhile, or the intent is gone with the result
-                self.intent = intent = amended
-                self._log.info(
-                    "Job %s: spark-submit pid %s, application %s recorded in the intent (fence %s).",
-                    intent.job_id, intent.submit_pid, intent.application_id or "(local)", intent.fence,
-                )  # fmt: skip
+                if not self._amend_once():
+                    return
         except LeaseLostError:
             return  # the renewer has already stopped Spark and said so
         except Exception as exc:
-            self._log.warning("Job %s: could not record the submission in the intent: %s", intent.job_id, exc)
+            self._log.warning("Job %s: could not record the submission in the intent: %s", self.intent.job_id, exc)
 
 
 #: Spark's own logging at INFO and below (log4j's ``yy/MM/dd HH:mm:ss LEVEL`` or ISO dates): it
 #: follows the application's error in the output (shutdown hooks) and would push it out of the tail.
 _CHATTER = re.compile(r"^\s*(?:\d[\d/:.,T+Z-]*\s+){0,2}(?:INFO|DEBUG|TRACE)\b")
 #: Application and driver ids as Spark prints them (local, YARN, standalone, Kubernetes).
-_APPLICATION_ID = re.compile(r"(local-\d{10,}|application_\d+_\d+|app-\d{14}-\d{4,}|spark-[0-9a-f]{32})(?![\w-])")
+_APPLICATION_ID = re.compile(
+    r"(local-\d{10,}|application_\d+_\d+|app-\d{14}-\d{4,}|driver-\d{14}-\d{4,}|spark-[0-9a-f]{32})(?![\w-])"
+)
 #: Bounds of what a FAILED result keeps of the output: the result is one Redis string, read by
 #: every attempt that decides on the job.
 TAIL_LINES = 20

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from airflow_jrs.operators.deploy_modes import StandaloneClientMode, deploy_mode_for
+from airflow_jrs.operators.deploy_modes import deploy_mode_for
+from airflow_jrs.operators.spark_target import resolve_target
+from airflow_jrs.operators.standalone import StandaloneMode
 from airflow_jrs.paths import app_name
 from jrs_testbench.helpers import ROOT, TINY_APP, pyspark_env
 from jrs_testbench.spark_cluster import SparkStandaloneCluster, spark_home
@@ -79,11 +81,9 @@ def test_flights_dag_on_a_standalone_cluster_computes_once_then_skips_without_to
 
 
 def test_the_spark_connection_selects_the_standalone_deploy_mode(spark_cluster, monkeypatch):
-    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_STANDALONE", spark_cluster.connection())
-    mode = deploy_mode_for(SparkSubmitHook(conn_id="spark_standalone"))
-    assert isinstance(mode, StandaloneClientMode) and mode.webui_url == spark_cluster.webui_url
+    mode = deploy_mode_for(resolve_target("spark_standalone"))
+    assert isinstance(mode, StandaloneMode) and not mode.cluster and mode.webui_urls == [spark_cluster.webui_url]
 
 
 _UNNAMED_APP = """
@@ -134,7 +134,7 @@ def test_a_dead_attempts_application_is_found_on_the_master_by_name_and_killed_t
     (tmp_path / "unnamed.py").write_text(_UNNAMED_APP)
     proc, log = _orphan(spark_cluster, tmp_path, app_name(namespace, job_id, 7), [str(tmp_path / "unnamed.py")])
     try:
-        mode = StandaloneClientMode(spark_cluster.webui_url)
+        mode = StandaloneMode(spark_cluster.webui_url)
         found = _found(mode, namespace, job_id, proc, log)
         assert app_name(namespace, job_id, 7) in found[0].description
         assert mode.find_predecessors(None, namespace, "standalone.orphan", "tag") == []  # a prefix is another job
@@ -145,11 +145,11 @@ def test_a_dead_attempts_application_is_found_on_the_master_by_name_and_killed_t
 
 def test_an_application_that_renames_itself_is_found_by_the_id_its_attempt_recorded(spark_cluster, namespace, tmp_path):
     # tiny_app calls appName("jrs-tiny"): the master never sees the operator's name. The attempt
-    # read the id from spark-submit's output (StandaloneClientMode.prepare) into its intent.
+    # read the id from spark-submit's output (StandaloneMode.prepare) into its intent.
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
     job_id = "standalone.renamed.2013-01-01"
-    mode = StandaloneClientMode(spark_cluster.webui_url)
+    mode = StandaloneMode(spark_cluster.webui_url)
     hook = SparkSubmitHook.__new__(SparkSubmitHook)  # only its log consumer is exercised
     seen: list[str] = []
     hook._process_spark_submit_log = lambda itr: seen.extend(itr)

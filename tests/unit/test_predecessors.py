@@ -12,7 +12,9 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from airflow_jrs.operators.deploy_modes import DeployMode, deploy_mode_for
 from airflow_jrs.operators.recovery import find_predecessors, wait_for
+from airflow_jrs.operators.spark_target import resolve_target
 from airflow_jrs.paths import job_tag
 
 
@@ -69,6 +71,10 @@ def yarn_hook():
     return SparkSubmitHook(conn_id="spark_yarn")
 
 
+def yarn_mode():
+    return deploy_mode_for(resolve_target("spark_yarn"))
+
+
 def test_yarn_application_of_the_job_is_found_by_tag_and_can_be_stopped(resource_manager):
     tag = job_tag("prod", "d.t.2013-01-01")
     resource_manager.apps["application_1_0001"] = {
@@ -77,7 +83,7 @@ def test_yarn_application_of_the_job_is_found_by_tag_and_can_be_stopped(resource
     resource_manager.apps["application_1_0002"] = {
         "id": "application_1_0002", "state": "RUNNING", "applicationTags": "jrs-someotherjob",
     }  # fmt: skip
-    found = find_predecessors(yarn_hook(), "prod", "d.t.2013-01-01")
+    found = find_predecessors(yarn_mode(), yarn_hook(), "prod", "d.t.2013-01-01")
     assert [p.description for p in found] == ["YARN application application_1_0001"]
     assert found[0].alive()
     found[0].stop()
@@ -91,7 +97,9 @@ def test_waiting_for_a_yarn_predecessor_returns_when_it_finishes_and_checks_the_
         "id": "application_1_0003", "state": "RUNNING", "applicationTags": f"jrs-{tag}", "finish_after": 3,
     }  # fmt: skip
     checks = []
-    wait_for(find_predecessors(yarn_hook(), "prod", "d.t.2013-01-02"), check=lambda: checks.append(1), poll=0.01)
+    wait_for(
+        find_predecessors(yarn_mode(), yarn_hook(), "prod", "d.t.2013-01-02"), check=lambda: checks.append(1), poll=0.01
+    )
     assert resource_manager.apps["application_1_0003"]["state"] == "FINISHED"
     assert len(checks) >= 2
 
@@ -108,10 +116,10 @@ def test_orphaned_local_spark_submit_is_found_by_its_conf_and_stopped(namespace)
         deadline = time.monotonic() + 30
         found = []
         while not found and time.monotonic() < deadline:
-            found = find_predecessors(None, namespace, "d.t.x")
+            found = find_predecessors(DeployMode(), None, namespace, "d.t.x")
             time.sleep(0.05)
         assert [p.description for p in found] == [f"local spark-submit pid {proc.pid}"]
-        assert find_predecessors(None, f"{namespace}-other", "d.t.x") == []
+        assert find_predecessors(DeployMode(), None, f"{namespace}-other", "d.t.x") == []
         found[0].stop()
         proc.wait(timeout=10)
         assert not found[0].alive()

@@ -1,0 +1,191 @@
+"""Spark's standalone cluster manager: a predecessor's driver or application, asked of every master.
+
+What a successor must find, per deploy mode:
+
+* **cluster** deploy mode: the driver runs on a worker, supervised by the master. The attempt
+  recorded its ``driver-...`` id in the intent (spark-submit prints it). A driver is live while
+  the master lists it in ``activedrivers`` -- SUBMITTED (queued, waiting for a worker), RUNNING,
+  RELAUNCHING (``--supervise`` restarts it after a failure) or UNKNOWN (the master is
+  recovering) -- so a queued or relaunching driver counts as running: a successor that submitted
+  beside it would run the job twice.
+* **client** deploy mode: the driver is spark-submit on the host that submitted it, its
+  executors on the cluster. The master lists the *application* (``activeapps``) by id
+  (``app-...``, read from spark-submit's output) or by the deterministic name the operator gives
+  it (``jrs-<ns>-<job id>-f<fence>``).
+
+With high availability (``spark://h1:7077,h2:7077``) only the ALIVE master knows anything; a
+STANDBY one lists nothing. Every master of the list is asked (its web UI's ``/json/``, the
+shape of Spark's ``JsonProtocol.writeMasterState``); when no master answers as ALIVE the lookup
+raises instead of concluding "nothing runs": the successor fails closed and Airflow retries.
+
+Web UIs: the Spark connection's extra ``master_webui_url`` (comma-separated for HA, in the order
+of the master list), else port 8080 of each master host.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+import requests
+
+from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.operators.deploy_modes import _STANDALONE_APP_ID as STANDALONE_APP_ID
+from airflow_jrs.operators.deploy_modes import DeployMode, Predecessor
+from airflow_jrs.paths import app_name_prefix
+
+#: What a standalone driver logs once the master accepted it (StandaloneSchedulerBackend).
+_APP_ID = re.compile(r"app ID (app-\d+-\d+)")
+_CSRF = re.compile(r'name="csrfToken" value="([^"]+)"')
+#: DriverState.scala: a driver in one of these may still run (or run again).
+LIVE_DRIVER_STATES = ("SUBMITTED", "RUNNING", "RELAUNCHING", "UNKNOWN")
+#: ApplicationState.scala: an application in one of these holds executors.
+LIVE_APP_STATES = ("WAITING", "RUNNING", "SUBMITTED")
+
+
+class MastersUnreachableError(RuntimeError):
+    """No master of the list answered as ALIVE: whether a predecessor runs is unknown."""
+
+
+class StandaloneMode(DeployMode):
+    """A standalone master list, in client or cluster deploy mode.
+
+    :param webui_urls: every master's web UI, in the order of the master list
+    :param cluster: cluster deploy mode (drivers on the workers, found by their ``driver-...`` id)
+    """
+
+    def __init__(self, webui_urls: str | Sequence[str], *, cluster: bool = False) -> None:
+        urls = [webui_urls] if isinstance(webui_urls, str) else list(webui_urls)
+        self.webui_urls = [u.rstrip("/") for u in urls]
+        self.cluster = cluster
+        self.kind = "standalone"
+        self.name = "standalone-cluster" if cluster else "standalone-client"
+
+    @property
+    def webui_url(self) -> str:
+        """The first master's web UI (single-master setups)."""
+        return self.webui_urls[0]
+
+    # -- what the masters know -----------------------------------------------------------------
+    def _alive_state(self) -> tuple[str, dict[str, Any]]:
+        """(web UI, /json/ document) of the ALIVE master; raises when none answers as ALIVE."""
+        seen = []
+        for url in self.webui_urls:
+            try:
+                resp = requests.get(f"{url}/json/", timeout=(5, 30))
+                resp.raise_for_status()
+                doc = resp.json()
+            except (requests.RequestException, ValueError) as exc:
+                seen.append(f"{url}: {type(exc).__name__}: {exc}")
+                continue
+            status = str(doc.get("status", "ALIVE")).upper()  # masters before Spark 1.x had none
+            if status == "ALIVE":
+                return url, doc
+            seen.append(f"{url}: {status}")
+        raise MastersUnreachableError(
+            "no standalone master answered as ALIVE (" + "; ".join(seen) + "): cannot tell whether the "
+            "predecessor's driver still runs, so nothing is submitted. Check the masters (or the Spark "
+            "connection's extra master_webui_url), then retry the task."
+        )
+
+    def driver_state(self, driver_id: str) -> str | None:
+        """The driver's state on the ALIVE master (``None``: the master does not know it)."""
+        _, doc = self._alive_state()
+        for key in ("activedrivers", "completeddrivers"):
+            for driver in doc.get(key) or []:
+                if driver.get("id") == driver_id:
+                    return str(driver.get("state", "UNKNOWN")).upper()
+        return None
+
+    def _driver_alive(self, driver_id: str) -> bool:
+        return self.driver_state(driver_id) in LIVE_DRIVER_STATES
+
+    def _live_apps(self) -> list[dict[str, Any]]:
+        _, doc = self._alive_state()
+        return [a for a in doc.get("activeapps") or [] if a.get("state") in LIVE_APP_STATES]
+
+    def _app_alive(self, app_id: str) -> bool:
+        return any(a.get("id") == app_id for a in self._live_apps())
+
+    # -- DeployMode -----------------------------------------------------------------------------
+    def prepare(self, spark_hook: Any) -> None:
+        """Client mode: read the application id from spark-submit's output as the provider's hook
+        consumes it (cluster mode: the provider parses the driver id itself)."""
+        if self.cluster:
+            return
+        process_log = spark_hook._process_spark_submit_log
+
+        def scan(lines: Any) -> Any:
+            for line in lines:
+                if getattr(spark_hook, STANDALONE_APP_ID, None) is None:
+                    match = _APP_ID.search(line if isinstance(line, str) else line.decode(errors="replace"))
+                    if match:
+                        setattr(spark_hook, STANDALONE_APP_ID, match.group(1))
+                yield line
+
+        spark_hook._process_spark_submit_log = lambda itr: process_log(scan(itr))
+
+    def cluster_predecessors(
+        self, spark_hook: Any, namespace: str, job_id: str, tag: str, known_ids: Sequence[str] = ()
+    ) -> list[Predecessor]:
+        found = []
+        for driver_id in (i for i in known_ids if i.startswith("driver-")):
+            state = self.driver_state(driver_id)
+            if state in LIVE_DRIVER_STATES:
+                found.append(
+                    Predecessor(
+                        description=f"standalone driver {driver_id} ({state}) on {', '.join(self.webui_urls)}",
+                        alive=partial(self._driver_alive, driver_id),
+                        stop=partial(self.kill, driver_id, "driver"),
+                    )
+                )
+        prefix = app_name_prefix(namespace, job_id)
+        for app in self._live_apps():
+            name = str(app.get("name", ""))
+            by_name = name.startswith(prefix) and name[len(prefix) :].isdigit()
+            if not (by_name or app.get("id") in known_ids):
+                continue
+            app_id = app["id"]
+            found.append(
+                Predecessor(
+                    description=f"standalone application {app_id} ({name}) on {', '.join(self.webui_urls)}",
+                    alive=partial(self._app_alive, app_id),
+                    stop=partial(self.kill, app_id, "app"),
+                )
+            )
+        return found
+
+    def kill(self, target_id: str, what: str = "app") -> None:
+        """Ask the ALIVE master to kill an application or a driver, as its web UI's kill link does.
+
+        Spark 4's web UI refuses state changes without the CSRF token its pages carry: read it
+        from the master's page, then post the kill (``/app/kill/`` or ``/driver/kill/``).
+        """
+        url, _ = self._alive_state()
+        page = requests.get(f"{url}/", timeout=(5, 30))
+        token = _CSRF.search(page.text) if page.ok else None
+        data = {"id": target_id, "terminate": "true", **({"csrfToken": token.group(1)} if token else {})}
+        resp = requests.post(f"{url}/{what}/kill/", data=data, timeout=(5, 30))
+        resp.raise_for_status()
+
+
+#: The name before drivers were looked up (client mode only); kept for callers of that name.
+StandaloneClientMode = StandaloneMode
+
+
+def standalone_webuis(masters: Sequence[str], extra: dict[str, Any]) -> list[str]:
+    """Every master's web UI: the connection extra ``master_webui_url`` (comma-separated for HA,
+    in the order of the master list), else port 8080 of each master host."""
+    configured = str(extra.get("master_webui_url") or "")
+    if configured:
+        urls = [u.strip() for u in configured.split(",") if u.strip()]
+        if len(masters) > 1 and len(urls) != len(masters):
+            raise JrsConfigError(
+                f"the Spark connection lists {len(masters)} standalone masters ({', '.join(masters)}) but its "
+                f"extra master_webui_url names {len(urls)} web UIs: give one per master, comma-separated, in "
+                "the same order (a successor must ask every master whether a driver still runs)."
+            )
+        return urls
+    return [f"http://{m.split(':')[0]}:8080" for m in masters]

@@ -1,0 +1,86 @@
+"""Where a submission goes, from the Spark connection and the operator's arguments (never the
+provider hook's private state), and the configurations that are refused because no result
+recorded for them would be true (docs/recovery.md, "Deploy modes")."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.operators import JrsSparkSubmitOperator
+from airflow_jrs.operators.deploy_modes import KubernetesClusterMode, YarnClusterMode, deploy_mode_for
+from airflow_jrs.operators.spark_target import application_id_of, refuse_unsafe, resolve_target
+from airflow_jrs.operators.standalone import StandaloneMode
+
+
+@pytest.fixture
+def conn(monkeypatch):
+    def define(name: str, **fields) -> str:
+        monkeypatch.setenv(f"AIRFLOW_CONN_{name.upper()}", json.dumps({"conn_type": "spark", **fields}))
+        return name
+
+    return define
+
+
+def test_durable_true_is_refused_and_the_parent_never_reattaches():
+    with pytest.raises(JrsConfigError, match="durable=True"):
+        JrsSparkSubmitOperator(task_id="t", application="a.py", durable=True)
+    with pytest.raises(JrsConfigError, match="reconnect_on_retry"):
+        JrsSparkSubmitOperator(task_id="t", application="a.py", reconnect_on_retry=True)
+    assert JrsSparkSubmitOperator(task_id="t", application="a.py").durable is False
+
+
+def test_the_deploy_mode_comes_from_the_operator_then_the_connection(conn):
+    name = conn("spark_ha", host="spark://h1:7077,h2:7077", extra={"deploy-mode": "cluster"})
+    target = resolve_target(name)
+    assert (target.kind, target.cluster, target.masters) == ("standalone", True, ("h1:7077", "h2:7077"))
+    mode = deploy_mode_for(target)
+    assert isinstance(mode, StandaloneMode) and mode.cluster
+    assert mode.webui_urls == ["http://h1:8080", "http://h2:8080"]
+    assert not resolve_target(name, deploy_mode="client").cluster  # the operator's argument wins
+    yarn = resolve_target(conn("spark_yarn", host="yarn", extra={"deploy-mode": "cluster"}))
+    assert isinstance(deploy_mode_for(yarn), YarnClusterMode)
+    k8s = resolve_target(
+        conn("spark_k8s", host="k8s://https://kube:6443", extra={"deploy-mode": "cluster", "namespace": "jobs"})
+    )
+    mode = deploy_mode_for(k8s)
+    assert isinstance(mode, KubernetesClusterMode) and mode.k8s_namespace == "jobs"
+    assert not deploy_mode_for(resolve_target(conn("spark_loc", host="local[2]"))).cluster
+
+
+def test_a_missing_connection_is_refused_instead_of_defaulting_to_yarn():
+    with pytest.raises(JrsConfigError, match="is not defined"):
+        resolve_target("spark_nowhere")
+
+
+def test_configurations_where_spark_submit_returns_at_submission_are_refused(conn):
+    yarn = resolve_target(conn("spark_yarn", host="yarn", extra={"deploy-mode": "cluster"}))
+    with pytest.raises(JrsConfigError, match="waitAppCompletion=false"):
+        refuse_unsafe(yarn, {"spark.yarn.submit.waitAppCompletion": "false"}, task_id="t")
+    refuse_unsafe(yarn, {"spark.yarn.submit.waitAppCompletion": "false"}, task_id="t", yarn_track_via_rm_api=True)
+    k8s = resolve_target(conn("spark_k8s", host="k8s://https://kube:6443", extra={"deploy-mode": "cluster"}))
+    with pytest.raises(JrsConfigError, match="track_driver_via_k8s_api"):
+        refuse_unsafe(k8s, {"spark.kubernetes.submission.waitAppCompletion": "false"}, task_id="t")
+    standalone = resolve_target(conn("spark_sa", host="spark://h1:7077"))
+    with pytest.raises(JrsConfigError, match=r"spark\.submit\.deployMode=cluster"):
+        refuse_unsafe(standalone, {"spark.submit.deployMode": "cluster"}, task_id="t")
+
+
+@pytest.mark.parametrize(
+    ("kind", "value", "ok"),
+    [
+        ("standalone", "driver-20130101000000-0001", True),
+        ("standalone", "app-20130101000000-0001", True),
+        ("yarn", "application_1700000000000_0007", True),
+        ("local", "local-1700000000000", True),
+        ("kubernetes", "spark-0123456789abcdef0123456789abcdef", True),
+        ("kubernetes", "jobs:my-app-driver", False),  # the provider's durable "namespace:pod" id
+        ("standalone", "Driver successfully submitted", False),
+        ("yarn", "driver-20130101000000-0001", False),
+        ("standalone", 42, False),
+    ],
+)
+def test_only_ids_shaped_like_ids_are_stored(kind, value, ok):
+    assert application_id_of(kind, value) == (value if ok else None)
