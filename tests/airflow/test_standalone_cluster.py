@@ -86,6 +86,15 @@ def test_the_spark_connection_selects_the_standalone_deploy_mode(spark_cluster, 
     assert isinstance(mode, StandaloneMode) and not mode.cluster and mode.webui_urls == [spark_cluster.webui_url]
 
 
+def test_the_real_master_serves_what_the_driver_lookup_reads(spark_cluster):
+    # The stand-in master of tests/unit/test_standalone_lookup.py serves this shape: keep them equal.
+    status = spark_cluster.status()
+    assert status["status"] == "ALIVE"
+    assert {"activeapps", "activedrivers", "completeddrivers"} <= set(status)
+    alive = StandaloneMode(["http://127.0.0.1:9", spark_cluster.webui_url], cluster=True)  # port 9: nobody
+    assert alive.driver_state("driver-20130101000000-0000") is None
+
+
 _UNNAMED_APP = """
 import sys, time
 from pyspark.sql import SparkSession
