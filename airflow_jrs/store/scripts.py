@@ -384,7 +384,8 @@ if KEYS[3] then
   end
 end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'token', token, 'owner', ARGV[2], 'acquired_ms', ARGV[4], 'taken_from', fence_token(ARGV[1]))
+redis.call('HSET', KEYS[1], 'token', token, 'owner', ARGV[2], 'acquired_ms', ARGV[4])
+redis.call('HSET', KEYS[1], 'taken_from', fence_token(ARGV[1]))  -- the token people see
 if ARGV[5] and ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'nonce', ARGV[5]) end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {1, token}
@@ -520,8 +521,9 @@ REQUEST_CONTROL = (
 -- for one fence: a request for another fence replaces it (that attempt is over); a cancel is
 -- never downgraded (a stop after a cancel leaves the cancel; a cancel after a stop upgrades).
 -- KEYS[1] - control hash    KEYS[2] - intent key     KEYS[3] - heartbeat hash
--- ARGV[1] - fence identity of the attempt asked ("<token>:<nonce>", as its intent and heartbeat
---           name it; store/fence.py)                 ARGV[2] - 'stop' or 'cancel'
+-- ARGV[1] - fencing token of the attempt asked (compared by token: people and successors name an
+--           attempt by the token they see; the stale holder of a re-issued token stops anyway,
+--           its beats are refused)                   ARGV[2] - 'stop' or 'cancel'
 -- ARGV[3] - who asks        ARGV[4] - when, in ms    ARGV[5] - why
 -- ARGV[6] - how long to keep the request, in ms
 -- ARGV[7] - a stop only: seconds the supervisor gives the stop before it kills ('' : no limit,

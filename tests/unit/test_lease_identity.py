@@ -10,6 +10,9 @@ again; the retry must recognise the lease it already took, not wait a TTL for "a
 
 from __future__ import annotations
 
+import copy
+import json
+import re
 import time
 from urllib.parse import urlparse
 
@@ -21,8 +24,9 @@ from redis.retry import Retry
 from airflow_jrs.exceptions import LeaseHeldError, LeaseLostError
 from airflow_jrs.intent import Heartbeats, Intent, IntentStore, StaleHeartbeat
 from airflow_jrs.lease import JobLease
-from airflow_jrs.paths import spec_path, staging_path
+from airflow_jrs.paths import fence_name, fence_token_of, spec_path, staging_path
 from airflow_jrs.store import JobResult, JobStatus, KeySpace, RedisJobResultStore, scripts
+from airflow_jrs.store.fence import Fence, fence_arg
 from jrs_testbench.lossy_proxy import LossyProxy
 
 JOB = "dag.task.2013-01-01"
@@ -146,3 +150,28 @@ def test_a_lost_reply_to_take_over_is_retried_into_the_lease_it_took(lossy, name
     assert proxy.dropped == 1
     assert token is not None and token > holder.token
     assert successor.renew() is True and dead.renew() is False
+
+
+def test_users_see_the_integer_token_while_the_nonce_travels_with_the_fence(
+    redis_client: redis.Redis, namespace: str, tmp_path
+) -> None:
+    lease = JobLease(redis_client, namespace, JOB, ttl=30)
+    fence = lease.acquire()
+    assert re.fullmatch(r"[0-9a-f]{16}", lease.nonce) and fence.nonce == lease.nonce
+    assert f"fence {fence}" == f"fence {int(fence)}" and json.dumps({"fence": fence}) == f'{{"fence": {int(fence)}}}'
+    assert copy.deepcopy(fence).nonce == fence.nonce and Fence.parse(fence.identity) == fence
+    assert fence.identity == f"{int(fence)}:{lease.nonce}" and fence_arg(None) == "" and fence_arg(5) == "5"
+    # the staging folder and the spec carry the nonce; readers find the token in old and new names
+    name = fence_name(fence)
+    assert name == f"fence-{int(fence)}-{lease.nonce}" and fence_name(5) == "fence-5"
+    assert [fence_token_of(n) for n in (name, f"{name}.json", "fence-5", "stream", "fence-x")] == [
+        int(fence), int(fence), 5, None, None,
+    ]  # fmt: skip
+    # an intent keeps it, so a successor addresses this attempt and no other holder of its token
+    intents = IntentStore(redis_client, namespace, str(tmp_path / "specs"))
+    intents.record(intent_of(intents, fence), {"application": "app.py"})
+    read = intents.get(JOB)
+    assert read is not None and read.fence == fence and read.fence.nonce == lease.nonce  # type: ignore[attr-defined]
+    assert json.loads(redis_client.get(KeySpace(namespace).intent(JOB)))["fence"] == int(fence)
+    assert intents.live_fences(JOB) == {name}
+    lease.release()
