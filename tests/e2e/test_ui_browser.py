@@ -187,3 +187,58 @@ def test_a_person_finds_filters_and_forgets_a_job_result_in_the_ui(e2e, page, tm
     )
     expect(page.locator("#detail")).to_contain_text(f"fence {again.result.fence}")
     expect(page.locator("#detail")).to_contain_text("History")
+
+
+# -- Recompute: the one documented way from the UI (issue 19 item 3) ------------------------------
+RECOMPUTE_DAY = "2013-06-20"  # this test's own date
+RECOMPUTE_TINY = f"{DAG}.tiny.submit.{RECOMPUTE_DAY}"
+
+
+def test_a_person_recomputes_a_job_from_the_job_results_page_and_a_later_backfill_reuses_it(e2e, page):
+    """Browse -> Job results -> the job -> Recompute: its result is forgotten (kept in history, with
+    who did it) and its task instance cleared through Airflow's API with the user's own token; the
+    run computes the job again (one Spark launch) and a later backfill of the date reuses the new
+    result (no launch): nothing lingers on the run, unlike a recompute conf did (issue 19)."""
+    from playwright.sync_api import expect
+
+    url = e2e.airflow.url
+    e2e.airflow.wait_for_dag(DAG)
+    e2e.client.unpause(DAG)
+    before = e2e.launches()
+    run_id = e2e.client.trigger(DAG, RECOMPUTE_DAY)["dag_run_id"]
+    assert e2e.run(DAG, run_id) == ALL_SUCCESS
+    assert e2e.launches() - before == 2
+    first = e2e.store.get_entry(RECOMPUTE_TINY)
+    assert first is not None and first.is_clean
+
+    log_in(page, url, e2e.airflow.username, e2e.airflow.password)
+    page.get_by_role("button", name="Browse").click()
+    page.get_by_role("menuitem", name="Job results").click()
+    frame = page.frame_locator("iframe")
+    frame.locator(f'tr[data-job-id="{RECOMPUTE_TINY}"]').get_by_role("link", name=RECOMPUTE_TINY).click()
+    detail = frame.locator("#detail")
+    expect(detail).to_contain_text(f"fence {first.result.fence}")
+    before = e2e.launches()
+    detail.get_by_role("button", name="Recompute").click()
+    confirm = frame.get_by_role("dialog", name="Confirm")
+    expect(confirm).to_contain_text(f"Recompute {RECOMPUTE_TINY} now?")
+    confirm.get_by_role("button", name="Recompute", exact=True).click()
+    expect(frame.locator("#message")).to_contain_text(f"{RECOMPUTE_TINY}: forgotten (kept in history) and cleared")
+
+    assert e2e.run(DAG, run_id) == ALL_SUCCESS  # the cleared run, queued again by the clear
+    assert e2e.launches() - before == 1  # tiny only: tiny2 stays committed
+    again = e2e.store.get_entry(RECOMPUTE_TINY)
+    assert again is not None and again.is_clean and again.result.fence != first.result.fence
+    history = e2e.store.get_history(RECOMPUTE_TINY)
+    assert [h.result.fence for h in history][:1] == [first.result.fence]
+    moved = getattr(history[0], "moved", None)
+    if moved is not None:  # who and why, once history entries carry them
+        assert moved.reason == "recomputed" and moved.actor.user == e2e.airflow.username
+    assert e2e.client.xcom(DAG, run_id, "tiny.submit")["skipped"] is False
+
+    before = e2e.launches()
+    backfill = e2e.airflow.backfills.run(DAG, RECOMPUTE_DAY, RECOMPUTE_DAY, "completed", via="rest")
+    assert backfill.runs == {RECOMPUTE_DAY: "success"}, backfill
+    assert e2e.launches() == before, "a later backfill recomputed a recomputed date"
+    assert e2e.client.xcom(DAG, backfill.run_ids[RECOMPUTE_DAY], "tiny.submit")["skipped"] is True
+    assert e2e.store.get_entry(RECOMPUTE_TINY).result.fence == again.result.fence
