@@ -1,0 +1,154 @@
+"""The ``airflow-jrs`` commands of the how-tos and the README run as written.
+
+Every fenced shell block (```bash, ```console, ```sh, ```shell) of ``docs/how-to/*.md`` and
+``README.md`` is read; each line that runs ``airflow-jrs`` (continuation lines joined, the
+trailing comment dropped, a ``$`` prompt removed) is run, in the page's order, by the installed
+console script from the repository root, against a demo store: a private real redis-server whose
+namespaces are seeded with the flights DAG's results, named by the ``jrs_default`` connection as
+in an Airflow deployment. A destructive verb without ``--yes`` gets a terminal that answers yes,
+as the person reading the page would. Each command must exit as documented: 0, unless its
+comment says ``exit N``.
+
+Left out, each for a reason the report names: commands that need a running Airflow
+(``recompute`` clears task instances through its REST API; the browser and e2e tests run it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
+from jrs_testbench.redis_server import EmbeddedRedis
+
+pytestmark = pytest.mark.airflow  # plan and forget --dag-id parse the DAG file with Airflow's DagBag
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = str(Path(sys.executable).parent / "airflow-jrs")
+PAGES = [*sorted((ROOT / "docs" / "how-to").glob("*.md")), ROOT / "README.md"]
+FENCE = re.compile(r"^```(?:bash|console|sh|shell)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+#: Verbs that need a running Airflow (its REST API), not only the store.
+NEEDS_AIRFLOW = {"recompute"}
+#: Verbs that change the store and ask first.
+ASKS = {"forget", "mark-clean", "purge", "release-quarantine", "recompute"}
+#: Placeholders the pages use, and the seeded job that stands for them.
+PLACEHOLDERS = {"JOB_ID": "flights_daily.ingest.submit.2013-01-05"}
+CONN_NAMESPACE = "docs-demo"
+
+
+@dataclass(frozen=True)
+class Command:
+    page: str
+    line: int
+    argv: list[str]
+    exit_code: int
+
+    def __str__(self) -> str:
+        return f"{self.page}:{self.line}: {shlex.join(self.argv)}"
+
+
+def documented_commands(page: Path) -> list[Command]:
+    text = page.read_text(encoding="utf-8")
+    found: list[Command] = []
+    for block in FENCE.finditer(text):
+        first_line = text.count("\n", 0, block.start(1)) + 1
+        logical: list[tuple[int, str]] = []
+        pending = ""
+        for offset, raw in enumerate(block.group(1).splitlines()):
+            line = raw.rstrip()
+            if pending:
+                pending += " " + line.strip()
+            else:
+                start, pending = first_line + offset, line.strip()
+            if pending.endswith("\\"):
+                pending = pending[:-1].rstrip()
+                continue
+            logical.append((start, pending))
+            pending = ""
+        for number, line in logical:
+            line = line.removeprefix("$ ").strip()
+            if not line.startswith("airflow-jrs"):
+                continue
+            comment = line.split(" #", 1)[1] if " #" in line else ""
+            expected = re.search(r"\bexits? (\d+)\b", comment)
+            argv = shlex.split(line, comments=True)
+            argv = [PLACEHOLDERS.get(arg, arg) for arg in argv]
+            found.append(
+                Command(page.relative_to(ROOT).as_posix(), number, argv, int(expected.group(1)) if expected else 0)
+            )
+    return found
+
+
+def _seed(url: str, namespace: str) -> None:
+    store = RedisJobResultStore(url, namespace)
+    for day in range(1, 32):
+        for task in ("ingest", "ontime"):
+            job_id = f"flights_daily.{task}.submit.2013-01-{day:02d}"
+            run_id = f"scheduled__2013-01-{day:02d}T00:00:00+00:00"
+            store.create_dirty_result(
+                JobResult(
+                    job_id=job_id,
+                    status=JobStatus.SUCCEEDED,
+                    outputs={"output": f"/data/output/{job_id}"},
+                    metrics={"rows": 1000 + day},
+                    attempt=Attempt("flights_daily", f"{task}.submit", run_id, 1),
+                )
+            )
+            store.mark_result_as_clean(job_id)
+    store.client.close()
+
+
+def _run(command: Command, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    argv = [CLI, *command.argv[1:]]
+    if command.argv[1:2] and command.argv[1] in ASKS and not {"--yes", "-y", "--dry-run"} & set(command.argv):
+        # the reader answers the question at a terminal
+        import pty
+
+        primary, secondary = pty.openpty()
+        try:
+            os.write(primary, b"y\n")
+            return subprocess.run(argv, cwd=ROOT, env=env, stdin=secondary, capture_output=True, text=True, timeout=300)
+        finally:
+            os.close(primary)
+            os.close(secondary)
+    return subprocess.run(
+        argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_the_pages_show_airflow_jrs_commands():
+    commands = [c for page in PAGES for c in documented_commands(page)]
+    assert len(commands) >= 10 and {c.argv[1] for c in commands} >= {"plan", "forget", "show", "history", "dirty"}
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if documented_commands(p)], ids=lambda p: p.name)
+def test_documented_commands_run_as_written(page: Path, tmp_path: Path):
+    commands = [c for c in documented_commands(page) if not NEEDS_AIRFLOW & set(c.argv[1:2])]
+    if not commands:
+        pytest.skip(f"{page.name}: its commands all need a running Airflow ({sorted(NEEDS_AIRFLOW)})")
+    with EmbeddedRedis(tmp_path / "redis") as server:
+        for namespace in (CONN_NAMESPACE, "prod"):  # the connection's, and the one the pages name
+            _seed(server.url, namespace)
+        env = {
+            **os.environ,
+            "AIRFLOW_HOME": str(tmp_path / "airflow"),  # nothing of the machine's Airflow
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW_CONN_JRS_DEFAULT": f"{server.url}?namespace={CONN_NAMESPACE}",
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PYTHONPATH": str(ROOT),  # the flights DAG imports its helpers from the repository
+        }
+        env.pop("AIRFLOW__CORE__DAGS_FOLDER", None)  # as a reader's shell: the page must name the folder
+        failures = []
+        for command in commands:
+            done = _run(command, env)
+            if done.returncode != command.exit_code or "Traceback" in done.stderr:
+                failures.append(f"{command}\n  exit {done.returncode} (documented: {command.exit_code})\n"
+                                f"  {done.stderr.strip()[-800:]}")  # fmt: skip
+    assert not failures, "\n".join(failures)
