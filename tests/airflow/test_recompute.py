@@ -141,3 +141,55 @@ def test_run_conf_recomputes_the_job_once_and_keeps_the_old_result_in_history(jr
 
     assert run_dag() == {"submit": "success", "cleanup": "success"}  # no conf: the new result is reused
     assert jrs_env.launches() == 2
+
+
+PLAN_DAG = """
+from datetime import datetime, UTC
+from airflow.sdk import DAG
+from airflow_jrs.operators import JrsSparkSubmitOperator
+
+with DAG("{dag_id}", schedule="@daily", start_date=datetime(2013, 1, 1, tzinfo=UTC), catchup=False) as dag:
+    JrsSparkSubmitOperator(task_id="daily", application="/nowhere/app.py", conn_id="spark_local")
+"""
+
+
+def test_plan_tells_what_a_backfill_does_with_a_run_that_carries_a_recompute_request(jrs_env, tmp_path, capsys):
+    """Issue 19 item 2: ``plan`` said "skip" for a date whose run carried ``jrs_recompute``, and
+    the backfill recomputed it. Now it applies the task's rule to the run's conf in Airflow's DB."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from airflow.utils.types import DagRunType
+
+    from airflow_jrs.cli import main
+
+    dag_id = f"jrs_plan_{jrs_env.namespace.replace('-', '_')}"  # the session's DB is shared: a DAG of its own
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    (folder / "plan_dag.py").write_text(PLAN_DAG.format(dag_id=dag_id))
+    job_id = f"{dag_id}.daily.2013-01-01"
+    result = JobResult(job_id=job_id, status=JobStatus.SUCCEEDED, attempt=Attempt(dag_id, "daily", "old", 1))
+    jrs_env.store.create_dirty_result(result)
+    jrs_env.store.mark_result_as_clean(job_id)
+    run_id = "backfill__2013-01-01T00:00:00+00:00"
+    with create_session() as session:  # the run a backfill --dag-run-conf left behind
+        session.add(
+            DagRun(dag_id=dag_id, run_id=run_id, logical_date=DAY, run_type=DagRunType.BACKFILL_JOB,
+                   conf={"jrs_recompute": True}, run_after=DAY)
+        )  # fmt: skip
+    args = ["--json", "plan", "--dag-id", dag_id, "--from-date", "2013-01-01", "--to-date", "2013-01-01"]
+    args += ["--dags-folder", str(folder)]
+
+    def planned() -> dict:
+        assert main(args) == 0
+        (row,) = json.loads(capsys.readouterr().out)["jobs"]
+        return row
+
+    row = planned()  # the run's task has not met its request yet: the backfill recomputes
+    assert (row["status"], row["backfill"]) == ("committed", "run"), row
+    assert f"run {run_id}" in row["reason"] and "acts once, now" in row["reason"]
+
+    # once the run's task met the request before this result was written, the request is met
+    RecomputeRequests(jrs_env.store.client, jrs_env.namespace).first_seen(job_id, run_id, now=DAY)
+    row = planned()
+    assert (row["status"], row["backfill"]) == ("committed", "skip"), row
+    assert "met already" in row["reason"]
