@@ -16,12 +16,17 @@ Read (tables; ``--json`` for scripts)::
 Change (each shows what it will do, asks unless --yes, and has --dry-run)::
 
     mark-clean JOB, forget JOB... | forget --dag-id D --from-date X --to-date Y,
-    purge --older-than-days N, release-quarantine JOB; stop JOB and cancel JOB for streams
+    purge --older-than-days N, release-quarantine JOB
 
-Exit codes: 0 ok; 1 not found (no such job, nothing matched, answered no; doctor: a check
-warned or failed); 2 usage or configuration error, or the store refused the operation (a
-corrupt or quarantined entry, confirmation needed); 3 the store is unreachable (or refuses
-the connection: password, ACL).
+Ask a running attempt (no preview, no question: nothing running is "not found")::
+
+    stop JOB, cancel JOB
+
+Exit codes: 0 ok; 1 not found (no such job, nothing matched in a namespace without any key,
+nothing running to stop or cancel, answered no; doctor: a check warned or failed); 2 usage or
+configuration error, or the store refused the operation (a corrupt or quarantined entry,
+confirmation needed); 3 the store is unreachable (or refuses the connection: password, ACL);
+141 the reader of the output went away (``| head``).
 
 The store comes from ``--redis-url``/``--namespace`` when given, else from the Airflow
 connection (``[jrs] conn_id``, ``jrs_default``) through JrsHook. No I/O at import.

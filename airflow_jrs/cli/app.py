@@ -27,10 +27,13 @@ would compute. The store is the Airflow connection jrs_default (or \\[jrs] conn_
 EPILOG = """\
 exit codes:
   0  ok
-  1  not found: no such job, nothing matched, answered no (doctor: a check warned or failed)
+  1  not found: no such job, nothing matched in a namespace that has no keys at all (the
+     answer names the namespaces on the server), nothing running to stop or cancel,
+     answered no (doctor: a check warned or failed)
   2  usage or configuration error, or the store refused (corrupt or quarantined entry,
      confirmation needed without a terminal)
-  3  store unreachable, or it refused the connection (password, ACL)"""
+  3  store unreachable, or it refused the connection (password, ACL)
+141  the reader of the output went away (a closed pipe, as in `| head`)"""
 
 
 class _Parser(argparse.ArgumentParser):
