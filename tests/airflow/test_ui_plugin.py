@@ -167,6 +167,7 @@ ROUTES = [
     ("GET", "/jrs/api/leases"),
     ("GET", "/jrs/api/task-instance?dag_id=dag_a&run_id=scheduled__2024-01-09&task_id=submit"),
     ("POST", "/jrs/api/results/dag_a.submit.2024-01-03/forget"),
+    ("POST", "/jrs/api/results/dag_a.submit.2024-01-03/recompute"),
     ("POST", "/jrs/api/results/dag_a.submit.2024-01-03/mark-clean"),
     ("POST", "/jrs/api/results/dag_c.submit.2024-01-01/release-quarantine"),
     ("POST", "/jrs/api/results/dag_a.submit.2024-01-09/stop"),
@@ -341,6 +342,22 @@ def test_a_forget_from_the_ui_says_who_when_and_why_and_goes_to_airflows_audit_l
     mine = [x for x in logs if job in (x.get("extra") or "") and x["owner"] == "editor"]
     assert mine, logs
     assert json.loads(mine[-1]["extra"])["method"] == "POST"
+
+
+def test_a_recompute_from_the_ui_changes_nothing_when_it_cannot_clear_the_task_instance(site: Site):
+    # Issue 19 item 3: Recompute forgets, then clears the task instance through Airflow's own
+    # API with the user's token. It asks that API first: here Airflow has no DAG dag_a, so the
+    # result stays and the answer says why (the happy path: tests/e2e/test_ui_browser.py).
+    job = "dag_a.submit.2024-01-02"
+    assert site.call("POST", f"/jrs/api/results/{job}/recompute", user="viewer", body={"confirm": job}).status == 403
+    r = site.call("POST", f"/jrs/api/results/{job}/recompute", user="editor", body={"confirm": job})
+    assert r.status == 502, r.text
+    detail = r.json()["detail"]
+    assert detail.startswith("nothing was changed") and "/api/v2/dags/dag_a" in detail and "HTTP 404" in detail
+    assert site.store.get_entry(job) is not None and site.store.get_history(job) == []
+    running = "dag_a.submit.2024-01-09"  # its lease is held and it has no result yet
+    r = site.call("POST", f"/jrs/api/results/{running}/recompute", user="admin", body={"confirm": running})
+    assert r.status == 404 and "no result" in r.json()["detail"]
 
 
 def test_the_store_password_is_in_no_answer(site: Site):
