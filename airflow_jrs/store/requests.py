@@ -43,7 +43,8 @@ class RecomputeRequests:
         self.keys = KeySpace(namespace)
 
     def first_seen(self, job_id: str, request_key: str, now: datetime | None = None) -> datetime:
-        """The time ``request_key`` first met ``job_id``: ``now`` when this is the first time."""
+        """The time ``request_key`` first met ``job_id``: ``now`` when this is the first time (or
+        when the stored time is unreadable: it is replaced, so the request still acts once)."""
         key = self.keys.recompute_requests(job_id)
         stamp = (now or utcnow()).isoformat()
         with redis_errors("record the recompute request", namespace=self.keys.namespace, job_id=job_id):
@@ -52,7 +53,10 @@ class RecomputeRequests:
             pipe.hget(key, request_key)
             pipe.expire(key, REQUEST_TTL)
             _, raw, _ = pipe.execute()
-        return _time(raw) or datetime.fromisoformat(stamp)
+            first = _time(raw)
+            if first is None:  # unreadable (written by hand?): this meeting is the first; keep it
+                self.client.hset(key, request_key, stamp)
+        return first or datetime.fromisoformat(stamp)
 
     def seen(self, job_id: str, request_key: str) -> datetime | None:
         """When ``request_key`` first met ``job_id``, ``None`` if it has not (it is still due)."""
