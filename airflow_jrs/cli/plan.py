@@ -205,10 +205,15 @@ def existing_runs(dag_id: str, start: datetime, end: datetime) -> tuple[dict[flo
     """The DAG's runs in the range from Airflow's metadata DB, by logical date (a timestamp),
     and a note when the DB cannot be read (the plan then shows what a run without conf does)."""
     try:
+        from airflow.configuration import conf
         from airflow.models.dagrun import DagRun
         from airflow.utils.session import create_session
         from sqlalchemy import select
+        from sqlalchemy.engine import make_url
 
+        url = make_url(conf.get("database", "sql_alchemy_conn"))
+        if url.get_backend_name() == "sqlite" and url.database and not os.path.exists(url.database):
+            raise FileNotFoundError(f"no metadata DB at {url.database}")  # connecting would create an empty one
         with create_session() as session:
             rows = session.execute(
                 select(DagRun.logical_date, DagRun.run_id, DagRun.conf).where(
