@@ -242,3 +242,70 @@ def test_a_person_recomputes_a_job_from_the_job_results_page_and_a_later_backfil
     assert e2e.launches() == before, "a later backfill recomputed a recomputed date"
     assert e2e.client.xcom(DAG, backfill.run_ids[RECOMPUTE_DAY], "tiny.submit")["skipped"] is True
     assert e2e.store.get_entry(RECOMPUTE_TINY).result.fence == again.result.fence
+
+
+# -- The task instance's "Job result" tab, unmapped and mapped (issue 19 item 1) -------------------
+TAB_DAY = "2013-06-25"  # this test's own date
+MAPPED_DAG = "jrs_e2e_mapped"
+UI_TIME = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d "  # the UI's format, then the offset of the UI's zone
+
+
+def open_job_result_tab(page: Any, url: str, ti_path: str) -> Any:
+    """From the task instance's page, as a person does: its "Job result" tab; the page in its frame."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{url}/dags/{ti_path}")
+    page.get_by_role("link", name="Job result", exact=True).click()
+    page.wait_for_url(f"**/dags/{ti_path}/plugin/job-result")
+    frame = page.frame_locator("iframe")
+    expect(frame.locator("#detail")).to_be_visible()
+    return frame
+
+
+def test_a_person_opens_the_job_result_tab_of_a_task_instance_mapped_and_unmapped(e2e, page):
+    """The tab's link carries ``map_index={MAP_INDEX}``, which the UI fills only for mapped tasks:
+    an unmapped task's tab once answered 422. Both kinds show their job; times follow the UI's
+    timezone choice (localStorage "timezone"); the leases table says "none" when none is held."""
+    import re
+
+    from playwright.sync_api import expect
+
+    url = e2e.airflow.url
+    for dag_id in (DAG, MAPPED_DAG):
+        e2e.airflow.wait_for_dag(dag_id)
+        e2e.client.unpause(dag_id)
+    run_id = e2e.client.trigger(DAG, TAB_DAY)["dag_run_id"]
+    mapped_run = e2e.client.trigger(MAPPED_DAG, TAB_DAY)["dag_run_id"]
+    assert e2e.run(DAG, run_id) == ALL_SUCCESS
+    e2e.run(MAPPED_DAG, mapped_run)
+    log_in(page, url, e2e.airflow.username, e2e.airflow.password)
+
+    # -- unmapped: the link arrives with {MAP_INDEX} unfilled
+    tiny = f"{DAG}.tiny.submit.{TAB_DAY}"
+    frame = open_job_result_tab(page, url, f"{DAG}/runs/{run_id}/tasks/tiny.submit")
+    src = page.locator("iframe").get_attribute("src") or ""
+    assert "map_index={MAP_INDEX}" in src.replace("%7B", "{").replace("%7D", "}"), src  # unfilled, as sent
+    detail = frame.locator("#detail")
+    expect(detail).to_contain_text(tiny)
+    expect(detail.locator('[data-reused="false"]')).to_have_text("computed by this task")
+    expect(frame.locator("#message")).not_to_have_class("error")
+    # times in the UI's zone, with its offset: UTC when chosen in the UI's menu, Tokyo when that is
+    page.evaluate("() => window.localStorage.setItem('timezone', JSON.stringify('UTC'))")
+    page.reload()
+    expect(page.frame_locator("iframe").locator("#detail")).to_contain_text(re.compile(rf"created {UI_TIME}\+00:00"))
+    page.evaluate("() => window.localStorage.setItem('timezone', JSON.stringify('Asia/Tokyo'))")
+    page.reload()
+    expect(page.frame_locator("iframe").locator("#detail")).to_contain_text(re.compile(rf"created {UI_TIME}\+09:00"))
+    page.evaluate("() => window.localStorage.setItem('timezone', JSON.stringify('UTC'))")
+
+    # -- mapped: map index 1 of two, each its own job
+    frame = open_job_result_tab(page, url, f"{MAPPED_DAG}/runs/{mapped_run}/tasks/submit/mapped/1")
+    assert "map_index=1" in page.locator("iframe").get_attribute("src")
+    detail = frame.locator("#detail")
+    expect(detail).to_contain_text(f"{MAPPED_DAG}.submit.{TAB_DAY}.map-1")
+    expect(detail.locator('[data-reused="false"]')).to_have_text("computed by this task")
+    assert e2e.store.get_entry(f"{MAPPED_DAG}.submit.{TAB_DAY}.map-0") is not None
+
+    # -- nothing runs now: the leases table says so instead of showing bare headers
+    page.goto(f"{url}/jrs/")
+    expect(page.locator("#leases tbody")).to_contain_text("none: no attempt is computing a job now")
