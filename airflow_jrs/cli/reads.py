@@ -238,7 +238,11 @@ def cmd_show(ctx: Ctx) -> int:
     elif history:
         out.line(f"no result now: it was forgotten or superseded; {len(history)} earlier entries are kept (below)")
     else:
-        out.line(f"job {job_id!r} has no result, no history and no running attempt in {ctx.where()}")
+        empty = empty_namespace(ctx)
+        if empty:
+            out.line(f"job {job_id!r} not found: {empty_namespace_line(ctx, empty)}")
+        else:
+            out.line(f"job {job_id!r} has no result, no history and no running attempt in {ctx.where()}")
     if holder is not None:
         out.line(f"lease: held by {_holder_text(holder)}, token {holder.token}, {holder.ttl_ms / 1000:.1f}s left")
     if intent is not None:

@@ -125,6 +125,9 @@ def test_an_empty_namespace_names_the_namespaces_that_exist_on_the_server(tmp_pa
         doc = jout(capsys)
         assert doc["entries"] == [] and doc["namespace_empty"] is True
         assert doc["namespaces_on_server"] == ["nc3", "other"]
+        # show of a job in the wrong namespace names the namespaces too
+        assert main([*typo, "show", "n.t.2013-01-01"]) == 1
+        assert "has no keys" in capsys.readouterr().out
         # a namespace with keys but nothing matching the filter stays a plain, successful "no results"
         assert main(["--redis-url", server.url, "--namespace", "nc3", "list", "--prefix", "zzz"]) == 0
         assert "has no keys" not in capsys.readouterr().out
