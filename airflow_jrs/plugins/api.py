@@ -313,11 +313,16 @@ def create_app(backend: Backend | None = None) -> FastAPI:
         if not job_id:  # still running (or failed before it returned): its lease names it
             for held_job, holder in held_leases(b.store.client, b.store.namespace).items():
                 o = holder.owner
-                if (o.get("dag_id"), o.get("run_id"), o.get("task_id")) == (dag_id, run_id, task_id):
+                if (o.get("dag_id"), o.get("run_id"), o.get("task_id")) == (dag_id, run_id, task_id) and (
+                    _same_map_index(held_job, o, index)
+                ):
                     job_id, running = held_job, True
                     break
         if not job_id:
-            return {"job_id": None, "task": {"dag_id": dag_id, "run_id": run_id, "task_id": task_id}}
+            return {
+                "job_id": None,
+                "task": {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": index},
+            }
         detail = job_detail(b, access, job_id)
         attempt = (detail.get("entry") or {}).get("attempt") or {}
         produced_here = (attempt.get("dag_id"), attempt.get("run_id"), attempt.get("task_id")) == (
@@ -543,6 +548,17 @@ def _map_index(raw: str | None) -> int:
         raise HTTPException(
             400, f"map_index={raw!r} is not an integer: give the task instance's map index (-1 or none if unmapped)"
         ) from None
+
+
+def _same_map_index(job_id: str, owner: dict[str, Any], index: int) -> bool:
+    """Is the lease of ``job_id`` held by map index ``index`` of the task? Every map index of a
+    mapped task holds a lease under the same DAG, run and task: the owner's ``map_index`` when it
+    names one, else the default job id's ``.map-<i>`` suffix (see :mod:`airflow_jrs.identity`)."""
+    if "map_index" in owner:
+        return owner["map_index"] == index
+    if index < 0:
+        return True
+    return job_id.endswith(f".map-{index}")
 
 
 def _ti_payload(dag_id: str, run_id: str, task_id: str, map_index: int) -> dict[str, Any]:

@@ -274,9 +274,26 @@ def test_the_task_instance_tab_answers_for_unmapped_tasks_whose_link_leaves_map_
         assert r.status == 200, (suffix, r.text)
         assert r.json()["job_id"] == "dag_a.submit.2024-01-09" and r.json()["task"]["map_index"] == -1
     mapped = site.call("GET", base + "&map_index=3", user="viewer").json()
-    assert mapped["task"]["map_index"] == 3
+    assert mapped["task"]["map_index"] == 3 and mapped["job_id"] is None  # that lease is not map index 3's
     bad = site.call("GET", base + "&map_index=three", user="viewer")
     assert bad.status == 400 and "map_index" in bad.json()["detail"]
+
+
+def test_the_tab_of_a_running_mapped_task_finds_the_lease_of_its_own_map_index(site: Site):
+    owner = {"host": "worker-2", "pid": 77, "dag_id": "dag_m", "task_id": "submit", "run_id": "r-m", "try_number": 1}
+    leases = [
+        JobLease(site.client, site.namespace, f"dag_m.submit.2024-01-01.map-{i}", ttl=600, owner=owner) for i in (0, 1)
+    ]
+    for lease in leases:
+        lease.acquire()
+    try:
+        base = "/jrs/api/task-instance?dag_id=dag_m&run_id=r-m&task_id=submit&map_index="
+        for index in (1, 0):
+            ti = site.call("GET", f"{base}{index}", user="viewer").json()
+            assert ti["job_id"] == f"dag_m.submit.2024-01-01.map-{index}" and ti["task"]["running"] is True
+    finally:
+        for lease in leases:
+            lease.release()
 
 
 def test_a_viewer_reads_but_may_not_act(site: Site):
