@@ -87,20 +87,44 @@
     return Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
   }
 
+  function zoneParts(d) {
+    const parts = {};
+    new Intl.DateTimeFormat("en-US", {
+      timeZone: uiTimezone(), year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit",
+      minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "longOffset",
+    }).formatToParts(d).forEach((p) => { parts[p.type] = p.value; });
+    parts.offset = parts.timeZoneName.replace("GMT", "") || "+00:00";
+    return parts;
+  }
+
   function when(iso) {
     if (!iso) return "";
     const d = new Date(iso);
     if (isNaN(d)) return iso;
     try {
-      const parts = {};
-      new Intl.DateTimeFormat("en-US", {
-        timeZone: uiTimezone(), year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit",
-        minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "longOffset",
-      }).formatToParts(d).forEach((p) => { parts[p.type] = p.value; });
-      const offset = parts.timeZoneName.replace("GMT", "") || "+00:00";
-      return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}:${parts.second} ${offset}`;
+      const p = zoneParts(d);
+      return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}:${p.second} ${p.offset}`;
     } catch (e) {
       return d.toISOString(); // an unknown zone name: UTC, unambiguous
+    }
+  }
+
+  // The "Since" field's wall time ("2024-03-01T06:00") read in the UI's zone, as an ISO instant.
+  function fromUiWallTime(value) {
+    const [day, time] = value.split("T");
+    const [y, mo, d] = day.split("-").map(Number);
+    const [h, mi] = (time || "00:00").split(":").map(Number);
+    const wall = Date.UTC(y, mo - 1, d, h, mi);
+    const offsetMs = (at) => {
+      const m = /^([+-])(\d\d):(\d\d)$/.exec(zoneParts(new Date(at)).offset);
+      return m ? (m[1] === "-" ? -1 : 1) * (Number(m[2]) * 60 + Number(m[3])) * 60000 : 0;
+    };
+    try {
+      let instant = wall - offsetMs(wall);
+      instant = wall - offsetMs(instant); // the offset at the instant itself (around a DST change)
+      return new Date(instant).toISOString();
+    } catch (e) {
+      return new Date(value).toISOString();
     }
   }
 
@@ -110,7 +134,7 @@
     const params = new URLSearchParams();
     for (const [k, v] of form.entries()) {
       if (!v) continue;
-      if (k === "since") params.set(k, new Date(v).toISOString());
+      if (k === "since") params.set(k, fromUiWallTime(v));
       else params.set(k, v);
     }
     state.limit = Number(form.get("limit") || 50);
