@@ -21,7 +21,7 @@ standalone cluster  the driver id the intent          a live driver (SUBMITTED, 
 
 Every mode also scans local processes: a spark-submit that outlived its task on this host
 is a predecessor whatever the master. The mode comes from the Spark connection and the
-operator's arguments (:func:`deploy_mode_for` of a :class:`~.spark_target.SparkTarget`), never
+operator's arguments (:func:`.deploy_mode_choice.deploy_mode_for` of a :class:`~.spark_target.SparkTarget`), never
 from the provider hook's private state; the tag is :func:`airflow_jrs.paths.job_tag`.
 """
 
@@ -30,16 +30,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psutil
 import requests
 
 from airflow_jrs.operators.spark_target import application_id_of
 from airflow_jrs.spark.conf import command_line_marks
-
-if TYPE_CHECKING:
-    from airflow_jrs.operators.spark_target import SparkTarget
 
 _YARN_LIVE_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
 #: Where the standalone client mode keeps the application id it read (see .standalone).
@@ -214,18 +211,3 @@ class KubernetesClusterMode(DeployMode):
                 )
             )
         return found
-
-
-def deploy_mode_for(target: SparkTarget | None) -> DeployMode:
-    """The deploy mode of a resolved Spark target (``None``: local processes only)."""
-    if target is None:
-        return DeployMode()
-    if target.kind == "yarn" and target.cluster:
-        return YarnClusterMode()
-    if target.kind == "kubernetes" and target.cluster:
-        return KubernetesClusterMode(target.k8s_namespace)
-    if target.kind == "standalone":
-        from airflow_jrs.operators.standalone import StandaloneMode, standalone_webuis
-
-        return StandaloneMode(standalone_webuis(target.masters, dict(target.extra)), cluster=target.cluster)
-    return DeployMode()

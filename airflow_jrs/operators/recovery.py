@@ -103,7 +103,7 @@ def recover(
     ``None`` when there is nothing to adopt and the caller must submit.
 
     :param spark_hook: builds the provider's SparkSubmitHook (only called when there is an intent)
-    :param mode: where Spark runs (:func:`~.deploy_modes.deploy_mode_for`; default: local processes)
+    :param mode: where Spark runs (:func:`~.deploy_mode_choice.deploy_mode_for`; default: local processes)
     """
     job_id, lease = run.job_id, run.lease
     stale = run.intents.get(job_id)

@@ -62,7 +62,8 @@ from airflow_jrs.intent import Intent, IntentStore
 from airflow_jrs.lease import JobLease
 from airflow_jrs.operators.attempt import JobRun, attempt_from_context, record_failure, succeeded_result
 from airflow_jrs.operators.cluster_outcome import committed_marker, driver_may_still_run, missing_marker_message
-from airflow_jrs.operators.deploy_modes import DeployMode, deploy_mode_for
+from airflow_jrs.operators.deploy_mode_choice import deploy_mode_for
+from airflow_jrs.operators.deploy_modes import DeployMode
 from airflow_jrs.operators.links import JobResultLink, SparkApplicationLink
 from airflow_jrs.operators.recovery import PREDECESSOR_POLICIES, recover
 from airflow_jrs.operators.spark_target import SparkTarget, refuse_unsafe, resolve_target

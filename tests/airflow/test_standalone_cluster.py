@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_jrs.operators.deploy_modes import deploy_mode_for
+from airflow_jrs.operators.deploy_mode_choice import deploy_mode_for
 from airflow_jrs.operators.spark_target import resolve_target
 from airflow_jrs.operators.standalone import StandaloneMode
 from airflow_jrs.paths import app_name

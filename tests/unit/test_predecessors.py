@@ -12,7 +12,8 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from airflow_jrs.operators.deploy_modes import DeployMode, deploy_mode_for
+from airflow_jrs.operators.deploy_mode_choice import deploy_mode_for
+from airflow_jrs.operators.deploy_modes import DeployMode
 from airflow_jrs.operators.recovery import find_predecessors, wait_for
 from airflow_jrs.operators.spark_target import resolve_target
 from airflow_jrs.paths import job_tag

@@ -10,7 +10,8 @@ import pytest
 
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.operators import JrsSparkSubmitOperator
-from airflow_jrs.operators.deploy_modes import KubernetesClusterMode, YarnClusterMode, deploy_mode_for
+from airflow_jrs.operators.deploy_mode_choice import deploy_mode_for
+from airflow_jrs.operators.deploy_modes import KubernetesClusterMode, YarnClusterMode
 from airflow_jrs.operators.spark_target import application_id_of, refuse_unsafe, resolve_target
 from airflow_jrs.operators.standalone import StandaloneMode
 
