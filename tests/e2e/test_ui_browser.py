@@ -9,12 +9,14 @@ iframe). Runs are awaited through the REST API, not the UI. A forget, confirmed 
 own dialog, makes the next run of the date compute the job again (one Spark launch, a new
 fence), which the store, the run's XCom and the page all show.
 
-A screenshot of the page inside the UI is kept in ``tmp_path`` and written to
-``docs/img/jrs-page.png`` (``docs/ui.md`` shows it).
+A screenshot of the page inside the UI is kept in ``tmp_path``; with ``JRS_UPDATE_DOC_IMAGES=1``
+it is also written to ``docs/img/jrs-page.png`` (``docs/ui.md`` shows it), so an ordinary test
+run leaves the work tree as it found it.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -142,9 +144,9 @@ def test_a_person_finds_filters_and_forgets_a_job_result_in_the_ui(e2e, page, tm
     # every part of the detail is an element: no stray text (an empty section once printed "null")
     assert detail.evaluate("box => [...box.childNodes].filter((n) => n.nodeType === 3).map((n) => n.data)") == []
     page.screenshot(path=str(tmp_path / "jrs-page.png"))
-    DOC_IMAGE.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(tmp_path / "jrs-page.png", DOC_IMAGE)
-    assert DOC_IMAGE.stat().st_size < 300_000
+    assert (tmp_path / "jrs-page.png").stat().st_size < 300_000
+    if os.environ.get("JRS_UPDATE_DOC_IMAGES") == "1":
+        shutil.copyfile(tmp_path / "jrs-page.png", DOC_IMAGE)
 
     # Forget, behind the page's own confirmation dialog (the frame's sandbox would ignore
     # window.confirm): "Back" leaves the result alone, "Forget" forgets it.
