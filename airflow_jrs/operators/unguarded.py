@@ -44,7 +44,7 @@ def run_unguarded(op: Any, context: Any, hook: JrsHook, exc: StoreUnavailableErr
         job_id,
         exc,
     )
-    op._require_spark_connection()
+    op._spark_target()  # a missing Spark connection or an unsafe deploy mode fails here too
     staging = f"{staging_root(s.output_root, s.namespace, job_id)}/{UNGUARDED_PREFIX}{uuid.uuid4().hex[:12]}"
     op.application_args = fill_placeholders(op.application_args, output=staging, job_id=job_id, fence=0)
     op.conf = {**(op.conf or {}), **job_conf(job_id=job_id, namespace=s.namespace, fence=0, output_dir=staging)}
