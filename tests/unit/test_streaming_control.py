@@ -103,7 +103,7 @@ def test_cli_stop_and_cancel_reach_the_running_attempt_only(redis_url, namespace
     assert main([*base, "cancel", JOB]) == 0
     assert requested_kind(control, lease.token) == CANCEL
     assert read_request(control)["by"].startswith("airflow-jrs cancel")
-    assert main([*base, "stop", "no.such.job"]) == 2
+    assert main([*base, "stop", "no.such.job"]) == 1  # not found (nothing running)
     assert "no running attempt" in capsys.readouterr().err
 
 
