@@ -16,7 +16,8 @@ def test_public_surface_is_pinned():
     assert set(airflow_jrs.__all__) == {
         "Attempt", "CleanupError", "CorruptJobResultError", "EntryState", "InvalidJobIdError",
         "JobKilledError", "JobLease", "JobResult", "JobResultEntry", "JobResultEntryAlreadyExistsError",
-        "JobResultEntryChangedError", "JobResultEntryError", "JobResultQuarantinedError", "JobResultSensor", "JobResultStore",
+        "JobResultEntryChangedError", "JobResultEntryError", "JobResultQuarantinedError", "JobResultSensor",
+        "JobResultStore",
         "JobResultTrigger", "JobStatus", "JrsCleanupOperator", "JrsConfigError", "JrsError", "JrsHook",
         "JrsSparkSubmitOperator", "LeaseError", "LeaseHeldError", "LeaseLostError", "NoSuchJobResultError",
         "RedisJobResultStore", "StoreUnavailableError", "UnsupportedSchemaVersionError", "__version__",
