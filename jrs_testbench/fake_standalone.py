@@ -41,6 +41,10 @@ class FakeStandaloneMaster:
         self.requests: list[str] = []
         self.submit_exit_code = 0
         self.state_on_submit = "RUNNING"
+        #: spark-submit waits until its driver ends (spark.standalone.submit.waitAppCompletion=true)
+        self.submit_waits = False
+        #: the master accepts kill requests but the driver runs on (a worker that cannot be reached)
+        self.ignore_kill = False
         self.lock = threading.Lock()
         self.asked = threading.Condition(self.lock)
         master = self
@@ -116,11 +120,11 @@ class FakeStandaloneMaster:
         driver_id = f"driver-20130101000000-{len(self.submissions):04d}"
         self.submissions.append(driver_id)
         self.drivers[driver_id] = {"state": self.state_on_submit, "conf": conf}
-        return {"driver_id": driver_id, "exit_code": self.submit_exit_code}
+        return {"driver_id": driver_id, "exit_code": self.submit_exit_code, "wait": self.submit_waits}
 
     def kill(self, driver_id: str) -> dict[str, Any]:
         driver = self.drivers.get(driver_id)
-        if driver is not None and driver["state"] in ACTIVE_DRIVER_STATES:
+        if driver is not None and driver["state"] in ACTIVE_DRIVER_STATES and not self.ignore_kill:
             driver["state"] = "KILLED"
         return {"action": "KillSubmissionResponse", "submissionId": driver_id, "success": driver is not None}
 
@@ -150,7 +154,7 @@ class FakeStandaloneMaster:
 
 _SPARK_SUBMIT = '''#!{python}
 """Fake spark-submit for a standalone master in cluster mode (jrs_testbench.fake_standalone)."""
-import json, sys, urllib.request
+import json, sys, time, urllib.request
 args = sys.argv[1:]
 master = args[args.index("--master") + 1]
 host_port = master.removeprefix("spark://").split(",")[0]
@@ -164,6 +168,12 @@ req = urllib.request.Request(f"http://{{host_port}}/jrs-fake/submit", data=json.
 reply = json.load(urllib.request.urlopen(req, timeout=30))
 print("Running Spark using the REST application submission protocol.", flush=True)
 print(f"INFO Client: Driver successfully submitted as {{reply['driver_id']}}", flush=True)
+while reply.get("wait"):  # waitAppCompletion: poll the master until the driver ended
+    status = json.load(urllib.request.urlopen(
+        f"http://{{host_port}}/v1/submissions/status/{{reply['driver_id']}}", timeout=30))
+    if status.get("success") and status.get("driverState") not in {active}:
+        break
+    time.sleep(0.2)
 if reply["exit_code"]:
     print("ERROR Client: lost the connection to the master while waiting for the driver", flush=True)
 sys.exit(reply["exit_code"])
@@ -174,6 +184,6 @@ def write_fake_spark_submit(bin_dir: str | Path) -> Path:
     """Write ``<bin_dir>/spark-submit`` (put ``bin_dir`` first on ``PATH``)."""
     path = Path(bin_dir) / "spark-submit"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(_SPARK_SUBMIT.format(python=sys.executable))
+    path.write_text(_SPARK_SUBMIT.format(python=sys.executable, active=repr(ACTIVE_DRIVER_STATES)))
     path.chmod(0o755)
     return path

@@ -68,7 +68,7 @@ from airflow_jrs.operators.links import JobResultLink, SparkApplicationLink
 from airflow_jrs.operators.recovery import PREDECESSOR_POLICIES, recover
 from airflow_jrs.operators.spark_target import SparkTarget, refuse_unsafe, resolve_target
 from airflow_jrs.operators.steps import reached
-from airflow_jrs.operators.stopping import asked_to_end, cancel_on_kill, record_ended_on_request
+from airflow_jrs.operators.stopping import asked_to_end, cancel_on_kill, end_on_request
 from airflow_jrs.operators.streaming import DEFAULT_STOP_TIMEOUT, StreamAttempt
 from airflow_jrs.operators.streaming import prepare as prepare_stream
 from airflow_jrs.operators.submission import OutputTail, SubmissionRecorder, Supervision, failure_summary
@@ -80,7 +80,7 @@ from airflow_jrs.spark.commit import read_commit_marker
 from airflow_jrs.spark.conf import PLACEHOLDERS, fill_placeholders, job_conf
 from airflow_jrs.store import Attempt, EntryState, JobResultEntry, JobStatus
 from airflow_jrs.store.model import Actor, HistoryReason
-from airflow_jrs.store.requests import RecomputeRequests
+from airflow_jrs.store.requests import RecomputeRequests, RequestSeen
 
 __all__ = ["PLACEHOLDERS", "JrsSparkSubmitOperator"]
 
@@ -290,7 +290,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
 
     def _recompute_request(
         self, context: Any, store: Any, job_id: str
-    ) -> tuple[recompute.Request | None, datetime | None]:
+    ) -> tuple[recompute.Request | None, RequestSeen | None]:
         """The run's recompute request for this job, and when it first met the job (recorded
         now if this is the first time: before Spark can start, so what this run computes is
         never older than its request)."""
@@ -299,7 +299,9 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             return request, None
         return request, RecomputeRequests(store.client, store.namespace).first_seen(job_id, context["run_id"])
 
-    def _recompute(self, request: recompute.Request | None, first_seen: datetime | None, entry: JobResultEntry) -> bool:
+    def _recompute(
+        self, request: recompute.Request | None, first_seen: RequestSeen | None, entry: JobResultEntry
+    ) -> bool:
         """Recompute a done job because this run's conf asks for it (:func:`.recompute.verdict`)."""
         verdict = recompute.verdict(
             request, task_id=self.task_id, job_id=entry.job_id, entry=entry, first_seen=first_seen
@@ -412,11 +414,9 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
                     "resumes from its checkpoint."
                 ) from None
             if self._stream is None and not self._killed and (asked := asked_to_end(run, token)) is not None:
-                record_ended_on_request(run, token, asked)  # its supervisor terminated spark-submit
-                raise AirflowFailException(
-                    f"job {job_id}: {asked.describe()}; spark-submit was terminated and CANCELED recorded "
-                    "(no retry: someone asked for it). Clear the task to run the job again."
-                ) from None
+                app_id = self._amended_app_id(mode, recorder)  # its supervisor terminated spark-submit
+                end_on_request(run, token, asked, mode=mode, spark_hook=self._hook, staging=staging, app_id=app_id,
+                               log=self.log)  # fmt: skip
             if self._killed:
                 raise JobKilledError(
                     f"job {job_id}: attempt was killed; nothing recorded", job_id=job_id, fence=token
@@ -463,13 +463,17 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         still runs (:func:`.cluster_outcome.driver_may_still_run`); ``True``: keep the intent."""
         if not mode.cluster:
             return False
-        recorder.stop()
-        recorder.amend_now()
-        app_id = mode.submission(self._hook)[1] if self._hook is not None else None
+        app_id = self._amended_app_id(mode, recorder)
         return driver_may_still_run(
             mode, self._hook, namespace=run.store.namespace, job_id=run.job_id, staging=staging, app_id=app_id,
             log=self.log,
         )  # fmt: skip
+
+    def _amended_app_id(self, mode: DeployMode, recorder: SubmissionRecorder) -> str | None:
+        """The driver or application id spark-submit reported, recorded in the intent now."""
+        recorder.stop()
+        recorder.amend_now()
+        return mode.submission(self._hook)[1] if self._hook is not None else None
 
     def _record_failure(self, context: Any, run: JobRun, error: BaseException) -> None:
         """Say why Spark failed in the task log (every try) and in the FAILED result (last try)."""

@@ -7,6 +7,14 @@ successor with ``predecessor="stop"``, ``on_kill``) goes to the job's control ha
 cancel end it alike: the task that sees spark-submit end on such a request records CANCELED
 (who asked, when, why) and fails without retries, instead of FAILED and a retry that would
 undo what was asked.
+
+In cluster deploy modes (standalone, YARN, Kubernetes) terminating spark-submit ends only the
+client: the driver runs on in the cluster. :func:`end_on_request` therefore stops the driver
+through the deploy mode and records CANCELED only once the cluster says it ended; when it cannot
+tell (or the driver outlives the stop) the intent stays and nothing is recorded, so a cleared
+task finds the driver first instead of submitting a second one beside it. ``on_kill`` stops the
+driver the same way before it asks the supervisor (:func:`stop_cluster_driver`): the provider's
+own YARN kill only runs while spark-submit lives, and the supervisor has ended it by then.
 """
 
 from __future__ import annotations
@@ -16,14 +24,21 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow.exceptions import AirflowFailException
+
 from airflow_jrs.lease import fresh_client
 from airflow_jrs.operators.attempt import JobRun
+from airflow_jrs.operators.cluster_outcome import driver_may_still_run
+from airflow_jrs.operators.deploy_modes import DeployMode
+from airflow_jrs.paths import job_tag
 from airflow_jrs.store import JobResult, JobStatus
 from airflow_jrs.store.stop_requests import CANCEL, StopRequest, StopRequests
 
 #: Seconds ``on_kill`` lets the supervisor terminate spark-submit (SIGTERM, then SIGKILL) before
 #: it kills the supervisor itself.
 ON_KILL_GRACE = 3.0
+#: Seconds a stop or cancel waits for the cluster to report a stopped driver ended.
+CLUSTER_STOP_WAIT = 60.0
 
 
 def asked_to_end(run: JobRun, fence: int) -> StopRequest | None:
@@ -69,3 +84,61 @@ def cancel_on_kill(run: JobRun | None, fence: int | None, alive: Callable[[], bo
     deadline = time.monotonic() + ON_KILL_GRACE
     while asked is not None and alive() and time.monotonic() < deadline:
         time.sleep(0.1)
+
+
+def stop_cluster_driver(
+    mode: DeployMode, spark_hook: Any, *, namespace: str, job_id: str, app_id: str | None, log: Any,
+    wait: float = 0.0,
+) -> bool:  # fmt: skip
+    """Stop this job's driver in the cluster (cluster deploy modes; no-op otherwise) and wait up to
+    ``wait`` seconds for the cluster to report it ended. ``True``: the cluster lists nothing of the
+    job as live any more. Never raises (it runs from ``on_kill`` as well): unknown is ``False``."""
+    if not mode.cluster:
+        return True
+    try:
+        live = mode.cluster_predecessors(spark_hook, namespace, job_id, job_tag(namespace, job_id),
+                                         [app_id] if app_id else [])  # fmt: skip
+        for driver in live:
+            log.warning("Job %s: stopping %s (spark-submit's end does not end a cluster driver).", job_id,
+                        driver.description)  # fmt: skip
+            driver.stop()
+        deadline = time.monotonic() + wait
+        while live:
+            live = [d for d in live if d.alive()]
+            if not live or time.monotonic() >= deadline:
+                break
+            time.sleep(0.5)
+    except Exception as exc:
+        log.error("Job %s: could not stop the %s driver %s (%s).", job_id, mode.name, app_id or "(id unknown)", exc)
+        return False
+    return not live
+
+
+def end_on_request(
+    run: JobRun, fence: int, request: StopRequest, *, mode: DeployMode, spark_hook: Any, staging: str,
+    app_id: str | None, log: Any,
+) -> None:  # fmt: skip
+    """spark-submit ended on a stop or cancel request: record CANCELED and raise (no retry).
+
+    In cluster deploy modes the driver is stopped first; CANCELED (after which a cleared task
+    submits anew) is recorded only when the cluster says nothing of the attempt runs and left no
+    commit marker. Otherwise the intent stays and nothing is recorded: the next attempt finds the
+    driver by the id the intent holds (``airflow-jrs intents`` shows it) before it submits."""
+    job_id = run.job_id
+    ended = stop_cluster_driver(mode, spark_hook, namespace=run.store.namespace, job_id=job_id, app_id=app_id,
+                                log=log, wait=CLUSTER_STOP_WAIT)  # fmt: skip
+    if mode.cluster and (not ended or driver_may_still_run(
+        mode, spark_hook, namespace=run.store.namespace, job_id=job_id, staging=staging, app_id=app_id, log=log
+    )):  # fmt: skip
+        raise AirflowFailException(
+            f"job {job_id}: {request.describe()}; spark-submit was terminated, but the {mode.name} driver "
+            f"{app_id or '(id unknown)'} could not be confirmed ended, so nothing was recorded and the intent stays "
+            "(`airflow-jrs intents` shows it). Make sure the driver ended (kill it in the cluster by that id), "
+            "then clear the task: the next attempt looks for the driver before it submits."
+        ) from None
+    record_ended_on_request(run, fence, request)
+    raise AirflowFailException(
+        f"job {job_id}: {request.describe()}; spark-submit was terminated"
+        + (f" and the {mode.name} driver {app_id or ''} stopped" if mode.cluster else "")
+        + " and CANCELED recorded (no retry: someone asked for it). Clear the task to run the job again."
+    ) from None
