@@ -10,13 +10,21 @@ run's conf is the other switch, for a run that does not exist yet ("Trigger DAG 
 * a list of task ids and/or job ids (or one such string) only those;
 * ``"jrs_recompute_at": "<ISO-8601 time>"`` beside it says when the request was made.
 
-A request acts once. It is met by any result created at or after the request: the rule is
-"never reuse a result created *before* this run's request". The request time is the conf's
-``jrs_recompute_at``, else the time the run's task first met the request for the job, which
-the attempt records in the store (:mod:`airflow_jrs.store.requests`; the run's own creation
-time is not in a task's context). So a retry, a clear or a later backfill of the same run,
-which keeps its conf, reuses what that run, or any run after the request, computed: the
-request is not repeated every time the run is.
+A request acts once. It is met by any result computed after the request: the rule is "never
+reuse a result computed *before* this run's request". When the run's task first meets the
+request for a job, the attempt records a mark in the store (:mod:`airflow_jrs.store.requests`;
+the run's own creation time is not in a task's context): the namespace's fence counter then,
+and the token of the job's lease if one was held. A result whose fence is greater than that
+counter came from a lease taken after the request; a result of the lease that was computing
+the job then was written after it. Both meet the request, whatever any host's clock says. So
+a retry, a clear or a later backfill of the same run, which keeps its conf, reuses what that
+run, or any run after the request, computed: the request is not repeated every time the run is.
+
+Times are compared only where fences cannot be: ``jrs_recompute_at`` is a wall-clock time by
+nature, so it is compared with the result's ``created_at`` (stamped by the host that wrote the
+result: a skew between that host and whoever chose the time shifts the line by as much); and a
+mark written by an older version (a time only) or a result without a fence (written outside a
+lease) falls back to the recorded time.
 
 :func:`verdict` is the rule; the worker (:mod:`airflow_jrs.operators.spark`), the triggerer
 (:mod:`airflow_jrs.triggers.start_in_triggerer`) and ``airflow-jrs plan`` all call it.
@@ -31,6 +39,7 @@ from typing import Any
 
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.store import JobResultEntry
+from airflow_jrs.store.requests import RequestSeen
 
 #: The DAG run conf key.
 RECOMPUTE_KEY = "jrs_recompute"
@@ -105,19 +114,31 @@ def _read_at(raw: Any) -> datetime | None:
 
 
 def verdict(
-    request: Request | None, *, task_id: str, job_id: str, entry: JobResultEntry, first_seen: datetime | None
+    request: Request | None, *, task_id: str, job_id: str, entry: JobResultEntry, first_seen: RequestSeen | None
 ) -> Verdict:
     """Recompute the job's SUCCEEDED ``entry``, or reuse it, for a run carrying ``request``.
 
-    ``first_seen`` is when the run's task first met the request for this job (recorded in the
-    store), ``None`` when it has not yet: then the request has not acted and is due. The
-    conf's own time, when it gives one, wins over ``first_seen``."""
+    ``first_seen`` is the mark recorded when the run's task first met the request for this job,
+    ``None`` when it has not yet: then the request has not acted and is due. The conf's own
+    time, when it gives one, wins over ``first_seen`` (and is compared with ``created_at``)."""
     if request is None or not request.names_job(task_id, job_id):
         return Verdict(False, "the run's conf does not ask to recompute it")
-    at = request.at or first_seen
-    created = entry.created_at
-    if at is None:
+    if request.at is None and first_seen is None:
         return Verdict(True, "the run's conf asks to recompute it (the request acts once, now)")
+    fence = entry.result.fence
+    if request.at is None and first_seen is not None and (met := first_seen.met_by(fence)) is not None:
+        asked = f"the run's recompute request of {first_seen.at.isoformat()} (fence counter {first_seen.fence})"
+        if met:
+            return Verdict(
+                False,
+                f"{asked} is met already: this result's fence {fence} was taken after it; a request acts "
+                "once, so a retry, clear or backfill of the run reuses it",
+            )
+        return Verdict(True, f"the run's conf asks to recompute it; its result's fence {fence} was taken before "
+                             f"{asked}")  # fmt: skip
+    at = request.at or (first_seen.at if first_seen is not None else None)
+    assert at is not None  # one of the two is set, above
+    created = entry.created_at
     if created is None or created < at:
         when = created.isoformat() if created else "at an unknown time"
         return Verdict(True, f"the run's conf asks to recompute it; its result was created {when}, before the "

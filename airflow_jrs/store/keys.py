@@ -20,8 +20,8 @@ script may update them together. Tests pin these literals: change them only with
                                           counter; still honoured, folded away by a purge)
 ``jrs:{ns}:intent:<job id>``              string: reference to the running job's spec (JSON)
 ``jrs:{ns}:heartbeat:<job id>``           hash: the supervisor beside spark-submit (fence, host, state), TTL
-``jrs:{ns}:recompute:<job id>``           hash: request key (a DAG run) -> when it first asked to
-                                          recompute the job (ISO-8601), TTL (see ``requests``)
+``jrs:{ns}:recompute:<job id>``           hash: request key (a DAG run) -> its first meeting with the job
+                                          (fence counter, lease in flight, time; JSON), TTL (see ``requests``)
 ``jrs:{ns}:control:<job id>``             hash: the stop or cancel request for one fence (kind, by, at_ms,
                                           reason), TTL; the supervisor of that fence acts on it
 ``jrs:{ns}:events``                       pub/sub channel: one message per create/clean/forget

@@ -20,13 +20,19 @@ from airflow_jrs.lease import JobLease, default_owner
 from airflow_jrs.operators import JrsSparkSubmitOperator
 from airflow_jrs.paths import fence_token_of
 from airflow_jrs.store import Attempt, JobResult, JobStatus
-from airflow_jrs.store.requests import RecomputeRequests
 
 pytestmark = pytest.mark.airflow
 
 DAY = datetime(2013, 1, 1, tzinfo=UTC)
 JOB = "d.t.2013-01-01"
 RUN = "scheduled__2013-01-01"
+
+
+def met_before_any_lease(jrs_env, job_id: str, run_id: str) -> None:
+    """Record that ``run_id``'s request met ``job_id`` on DAY, before any lease of the namespace
+    (fence counter 0): the mark an attempt of that run would have left then (store/requests.py)."""
+    mark = {"at_ms": int(DAY.timestamp() * 1000), "fence": 0, "in_flight": None}
+    jrs_env.store.client.hset(jrs_env.store.keys.recompute_requests(job_id), run_id, json.dumps(mark))
 
 
 def context(conf=None, run_id="manual__again"):
@@ -77,7 +83,7 @@ def test_a_conf_that_does_not_name_the_job_reuses_it(jrs_env, committed, conf):
 def test_a_recompute_run_does_not_recompute_what_it_computed_after_its_request(jrs_env, committed):
     # a retry or clear of a task of the recompute run: its request met the job before the
     # run computed it (recorded when it first met it), so its own fresh result is reused
-    RecomputeRequests(jrs_env.store.client, jrs_env.namespace).first_seen(JOB, RUN, now=DAY)
+    met_before_any_lease(jrs_env, JOB, RUN)
     assert committed.execute(context({"jrs_recompute": True}, run_id=RUN))["reused"] is True
     assert committed._hook is None and jrs_env.launches() == 0
 
@@ -189,7 +195,7 @@ def test_plan_tells_what_a_backfill_does_with_a_run_that_carries_a_recompute_req
     assert f"run {run_id}" in row["reason"] and "acts once, now" in row["reason"]
 
     # once the run's task met the request before this result was written, the request is met
-    RecomputeRequests(jrs_env.store.client, jrs_env.namespace).first_seen(job_id, run_id, now=DAY)
+    met_before_any_lease(jrs_env, job_id, run_id)
     row = planned()
     assert (row["status"], row["backfill"]) == ("committed", "skip"), row
     assert "met already" in row["reason"]

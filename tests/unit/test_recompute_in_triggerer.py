@@ -11,7 +11,9 @@ from types import SimpleNamespace
 import pytest
 
 from airflow_jrs.identity import application_fingerprint
+from airflow_jrs.lease import JobLease
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
+from airflow_jrs.store import redis as store_redis
 from airflow_jrs.store.requests import RecomputeRequests
 from airflow_jrs.triggers.start_in_triggerer import StartInTriggererSubmitTrigger, _GoToWorker
 
@@ -37,9 +39,7 @@ def test_a_due_request_sends_a_done_job_to_a_worker_a_met_one_does_not(
 ):
     monkeypatch.setenv("AIRFLOW_CONN_JRS_DEFAULT", f"{redis_url}?namespace={namespace}")
     if conf.pop("met", False):
-        RecomputeRequests(RedisJobResultStore(redis_url, namespace).client, namespace).first_seen(
-            JOB, "manual__now", now=datetime(2000, 1, 1, tzinfo=UTC)
-        )
+        RecomputeRequests(RedisJobResultStore(redis_url, namespace).client, namespace).first_seen(JOB, "manual__now")
     app = tmp_path / "app.py"
     app.write_text("print('hi')\n")
     store = RedisJobResultStore(redis_url, namespace)
@@ -64,4 +64,45 @@ def test_a_due_request_sends_a_done_job_to_a_worker_a_met_one_does_not(
         return "decided in the triggerer"
 
     assert reason in asyncio.run(decide())
+    store.client.close()
+
+
+def test_a_result_fenced_after_the_request_ends_the_task_in_the_triggerer_whatever_the_writers_clock(
+    redis_url, namespace, monkeypatch, tmp_path
+):
+    """Finding 7: the run's task met its request (recorded), then a lease taken after it computed
+    the job on a host whose clock is hours behind. The request is met: the triggerer must not
+    send the task to a worker to recompute it a second time."""
+    monkeypatch.setenv("AIRFLOW_CONN_JRS_DEFAULT", f"{redis_url}?namespace={namespace}")
+    store = RedisJobResultStore(redis_url, namespace)
+    RecomputeRequests(store.client, namespace).first_seen(JOB, "manual__now")
+    app = tmp_path / "app.py"
+    app.write_text("print('hi')\n")
+    lease = JobLease(store.client, namespace, JOB)
+    lease.acquire()
+    monkeypatch.setattr(store_redis, "utcnow", lambda: datetime(2000, 1, 1, tzinfo=UTC))  # the writer's slow clock
+    store.create_dirty_result(
+        JobResult(job_id=JOB, status=JobStatus.SUCCEEDED, fingerprint=application_fingerprint(str(app), [], None)),
+        fence=lease.token,
+    )
+    monkeypatch.undo()
+    monkeypatch.setenv("AIRFLOW_CONN_JRS_DEFAULT", f"{redis_url}?namespace={namespace}")
+    lease.release()
+    trigger = StartInTriggererSubmitTrigger(job_id=JOB, application=str(app), application_args=[])
+    trigger._context = {
+        "ti": SimpleNamespace(task_id="t"),
+        "run_id": "manual__now",
+        "dag_run": SimpleNamespace(conf={"jrs_recompute": True}),
+    }
+
+    async def decide() -> str:
+        try:
+            await trigger._decide()
+        except _GoToWorker as exc:
+            return str(exc)
+        finally:
+            await trigger._close()
+        return "decided in the triggerer"
+
+    assert "to write the XCom" in asyncio.run(decide())
     store.client.close()

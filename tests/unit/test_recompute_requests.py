@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta
+import json
+from dataclasses import replace
+from datetime import UTC, datetime
 
 import redis.asyncio as aioredis
 
-from airflow_jrs.store import KeySpace, RedisJobResultStore
-from airflow_jrs.store.requests import REQUEST_TTL, RecomputeRequests, seen_async
+from airflow_jrs.lease import JobLease
+from airflow_jrs.recompute import Request, Verdict, verdict
+from airflow_jrs.store import JobResult, JobResultEntry, JobStatus, KeySpace, RedisJobResultStore
+from airflow_jrs.store.requests import REQUEST_TTL, RecomputeRequests, RequestSeen, seen_async
 
 JOB = "d.t.2013-01-01"
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
@@ -22,26 +26,109 @@ def test_the_first_meeting_wins_and_expires_with_a_ttl(redis_url, namespace):
     store = RedisJobResultStore(redis_url, namespace)
     requests = RecomputeRequests(store.client, namespace)
     assert requests.seen(JOB, "run-1") is None
-    assert requests.first_seen(JOB, "run-1", now=T0) == T0
-    assert requests.first_seen(JOB, "run-1", now=T0 + timedelta(days=3)) == T0  # a retry: the time never moves
-    assert requests.first_seen(JOB, "run-2", now=T0 + timedelta(days=3)) == T0 + timedelta(days=3)
-    assert requests.seen(JOB, "run-1") == T0
+    first = requests.first_seen(JOB, "run-1")
+    JobLease(store.client, namespace, "d.t.other").acquire()  # the namespace's counter moves on
+    assert requests.first_seen(JOB, "run-1") == first  # a retry: the mark never moves
+    second = requests.first_seen(JOB, "run-2")
+    assert (first.fence, second.fence) == (0, 1) and first.at <= second.at
+    assert requests.seen(JOB, "run-1") == first
     assert 0 < store.client.ttl(store.keys.recompute_requests(JOB)) <= REQUEST_TTL
 
-    async def read() -> datetime | None:
+    async def read() -> RequestSeen | None:
         client = aioredis.Redis.from_url(redis_url)
         try:
             return await seen_async(client, namespace, JOB, "run-2")
         finally:
             await client.aclose()
 
-    assert asyncio.run(read()) == T0 + timedelta(days=3)  # the triggerer reads the same
+    assert asyncio.run(read()) == second  # the triggerer reads the same
 
 
-def test_an_unreadable_time_counts_as_not_seen_and_is_replaced_so_the_request_acts_once(redis_url, namespace):
+def test_the_mark_is_the_fence_counter_the_lease_in_flight_and_the_servers_time(redis_url, namespace):
+    """Pinned literally: what the worker, the triggerer and ``plan`` of any host read back."""
+    store = RedisJobResultStore(redis_url, namespace)
+    JobLease(store.client, namespace, "d.t.other").acquire()
+    m = JobLease(store.client, namespace, JOB)
+    m.acquire()
+    seconds, micros = store.client.time()
+    before = seconds * 1000 + micros // 1000
+    seen = RecomputeRequests(store.client, namespace).first_seen(JOB, "run-1")
+    doc = json.loads(store.client.hget(f"jrs:{{{namespace}}}:recompute:{JOB}", "run-1"))
+    assert (doc["fence"], doc["in_flight"]) == (2, 2) == (seen.fence, seen.in_flight)
+    seconds, micros = store.client.time()
+    assert before <= doc["at_ms"] <= seconds * 1000 + micros // 1000  # Redis TIME, not this host's clock
+    assert seen.at == datetime.fromtimestamp(doc["at_ms"] / 1000, tz=UTC)
+
+
+def test_an_older_versions_time_only_mark_is_read_and_kept(redis_url, namespace):
+    store = RedisJobResultStore(redis_url, namespace)
+    store.client.hset(store.keys.recompute_requests(JOB), "run-1", T0.isoformat())
+    requests = RecomputeRequests(store.client, namespace)
+    assert requests.seen(JOB, "run-1") == RequestSeen(T0) == requests.first_seen(JOB, "run-1")
+
+
+def test_an_unreadable_mark_counts_as_not_seen_and_is_replaced_so_the_request_acts_once(redis_url, namespace):
     store = RedisJobResultStore(redis_url, namespace)
     store.client.hset(store.keys.recompute_requests(JOB), "run-1", "garbage")
     requests = RecomputeRequests(store.client, namespace)
     assert requests.seen(JOB, "run-1") is None
-    assert requests.first_seen(JOB, "run-1", now=T0) == T0
-    assert requests.first_seen(JOB, "run-1", now=T0 + timedelta(days=1)) == T0
+    first = requests.first_seen(JOB, "run-1")
+    assert first.fence == 0 and requests.first_seen(JOB, "run-1") == first == requests.seen(JOB, "run-1")
+
+
+# -- finding 7: the request is ordered by fences, not by two hosts' clocks ----------------------
+#: A created_at far before any request: the writer's clock is slow (or the requester's fast).
+SKEWED = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def _skewed(entry: JobResultEntry) -> JobResultEntry:
+    """The stored entry as a host with a slow clock would have stamped it."""
+    return replace(entry, created_at=SKEWED)
+
+
+def _request_verdict(store: RedisJobResultStore, namespace: str, request_key: str) -> Verdict:
+    seen = RecomputeRequests(store.client, namespace).seen(JOB, request_key)
+    entry = _skewed(store.get_entry(JOB))
+    return verdict(Request(everything=True), task_id="t", job_id=JOB, entry=entry, first_seen=seen)
+
+
+def _commit(store: RedisJobResultStore, namespace: str, lease: JobLease | None = None) -> None:
+    lease = lease or JobLease(store.client, namespace, JOB)
+    if lease.token is None:
+        lease.acquire()
+    store.create_dirty_result(JobResult(job_id=JOB, status=JobStatus.SUCCEEDED), fence=lease.token)
+    lease.release()
+
+
+def test_a_result_fenced_after_the_request_meets_it_whatever_the_clocks_say(redis_url, namespace):
+    """The requesting host's clock runs fast (or the writer's slow): the result's created_at is
+    before the recorded request, but its lease was taken after the request met the job, so the
+    request is met; a retry of the run must not recompute a second time."""
+    store = RedisJobResultStore(redis_url, namespace)
+    _commit(store, namespace)  # the result the request is about
+    RecomputeRequests(store.client, namespace).first_seen(JOB, "run-1")
+    assert _request_verdict(store, namespace, "run-1").recompute is True  # not met yet: acts
+    store.forget_result(JOB)
+    _commit(store, namespace)  # the recompute, stamped by a host whose clock is behind
+    found = _request_verdict(store, namespace, "run-1")
+    assert found.recompute is False, found.reason
+    assert "met already" in found.reason
+
+
+def test_a_result_the_request_met_in_flight_meets_it_one_finished_before_does_not(redis_url, namespace):
+    """Issue 19 item 2: run S meets its request while run M computes the job; M's result, written
+    after the request, meets it, even when M's host stamps it with an earlier time. A result
+    whose lease was taken and released before the request does not, even when stamped later."""
+    store = RedisJobResultStore(redis_url, namespace)
+    m = JobLease(store.client, namespace, JOB)
+    m.acquire()
+    RecomputeRequests(store.client, namespace).first_seen(JOB, "run-s")
+    _commit(store, namespace, m)
+    assert _request_verdict(store, namespace, "run-s").recompute is False
+
+    store.forget_result(JOB)
+    _commit(store, namespace)  # finished before run-t's request
+    RecomputeRequests(store.client, namespace).first_seen(JOB, "run-t")
+    entry = replace(store.get_entry(JOB), created_at=datetime(2999, 1, 1, tzinfo=UTC))  # a fast writer clock
+    seen = RecomputeRequests(store.client, namespace).seen(JOB, "run-t")
+    assert verdict(Request(everything=True), task_id="t", job_id=JOB, entry=entry, first_seen=seen).recompute
