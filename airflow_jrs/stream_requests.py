@@ -20,6 +20,7 @@ from airflow_jrs.intent import Heartbeats, IntentStore
 from airflow_jrs.paths import control_path_of_output
 from airflow_jrs.spark.control import write_request
 from airflow_jrs.store import RedisJobResultStore
+from airflow_jrs.store.fence import same_fence
 from airflow_jrs.store.stop_requests import StopRequests
 
 
@@ -53,7 +54,7 @@ def request_stream(
         )
     control = control_path_of_output(intent.staging)
     beat = Heartbeats(store.client, store.namespace).get(job_id)
-    supervised = beat is not None and beat.running and beat.fence == intent.fence
+    supervised = beat is not None and beat.running and same_fence(beat.fence, intent.fence)
     if control is None and not supervised:
         raise NoRunningStreamError(
             f"job {job_id!r} (fence {intent.fence}) has no running supervisor to relay a {kind} (its "

@@ -64,7 +64,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from airflow_jrs.intent import HeartbeatGone, Heartbeats, StaleHeartbeat
-from airflow_jrs.store.fence import Fence, fence_arg
+from airflow_jrs.store.fence import Fence, fence_arg, same_fence
 from airflow_jrs.store.stop_requests import CANCEL, StopRequest, StopRequests
 
 SUPERVISOR_ENV = "JRS_SUPERVISOR_REDIS"
@@ -254,7 +254,7 @@ def _control_dir_of(beats: Heartbeats, job_id: str, fence: int) -> str | None:
     except Exception as exc:
         _say(f"could not read the intent of job {job_id} ({exc}); a stop terminates spark-submit")
         return None
-    return control_path_of_output(intent.staging) if intent is not None and intent.fence == fence else None
+    return control_path_of_output(intent.staging) if intent is not None and same_fence(intent.fence, fence) else None
 
 
 def supervise(
@@ -345,14 +345,14 @@ def record_orphan_outcome(
     client = beats.client
     try:
         intent = IntentStore(client, beats.namespace, spec_root="").get(job_id)
-        if intent is None or intent.fence != fence:
+        if intent is None or not same_fence(intent.fence, fence):
             return  # recorded already (the task wrote its result before it died) or another attempt's
         outcome = read_outcome(control_dir, fence) if control_dir is not None else None
         stopped = outcome is not None and outcome.get("ended") == STOPPED
         lease = JobLease(client, beats.namespace, job_id, ttl=ttl, owner=default_owner(role="supervisor", fence=fence))
         holder = lease.peek()
-        if holder is not None and holder.token != fence:
-            _say(f"job {job_id}: fence {holder.token} holds the job now; it records the outcome")
+        if holder is not None and not same_fence(holder.fence, fence):  # identities: a token can repeat
+            _say(f"job {job_id}: fence {holder.fence.identity} holds the job now; it records the outcome")
             return
         token = lease.take_over(holder) if holder is not None else lease.acquire()
         if token is None:

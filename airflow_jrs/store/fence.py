@@ -74,3 +74,10 @@ def fence_arg(fence: int | None) -> str:
 def nonce_of(fence: int | None) -> str | None:
     """The owner nonce ``fence`` carries, if any."""
     return fence.nonce if isinstance(fence, Fence) else None
+
+
+def same_fence(a: int | None, b: int | None) -> bool:
+    """Do ``a`` and ``b`` name the same lease holder? Compares identities (:func:`fence_arg`), never
+    the tokens alone: ``Fence(7, "a1") == Fence(7, "c3")`` is ``True`` as integers, yet after a
+    failover that lost the ``INCR`` those are two holders, and only one of them may act."""
+    return fence_arg(a) == fence_arg(b)

@@ -87,7 +87,8 @@ client = redis.Redis.from_url(url)
 fence = JobLease(client, ns, job, ttl=30).acquire()
 intents = IntentStore(client, ns, specs)
 intent = Intent(job_id=job, fence=fence, spec_uri=intents.spec_uri(job, fence), staging=staging, app_name="a",
-                host=socket.gethostname(), pid=os.getpid(), started_at=time.time(), fingerprint="fp")
+                host=socket.gethostname(), pid=os.getpid(), started_at=time.time(), fingerprint="fp",
+                application_id=os.environ.get("TEST_APPLICATION_ID"))
 attempt = {"dag_id": "d", "task_id": "stream", "run_id": "r", "try_number": 1}
 intents.record(intent, {"application": "app.py", "attempt": attempt})
 command = [c.replace("{fence}", str(int(fence))) for c in command]
@@ -109,7 +110,8 @@ class Task:
     """A real task process whose supervised spark-submit stand-in runs; ``kill`` orphans them."""
 
     def __init__(self, redis_url: str, namespace: str, tmp_path: Path, *, stream: bool, mode: str = "",
-                 stop_timeout: float = 3600.0) -> None:  # fmt: skip
+                 stop_timeout: float = 3600.0, batch: str = BATCH,
+                 application_id: str | None = None) -> None:  # fmt: skip
         out_root = str(tmp_path / "out")
         self.out = tmp_path / "child"
         self.log = tmp_path / "supervisor.log"
@@ -120,13 +122,15 @@ class Task:
             child = [sys.executable, "-c", DRIVER, self.control, "{fence}", mode, str(self.out), self.checkpoint]
         else:
             staging = staging_path(out_root, namespace, JOB, 1)
-            child = [sys.executable, "-c", BATCH, str(self.out)]
+            child = [sys.executable, "-c", batch, str(self.out), staging, JOB, "{fence}"]
+        self.staging = staging
         client = redis.Redis.from_url(redis_url)
         kw = client.connection_pool.connection_kwargs
         env = {
             **os.environ,
             "PYTHONPATH": str(ROOT),
             SUPERVISOR_ENV: json.dumps({"host": kw["host"], "port": kw["port"], "db": kw.get("db", 0)}),
+            **({"TEST_APPLICATION_ID": application_id} if application_id else {}),
         }
         args = [redis_url, namespace, JOB, staging, str(tmp_path / "specs"), str(stop_timeout), str(self.log)]
         self.process = subprocess.Popen(
@@ -242,3 +246,42 @@ def test_a_batch_stop_through_the_same_path_terminates_with_a_grace_period(redis
     assert ended.state == "ended" and ended.exit_code == 143  # it shut down in its grace period
     # The task is alive: it, not the supervisor, records the outcome (nothing written here).
     assert RedisJobResultStore(redis_client, namespace).get_entry(JOB) is None
+
+
+# -- issue 18 review: what an orphan's supervisor must NOT record ----------------------------------
+
+#: A batch spark-submit that, on SIGTERM, waits for ``<out>/go`` before it exits 143: the test
+#: changes the world (a successor appears) while the supervisor waits for it.
+BATCH_HELD = """
+import os, pathlib, signal, sys, time
+out = pathlib.Path(sys.argv[1]); out.mkdir(parents=True, exist_ok=True)
+def term(*_):
+    (out / "terminated").write_text("SIGTERM")
+    while not (out / "go").exists():
+        time.sleep(0.05)
+    sys.exit(143)
+signal.signal(signal.SIGTERM, term)
+(out / "started").write_text(str(os.getpid()))
+while True:
+    time.sleep(0.1)
+"""
+
+
+def test_an_orphan_supervisor_never_records_over_a_successor_that_got_the_same_token(
+    redis_client, redis_url, namespace, task
+):
+    # Finding 6: a failover lost the INCR, and successor B holds token N again, with another
+    # nonce. The orphaned supervisor of fence N (the first nonce) must not take B's lease over.
+    t = task(stream=False, batch=BATCH_HELD)
+    t.kill()
+    assert cli(redis_url, namespace, "stop", JOB) == 0
+    wait_until(lambda: (t.out / "terminated").exists(), 60, "spark-submit to get its SIGTERM")
+    keys = RedisJobResultStore(redis_client, namespace).keys
+    redis_client.hset(keys.lease(JOB), "nonce", "c3" * 8)  # B: same token, its own nonce
+    intent = json.loads(redis_client.get(keys.intent(JOB)))
+    redis_client.set(keys.intent(JOB), json.dumps({**intent, "nonce": "c3" * 8}))
+    (t.out / "go").write_text("")
+    wait_until(t.ended, 60, "the supervisor to end")
+    assert RedisJobResultStore(redis_client, namespace).get_entry(JOB) is None, "it recorded over B"
+    assert redis_client.hget(keys.lease(JOB), "nonce") == b"c3" * 8, "it took B's lease over"
+    assert redis_client.exists(keys.intent(JOB)) == 1, "it dropped B's intent"
