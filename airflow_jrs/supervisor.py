@@ -336,11 +336,14 @@ def record_orphan_outcome(
     supervisor takes the job's lease for that: it takes over its own fence's lease (its holder,
     the task, is provably dead: it was this process's parent) or acquires a free one; when a
     successor holds the lease, the successor decides and nothing is written here. The result
-    supersedes only an unsuccessful entry and drops the intent, under the new fence."""
+    supersedes only an unsuccessful entry (a SUCCEEDED one, of any fingerprint, stays: done is
+    done) and drops the intent, under the new fence."""
+    from airflow_jrs.exceptions import JobResultEntryAlreadyExistsError
     from airflow_jrs.intent import IntentStore
     from airflow_jrs.lease import JobLease, default_owner
     from airflow_jrs.spark.control import STOPPED, read_outcome
     from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
+    from airflow_jrs.store.base import UNSUCCESSFUL_ONLY
 
     client = beats.client
     try:
@@ -376,7 +379,13 @@ def record_orphan_outcome(
                 attempt=attempt,
                 error=f"{request.describe()}; the task was gone, so its supervisor recorded it (exit code {code})",
             )
-            RedisJobResultStore(client, beats.namespace).create_dirty_result(result, fence=token, supersede=True)
+            try:
+                RedisJobResultStore(client, beats.namespace).create_dirty_result(
+                    result, fence=token, supersede=UNSUCCESSFUL_ONLY
+                )
+            except JobResultEntryAlreadyExistsError:  # a SUCCEEDED result stays the job's word
+                _say(f"job {job_id}: a SUCCEEDED result is kept (done is done); {result.status.value} not recorded")
+                return
             with contextlib.suppress(Exception):
                 IntentStore.delete_spec(intent.spec_uri)
             _say(f"job {job_id}: the task was gone; recorded {result.status.value} under fence {token}")

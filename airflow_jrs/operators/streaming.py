@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_jrs.exceptions import JobResultEntryAlreadyExistsError
 from airflow_jrs.intent import Heartbeats
 from airflow_jrs.lease import fresh_client
 from airflow_jrs.operators.attempt import JobRun
@@ -39,6 +40,7 @@ from airflow_jrs.spark.conf import streaming_conf
 from airflow_jrs.spark.control import CANCEL, FINISHED, STOP, STOPPED, clear_request, read_outcome, requested_kind
 from airflow_jrs.spark.control import write_request as _write_request
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
+from airflow_jrs.store.base import UNSUCCESSFUL_ONLY
 from airflow_jrs.store.fence import same_fence
 from airflow_jrs.store.stop_requests import StopRequest, StopRequests
 
@@ -155,7 +157,16 @@ class StreamAttempt:
         try:
             if client is not None:
                 store = RedisJobResultStore(client, store.namespace, history_limit=store.history_limit)
-            store.create_dirty_result(result, fence=self.fence, supersede=True)
+            try:
+                store.create_dirty_result(result, fence=self.fence, supersede=UNSUCCESSFUL_ONLY)
+            except JobResultEntryAlreadyExistsError:  # done is done: a SUCCEEDED result stays
+                log.warning(
+                    "Job %s: a SUCCEEDED result is kept (of another fingerprint); %s not recorded. The intent "
+                    "stays for the next attempt's recovery.",
+                    self.run.job_id,
+                    status.value,
+                )
+                return
             self.recorded = status
         finally:
             if client is not None:

@@ -11,7 +11,11 @@ State machine of one job's entry::
 * ``create_dirty_result`` on a job that has an entry, dirty or clean, raises
   :class:`JobResultEntryAlreadyExistsError`. It is atomic across processes: of any number
   of concurrent creators exactly one succeeds. With ``supersede=True`` an unsuccessful
-  entry, or one for another fingerprint, moves to history first (still atomically).
+  entry, or one for another fingerprint, moves to history first (still atomically). With
+  ``supersede=UNSUCCESSFUL_ONLY`` (``"unsuccessful"``: what a stop or cancel writes) only an
+  unsuccessful entry moves; a SUCCEEDED one stays whatever its fingerprint ("done is done":
+  canceling a run of changed code never displaces the good result of the old code), and the
+  create raises :class:`JobResultEntryAlreadyExistsError` as without ``supersede``.
 * ``mark_result_as_clean`` on a dirty entry turns it clean; on a clean entry it is a no-op;
   on a job without an entry it raises :class:`NoSuchJobResultError`.
 * Clean entries are kept (they are what makes backfills skip work) unless the store was
@@ -37,9 +41,17 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Final, Literal
 
 from airflow_jrs.store.model import Actor, HistoryReason, JobResult, JobResultEntry, validate_job_id
 from airflow_jrs.store.query import EntryQuery, find_entries
+
+#: ``supersede=`` mode of :meth:`JobResultStore.create_dirty_result`: replace only an
+#: unsuccessful entry (FAILED, CANCELED, STOPPED), never a SUCCEEDED one of any fingerprint.
+UNSUCCESSFUL_ONLY: Final = "unsuccessful"
+#: What ``supersede=`` accepts: ``False`` never replaces, ``True`` replaces an unsuccessful entry
+#: or one of another fingerprint, :data:`UNSUCCESSFUL_ONLY` replaces an unsuccessful one only.
+Supersede = bool | Literal["unsuccessful"]
 
 
 class JobResultStore(abc.ABC):
@@ -49,11 +61,13 @@ class JobResultStore(abc.ABC):
 
     # -- writes ---------------------------------------------------------------------------
     def create_dirty_result(
-        self, result: JobResult, *, fence: int | None = None, supersede: bool = False
+        self, result: JobResult, *, fence: int | None = None, supersede: Supersede = False
     ) -> JobResultEntry:
         """Store ``result`` as the job's dirty entry; see the module docstring for the rules."""
         if not isinstance(result, JobResult):
             raise TypeError(f"expected a JobResult, got {type(result).__name__}")
+        if supersede not in (True, False, UNSUCCESSFUL_ONLY):
+            raise ValueError(f"supersede must be True, False or {UNSUCCESSFUL_ONLY!r}, got {supersede!r}")
         # the entry keeps the integer token (what users see); the script also checks the nonce
         return self._create_dirty_result(result.with_fence(None if fence is None else int(fence)), fence, supersede)
 
@@ -179,7 +193,7 @@ class JobResultStore(abc.ABC):
 
     # -- backend I/O ----------------------------------------------------------------------
     @abc.abstractmethod
-    def _create_dirty_result(self, result: JobResult, fence: int | None, supersede: bool) -> JobResultEntry: ...
+    def _create_dirty_result(self, result: JobResult, fence: int | None, supersede: Supersede) -> JobResultEntry: ...
 
     @abc.abstractmethod
     def _mark_result_as_clean(self, job_id: str, expected: JobResultEntry | None) -> bool: ...

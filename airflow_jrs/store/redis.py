@@ -11,7 +11,7 @@ import logging
 import socket
 import time
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import redis as redis_lib
@@ -27,7 +27,7 @@ from airflow_jrs.exceptions import (
     redis_errors,
 )
 from airflow_jrs.store import scripts
-from airflow_jrs.store.base import JobResultStore
+from airflow_jrs.store.base import UNSUCCESSFUL_ONLY, JobResultStore, Supersede
 from airflow_jrs.store.durability import Durability
 from airflow_jrs.store.entries import (
     READ_CHUNK,
@@ -143,10 +143,18 @@ class RedisJobResultStore(JobResultStore):
             self.client.ping()
         return time.perf_counter() - started
 
+    def _server_now(self, job_id: str) -> datetime:
+        """The Redis server's clock (``TIME``): a result's ``created_at`` is compared with a
+        ``jrs_recompute_at`` time (:mod:`airflow_jrs.recompute`), so it must not depend on which
+        host wrote the result; one round trip per result created."""
+        with redis_errors(f"read the server's time for job {job_id!r}", self.namespace, job_id):
+            seconds, micros = self.client.time()
+        return datetime.fromtimestamp(int(seconds), tz=UTC).replace(microsecond=int(micros))
+
     # -- writes ---------------------------------------------------------------------------
-    def _create_dirty_result(self, result: JobResult, fence: int | None, supersede: bool) -> JobResultEntry:
+    def _create_dirty_result(self, result: JobResult, fence: int | None, supersede: Supersede) -> JobResultEntry:
         k, job_id = self.keys, result.job_id
-        created = utcnow()
+        created = self._server_now(job_id)
         raw = encode_entry(result, EntryState.DIRTY, created)
         event = event_message("created", job_id, status=result.status.value, state="dirty")
         # Who moves an entry it supersedes: the attempt that wrote the new result.
@@ -171,7 +179,7 @@ class RedisJobResultStore(JobResultStore):
                     job_id,
                     int(created.timestamp() * 1000),
                     fence_arg(fence),
-                    "1" if supersede else "0",
+                    "u" if supersede == UNSUCCESSFUL_ONLY else "1" if supersede else "0",
                     result.fingerprint or "",
                     self.history_limit,
                     k.events,

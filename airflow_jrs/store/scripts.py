@@ -79,7 +79,10 @@ CREATE_DIRTY_RESULT = (
 -- ARGV[2] - job id               ARGV[3] - created time in ms
 -- ARGV[4] - fence identity ("<token>:<nonce>", store/fence.py), or '' for an unfenced write
 -- ARGV[5] - supersede: '1' moves an existing entry to history when it is not SUCCEEDED or
---           its fingerprint differs from ARGV[6]; '0' never replaces
+--           its fingerprint differs from ARGV[6]; 'u' (unsuccessful only: a stop or cancel)
+--           moves it only when it is not SUCCEEDED, whatever its fingerprint ("done is
+--           done": a canceled run of new code never displaces the old code's good result);
+--           '0' never replaces
 -- ARGV[6] - fingerprint of the new result ('' when none)
 -- ARGV[7] - history length cap  ARGV[8] - events channel   ARGV[9] - event message
 -- ARGV[10] - highest schema version the caller understands (a newer entry is never replaced)
@@ -96,7 +99,7 @@ if not fence_ok(KEYS[5], ARGV[4]) then return -2 end
 if redis.call('EXISTS', KEYS[4]) == 1 then return -1 end
 local existing = redis.call('GET', KEYS[1])
 if existing then
-  if ARGV[5] ~= '1' then return 0 end
+  if ARGV[5] ~= '1' and ARGV[5] ~= 'u' then return 0 end
   local ok, doc = pcall(cjson.decode, existing)
   if not ok or type(doc) ~= 'table' then return -3 end
   if type(doc['v']) ~= 'number' or doc['v'] > tonumber(ARGV[10]) then return -3 end
@@ -110,7 +113,7 @@ if existing then
     old_fp, new_fp = doc['F'], ARGV[13]
   end
   if type(old_fp) ~= 'string' then old_fp = '' end
-  if old_status == 'SUCCEEDED' and old_fp == new_fp then return 0 end
+  if old_status == 'SUCCEEDED' and (old_fp == new_fp or ARGV[5] == 'u') then return 0 end
   local note = ARGV[14]
   if old_status == 'SUCCEEDED' then note = ARGV[15] end
   redis.call('LPUSH', KEYS[7], noted(existing, note or ''))

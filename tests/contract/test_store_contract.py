@@ -42,6 +42,7 @@ from airflow_jrs.store import (
     JobResultStore,
     JobStatus,
 )
+from airflow_jrs.store.base import UNSUCCESSFUL_ONLY
 
 # ---------------------------------------------------------------------------------------------
 # JobResult
@@ -791,6 +792,37 @@ def test_supersede_never_replaces_a_success_of_the_same_fingerprint(
     entry = store.get_entry("j")
     assert entry is not None and entry.result == old.result and entry.is_clean
     assert store.get_history("j") == []
+
+
+@pytest.mark.parametrize(("old_fp", "new_fp"), [("fp-1", "fp-2"), ("fp-1", None), (None, "fp-2"), (SHA_A, SHA_B)])
+def test_an_unsuccessful_only_supersede_never_replaces_a_success_of_any_fingerprint(
+    store: JobResultStore, old_fp: str | None, new_fp: str | None
+) -> None:
+    # Issue 18 review, finding 4: canceling a run of changed code (or one without a fingerprint)
+    # must not push the old code's SUCCEEDED result to history: done is done.
+    old = store.create_dirty_result(ok("j", fingerprint=old_fp))
+    canceled = JobResult(job_id="j", status=JobStatus.CANCELED, fingerprint=new_fp, error="canceled")
+    with pytest.raises(JobResultEntryAlreadyExistsError):
+        store.create_dirty_result(canceled, supersede=UNSUCCESSFUL_ONLY)
+    entry = store.get_entry("j")
+    assert entry is not None and entry.result == old.result and store.get_history("j") == []
+
+
+@pytest.mark.parametrize("status", [JobStatus.FAILED, JobStatus.CANCELED, JobStatus.STOPPED])
+def test_an_unsuccessful_only_supersede_replaces_an_unsuccessful_entry(
+    store: JobResultStore, status: JobStatus
+) -> None:
+    old = store.create_dirty_result(JobResult(job_id="j", status=status, fingerprint="fp-1", error="before"))
+    stopped = JobResult(job_id="j", status=JobStatus.STOPPED, fingerprint="fp-1", error="stopped")
+    new = store.create_dirty_result(stopped, supersede=UNSUCCESSFUL_ONLY)
+    assert store.get_entry("j") == new
+    assert [e.result for e in store.get_history("j")] == [old.result]
+
+
+def test_supersede_accepts_only_its_documented_modes(store: JobResultStore) -> None:
+    with pytest.raises(ValueError, match="supersede must be"):
+        store.create_dirty_result(ok("j"), supersede="always")  # type: ignore[arg-type]
+    assert store.get_entry("j") is None
 
 
 def test_history_is_newest_first(store: JobResultStore) -> None:

@@ -29,7 +29,7 @@ from airflow_jrs.intent import Heartbeats, IntentStore
 from airflow_jrs.lease import JobLease
 from airflow_jrs.paths import checkpoint_path, control_path, staging_path, stream_output_path
 from airflow_jrs.spark.control import STOPPED, read_outcome
-from airflow_jrs.store import Attempt, JobStatus, RedisJobResultStore
+from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
 from airflow_jrs.store.stop_requests import CANCEL, STOP, StopRequests
 from airflow_jrs.supervisor import SUPERVISOR_ENV
 
@@ -265,6 +265,23 @@ signal.signal(signal.SIGTERM, term)
 while True:
     time.sleep(0.1)
 """
+
+
+def test_an_orphan_cancel_never_replaces_a_succeeded_result_of_another_fingerprint(
+    redis_client, redis_url, namespace, task
+):
+    # Finding 4: the old code's result ("fp-old") is done; a run of new code ("fp") is canceled.
+    store = RedisJobResultStore(redis_client, namespace)
+    good = store.create_dirty_result(
+        JobResult(job_id=JOB, status=JobStatus.SUCCEEDED, fingerprint="fp-old", outputs={"output": "/old"})
+    )
+    t = task(stream=False)
+    t.kill()
+    assert cli(redis_url, namespace, "cancel", JOB) == 0
+    wait_until(t.ended, 60, "the supervisor to end")
+    entry = store.get_entry(JOB)
+    assert entry is not None and entry.result == good.result, f"the SUCCEEDED result was replaced: {entry}"
+    assert store.get_history(JOB) == []
 
 
 def test_an_orphan_supervisor_never_records_over_a_successor_that_got_the_same_token(
