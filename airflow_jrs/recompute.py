@@ -21,8 +21,8 @@ a retry, a clear or a later backfill of the same run, which keeps its conf, reus
 run, or any run after the request, computed: the request is not repeated every time the run is.
 
 Times are compared only where fences cannot be: ``jrs_recompute_at`` is a wall-clock time by
-nature, so it is compared with the result's ``created_at`` (stamped by the host that wrote the
-result: a skew between that host and whoever chose the time shifts the line by as much); and a
+nature, so it is compared with the result's ``created_at`` (the Redis server's clock, whichever
+host wrote the result: a skew between it and whoever chose the time shifts the line by as much); and a
 mark written by an older version (a time only) or a result without a fence (written outside a
 lease) falls back to the recorded time.
 

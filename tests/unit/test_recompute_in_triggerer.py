@@ -5,7 +5,7 @@ already (the result is newer than the request: a request acts once). Real Redis.
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -13,7 +13,6 @@ import pytest
 from airflow_jrs.identity import application_fingerprint
 from airflow_jrs.lease import JobLease
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store import redis as store_redis
 from airflow_jrs.store.requests import RecomputeRequests
 from airflow_jrs.triggers.start_in_triggerer import StartInTriggererSubmitTrigger, _GoToWorker
 
@@ -71,22 +70,24 @@ def test_a_result_fenced_after_the_request_ends_the_task_in_the_triggerer_whatev
     redis_url, namespace, monkeypatch, tmp_path
 ):
     """Finding 7: the run's task met its request (recorded), then a lease taken after it computed
-    the job on a host whose clock is hours behind. The request is met: the triggerer must not
-    send the task to a worker to recompute it a second time."""
+    the job. The clock that stamped the request ran a day ahead of the one that stamped the
+    result (an older version stamped the worker's clock; today a failover to a server whose
+    clock is behind does the same). The request is met: the triggerer must not send the task to
+    a worker to recompute it a second time."""
     monkeypatch.setenv("AIRFLOW_CONN_JRS_DEFAULT", f"{redis_url}?namespace={namespace}")
     store = RedisJobResultStore(redis_url, namespace)
     RecomputeRequests(store.client, namespace).first_seen(JOB, "manual__now")
+    key = store.keys.recompute_requests(JOB)
+    mark = json.loads(store.client.hget(key, "manual__now"))
+    store.client.hset(key, "manual__now", json.dumps({**mark, "at_ms": mark["at_ms"] + 24 * 3600 * 1000}))
     app = tmp_path / "app.py"
     app.write_text("print('hi')\n")
     lease = JobLease(store.client, namespace, JOB)
     lease.acquire()
-    monkeypatch.setattr(store_redis, "utcnow", lambda: datetime(2000, 1, 1, tzinfo=UTC))  # the writer's slow clock
     store.create_dirty_result(
         JobResult(job_id=JOB, status=JobStatus.SUCCEEDED, fingerprint=application_fingerprint(str(app), [], None)),
         fence=lease.token,
     )
-    monkeypatch.undo()
-    monkeypatch.setenv("AIRFLOW_CONN_JRS_DEFAULT", f"{redis_url}?namespace={namespace}")
     lease.release()
     trigger = StartInTriggererSubmitTrigger(job_id=JOB, application=str(app), application_args=[])
     trigger._context = {

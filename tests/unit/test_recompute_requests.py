@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 from airflow_jrs.lease import JobLease
 from airflow_jrs.recompute import Request, Verdict, verdict
 from airflow_jrs.store import JobResult, JobResultEntry, JobStatus, KeySpace, RedisJobResultStore
+from airflow_jrs.store import redis as store_redis
 from airflow_jrs.store.requests import REQUEST_TTL, RecomputeRequests, RequestSeen, seen_async
 
 JOB = "d.t.2013-01-01"
@@ -132,3 +133,21 @@ def test_a_result_the_request_met_in_flight_meets_it_one_finished_before_does_no
     entry = replace(store.get_entry(JOB), created_at=datetime(2999, 1, 1, tzinfo=UTC))  # a fast writer clock
     seen = RecomputeRequests(store.client, namespace).seen(JOB, "run-t")
     assert verdict(Request(everything=True), task_id="t", job_id=JOB, entry=entry, first_seen=seen).recompute
+
+
+def _server_time(store: RedisJobResultStore) -> datetime:
+    seconds, micros = store.client.time()
+    return datetime.fromtimestamp(seconds, tz=UTC).replace(microsecond=micros)
+
+
+def test_a_results_creation_time_is_the_servers_clock_not_the_writers(redis_url, namespace, monkeypatch):
+    """``jrs_recompute_at`` is compared with ``created_at``: both sides of that comparison must not
+    depend on which host wrote the result. A writer whose clock is decades slow still stamps the
+    server's time."""
+    store = RedisJobResultStore(redis_url, namespace)
+    monkeypatch.setattr(store_redis, "utcnow", lambda: SKEWED)  # the writer's clock
+    before = _server_time(store).replace(microsecond=0)
+    created = store.create_dirty_result(JobResult(job_id=JOB, status=JobStatus.SUCCEEDED)).created_at
+    after = _server_time(store)
+    assert created is not None and before <= created <= after, created
+    assert store.get_entry(JOB).created_at == created
