@@ -50,6 +50,7 @@ import contextlib
 import ctypes
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -337,7 +338,15 @@ def record_orphan_outcome(
     the task, is provably dead: it was this process's parent) or acquires a free one; when a
     successor holds the lease, the successor decides and nothing is written here. The result
     supersedes only an unsuccessful entry (a SUCCEEDED one, of any fingerprint, stays: done is
-    done) and drops the intent, under the new fence."""
+    done) and drops the intent, under the new fence.
+
+    It writes nothing, and leaves the intent to the next attempt's recovery, when
+
+    * the intent names a **cluster-mode application** (``driver-...``, ``application_...``, a
+      Kubernetes driver): ending spark-submit ended only the client, the driver may still run,
+      and this process does not know the deploy mode's cluster API to stop it or to ask whether
+      it ended; the next attempt's recovery finds the driver by that id and stops or adopts it.
+      CANCELED here would say "run again" while the driver runs: two drivers at once."""
     from airflow_jrs.exceptions import JobResultEntryAlreadyExistsError
     from airflow_jrs.intent import IntentStore
     from airflow_jrs.lease import JobLease, default_owner
@@ -350,6 +359,13 @@ def record_orphan_outcome(
         intent = IntentStore(client, beats.namespace, spec_root="").get(job_id)
         if intent is None or not same_fence(intent.fence, fence):
             return  # recorded already (the task wrote its result before it died) or another attempt's
+        if names_cluster_driver(intent.application_id):
+            _say(
+                f"job {job_id}: its {request.kind} ended spark-submit, but driver {intent.application_id} runs in "
+                "the cluster and may still run; no result recorded, the intent stays: the next attempt's "
+                f"recovery stops or adopts it (or kill {intent.application_id} in the cluster, then clear the task)"
+            )
+            return
         outcome = read_outcome(control_dir, fence) if control_dir is not None else None
         stopped = outcome is not None and outcome.get("ended") == STOPPED
         lease = JobLease(client, beats.namespace, job_id, ttl=ttl, owner=default_owner(role="supervisor", fence=fence))
@@ -393,6 +409,20 @@ def record_orphan_outcome(
             lease.release()
     except Exception as exc:  # a successor recovers from the intent, as after any crash
         _say(f"job {job_id}: could not record the outcome of the {request.kind} ({exc}); a successor recovers it")
+
+
+#: Ids of drivers that run in the cluster, not in spark-submit (the cluster-mode shapes of
+#: operators/spark_target.py ``_IDS``: standalone ``driver-...``, YARN ``application_...``,
+#: Kubernetes ``spark-<hex>`` or ``<pod>-driver``); kept here so the supervisor imports no Airflow.
+_CLUSTER_DRIVER = re.compile(
+    r"driver-\d{14}-\d{4,}|application_\d+_\d+|spark-[0-9a-f]{32}|[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?-driver"
+)
+
+
+def names_cluster_driver(application_id: str | None) -> bool:
+    """Does ``application_id`` name a driver that runs in the cluster (which ending spark-submit
+    does not end)? A YARN application id counts even in client mode: waiting is the safe side."""
+    return application_id is not None and _CLUSTER_DRIVER.fullmatch(application_id) is not None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -302,3 +302,18 @@ def test_an_orphan_supervisor_never_records_over_a_successor_that_got_the_same_t
     assert RedisJobResultStore(redis_client, namespace).get_entry(JOB) is None, "it recorded over B"
     assert redis_client.hget(keys.lease(JOB), "nonce") == b"c3" * 8, "it took B's lease over"
     assert redis_client.exists(keys.intent(JOB)) == 1, "it dropped B's intent"
+
+
+@pytest.mark.parametrize("application_id", ["application_1700000000000_0001", "driver-20260101000000-0001"])
+def test_an_orphan_cancel_of_a_cluster_driver_records_nothing_and_keeps_the_intent(
+    redis_client, redis_url, namespace, task, application_id
+):
+    # Finding 1 (supervisor side): ending spark-submit does not end a cluster-mode driver.
+    t = task(stream=False, application_id=application_id)
+    t.kill()
+    assert cli(redis_url, namespace, "cancel", JOB) == 0
+    wait_until(t.ended, 60, "the supervisor to end")
+    store = RedisJobResultStore(redis_client, namespace)
+    assert store.get_entry(JOB) is None, "CANCELED says 'run again' while the driver may still run"
+    assert redis_client.exists(store.keys.intent(JOB)) == 1, "the next attempt needs the intent to find the driver"
+    assert "may still run" in t.log.read_text()
