@@ -36,7 +36,8 @@ Failure cases (see docs/recovery.md):
 * **a stop or cancel request** (:mod:`airflow_jrs.store.stop_requests`): read with each beat
   (every second at most) and relayed here: a stream's stop goes to its driver's control file
   (a batch boundary), a cancel or a batch job's stop terminates spark-submit; when the task is
-  gone, the supervisor records STOPPED or CANCELED itself (:func:`record_orphan_outcome`);
+  gone, the supervisor records STOPPED or CANCELED itself (:func:`record_orphan_outcome`),
+  except for a cluster-mode driver or complete output (it leaves those to recovery);
 * **a host that is gone**: its heartbeat expires; the successor proceeds.
 
 The Redis connection comes in the environment (``JRS_SUPERVISOR_REDIS``, plain client
@@ -346,7 +347,9 @@ def record_orphan_outcome(
       Kubernetes driver): ending spark-submit ended only the client, the driver may still run,
       and this process does not know the deploy mode's cluster API to stop it or to ask whether
       it ended; the next attempt's recovery finds the driver by that id and stops or adopts it.
-      CANCELED here would say "run again" while the driver runs: two drivers at once."""
+      CANCELED here would say "run again" while the driver runs: two drivers at once;
+    * spark-submit **exited 0 and the staging folder holds the commit marker of this job and
+      fence**: the output is complete, the request came too late; recovery adopts it."""
     from airflow_jrs.exceptions import JobResultEntryAlreadyExistsError
     from airflow_jrs.intent import IntentStore
     from airflow_jrs.lease import JobLease, default_owner
@@ -364,6 +367,12 @@ def record_orphan_outcome(
                 f"job {job_id}: its {request.kind} ended spark-submit, but driver {intent.application_id} runs in "
                 "the cluster and may still run; no result recorded, the intent stays: the next attempt's "
                 f"recovery stops or adopts it (or kill {intent.application_id} in the cluster, then clear the task)"
+            )
+            return
+        if code == 0 and _committed(intent.staging, job_id, fence):
+            _say(
+                f"job {job_id}: spark-submit finished with the commit marker in {intent.staging} before the "
+                f"{request.kind} took effect; no result recorded, the intent stays: the next attempt adopts the output"
             )
             return
         outcome = read_outcome(control_dir, fence) if control_dir is not None else None
@@ -423,6 +432,22 @@ def names_cluster_driver(application_id: str | None) -> bool:
     """Does ``application_id`` name a driver that runs in the cluster (which ending spark-submit
     does not end)? A YARN application id counts even in client mode: waiting is the safe side."""
     return application_id is not None and _CLUSTER_DRIVER.fullmatch(application_id) is not None
+
+
+def _committed(staging: str, job_id: str, fence: int) -> bool:
+    """Does ``staging`` hold the commit marker of this job and fence (the token the driver was
+    given: ``spark.jrs.fence``)? A marker that cannot be read counts as none here: recovery, not
+    this process, quarantines and reports it."""
+    from airflow_jrs.spark.commit import read_commit_marker
+
+    try:
+        marker = read_commit_marker(staging)
+    except Exception as exc:
+        _say(f"job {job_id}: could not read the commit marker in {staging} ({exc})")
+        return False
+    if marker is None:
+        return False
+    return marker.get("job_id") == job_id and marker.get("fence") in (int(fence), str(int(fence)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -266,6 +266,24 @@ while True:
     time.sleep(0.1)
 """
 
+#: A batch spark-submit whose application finishes as the cancel arrives: on SIGTERM it writes the
+#: commit marker of its job and fence (what write_commit_marker writes) and exits 0.
+BATCH_COMMITS = """
+import json, os, pathlib, signal, sys, time
+out, staging, job, fence = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+out.mkdir(parents=True, exist_ok=True)
+def term(*_):
+    staging.mkdir(parents=True, exist_ok=True)
+    marker = {"v": 1, "application_id": "local-1700000000000", "job_id": job, "fence": fence,
+              "metrics": {"rows": 3}, "written_at": "2026-01-01T00:00:00+00:00"}
+    (staging / "_JRS_COMMIT.json").write_text(json.dumps(marker))
+    sys.exit(0)
+signal.signal(signal.SIGTERM, term)
+(out / "started").write_text(str(os.getpid()))
+while True:
+    time.sleep(0.1)
+"""
+
 
 def test_an_orphan_cancel_never_replaces_a_succeeded_result_of_another_fingerprint(
     redis_client, redis_url, namespace, task
@@ -317,3 +335,17 @@ def test_an_orphan_cancel_of_a_cluster_driver_records_nothing_and_keeps_the_inte
     assert store.get_entry(JOB) is None, "CANCELED says 'run again' while the driver may still run"
     assert redis_client.exists(store.keys.intent(JOB)) == 1, "the next attempt needs the intent to find the driver"
     assert "may still run" in t.log.read_text()
+
+
+def test_an_orphan_cancel_that_came_after_the_commit_records_nothing_and_keeps_the_intent(
+    redis_client, redis_url, namespace, task
+):
+    # Finding 5: spark-submit exits 0 with this fence's commit marker: the output is complete.
+    t = task(stream=False, batch=BATCH_COMMITS)
+    t.kill()
+    assert cli(redis_url, namespace, "cancel", JOB) == 0
+    wait_until(t.ended, 60, "the supervisor to end")
+    assert Heartbeats(redis_client, namespace).get(JOB).exit_code == 0
+    store = RedisJobResultStore(redis_client, namespace)
+    assert store.get_entry(JOB) is None, "CANCELED was recorded over complete output"
+    assert redis_client.exists(store.keys.intent(JOB)) == 1, "the next attempt adopts the output from the intent"
