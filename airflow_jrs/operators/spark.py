@@ -68,7 +68,7 @@ from airflow_jrs.operators.links import JobResultLink, SparkApplicationLink
 from airflow_jrs.operators.recovery import PREDECESSOR_POLICIES, recover
 from airflow_jrs.operators.spark_target import SparkTarget, refuse_unsafe, resolve_target
 from airflow_jrs.operators.steps import reached
-from airflow_jrs.operators.stopping import asked_to_end, cancel_on_kill, end_on_request
+from airflow_jrs.operators.stopping import asked_to_end, cancel_on_kill, end_on_request, stop_cluster_driver_on_kill
 from airflow_jrs.operators.streaming import DEFAULT_STOP_TIMEOUT, StreamAttempt
 from airflow_jrs.operators.streaming import prepare as prepare_stream
 from airflow_jrs.operators.submission import OutputTail, SubmissionRecorder, Supervision, failure_summary
@@ -518,7 +518,9 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         self._killed = True
         if self._stream is not None:  # stop at a batch boundary, then cancel; records the outcome
             self._stream.stop_then_cancel(by="on_kill")
-        else:  # a batch job: its supervisor terminates spark-submit (SIGTERM, then SIGKILL)
+        else:  # a batch job: its driver in the cluster first, then its supervisor ends spark-submit
+            stop_cluster_driver_on_kill(getattr(self, "_jrs_deploy_mode", None), self._hook,
+                                        getattr(self, "_jrs_run", None), self.log)  # fmt: skip
             cancel_on_kill(getattr(self, "_jrs_run", None), getattr(self, "_jrs_fence", None),
                            self._spark_submit_alive, self.log)  # fmt: skip
         self._stop_spark()

@@ -142,3 +142,28 @@ def end_on_request(
         + (f" and the {mode.name} driver {app_id or ''} stopped" if mode.cluster else "")
         + " and CANCELED recorded (no retry: someone asked for it). Clear the task to run the job again."
     ) from None
+
+
+def stop_cluster_driver_on_kill(mode: DeployMode | None, spark_hook: Any, run: JobRun | None, log: Any) -> None:
+    """``on_kill`` in a cluster deploy mode, *before* the supervisor is asked to end spark-submit:
+    stop the driver through the deploy mode; when that cannot be done (no ResourceManager web
+    address, no cluster API access), run the provider's own kill while spark-submit still lives
+    (its ``yarn application -kill`` and driver pod deletion run only then). Never raises."""
+    if mode is None or not mode.cluster or spark_hook is None or run is None:
+        return
+    try:
+        app_id = mode.submission(spark_hook)[1]
+    except Exception:
+        app_id = None
+    if stop_cluster_driver(mode, spark_hook, namespace=run.store.namespace, job_id=run.job_id, app_id=app_id, log=log):
+        return
+    log.warning("Job %s: falling back to the Spark provider's kill of the %s driver %s.", run.job_id, mode.name,
+                app_id or "(id unknown)")  # fmt: skip
+    try:
+        spark_hook.on_kill()
+    except Exception as exc:
+        log.error(
+            "Job %s: could not kill the %s driver %s (%s): it may still run; kill it in the cluster by that id "
+            "(the intent stays, so the next attempt looks for it before it submits).",
+            run.job_id, mode.name, app_id or "(id unknown)", exc,
+        )  # fmt: skip
