@@ -254,11 +254,25 @@ class JrsCleanupOperator(BaseOperator):
                     specs.rmdir(recursive=False)
 
         self._step(job_id, f"remove specs of {job_id}", remove_specs)
+        # The user's paths and callables are for this entry too: each first checks that it is
+        # still the job's entry (view.live() raises JobResultEntryChangedError, and the cleanup
+        # starts over for the new one), so a result written meanwhile never loses its files to
+        # the old result's cleanup, nor gets a callable meant for the old one.
         for path in self.cleanup_paths:
-            self._step(job_id, f"remove {path}", lambda p=path: (remove_path(p), None)[1])  # type: ignore[misc]
+
+            def remove_user_path(p: str = path) -> None:
+                view.live()
+                remove_path(p)
+
+            self._step(job_id, f"remove {path}", remove_user_path)
         for fn in self.cleanup_callables:
             name = getattr(fn, "__name__", repr(fn))
-            self._step(job_id, f"{name}({job_id})", lambda f=fn: f(result, context))  # type: ignore[misc]
+
+            def call(f: CleanupCallable = fn) -> None:
+                view.live()
+                f(result, context)
+
+            self._step(job_id, f"{name}({job_id})", call)
         reached("cleanup_before_clean")
         changed = store.mark_result_as_clean(job_id, expected=entry)  # only the entry all this was for
         self.log.info("Job %s committed (%s).", job_id, "dirty -> clean" if changed else "already clean")

@@ -203,3 +203,25 @@ def assert_clean_outputs_exist_without_marker(store) -> None:
         if entry.is_clean:
             for location in entry.result.outputs.values():
                 assert Path(location).exists(), f"{location} named by a clean entry is gone"
+
+
+def test_user_cleanup_steps_never_run_for_a_result_that_was_replaced_meanwhile(store, tmp_path):
+    """Issue 18 review, finding 10: like the staging removals, each cleanup path and callable first
+    checks that the job's entry is still the one read. A result written after the first callable
+    ran (a changed-code run) must not get the second callable for the old result: the cleanup
+    starts over for the new one."""
+    _write_result(store, OLD_FP, {"output": str(_staging(store, tmp_path, 1))})
+    seen: list[tuple[str, str | None]] = []
+
+    def first(result, ctx) -> None:
+        seen.append(("first", result.fingerprint))
+        if len(seen) == 1:  # a changed-code run writes its result while this cleanup runs
+            _write_result(store, NEW_FP, {"output": str(_staging(store, tmp_path, 2))}, supersede=True)
+
+    def second(result, ctx) -> None:
+        seen.append(("second", result.fingerprint))
+
+    op = JrsCleanupOperator(task_id="cleanup", jobs=["j"], cleanup_callables=[first, second])
+    op.execute(context())
+    assert seen == [("first", OLD_FP), ("first", NEW_FP), ("second", NEW_FP)], seen
+    assert store.get_entry("j").is_clean and store.get_entry("j").result.fingerprint == NEW_FP
