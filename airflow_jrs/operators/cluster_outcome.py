@@ -6,10 +6,11 @@ exit is the application's outcome. In cluster mode (standalone, YARN, Kubernetes
 * spark-submit or the provider's status polling can fail while the driver runs on (a lost
   REST poll, a master or ResourceManager failover, a network partition). Dropping the intent
   then would let the next attempt submit a second driver beside the first.
-  :func:`driver_may_still_run` asks the cluster manager; the intent is kept unless the cluster
-  says the driver ended and left no commit marker. The next attempt finds the driver by the id
-  the intent recorded, waits for it (or stops it, ``predecessor="stop"``) and adopts its
-  output (:mod:`.recovery`).
+  :func:`driver_outcome` asks the cluster manager; the intent is kept while the driver runs or
+  the cluster cannot be asked. The next attempt finds the driver by the id the intent recorded,
+  waits for it (or stops it, ``predecessor="stop"``) and adopts its output (:mod:`.recovery`); on
+  the last try the task says so and names the driver, since no attempt follows by itself. A
+  driver that ended with this attempt's complete commit marker is published at once.
 * "the driver finished" can be reported without the output being complete (spark-submit that
   returns at submission, an application that never writes the marker). :func:`committed_marker`
   accepts only a commit marker that names this job and fence; without it nothing is recorded
@@ -53,44 +54,65 @@ def missing_marker_message(job_id: str, mode: DeployMode, staging: str, app_id: 
     )
 
 
-def driver_may_still_run(
-    mode: DeployMode, spark_hook: Any, *, namespace: str, job_id: str, staging: str, app_id: str | None, log: Any
-) -> bool:
-    """After the provider's ``execute`` failed in a cluster deploy mode: must the intent stay?
+#: What :func:`driver_outcome` concludes about a cluster driver after spark-submit ended.
+ENDED, RUNS, COMMITTED = "ended", "runs", "committed"
 
-    ``True`` when the cluster lists the driver as live, when it cannot be asked (unknown is
-    not "ended"), or when the driver ended and left a complete commit marker (the next attempt
-    adopts it). ``False`` only when the cluster says nothing of this attempt runs and the folder
-    has no marker: then the failure is recorded as in client mode."""
+
+def driver_still_runs_message(job_id: str, mode: DeployMode, app_id: str | None, *, last_try: bool) -> str:
+    """What the task says when its cluster driver may still run (the intent stays, nothing recorded)."""
+    driver = f"the {mode.name} driver {app_id or '(id unknown: see the intent)'}"
+    if not last_try:
+        return (
+            f"job {job_id}: spark-submit ended but {driver} may still run: the intent stays and nothing is recorded; "
+            "the next try finds the driver, waits for it (or stops it, predecessor='stop') and adopts its output "
+            "if it commits."
+        )
+    return (
+        f"job {job_id}: spark-submit ended but {driver} may still run, and this was the last try: the intent stays "
+        "(`airflow-jrs intents` shows it) and nothing is recorded. Clear the task once the driver ended (the next "
+        "attempt adopts its output if it commits), or kill it in the cluster by that id first."
+    )
+
+
+def driver_outcome(
+    mode: DeployMode, spark_hook: Any, *, namespace: str, job_id: str, fence: int, staging: str, app_id: str | None,
+    log: Any,
+) -> str:  # fmt: skip
+    """After spark-submit ended in a cluster deploy mode, what may the attempt conclude?
+
+    :data:`RUNS` when the cluster lists the driver as live or cannot be asked (unknown is not
+    "ended"): the intent must stay. :data:`COMMITTED` when nothing runs and the folder holds a
+    complete commit marker of this job and fence: the output is done and is published now.
+    :data:`ENDED` when nothing runs and there is no such marker: the failure is recorded as in
+    client mode."""
     if not mode.cluster:
-        return False
+        return ENDED
     known = [app_id] if app_id else []
     try:
         live = mode.cluster_predecessors(spark_hook, namespace, job_id, job_tag(namespace, job_id), known)
     except Exception as exc:
         log.error(
-            "Job %s: the %s driver %s may still run and the cluster cannot be asked (%s): the intent stays, so "
-            "the next attempt looks for the driver again before it submits; nothing is recorded as failed.",
+            "Job %s: the %s driver %s may still run and the cluster cannot be asked (%s): the intent stays; "
+            "nothing is recorded as failed.",
             job_id, mode.name, app_id or "(id unknown)", exc,
         )  # fmt: skip
-        return True
+        return RUNS
     if live:
-        log.error(
-            "Job %s: the provider failed, but %s still runs: the intent stays; the next attempt waits for it "
-            "(predecessor='wait') or stops it ('stop') and adopts its output if it commits; nothing is "
-            "recorded as failed.",
-            job_id, ", ".join(p.description for p in live),
-        )  # fmt: skip
-        return True
-    try:
-        marker = read_commit_marker(staging)
-    except CorruptCommitMarkerError:
-        marker = None
-    if marker is not None:
-        log.warning(
-            "Job %s: the provider failed, but the driver ended with a commit marker in %s: the intent stays "
-            "and the next attempt adopts that output.",
-            job_id, staging,
-        )  # fmt: skip
-        return True
-    return False
+        log.error("Job %s: %s still runs: the intent stays; nothing is recorded as failed.", job_id,
+                  ", ".join(p.description for p in live))  # fmt: skip
+        return RUNS
+    if committed_marker(staging, job_id, fence) is not None:
+        log.warning("Job %s: the driver ended with a complete commit marker in %s: its output is published.",
+                    job_id, staging)  # fmt: skip
+        return COMMITTED
+    return ENDED
+
+
+def driver_may_still_run(
+    mode: DeployMode, spark_hook: Any, *, namespace: str, job_id: str, fence: int, staging: str, app_id: str | None,
+    log: Any,
+) -> bool:  # fmt: skip
+    """Must the intent stay (the driver runs, the cluster cannot be asked, or it committed)?"""
+    outcome = driver_outcome(mode, spark_hook, namespace=namespace, job_id=job_id, fence=fence, staging=staging,
+                             app_id=app_id, log=log)  # fmt: skip
+    return outcome != ENDED

@@ -43,6 +43,10 @@ _YARN_LIVE_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
 _STANDALONE_APP_ID = "_jrs_standalone_app_id"
 
 
+class ClusterUnreachableError(RuntimeError):
+    """The cluster manager could not be asked whether an attempt's driver runs: unknown is not "none"."""
+
+
 @dataclass
 class Predecessor:
     """A live application of an earlier attempt: how to see it, whether it lives, how to stop it."""
@@ -139,16 +143,25 @@ class YarnClusterMode(DeployMode):
     def cluster_predecessors(
         self, spark_hook: Any, namespace: str, job_id: str, tag: str, known_ids: Sequence[str] = ()
     ) -> list[Predecessor]:
-        base = spark_hook._get_yarn_rm_base_url()
-        auth = spark_hook._resolved_yarn_rm_auth
-        resp = requests.get(
-            f"{base}/ws/v1/cluster/apps",
-            params={"applicationTags": f"jrs-{tag}", "states": _YARN_LIVE_STATES},
-            auth=auth,
-            timeout=(5, 30),
-        )
-        resp.raise_for_status()
-        apps = ((resp.json() or {}).get("apps") or {}).get("app") or []
+        try:
+            base = spark_hook._get_yarn_rm_base_url()
+            auth = spark_hook._resolved_yarn_rm_auth
+            resp = requests.get(
+                f"{base}/ws/v1/cluster/apps",
+                params={"applicationTags": f"jrs-{tag}", "states": _YARN_LIVE_STATES},
+                auth=auth,
+                timeout=(5, 30),
+            )
+            resp.raise_for_status()
+            apps = ((resp.json() or {}).get("apps") or {}).get("app") or []
+        except (requests.RequestException, ValueError, RuntimeError) as exc:
+            raise ClusterUnreachableError(
+                f"cannot ask the YARN ResourceManager which applications tagged jrs-{tag} (job {job_id}) still run "
+                f"({type(exc).__name__}: {exc}); an earlier attempt's application may still run, so nothing is "
+                "submitted. Set the Spark connection's extra yarn_resourcemanager_webapp_address to the "
+                "ResourceManager's web address (and its credentials), or make sure it answers, then retry the task; "
+                "`airflow-jrs intents` shows the application id the earlier attempt recorded."
+            ) from exc
         found: list[Predecessor] = []
         for app in apps:
             app_id = app["id"]
@@ -186,9 +199,18 @@ class KubernetesClusterMode(DeployMode):
     ) -> list[Predecessor]:
         from airflow.providers.cncf.kubernetes import kube_client
 
-        client = kube_client.get_kube_client()
         k8s_namespace = self.k8s_namespace
-        pods = client.list_namespaced_pod(k8s_namespace, label_selector=f"jrs-job={tag}").items
+        try:
+            client = kube_client.get_kube_client()
+            pods = client.list_namespaced_pod(k8s_namespace, label_selector=f"jrs-job={tag}").items
+        except Exception as exc:  # ApiException (403: RBAC), a missing kubeconfig, a connection error
+            raise ClusterUnreachableError(
+                f"cannot list the driver pods labelled jrs-job={tag} (job {job_id}) in Kubernetes namespace "
+                f"{k8s_namespace} ({type(exc).__name__}: {exc}); an earlier attempt's driver may still run, so "
+                "nothing is submitted. Give the worker's credentials list, get and delete on pods in that namespace "
+                "(or fix its kubeconfig), then retry the task; `airflow-jrs intents` shows the driver the earlier "
+                "attempt recorded."
+            ) from exc
         found: list[Predecessor] = []
         for pod in pods:
             if (pod.status.phase or "") not in ("Pending", "Running"):

@@ -60,8 +60,9 @@ from airflow_jrs.hooks.store_failures import airflow_failures
 from airflow_jrs.identity import application_fingerprint, default_job_id
 from airflow_jrs.intent import Intent, IntentStore
 from airflow_jrs.lease import JobLease
+from airflow_jrs.operators import cluster_outcome as cluster
 from airflow_jrs.operators.attempt import JobRun, attempt_from_context, record_failure, succeeded_result
-from airflow_jrs.operators.cluster_outcome import committed_marker, driver_may_still_run, missing_marker_message
+from airflow_jrs.operators.cluster_outcome import committed_marker, missing_marker_message
 from airflow_jrs.operators.deploy_mode_choice import deploy_mode_for
 from airflow_jrs.operators.deploy_modes import DeployMode
 from airflow_jrs.operators.links import JobResultLink, SparkApplicationLink
@@ -421,10 +422,12 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
                 raise JobKilledError(
                     f"job {job_id}: attempt was killed; nothing recorded", job_id=job_id, fence=token
                 ) from None
-            if self._cluster_driver_may_run(run, mode, recorder, staging):
-                raise  # the intent stays: the next attempt finds the driver (cluster_outcome)
-            self._record_failure(context, run, exc)
-            raise
+            outcome = self._cluster_outcome(run, mode, recorder, staging, token)
+            if outcome == cluster.RUNS:  # the intent stays: the next attempt finds the driver (cluster_outcome)
+                raise AirflowException(self._still_runs(context, mode, run)) from exc
+            if outcome != cluster.COMMITTED:  # COMMITTED: the driver finished its output; published below
+                self._record_failure(context, run, exc)
+                raise
         finally:
             recorder.stop()  # before a SUCCEEDED result (a failure path may write first: SET XX covers it)
         if self._killed:
@@ -442,11 +445,15 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         marker = None if self._stream is not None else read_commit_marker(staging)
         _, reported_id = mode.submission(self._hook)
         if mode.cluster and self._stream is None and committed_marker(staging, job_id, token) is None:
-            message = missing_marker_message(job_id, mode, staging, reported_id)
-            if not self._cluster_driver_may_run(run, mode, recorder, staging):
-                last_try = int(getattr(context["ti"], "try_number", 1) or 1) > int(self.retries or 0)
+            outcome = self._cluster_outcome(run, mode, recorder, staging, token)
+            if outcome == cluster.RUNS:
+                raise AirflowException(self._still_runs(context, mode, run))
+            if outcome == cluster.ENDED:
+                message = missing_marker_message(job_id, mode, staging, reported_id)
+                last_try = self._last_try(context)
                 record_failure(run, last_try=last_try, log=self.log, error=message, application_id=reported_id)
-            raise AirflowException(message)
+                raise AirflowException(message)
+            marker = read_commit_marker(staging)  # committed since
         result = succeeded_result(run, staging, marker, started=started, application_id=reported_id)
         if self._stream is not None:
             result = self._stream.finished_result(result)
@@ -456,18 +463,25 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         self.log.info("Job %s: SUCCEEDED, result written dirty (fence %s): %s", job_id, token, result.outputs)
         return result_payload(result, EntryState.DIRTY, skipped=False)
 
-    def _cluster_driver_may_run(
-        self, run: JobRun, mode: DeployMode, recorder: SubmissionRecorder, staging: str
-    ) -> bool:
-        """Cluster deploy modes: record the driver id in the intent, then ask the cluster whether it
-        still runs (:func:`.cluster_outcome.driver_may_still_run`); ``True``: keep the intent."""
+    def _cluster_outcome(
+        self, run: JobRun, mode: DeployMode, recorder: SubmissionRecorder, staging: str, fence: int
+    ) -> str:
+        """Cluster deploy modes: record the driver id in the intent, then ask the cluster what became of
+        the driver (:func:`.cluster_outcome.driver_outcome`; local and client mode: ``ENDED``)."""
         if not mode.cluster:
-            return False
+            return cluster.ENDED
         app_id = self._amended_app_id(mode, recorder)
-        return driver_may_still_run(
-            mode, self._hook, namespace=run.store.namespace, job_id=run.job_id, staging=staging, app_id=app_id,
-            log=self.log,
+        return cluster.driver_outcome(
+            mode, self._hook, namespace=run.store.namespace, job_id=run.job_id, fence=fence, staging=staging,
+            app_id=app_id, log=self.log,
         )  # fmt: skip
+
+    def _still_runs(self, context: Any, mode: DeployMode, run: JobRun) -> str:
+        app_id = mode.submission(self._hook)[1] if self._hook is not None else None
+        return cluster.driver_still_runs_message(run.job_id, mode, app_id, last_try=self._last_try(context))
+
+    def _last_try(self, context: Any) -> bool:
+        return int(getattr(context["ti"], "try_number", 1) or 1) > int(self.retries or 0)
 
     def _amended_app_id(self, mode: DeployMode, recorder: SubmissionRecorder) -> str | None:
         """The driver or application id spark-submit reported, recorded in the intent now."""
@@ -488,7 +502,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         except Exception as exc:
             self.log.warning("Job %s: could not summarise the failure: %s", run.job_id, exc)
         self.log.error("Job %s: %s", run.job_id, summary)
-        last_try = int(getattr(context["ti"], "try_number", 1) or 1) > int(self.retries or 0)
+        last_try = self._last_try(context)
         record_failure(run, last_try=last_try, log=self.log, error=summary, application_id=application_id)
 
     # -- kill ---------------------------------------------------------------------------------

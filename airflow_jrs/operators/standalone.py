@@ -33,7 +33,7 @@ import requests
 
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.operators.deploy_modes import _STANDALONE_APP_ID as STANDALONE_APP_ID
-from airflow_jrs.operators.deploy_modes import DeployMode, Predecessor
+from airflow_jrs.operators.deploy_modes import ClusterUnreachableError, DeployMode, Predecessor
 from airflow_jrs.paths import app_name_prefix
 
 #: What a standalone driver logs once the master accepted it (StandaloneSchedulerBackend).
@@ -45,7 +45,7 @@ LIVE_DRIVER_STATES = ("SUBMITTED", "RUNNING", "RELAUNCHING", "UNKNOWN")
 LIVE_APP_STATES = ("WAITING", "RUNNING", "SUBMITTED")
 
 
-class MastersUnreachableError(RuntimeError):
+class MastersUnreachableError(ClusterUnreachableError):
     """No master of the list answered as ALIVE: whether a predecessor runs is unknown."""
 
 

@@ -128,7 +128,8 @@ def end_on_request(
     ended = stop_cluster_driver(mode, spark_hook, namespace=run.store.namespace, job_id=job_id, app_id=app_id,
                                 log=log, wait=CLUSTER_STOP_WAIT)  # fmt: skip
     if mode.cluster and (not ended or driver_may_still_run(
-        mode, spark_hook, namespace=run.store.namespace, job_id=job_id, staging=staging, app_id=app_id, log=log
+        mode, spark_hook, namespace=run.store.namespace, job_id=job_id, fence=fence, staging=staging, app_id=app_id,
+        log=log,
     )):  # fmt: skip
         raise AirflowFailException(
             f"job {job_id}: {request.describe()}; spark-submit was terminated, but the {mode.name} driver "

@@ -97,3 +97,23 @@ def test_cancel_kills_the_yarn_application_before_canceled_is_recorded(jrs_env, 
         assert entry is None or entry.result.status is not JobStatus.CANCELED, "CANCELED recorded; it may run"
         intent = IntentStore(jrs_env.store.client, jrs_env.namespace, "/unused").get(JOB)
         assert intent is not None and intent.application_id == rm.submissions[0], "the intent was dropped"
+
+
+@pytest.mark.parametrize("rm", ["yarn-cli-only"], indirect=True)
+def test_a_retry_that_cannot_ask_yarn_submits_nothing_and_says_what_to_do(jrs_env, rm, redis_url, capfd):
+    # The connection names no ResourceManager web address: a canceled attempt keeps its intent (its
+    # application may run on); the next run cannot ask YARN, so it must submit nothing and say why.
+    def cancel() -> None:
+        _await_running(jrs_env, rm)
+        main(["--redis-url", redis_url, "--namespace", jrs_env.namespace, "cancel", JOB])
+
+    helper = threading.Thread(target=cancel, daemon=True)
+    helper.start()
+    run_dag()
+    helper.join(timeout=60)
+    capfd.readouterr()
+    states = run_dag()
+    out = "".join(capfd.readouterr())
+    assert states["submit"] == "failed"
+    assert len(rm.submissions) == 1, "a second application was submitted beside the first"
+    assert "cannot ask the YARN ResourceManager" in out and "airflow-jrs intents" in out, out[-3000:]
