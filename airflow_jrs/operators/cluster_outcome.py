@@ -108,6 +108,28 @@ def driver_outcome(
     return ENDED
 
 
+def recorded_app_id(mode: DeployMode, spark_hook: Any, recorder: Any) -> str | None:
+    """The driver or application id spark-submit reported, recorded in the intent now (``recorder``:
+    the attempt's :class:`~.submission.SubmissionRecorder`)."""
+    recorder.stop()
+    recorder.amend_now()
+    return mode.submission(spark_hook)[1] if spark_hook is not None else None
+
+
+def outcome_after_submit(
+    mode: DeployMode, spark_hook: Any, recorder: Any, *, namespace: str, job_id: str, fence: int, staging: str,
+    log: Any,
+) -> tuple[str, str | None]:  # fmt: skip
+    """(:func:`driver_outcome`, driver id) once spark-submit ended, the id recorded in the intent
+    first (local and client mode: ``ENDED``)."""
+    if not mode.cluster:
+        return ENDED, None
+    app_id = recorded_app_id(mode, spark_hook, recorder)
+    outcome = driver_outcome(mode, spark_hook, namespace=namespace, job_id=job_id, fence=fence, staging=staging,
+                             app_id=app_id, log=log)  # fmt: skip
+    return outcome, app_id
+
+
 def driver_may_still_run(
     mode: DeployMode, spark_hook: Any, *, namespace: str, job_id: str, fence: int, staging: str, app_id: str | None,
     log: Any,

@@ -415,16 +415,19 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
                     "resumes from its checkpoint."
                 ) from None
             if self._stream is None and not self._killed and (asked := asked_to_end(run, token)) is not None:
-                app_id = self._amended_app_id(mode, recorder)  # its supervisor terminated spark-submit
+                app_id = cluster.recorded_app_id(mode, self._hook, recorder)  # its supervisor ended spark-submit
                 end_on_request(run, token, asked, mode=mode, spark_hook=self._hook, staging=staging, app_id=app_id,
                                log=self.log)  # fmt: skip
             if self._killed:
                 raise JobKilledError(
                     f"job {job_id}: attempt was killed; nothing recorded", job_id=job_id, fence=token
                 ) from None
-            outcome = self._cluster_outcome(run, mode, recorder, staging, token)
+            outcome, app_id = self._cluster_outcome(mode, recorder, run, token, staging)
             if outcome == cluster.RUNS:  # the intent stays: the next attempt finds the driver (cluster_outcome)
-                raise AirflowException(self._still_runs(context, mode, run)) from exc
+                last_try = self._last_try(context)
+                raise AirflowException(
+                    cluster.driver_still_runs_message(job_id, mode, app_id, last_try=last_try)
+                ) from exc
             if outcome != cluster.COMMITTED:  # COMMITTED: the driver finished its output; published below
                 self._record_failure(context, run, exc)
                 raise
@@ -445,9 +448,10 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         marker = None if self._stream is not None else read_commit_marker(staging)
         _, reported_id = mode.submission(self._hook)
         if mode.cluster and self._stream is None and committed_marker(staging, job_id, token) is None:
-            outcome = self._cluster_outcome(run, mode, recorder, staging, token)
+            outcome, app_id = self._cluster_outcome(mode, recorder, run, token, staging)
             if outcome == cluster.RUNS:
-                raise AirflowException(self._still_runs(context, mode, run))
+                last_try = self._last_try(context)
+                raise AirflowException(cluster.driver_still_runs_message(job_id, mode, app_id, last_try=last_try))
             if outcome == cluster.ENDED:
                 message = missing_marker_message(job_id, mode, staging, reported_id)
                 last_try = self._last_try(context)
@@ -463,31 +467,12 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         self.log.info("Job %s: SUCCEEDED, result written dirty (fence %s): %s", job_id, token, result.outputs)
         return result_payload(result, EntryState.DIRTY, skipped=False)
 
-    def _cluster_outcome(
-        self, run: JobRun, mode: DeployMode, recorder: SubmissionRecorder, staging: str, fence: int
-    ) -> str:
-        """Cluster deploy modes: record the driver id in the intent, then ask the cluster what became of
-        the driver (:func:`.cluster_outcome.driver_outcome`; local and client mode: ``ENDED``)."""
-        if not mode.cluster:
-            return cluster.ENDED
-        app_id = self._amended_app_id(mode, recorder)
-        return cluster.driver_outcome(
-            mode, self._hook, namespace=run.store.namespace, job_id=run.job_id, fence=fence, staging=staging,
-            app_id=app_id, log=self.log,
-        )  # fmt: skip
-
-    def _still_runs(self, context: Any, mode: DeployMode, run: JobRun) -> str:
-        app_id = mode.submission(self._hook)[1] if self._hook is not None else None
-        return cluster.driver_still_runs_message(run.job_id, mode, app_id, last_try=self._last_try(context))
+    def _cluster_outcome(self, mode: DeployMode, recorder: Any, run: JobRun, fence: int, staging: str) -> Any:
+        return cluster.outcome_after_submit(mode, self._hook, recorder, namespace=run.store.namespace,
+                                            job_id=run.job_id, fence=fence, staging=staging, log=self.log)  # fmt: skip
 
     def _last_try(self, context: Any) -> bool:
         return int(getattr(context["ti"], "try_number", 1) or 1) > int(self.retries or 0)
-
-    def _amended_app_id(self, mode: DeployMode, recorder: SubmissionRecorder) -> str | None:
-        """The driver or application id spark-submit reported, recorded in the intent now."""
-        recorder.stop()
-        recorder.amend_now()
-        return mode.submission(self._hook)[1] if self._hook is not None else None
 
     def _record_failure(self, context: Any, run: JobRun, error: BaseException) -> None:
         """Say why Spark failed in the task log (every try) and in the FAILED result (last try)."""
