@@ -8,9 +8,9 @@ order, it
    YARN application, a Kubernetes driver pod) and waits for it to end (``predecessor="wait"``:
    its work may finish and be adopted) or stops it (``"stop"``), checking its own lease
    between polls;
-2. reads the predecessor's commit marker: a marker (for the same fingerprint) means the
-   output is complete, so it is *adopted*: the SUCCEEDED result is written under the
-   successor's fence, with no recompute;
+2. reads the predecessor's commit marker: a marker that names the job and the predecessor's
+   fence (for the same fingerprint) means the output is complete, so it is *adopted*: the
+   SUCCEEDED result is written under the successor's fence, with no recompute;
 3. otherwise returns ``None``, and the caller submits anew.
 
 In local and client mode a spark-submit left on *another* worker cannot be seen from here:
@@ -28,6 +28,7 @@ from typing import Any
 from airflow_jrs.exceptions import CorruptCommitMarkerError
 from airflow_jrs.intent import Heartbeat, Heartbeats, IntentStore
 from airflow_jrs.operators.attempt import JobRun, succeeded_result
+from airflow_jrs.operators.cluster_outcome import names_attempt
 from airflow_jrs.operators.deploy_modes import DeployMode, Predecessor
 from airflow_jrs.operators.streaming import DEFAULT_STOP_TIMEOUT
 from airflow_jrs.paths import job_tag
@@ -137,6 +138,13 @@ def recover(
         marker = read_commit_marker(stale.staging)
     except CorruptCommitMarkerError as exc:  # half-written marker: the output cannot be trusted
         log.warning("Job %s: predecessor's commit marker is unreadable (%s); recomputing.", job_id, exc)
+        marker = None
+    if marker is not None and not names_attempt(marker, job_id, stale.fence):
+        log.warning(
+            "Job %s: the commit marker in %s names job %s, fence %s, not the predecessor (fence %s): it was not "
+            "written by the predecessor's application, so its output is not adopted; resubmitting.",
+            job_id, stale.staging, marker.get("job_id"), marker.get("fence"), int(stale.fence),
+        )  # fmt: skip
         marker = None
     if marker is None or (stale.fingerprint and stale.fingerprint != run.fingerprint):
         log.info("Job %s: predecessor left no complete output; resubmitting.", job_id)

@@ -5,12 +5,15 @@ stand-in (:mod:`jrs_testbench.fake_standalone`).
 
 from __future__ import annotations
 
+import json
 import threading
+from pathlib import Path
 
 import pytest
 from test_cluster_deploy_mode import JOB, _finish_with_marker, master, run_dag  # noqa: F401  (master: fixture)
 
 from airflow_jrs.intent import IntentStore
+from airflow_jrs.spark.commit import marker_path
 from airflow_jrs.store import JobStatus
 
 pytestmark = [pytest.mark.airflow, pytest.mark.cluster]
@@ -46,3 +49,23 @@ def test_the_last_try_while_the_driver_runs_names_the_driver_and_what_to_do(jrs_
     assert jrs_env.store.get_entry(JOB) is None
     assert IntentStore(jrs_env.store.client, jrs_env.namespace, "/unused").get(JOB) is not None
     assert "this was the last try" in out and driver in out and "airflow-jrs intents" in out, out[-3000:]
+
+
+@pytest.mark.parametrize("bound", [{"fence": 99}, {"job_id": "another.job"}, {"job_id": None, "fence": None}], ids=str)
+def test_a_marker_that_does_not_name_the_predecessor_is_not_adopted(jrs_env, master, bound):  # noqa: F811
+    # The first try's driver runs on after spark-submit failed (the intent stays); it ends with a
+    # marker that names another fence or job, or none (not written for this attempt). The retry
+    # must not publish that folder as the job's output: it submits anew.
+    master.submit_exit_code = 1
+    run_dag()
+    first = master.submissions[0]
+    assert IntentStore(jrs_env.store.client, jrs_env.namespace, "/unused").get(JOB) is not None
+    _finish_with_marker(master, first)
+    out = Path(master.drivers[first]["conf"]["spark.jrs.output_dir"])
+    doc = json.loads(Path(marker_path(str(out))).read_text())
+    Path(marker_path(str(out))).write_text(json.dumps({**doc, **bound}))
+    master.submit_exit_code, master.state_on_submit = 0, "FINISHED"  # the new driver ends without a marker
+    run_dag()
+    assert len(master.submissions) == 2, "a marker not naming the predecessor was adopted"
+    entry = jrs_env.store.get_entry(JOB)
+    assert entry is None or entry.result.status is not JobStatus.SUCCEEDED
