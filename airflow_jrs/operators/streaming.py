@@ -7,7 +7,7 @@
    from the same checkpoint and appends to the same exactly-once file sink; a request left by
    an earlier attempt is dropped;
 2. when spark-submit ended well (:meth:`StreamAttempt.result_after_exit`): the driver's
-   ``ended-fence-N.json`` says ``finished`` (SUCCEEDED, with the checkpoint) or ``stopped``
+   ``ended-fence-N-<nonce>.json`` says ``finished`` (SUCCEEDED, with the checkpoint) or ``stopped``
    (STOPPED: recorded, and the task fails without retries: someone asked for the stop);
 3. when spark-submit failed: a cancel requested for this fence records CANCELED (not FAILED);
 4. ``on_kill`` / ``execution_timeout`` (:meth:`StreamAttempt.stop_then_cancel`): request a

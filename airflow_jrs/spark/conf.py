@@ -12,6 +12,9 @@ from typing import Any
 
 CONF_JOB_ID = "spark.jrs.job_id"
 CONF_FENCE = "spark.jrs.fence"
+#: The owner nonce of the attempt's lease (absent for a fence without one): with the token, the
+#: fence identity that names the stream's control files (spark/control.py).
+CONF_FENCE_NONCE = "spark.jrs.fence_nonce"
 CONF_OUTPUT_DIR = "spark.jrs.output_dir"
 CONF_NAMESPACE = "spark.jrs.namespace"
 #: Streaming jobs only: the stable checkpoint location and the stop/cancel request folder.
@@ -21,12 +24,16 @@ CONF_CONTROL_DIR = "spark.jrs.control_dir"
 
 def job_conf(*, job_id: str, namespace: str, fence: int, output_dir: str) -> dict[str, str]:
     """The ``spark.jrs.*`` conf of one attempt's submission."""
-    return {
+    conf = {
         CONF_JOB_ID: job_id,
         CONF_NAMESPACE: namespace,
-        CONF_FENCE: str(fence),
+        CONF_FENCE: str(int(fence)),
         CONF_OUTPUT_DIR: output_dir,
     }
+    nonce = getattr(fence, "nonce", None)
+    if nonce:
+        conf[CONF_FENCE_NONCE] = nonce
+    return conf
 
 
 def command_line_marks(*, job_id: str, namespace: str) -> tuple[str, str]:

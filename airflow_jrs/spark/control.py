@@ -8,14 +8,17 @@ A streaming job has a ``control/`` folder beside its checkpoint
 (:mod:`airflow_jrs.spark.streaming`), so it reaches the driver wherever it runs (local,
 client or cluster deploy mode: the driver can always read its own checkpoint area)::
 
-    {"v": 1, "kind": "stop" | "cancel", "fence": 7, "requested_at": "...", "by": "on_kill"}
+    {"v": 1, "kind": "stop" | "cancel", "fence": 7, "nonce": "a1..", "requested_at": "...", "by": "on_kill"}
 
-A request names the fence (lease token) of the attempt it is meant for: a driver ignores a
-request for another fence, so a stale request never stops the next attempt. A cancel is
-never downgraded to a stop (:func:`write_request`).
+A request names the fence of the attempt it is meant for: the token and, when the lease has
+one, its owner nonce (:mod:`airflow_jrs.store.fence`). A driver ignores a request for another
+fence, so a stale request never stops the next attempt, nor another holder a failover handed
+the same token. A cancel is never downgraded to a stop (:func:`write_request`).
 
-``ended-fence-<N>.json`` -- written by the driver of fence ``N`` when its query ended on its
-own terms, before the application exits::
+``ended-fence-<N>-<nonce>.json`` (``ended-fence-<N>.json`` for a fence without a nonce: the
+name is ``ended-`` + :func:`airflow_jrs.paths.fence_name`) -- written by the driver of that
+fence when its query ended on its own terms, before the application exits. Named by the whole
+identity: after a failover re-issued token ``N``, the earlier holder's file is not this one's::
 
     {"v": 1, "ended": "stopped" | "finished", "fence": 7, "last_batch_id": 12,
      "checkpoint_location": "...", "boundary": true, "application_id": "local-...", "at": "..."}
@@ -32,6 +35,9 @@ import json
 import re
 from datetime import UTC, datetime
 from typing import Any
+
+from airflow_jrs.paths import fence_name
+from airflow_jrs.store.fence import nonce_of
 
 STOP = "stop"
 CANCEL = "cancel"
@@ -51,7 +57,8 @@ def request_path(control_dir: str) -> str:
 
 
 def outcome_path(control_dir: str, fence: int) -> str:
-    return f"{control_dir.rstrip('/')}/ended-fence-{int(fence)}.json"
+    """``<control>/ended-fence-<token>[-<nonce>].json``: the outcome file of one fence identity."""
+    return f"{control_dir.rstrip('/')}/ended-{fence_name(fence)}.json"
 
 
 def request_doc(kind: str, fence: int | None, by: str) -> dict[str, Any]:
@@ -61,6 +68,7 @@ def request_doc(kind: str, fence: int | None, by: str) -> dict[str, Any]:
         "v": CONTROL_VERSION,
         "kind": kind,
         "fence": None if fence is None else int(fence),
+        "nonce": nonce_of(fence),
         "requested_at": datetime.now(UTC).isoformat(),
         "by": by,
     }
@@ -72,6 +80,9 @@ def applies_to(doc: dict[str, Any] | None, fence: int | None) -> str | None:
         return None
     target = doc.get("fence")
     if target is not None and fence is not None and int(target) != int(fence):
+        return None
+    nonce, own = doc.get("nonce"), nonce_of(fence)
+    if target is not None and nonce and own and nonce != own:  # same token, another holder
         return None
     return str(doc["kind"])
 

@@ -20,7 +20,7 @@ driver JVM's Hadoop FileSystem, so it works in any deploy mode and for any schem
 * **stop**: the micro-batch in flight commits (its ``commits/N`` file exists), no other starts,
   then the query stops (see :meth:`StreamingJob._stop_at_boundary`), so a restart replays
   nothing; ``boundary`` confirms it from the checkpoint (offsets and commits logs agree). Then
-  ``ended-fence-<N>.json`` says ``stopped``, with the last committed batch id.
+  ``ended-fence-<N>-<nonce>.json`` says ``stopped``, with the last committed batch id.
 * **cancel**: exit the driver process at once (exit code 143) from the watcher thread, even
   while a stop is stuck. The restart replays at most the batch that was in flight.
 * the query ends on its own (``Trigger.AvailableNow``): ``finished`` is written.
@@ -42,7 +42,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_jrs.spark.commit import job_context
-from airflow_jrs.spark.conf import CONF_CHECKPOINT_DIR, CONF_CONTROL_DIR
+from airflow_jrs.spark.conf import CONF_CHECKPOINT_DIR, CONF_CONTROL_DIR, CONF_FENCE_NONCE
 from airflow_jrs.spark.control import (
     CANCEL,
     CANCEL_EXIT_CODE,
@@ -54,6 +54,7 @@ from airflow_jrs.spark.control import (
     outcome_path,
     request_path,
 )
+from airflow_jrs.store.fence import Fence
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,10 @@ class StreamingJob:
         conf = spark.conf
         self.spark = spark
         self.job_id: str | None = ctx["job_id"]
-        self.fence: int | None = ctx["fence"] if isinstance(ctx["fence"], int) else None
+        # the whole fence identity (token and owner nonce): it names this driver's control files
+        nonce = conf.get(CONF_FENCE_NONCE, None)
+        token = ctx["fence"] if isinstance(ctx["fence"], int) else None
+        self.fence: int | None = None if token is None else Fence(token, str(nonce) if nonce else None)
         self.namespace: str | None = ctx["namespace"]
         checkpoint = checkpoint_location or conf.get(CONF_CHECKPOINT_DIR, None)
         if not checkpoint:

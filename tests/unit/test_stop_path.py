@@ -28,8 +28,9 @@ from airflow_jrs.cli import main
 from airflow_jrs.intent import Heartbeats, IntentStore
 from airflow_jrs.lease import JobLease
 from airflow_jrs.paths import checkpoint_path, control_path, staging_path, stream_output_path
-from airflow_jrs.spark.control import STOPPED, read_outcome
+from airflow_jrs.spark.control import STOPPED, outcome_path, read_outcome
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
+from airflow_jrs.store.fence import Fence
 from airflow_jrs.store.stop_requests import CANCEL, STOP, StopRequests
 from airflow_jrs.supervisor import SUPERVISOR_ENV
 
@@ -41,7 +42,9 @@ ROOT = Path(__file__).parents[2]
 DRIVER = """
 import json, os, pathlib, sys, time
 from airflow_jrs.spark.control import outcome_path, requested_kind
-control, fence, mode, checkpoint = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[5]
+from airflow_jrs.store.fence import Fence
+# the fence as the real driver knows it: spark.jrs.fence and spark.jrs.fence_nonce
+control, fence, mode, checkpoint = sys.argv[1], Fence.parse(sys.argv[2]), sys.argv[3], sys.argv[5]
 out = pathlib.Path(sys.argv[4])
 out.mkdir(parents=True, exist_ok=True)
 (out / "started").write_text(str(os.getpid()))
@@ -51,7 +54,7 @@ while True:
     if kind == "cancel":
         sys.exit(143)
     if kind == "stop":
-        doc = {"v": 1, "ended": "stopped", "fence": fence, "last_batch_id": batch, "boundary": True,
+        doc = {"v": 1, "ended": "stopped", "fence": int(fence), "last_batch_id": batch, "boundary": True,
                "checkpoint_location": checkpoint, "application_id": "local-1"}
         pathlib.Path(outcome_path(control, fence)).write_text(json.dumps(doc))
         (out / "stopped-at-boundary").write_text(str(batch))
@@ -91,10 +94,10 @@ intent = Intent(job_id=job, fence=fence, spec_uri=intents.spec_uri(job, fence), 
                 application_id=os.environ.get("TEST_APPLICATION_ID"))
 attempt = {"dag_id": "d", "task_id": "stream", "run_id": "r", "try_number": 1}
 intents.record(intent, {"application": "app.py", "attempt": attempt})
-command = [c.replace("{fence}", str(int(fence))) for c in command]
+command = [c.replace("{fence}", fence.identity) for c in command]
 cmd = supervised_command(command, namespace=ns, job_id=job, fence=fence, ttl=10, stop_timeout=float(stop_timeout))
 sup = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(log, "ab"))
-print(json.dumps({"fence": int(fence), "supervisor": sup.pid}), flush=True)
+print(json.dumps({"fence": int(fence), "identity": fence.identity, "supervisor": sup.pid}), flush=True)
 time.sleep(600)
 """
 
@@ -139,6 +142,7 @@ class Task:
         assert self.process.stdout is not None
         said = json.loads(self.process.stdout.readline())
         self.fence, self.supervisor = said["fence"], psutil.Process(said["supervisor"])
+        self.identity = Fence.parse(said["identity"])  # names the control files (spark/control.py)
         wait_until(lambda: (self.out / "started").exists(), 60, "spark-submit's stand-in to start")
         self.child = psutil.Process(int((self.out / "started").read_text()))
 
@@ -200,7 +204,7 @@ def test_a_successor_with_predecessor_stop_asks_a_stream_to_stop_at_a_batch_boun
     ended = Heartbeats(redis_client, namespace).get(JOB)
     assert ended.state == "ended" and ended.exit_code == 0, "the driver was killed, not stopped"
     assert (t.out / "stopped-at-boundary").exists()
-    assert read_outcome(t.control, t.fence)["ended"] == STOPPED
+    assert read_outcome(t.control, t.identity)["ended"] == STOPPED
     assert store.get_entry(JOB) is None, "the orphan's supervisor wrote while its successor holds the job"
 
 
@@ -270,7 +274,8 @@ while True:
 #: commit marker of its job and fence (what write_commit_marker writes) and exits 0.
 BATCH_COMMITS = """
 import json, os, pathlib, signal, sys, time
-out, staging, job, fence = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+out, staging, job = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
+fence = int(sys.argv[4].split(":")[0])  # the marker's fence is the token (spark.jrs.fence)
 out.mkdir(parents=True, exist_ok=True)
 def term(*_):
     staging.mkdir(parents=True, exist_ok=True)
@@ -349,3 +354,20 @@ def test_an_orphan_cancel_that_came_after_the_commit_records_nothing_and_keeps_t
     store = RedisJobResultStore(redis_client, namespace)
     assert store.get_entry(JOB) is None, "CANCELED was recorded over complete output"
     assert redis_client.exists(store.keys.intent(JOB)) == 1, "the next attempt adopts the output from the intent"
+
+
+def test_an_earlier_holders_outcome_file_of_the_same_token_is_not_this_attempts(
+    redis_client, redis_url, namespace, task
+):
+    # Finding 6: control files are named by fence identity. A failover re-issued token N; the
+    # earlier holder of N (another nonce) left "stopped" in the stream's control folder. This
+    # attempt's driver is canceled (it never stopped): its outcome is CANCELED, not that file's.
+    t = task(stream=True, mode="stuck")
+    stale = {"v": 1, "ended": "stopped", "fence": t.fence, "last_batch_id": 99, "boundary": True}
+    Path(t.control).mkdir(parents=True, exist_ok=True)
+    Path(outcome_path(t.control, Fence(t.fence, "c3" * 8))).write_text(json.dumps(stale))
+    t.kill()
+    assert cli(redis_url, namespace, "cancel", JOB) == 0
+    wait_until(t.ended, 60, "the supervisor to end")
+    result = RedisJobResultStore(redis_client, namespace).get_entry(JOB).result
+    assert result.status is JobStatus.CANCELED, f"another holder's outcome file was read as this one's: {result}"

@@ -17,7 +17,7 @@ from airflow_jrs.decision import decide
 from airflow_jrs.exceptions import JobResultEntryAlreadyExistsError
 from airflow_jrs.intent import Intent, IntentStore
 from airflow_jrs.lease import JobLease
-from airflow_jrs.paths import checkpoint_path, control_path, control_path_of_output, stream_output_path
+from airflow_jrs.paths import checkpoint_path, control_path, control_path_of_output, fence_name, stream_output_path
 from airflow_jrs.spark.control import (
     CANCEL,
     STOP,
@@ -27,6 +27,7 @@ from airflow_jrs.spark.control import (
     write_request,
 )
 from airflow_jrs.store import Attempt, EntryState, JobResult, JobResultEntry, JobStatus, RedisJobResultStore
+from airflow_jrs.store.fence import Fence
 from airflow_jrs.wait import evaluate
 
 JOB = "d.stream.2013-01-01"
@@ -51,6 +52,19 @@ def test_a_request_targets_one_fence_and_a_cancel_is_never_downgraded(tmp_path):
     assert requested_kind(control, 5) == CANCEL
     (tmp_path / "control" / "request.json").write_text("{half")  # unreadable: not a request
     assert read_request(control) is None and requested_kind(control, 5) is None
+
+
+def test_a_request_and_an_outcome_belong_to_one_fence_identity_not_only_its_token(tmp_path):
+    # Issue 18 review, finding 6: a failover can hand token 5 to two holders (nonces aa.., bb..).
+    control = str(tmp_path / "control")
+    first, second = Fence(5, "aa" * 8), Fence(5, "bb" * 8)
+    write_request(control, STOP, first, by="test")
+    assert requested_kind(control, first) == STOP
+    assert requested_kind(control, second) is None, "a request for the other holder of token 5"
+    assert requested_kind(control, 5) == STOP  # a driver that knows only its token (no nonce conf)
+    assert outcome_path(control, first) != outcome_path(control, second)
+    assert outcome_path(control, first).endswith(f"/ended-{fence_name(first)}.json")
+    assert outcome_path(control, 5).endswith("/ended-fence-5.json")
 
 
 def test_stopped_and_canceled_results_make_the_job_run_again_and_stay_in_history(redis_url, namespace):
