@@ -36,7 +36,7 @@ Failure cases (see docs/recovery.md):
 * **a stop or cancel request** (:mod:`airflow_jrs.store.stop_requests`): read with each beat
   (every second at most) and relayed here: a stream's stop goes to its driver's control file
   (a batch boundary), a cancel or a batch job's stop terminates spark-submit; when the task is
-  gone, the supervisor records STOPPED or CANCELED itself (:func:`record_orphan_outcome`),
+  gone, the supervisor records STOPPED or CANCELED itself (:func:`~airflow_jrs.orphan_outcome.record_orphan_outcome`),
   except for a cluster-mode driver or complete output (it leaves those to recovery);
 * **a host that is gone**: its heartbeat expires; the successor proceeds.
 
@@ -51,7 +51,6 @@ import contextlib
 import ctypes
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -320,134 +319,14 @@ def supervise(
     relay_output.join(5)
     code = 128 - code if code < 0 else code
     if relay.request is not None and os.getppid() != parent:  # the task is gone: nobody else records
+        from airflow_jrs.orphan_outcome import record_orphan_outcome
+
         record_orphan_outcome(beats, job_id, fence, relay.request, control_dir, ttl, code)
     try:
         beats.end(job_id, fence, code)
     except Exception as exc:  # the heartbeat expires by its TTL
         _say(f"could not record the end of spark-submit ({exc})")
     return code
-
-
-def record_orphan_outcome(
-    beats: Heartbeats, job_id: str, fence: int, request: StopRequest, control_dir: str | None, ttl: float, code: int
-) -> None:
-    """Record STOPPED or CANCELED for an attempt whose task is gone (this supervisor's parent
-    died), so that a stop or cancel always ends with a result.
-
-    The task process would have recorded it; with the task gone, nobody else will. The
-    supervisor takes the job's lease for that: it takes over its own fence's lease (its holder,
-    the task, is provably dead: it was this process's parent) or acquires a free one; when a
-    successor holds the lease, the successor decides and nothing is written here. The result
-    supersedes only an unsuccessful entry (a SUCCEEDED one, of any fingerprint, stays: done is
-    done) and drops the intent, under the new fence.
-
-    It writes nothing, and leaves the intent to the next attempt's recovery, when
-
-    * the intent names a **cluster-mode application** (``driver-...``, ``application_...``, a
-      Kubernetes driver): ending spark-submit ended only the client, the driver may still run,
-      and this process does not know the deploy mode's cluster API to stop it or to ask whether
-      it ended; the next attempt's recovery finds the driver by that id and stops or adopts it.
-      CANCELED here would say "run again" while the driver runs: two drivers at once;
-    * spark-submit **exited 0 and the staging folder holds the commit marker of this job and
-      fence**: the output is complete, the request came too late; recovery adopts it."""
-    from airflow_jrs.exceptions import JobResultEntryAlreadyExistsError
-    from airflow_jrs.intent import IntentStore
-    from airflow_jrs.lease import JobLease, default_owner
-    from airflow_jrs.spark.control import STOPPED, read_outcome
-    from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
-    from airflow_jrs.store.base import UNSUCCESSFUL_ONLY
-
-    client = beats.client
-    try:
-        intent = IntentStore(client, beats.namespace, spec_root="").get(job_id)
-        if intent is None or not same_fence(intent.fence, fence):
-            return  # recorded already (the task wrote its result before it died) or another attempt's
-        if names_cluster_driver(intent.application_id):
-            _say(
-                f"job {job_id}: its {request.kind} ended spark-submit, but driver {intent.application_id} runs in "
-                "the cluster and may still run; no result recorded, the intent stays: the next attempt's "
-                f"recovery stops or adopts it (or kill {intent.application_id} in the cluster, then clear the task)"
-            )
-            return
-        if code == 0 and _committed(intent.staging, job_id, fence):
-            _say(
-                f"job {job_id}: spark-submit finished with the commit marker in {intent.staging} before the "
-                f"{request.kind} took effect; no result recorded, the intent stays: the next attempt adopts the output"
-            )
-            return
-        outcome = read_outcome(control_dir, fence) if control_dir is not None else None
-        stopped = outcome is not None and outcome.get("ended") == STOPPED
-        lease = JobLease(client, beats.namespace, job_id, ttl=ttl, owner=default_owner(role="supervisor", fence=fence))
-        holder = lease.peek()
-        if holder is not None and not same_fence(holder.fence, fence):  # identities: a token can repeat
-            _say(f"job {job_id}: fence {holder.fence.identity} holds the job now; it records the outcome")
-            return
-        token = lease.take_over(holder) if holder is not None else lease.acquire()
-        if token is None:
-            token = lease.acquire()
-        try:
-            attempt = None
-            with contextlib.suppress(Exception):
-                attempt = Attempt(**IntentStore.read_spec(intent.spec_uri)["attempt"])
-            checkpoint = (outcome or {}).get("checkpoint_location")
-            if checkpoint is None and control_dir is not None:  # <stream root>/{checkpoint,control}
-                checkpoint = f"{control_dir.rstrip('/').rsplit('/', 1)[0]}/checkpoint"
-            metrics = {} if outcome is None else {k: outcome.get(k) for k in ("last_batch_id", "boundary")}
-            result = JobResult(
-                job_id=job_id,
-                status=JobStatus.STOPPED if stopped else JobStatus.CANCELED,
-                application_id=(outcome or {}).get("application_id") or intent.application_id,
-                outputs={"output": intent.staging},
-                metrics=metrics,
-                checkpoint_location=checkpoint,
-                fingerprint=intent.fingerprint,
-                attempt=attempt,
-                error=f"{request.describe()}; the task was gone, so its supervisor recorded it (exit code {code})",
-            )
-            try:
-                RedisJobResultStore(client, beats.namespace).create_dirty_result(
-                    result, fence=token, supersede=UNSUCCESSFUL_ONLY
-                )
-            except JobResultEntryAlreadyExistsError:  # a SUCCEEDED result stays the job's word
-                _say(f"job {job_id}: a SUCCEEDED result is kept (done is done); {result.status.value} not recorded")
-                return
-            with contextlib.suppress(Exception):
-                IntentStore.delete_spec(intent.spec_uri)
-            _say(f"job {job_id}: the task was gone; recorded {result.status.value} under fence {token}")
-        finally:
-            lease.release()
-    except Exception as exc:  # a successor recovers from the intent, as after any crash
-        _say(f"job {job_id}: could not record the outcome of the {request.kind} ({exc}); a successor recovers it")
-
-
-#: Ids of drivers that run in the cluster, not in spark-submit (the cluster-mode shapes of
-#: operators/spark_target.py ``_IDS``: standalone ``driver-...``, YARN ``application_...``,
-#: Kubernetes ``spark-<hex>`` or ``<pod>-driver``); kept here so the supervisor imports no Airflow.
-_CLUSTER_DRIVER = re.compile(
-    r"driver-\d{14}-\d{4,}|application_\d+_\d+|spark-[0-9a-f]{32}|[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?-driver"
-)
-
-
-def names_cluster_driver(application_id: str | None) -> bool:
-    """Does ``application_id`` name a driver that runs in the cluster (which ending spark-submit
-    does not end)? A YARN application id counts even in client mode: waiting is the safe side."""
-    return application_id is not None and _CLUSTER_DRIVER.fullmatch(application_id) is not None
-
-
-def _committed(staging: str, job_id: str, fence: int) -> bool:
-    """Does ``staging`` hold the commit marker of this job and fence (the token the driver was
-    given: ``spark.jrs.fence``)? A marker that cannot be read counts as none here: recovery, not
-    this process, quarantines and reports it."""
-    from airflow_jrs.spark.commit import read_commit_marker
-
-    try:
-        marker = read_commit_marker(staging)
-    except Exception as exc:
-        _say(f"job {job_id}: could not read the commit marker in {staging} ({exc})")
-        return False
-    if marker is None:
-        return False
-    return marker.get("job_id") == job_id and marker.get("fence") in (int(fence), str(int(fence)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
