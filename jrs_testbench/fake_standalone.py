@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,8 @@ class FakeStandaloneMaster:
         self.state_on_submit = "RUNNING"
         #: spark-submit waits until its driver ends (spark.standalone.submit.waitAppCompletion=true)
         self.submit_waits = False
+        #: spark-submit hangs after the master accepted the driver, before it prints the driver id
+        self.hang_before_id = False
         #: the master accepts kill requests but the driver runs on (a worker that cannot be reached)
         self.ignore_kill = False
         self.lock = threading.Lock()
@@ -99,8 +102,8 @@ class FakeStandaloneMaster:
                     "completeddrivers": []}  # fmt: skip
 
         def info(driver_id: str, d: dict[str, Any]) -> dict[str, Any]:
-            return {"id": driver_id, "starttime": "1357000000000", "state": d["state"], "cores": 1,
-                    "memory": 1024, "submitdate": "Tue Jan 01 00:00:00 UTC 2013", "worker": "worker-1",
+            return {"id": driver_id, "starttime": str(d.get("start_ms", 1357000000000)), "state": d["state"],
+                    "cores": 1, "memory": 1024, "submitdate": "Tue Jan 01 00:00:00 UTC 2013", "worker": "worker-1",
                     "mainclass": "Fake"}  # fmt: skip
 
         active = [info(i, d) for i, d in self.drivers.items() if d["state"] in ACTIVE_DRIVER_STATES]
@@ -119,8 +122,9 @@ class FakeStandaloneMaster:
     def submit(self, conf: dict[str, str]) -> dict[str, Any]:
         driver_id = f"driver-20130101000000-{len(self.submissions):04d}"
         self.submissions.append(driver_id)
-        self.drivers[driver_id] = {"state": self.state_on_submit, "conf": conf}
-        return {"driver_id": driver_id, "exit_code": self.submit_exit_code, "wait": self.submit_waits}
+        self.drivers[driver_id] = {"state": self.state_on_submit, "conf": conf, "start_ms": int(time.time() * 1000)}
+        return {"driver_id": driver_id, "exit_code": self.submit_exit_code, "wait": self.submit_waits,
+                "hang_before_id": self.hang_before_id}  # fmt: skip
 
     def kill(self, driver_id: str) -> dict[str, Any]:
         driver = self.drivers.get(driver_id)
@@ -166,6 +170,8 @@ for i, a in enumerate(args):
 req = urllib.request.Request(f"http://{{host_port}}/jrs-fake/submit", data=json.dumps(conf).encode(),
                              headers={{"Content-Type": "application/json"}})
 reply = json.load(urllib.request.urlopen(req, timeout=30))
+while reply.get("hang_before_id"):  # killed before it could tell anyone the driver id
+    time.sleep(1)
 print("Running Spark using the REST application submission protocol.", flush=True)
 print(f"INFO Client: Driver successfully submitted as {{reply['driver_id']}}", flush=True)
 while reply.get("wait"):  # waitAppCompletion: poll the master until the driver ended

@@ -30,6 +30,7 @@ from airflow_jrs.intent import Heartbeat, Heartbeats, IntentStore
 from airflow_jrs.operators.attempt import JobRun, succeeded_result
 from airflow_jrs.operators.cluster_outcome import names_attempt
 from airflow_jrs.operators.deploy_modes import DeployMode, Predecessor
+from airflow_jrs.operators.standalone import refuse_while_unrecorded_driver_may_run
 from airflow_jrs.operators.streaming import DEFAULT_STOP_TIMEOUT
 from airflow_jrs.paths import job_tag
 from airflow_jrs.payload import result_payload
@@ -147,6 +148,7 @@ def recover(
         )  # fmt: skip
         marker = None
     if marker is None or (stale.fingerprint and stale.fingerprint != run.fingerprint):
+        refuse_while_unrecorded_driver_may_run(mode or DeployMode(), stale)
         log.info("Job %s: predecessor left no complete output; resubmitting.", job_id)
         return None
     token = lease.check()

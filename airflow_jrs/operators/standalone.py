@@ -45,6 +45,15 @@ LIVE_DRIVER_STATES = ("SUBMITTED", "RUNNING", "RELAUNCHING", "UNKNOWN")
 LIVE_APP_STATES = ("WAITING", "RUNNING", "SUBMITTED")
 
 
+#: Seconds of clock difference allowed between a worker and the master when matching a driver's
+#: start time against the time an intent was recorded.
+DRIVER_CLOCK_MARGIN = 300.0
+
+
+class UnrecordedDriverError(RuntimeError):
+    """An earlier attempt's driver id was never recorded and the master lists drivers that may be it."""
+
+
 class MastersUnreachableError(ClusterUnreachableError):
     """No master of the list answered as ALIVE: whether a predecessor runs is unknown."""
 
@@ -98,6 +107,21 @@ class StandaloneMode(DeployMode):
                 if driver.get("id") == driver_id:
                     return str(driver.get("state", "UNKNOWN")).upper()
         return None
+
+    def drivers_since(self, since: float) -> list[str]:
+        """Live drivers (``id (state)``) the ALIVE master accepted at or after ``since`` (epoch seconds,
+        less :data:`DRIVER_CLOCK_MARGIN`): a driver accepted then may be one whose id nobody recorded."""
+        _, doc = self._alive_state()
+        found = []
+        for driver in doc.get("activedrivers") or []:
+            state = str(driver.get("state", "UNKNOWN")).upper()
+            try:
+                started = int(driver.get("starttime")) / 1000.0
+            except (TypeError, ValueError):
+                started = since  # unknown: it may be ours
+            if state in LIVE_DRIVER_STATES and started >= since - DRIVER_CLOCK_MARGIN:
+                found.append(f"{driver.get('id')} ({state})")
+        return found
 
     def _driver_alive(self, driver_id: str) -> bool:
         return self.driver_state(driver_id) in LIVE_DRIVER_STATES
@@ -189,3 +213,22 @@ def standalone_webuis(masters: Sequence[str], extra: dict[str, Any]) -> list[str
             )
         return urls
     return [f"http://{m.split(':')[0]}:8080" for m in masters]
+
+
+def refuse_while_unrecorded_driver_may_run(mode: DeployMode, intent: Any) -> None:
+    """Standalone cluster mode, before a successor submits: an intent without a driver id (its task
+    died before spark-submit printed ``driver-...``) may stand for a driver the master runs. The
+    master lists drivers by id only, so any live driver it accepted since the intent was recorded
+    may be that one: raise (nothing is submitted; Airflow retries) until none is left."""
+    if not (isinstance(mode, StandaloneMode) and mode.cluster) or intent.application_id:
+        return
+    live = mode.drivers_since(intent.started_at)
+    if live:
+        raise UnrecordedDriverError(
+            f"job {intent.job_id}: the attempt with fence {int(intent.fence)} (pid {intent.pid} on {intent.host}) "
+            "died before it recorded its driver id, and the standalone master lists live drivers accepted since "
+            f"then: {', '.join(live)}. One of them may be that attempt's (its application is named "
+            f"{intent.app_name}); nothing is submitted beside it. Kill it on the master if it is this job's; the "
+            "job is submitted again once the master lists no live driver accepted since that attempt started "
+            "(drivers of other jobs hold it back too until they end). `airflow-jrs intents` shows the attempt."
+        )
