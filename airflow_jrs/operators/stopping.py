@@ -32,6 +32,7 @@ from airflow_jrs.operators.cluster_outcome import driver_may_still_run
 from airflow_jrs.operators.deploy_modes import DeployMode
 from airflow_jrs.paths import job_tag
 from airflow_jrs.store import JobResult, JobStatus
+from airflow_jrs.store.base import UNSUCCESSFUL_ONLY
 from airflow_jrs.store.stop_requests import CANCEL, StopRequest, StopRequests
 
 #: Seconds ``on_kill`` lets the supervisor terminate spark-submit (SIGTERM, then SIGKILL) before
@@ -61,7 +62,7 @@ def record_ended_on_request(run: JobRun, fence: int, request: StopRequest) -> No
         error=f"{request.describe()} at {datetime.fromtimestamp(request.at, UTC).isoformat()}; spark-submit "
         "was terminated (a batch job has no batch boundary to stop at)",
     )
-    run.store.create_dirty_result(result, fence=fence, supersede=True)
+    run.store.create_dirty_result(result, fence=fence, supersede=UNSUCCESSFUL_ONLY)
 
 
 def cancel_on_kill(run: JobRun | None, fence: int | None, alive: Callable[[], bool], log: Any) -> None:
