@@ -67,10 +67,11 @@ def test_lease_fences_and_revokes_through_a_cluster_client(cluster_client, names
     assert first.peek().token == token and first.renew()
     assert first.revoke()  # on a fresh cluster client of its own
     second = JobLease(cluster_client, namespace, "j.lease", ttl=30)
-    assert second.acquire() == token + 1
+    fresh = second.acquire()  # the token and the second holder's nonce (a bare int is not its identity)
+    assert fresh == token + 1
     with pytest.raises(LeaseLostError):  # the first holder's fence is stale now
         store.create_dirty_result(JobResult(job_id="j.lease", status=JobStatus.SUCCEEDED), fence=token)
-    store.create_dirty_result(JobResult(job_id="j.lease", status=JobStatus.SUCCEEDED), fence=token + 1)
+    store.create_dirty_result(JobResult(job_id="j.lease", status=JobStatus.SUCCEEDED), fence=fresh)
     assert store.get_entry("j.lease").result.fence == token + 1
 
 
