@@ -1,10 +1,12 @@
-"""Airflow's REST API v2, the few calls a recompute needs: find a DAG's runs, clear task instances.
+"""Airflow's REST API v2, the few calls the CLI needs: a DAG's runs, clears, backfills.
 
 Recomputing a job is "forget its result, then clear its task instance" (:mod:`airflow_jrs.cli.recompute`,
 the Job results page's Recompute button). The clear goes through Airflow's public API, as the
 UI's own Clear does, so Airflow authorizes it, writes its audit log and queues the run again;
-nothing here touches Airflow's database. Plain ``urllib`` (no Airflow import): the CLI runs
-on any machine that reaches the API server.
+nothing here touches Airflow's database. A missing-only backfill (:mod:`airflow_jrs.cli.backfill`)
+creates Airflow backfills the same way (``POST /api/v2/backfills``), so its runs have the
+backfill run type and honour the backfill's ``max_active_runs``. Plain ``urllib`` (no Airflow
+import): the CLI, and the test bench's REST client, run on any machine that reaches the API server.
 
 Authentication is any API client's: a JWT, given (``AIRFLOW_JRS_API_TOKEN``, or the user's own
 token the UI sent to the plugin), or fetched from ``POST /auth/token`` with a user name and
@@ -20,7 +22,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow_jrs.exceptions import JrsError
@@ -42,17 +44,51 @@ class AirflowApiError(JrsError):
         self.unreachable = unreachable
 
 
-def _hint(status: int) -> str:
+def _hint(status: int, path: str) -> str:
+    backfill = path.startswith("/api/v2/backfills")
+    action = "create backfills" if backfill else "clear task instances"
     if status == 401:
         return (
             f"the API refused the credentials: set {TOKEN_ENV}, or {USERNAME_ENV} and {PASSWORD_ENV}, "
-            "to a user that may clear task instances"
+            f"to a user that may {action}"
         )
     if status == 403:
-        return "this user may not clear task instances of the DAG; ask for edit access to it"
+        return f"this user may not {action} of the DAG; ask for edit access to it"
     if status == 404:
-        return "no such DAG or run in Airflow (deleted, or another deployment?)"
+        return "no such DAG, run or backfill in Airflow (deleted, not parsed yet, or another deployment?)"
+    if status == 409 and backfill:
+        return "a backfill of this DAG is still active (Airflow allows one per DAG): wait for it, or cancel it"
     return "see the API server's log"
+
+
+def backfill_body(
+    dag_id: str,
+    from_date: datetime,
+    to_date: datetime,
+    *,
+    reprocess_behavior: str = "none",
+    max_active_runs: int | None = None,
+) -> dict[str, Any]:
+    """The body of ``POST /api/v2/backfills`` (and of its ``/dry_run``, without ``max_active_runs``).
+
+    Dates are sent as aware ISO-8601 UTC (a naive one means UTC, as in Airflow's CLI).
+    ``reprocess_behavior`` is Airflow's: ``none``, ``failed`` or ``completed``."""
+    body: dict[str, Any] = {
+        "dag_id": dag_id,
+        "from_date": iso_utc(from_date),
+        "to_date": iso_utc(to_date),
+        "reprocess_behavior": reprocess_behavior,
+    }
+    if max_active_runs is not None:
+        body["max_active_runs"] = max_active_runs
+    return body
+
+
+def iso_utc(value: datetime) -> str:
+    """``2013-01-01T00:00:00Z``: an aware timestamp the API reads the same everywhere."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class AirflowApi:
@@ -104,7 +140,8 @@ class AirflowApi:
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode(errors="replace")[:500]
             raise AirflowApiError(
-                f"{method} {self.base_url}{path} answered HTTP {exc.code}: {detail}; {_hint(exc.code)}", status=exc.code
+                f"{method} {self.base_url}{path} answered HTTP {exc.code}: {detail}; {_hint(exc.code, path)}",
+                status=exc.code,
             ) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
@@ -116,6 +153,8 @@ class AirflowApi:
         return json.loads(text) if text else None
 
     def token(self) -> str:
+        """The bearer token: the one given, or one exchanged for the user name and password
+        (``POST /auth/token``) on first use and kept."""
         if self._token is None:
             if not (self.username and self.password):
                 raise AirflowApiError(
@@ -140,6 +179,11 @@ class AirflowApi:
         doc = self._call("GET", f"/api/v2/dags/{_q(dag_id)}/dagRuns?{query}")
         return list(doc.get("dag_runs", []))
 
+    def forget_token(self) -> None:
+        """Drop an exchanged token (expired: the next call fetches a new one); a given token stays."""
+        if self.username and self.password:
+            self._token = None
+
     def clear(self, dag_id: str, run_id: str, task_ids: Sequence[str]) -> list[dict[str, Any]]:
         """Clear the tasks (and what runs after them: the cleanup) in one run, as the UI's Clear
         does; the run is queued again. Returns the cleared task instances."""
@@ -153,6 +197,29 @@ class AirflowApi:
         }
         doc = self._call("POST", f"/api/v2/dags/{_q(dag_id)}/clearTaskInstances", body)
         return list(doc.get("task_instances", []))
+
+    def create_backfill(
+        self, dag_id: str, from_date: datetime, to_date: datetime, *, reprocess_behavior: str, max_active_runs: int
+    ) -> dict[str, Any]:
+        """``POST /api/v2/backfills``: Airflow creates a run (run type ``backfill``) for every interval
+        of ``[from_date, to_date]`` at once; the scheduler starts at most ``max_active_runs`` of them."""
+        body = backfill_body(
+            dag_id, from_date, to_date, reprocess_behavior=reprocess_behavior, max_active_runs=max_active_runs
+        )
+        return dict(self._call("POST", "/api/v2/backfills", body))
+
+    def backfill(self, backfill_id: int) -> dict[str, Any]:
+        return dict(self._call("GET", f"/api/v2/backfills/{int(backfill_id)}"))
+
+    def active_backfills(self, dag_id: str) -> list[dict[str, Any]]:
+        """The DAG's backfills not marked complete yet (Airflow runs one per DAG at a time)."""
+        doc = self._call("GET", f"/api/v2/backfills?dag_id={_q(dag_id)}&limit=1000")
+        return [b for b in doc.get("backfills", []) if not b.get("completed_at")]
+
+    def cancel_backfill(self, backfill_id: int) -> dict[str, Any]:
+        """``PUT /api/v2/backfills/{id}/cancel``: fails its queued runs, pauses it and marks it complete
+        at once (the scheduler's own check runs every 30 s)."""
+        return dict(self._call("PUT", f"/api/v2/backfills/{int(backfill_id)}/cancel"))
 
 
 def _q(part: str) -> str:

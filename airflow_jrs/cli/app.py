@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 from rich_argparse import RawDescriptionRichHelpFormatter
 
 from airflow_jrs import airflow_api
-from airflow_jrs.cli import common, doctor, plan, reads, recompute, writes
+from airflow_jrs.cli import backfill, common, doctor, plan, reads, recompute, writes
 from airflow_jrs.cli.common import NOT_FOUND, UNREACHABLE, USAGE, CliError, Output
 from airflow_jrs.exceptions import JrsError, NoSuchJobResultError, StoreUnavailableError
 
@@ -110,6 +110,22 @@ def build_parser() -> argparse.ArgumentParser:
         plan.cmd_plan,
     )
     _dag_range(p, required=True)
+    p = _sub(
+        sub,
+        "backfill",
+        "with --missing-only: ask the store first and create Airflow backfills (through its REST API) only "
+        "for the dates where some job is not committed; committed dates get no run and no task instance. "
+        "Without it: the plan table and how it differs from `airflow backfill create`. Airflow's API: "
+        f"--airflow-url or ${airflow_api.URL_ENV}; credentials: ${airflow_api.TOKEN_ENV}, or "
+        f"${airflow_api.USERNAME_ENV} and ${airflow_api.PASSWORD_ENV}",
+        backfill.cmd_backfill,
+    )
+    _dag_range(p, required=True)
+    p.add_argument("--missing-only", action="store_true", help="create runs only for dates with a job not committed")
+    p.add_argument("--dry-run", action="store_true", help="show the plan table, create nothing")
+    p.add_argument("--max-active-runs", type=common.positive_int, default=10, help="per backfill (default 10)")
+    p.add_argument("--wait", action="store_true", help="also wait for the last backfill's runs to end")
+    p.add_argument("--airflow-url", help=f"Airflow's API server (default: ${airflow_api.URL_ENV}, \\[api] base_url)")
 
     p = _sub(sub, "doctor", "check Redis persistence, eviction, latency, Java, Spark and the provider", None)
     p.add_argument("--redis-only", action="store_true", help="skip the Java, Spark and provider checks")
