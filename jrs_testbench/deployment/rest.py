@@ -1,7 +1,10 @@
 """The Airflow REST API v2 as the UI uses it: a token, DAGs, runs, clears, backfills.
 
 Plain ``urllib`` so that the CLI, tests and benchmarks can drive any Airflow 3 deployment
-(ours from :mod:`.local` or a real one) without importing Airflow.
+(ours from :mod:`.local` or a real one) without importing Airflow. Where the product's own
+client (:mod:`airflow_jrs.airflow_api`, what ``airflow-jrs recompute`` and ``backfill`` use)
+does the same thing, this one calls it, so tests exercise the product's code: the token
+exchange and the backfill body. (It imports no Airflow either.)
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from typing import Any
+
+from airflow_jrs.airflow_api import AirflowApi, AirflowApiError, backfill_body
 
 TERMINAL_RUN_STATES = frozenset({"success", "failed"})
 
@@ -35,15 +40,24 @@ def iso(value: str | date | datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _instant(value: str | date | datetime) -> datetime:
+    return datetime.fromisoformat(iso(value).replace("Z", "+00:00"))
+
+
 def _backfill_body(
-    dag_id: str, from_date: str | date | datetime, to_date: str | date | datetime, reprocess_behavior: str
+    dag_id: str,
+    from_date: str | date | datetime,
+    to_date: str | date | datetime,
+    reprocess_behavior: str,
+    max_active_runs: int | None = None,
 ) -> dict[str, Any]:
-    return {
-        "dag_id": dag_id,
-        "from_date": iso(from_date),
-        "to_date": iso(to_date),
-        "reprocess_behavior": reprocess_behavior,
-    }
+    return backfill_body(
+        dag_id,
+        _instant(from_date),
+        _instant(to_date),
+        reprocess_behavior=reprocess_behavior,
+        max_active_runs=max_active_runs,
+    )
 
 
 class ApiError(DeploymentError):
@@ -80,9 +94,13 @@ class AirflowClient:
         return json.loads(text) if text else None
 
     def token(self) -> str:
+        """A token from ``POST /auth/token``, exchanged by the product's client (kept until a 401)."""
         if self._token is None:
-            doc = self._raw("POST", "/auth/token", {"username": self.username, "password": self.password})
-            self._token = doc["access_token"]
+            api = AirflowApi(self.base_url, username=self.username, password=self.password, timeout=self.timeout)
+            try:
+                self._token = api.token()
+            except AirflowApiError as exc:
+                raise ApiError("POST", "/auth/token", exc.status or 0, str(exc)) from None
         return self._token
 
     def request(self, method: str, path: str, body: Any = None) -> Any:
@@ -201,7 +219,7 @@ class AirflowClient:
         reprocess_behavior: str = "none",
         max_active_runs: int = 2,
     ) -> dict[str, Any]:
-        body = {**_backfill_body(dag_id, from_date, to_date, reprocess_behavior), "max_active_runs": max_active_runs}
+        body = _backfill_body(dag_id, from_date, to_date, reprocess_behavior, max_active_runs)
         return self.request("POST", "/api/v2/backfills", body)  # type: ignore[no-any-return]
 
     def backfill_dry_run(
