@@ -18,6 +18,10 @@ Change (each shows what it will do, asks unless --yes, and has --dry-run)::
     mark-clean JOB, forget JOB... | forget --dag-id D --from-date X --to-date Y,
     purge --older-than-days N, release-quarantine JOB
 
+Create Airflow backfills through its REST API, only for dates with a job not committed::
+
+    backfill --dag-id D --from-date X --to-date Y --missing-only [--dry-run] [--wait]
+
 Ask a running attempt (no preview, no question: nothing running is "not found")::
 
     stop JOB, cancel JOB
