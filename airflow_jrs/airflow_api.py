@@ -33,6 +33,8 @@ TOKEN_ENV = "AIRFLOW_JRS_API_TOKEN"
 USERNAME_ENV = "AIRFLOW_JRS_API_USERNAME"
 PASSWORD_ENV = "AIRFLOW_JRS_API_PASSWORD"
 DEFAULT_URL = "http://localhost:8080"
+#: Rows asked per page of a list call (``[api] maximum_page_limit`` is 100 by default).
+PAGE = 100
 
 
 class AirflowApiError(JrsError):
@@ -172,12 +174,21 @@ class AirflowApi:
         self._call("GET", f"/api/v2/dags/{_q(dag_id)}")
 
     def dag_runs(self, dag_id: str, start: datetime, end: datetime) -> list[dict[str, Any]]:
-        """The DAG's runs with a logical date in ``[start, end]``."""
-        query = urllib.parse.urlencode(
-            {"logical_date_gte": start.isoformat(), "logical_date_lte": end.isoformat(), "limit": 1000}
-        )
-        doc = self._call("GET", f"/api/v2/dags/{_q(dag_id)}/dagRuns?{query}")
-        return list(doc.get("dag_runs", []))
+        """The DAG's runs with a logical date in ``[start, end]``, every page of them."""
+        query = {"logical_date_gte": iso_utc(start), "logical_date_lte": iso_utc(end), "order_by": "logical_date"}
+        return self.every_page(f"/api/v2/dags/{_q(dag_id)}/dagRuns", "dag_runs", query)
+
+    def every_page(self, path: str, key: str, query: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        """All rows of a list call. The API server caps ``limit`` at ``[api] maximum_page_limit``
+        (100 by default) whatever is asked, so a range of years must be read page by page."""
+        rows: list[dict[str, Any]] = []
+        while True:
+            params = urllib.parse.urlencode({**(query or {}), "limit": PAGE, "offset": len(rows)})
+            doc = self._call("GET", f"{path}?{params}")
+            page = list(doc.get(key, []))
+            rows += page
+            if not page or len(rows) >= int(doc.get("total_entries", 0)):
+                return rows
 
     def forget_token(self) -> None:
         """Drop an exchanged token (expired: the next call fetches a new one); a given token stays."""
@@ -213,8 +224,8 @@ class AirflowApi:
 
     def active_backfills(self, dag_id: str) -> list[dict[str, Any]]:
         """The DAG's backfills not marked complete yet (Airflow runs one per DAG at a time)."""
-        doc = self._call("GET", f"/api/v2/backfills?dag_id={_q(dag_id)}&limit=1000")
-        return [b for b in doc.get("backfills", []) if not b.get("completed_at")]
+        rows = self.every_page("/api/v2/backfills", "backfills", {"dag_id": dag_id})
+        return [b for b in rows if not b.get("completed_at")]
 
     def cancel_backfill(self, backfill_id: int) -> dict[str, Any]:
         """``PUT /api/v2/backfills/{id}/cancel``: fails its queued runs, pauses it and marks it complete

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from typing import Any
 
-from airflow_jrs.airflow_api import AirflowApi, AirflowApiError, backfill_body
+from airflow_jrs.airflow_api import PAGE, AirflowApi, AirflowApiError, backfill_body
 
 TERMINAL_RUN_STATES = frozenset({"success", "failed"})
 
@@ -156,16 +156,28 @@ class AirflowClient:
     def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
         return self.request("GET", f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}")  # type: ignore[no-any-return]
 
-    def dag_runs(self, dag_id: str, *, limit: int = 1000) -> list[dict[str, Any]]:
-        doc = self.request("GET", f"/api/v2/dags/{_q(dag_id)}/dagRuns?limit={limit}&order_by=logical_date")
-        return list(doc["dag_runs"])
+    def every_page(self, path: str, key: str, query: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+        """All rows of a list call: the API server caps ``limit`` at ``[api] maximum_page_limit`` (100
+        by default) whatever is asked, so a year of runs takes four pages."""
+        rows: list[dict[str, Any]] = []
+        while True:
+            params = urllib.parse.urlencode({**(query or {}), "limit": PAGE, "offset": len(rows)})
+            doc = self.request("GET", f"{path}?{params}")
+            page = list(doc.get(key, []))
+            rows += page
+            if not page or len(rows) >= int(doc.get("total_entries", 0)):
+                return rows
+
+    def dag_runs(self, dag_id: str, *, limit: int | None = None) -> list[dict[str, Any]]:
+        """The DAG's runs by logical date, every page (the first ``limit`` when given)."""
+        runs = self.every_page(f"/api/v2/dags/{_q(dag_id)}/dagRuns", "dag_runs", {"order_by": "logical_date"})
+        return runs[:limit] if limit is not None else runs
 
     def delete_dag_run(self, dag_id: str, run_id: str) -> None:
         self.request("DELETE", f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}")
 
     def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
-        doc = self.request("GET", f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}/taskInstances?limit=1000")
-        return list(doc["task_instances"])
+        return self.every_page(f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}/taskInstances", "task_instances")
 
     def task_states(self, dag_id: str, run_id: str) -> dict[str, str | None]:
         return {ti["task_id"]: ti["state"] for ti in self.task_instances(dag_id, run_id)}
@@ -237,7 +249,7 @@ class AirflowClient:
         return [b["logical_date"] for b in doc["backfills"] if b.get("logical_date")]
 
     def backfills(self, dag_id: str) -> list[dict[str, Any]]:
-        return list(self.request("GET", f"/api/v2/backfills?dag_id={_q(dag_id)}&limit=1000")["backfills"])
+        return self.every_page("/api/v2/backfills", "backfills", {"dag_id": dag_id})
 
     def backfill(self, backfill_id: int) -> dict[str, Any]:
         return self.request("GET", f"/api/v2/backfills/{backfill_id}")  # type: ignore[no-any-return]
