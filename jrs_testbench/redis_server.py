@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import redis as redis_lib
@@ -80,6 +80,8 @@ class EmbeddedRedis:
         *,
         appendfsync: str = "always",
         extra_args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        binary: str | None = None,
     ) -> None:
         if appendfsync not in ("always", "everysec", "no"):
             raise ValueError(f"appendfsync must be always, everysec or no; got {appendfsync!r}")
@@ -87,6 +89,9 @@ class EmbeddedRedis:
         self._pick_port = port is None  # a free port can be taken before we bind it: pick again
         self.port = port or free_port()
         self.extra_args = list(extra_args)
+        # Added to the server's environment: the fault trials preload libfaketime this way.
+        self.env = dict(env or {})
+        self.binary = binary  # None: find_redis_server()
         self.appendfsync = appendfsync
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -111,7 +116,7 @@ class EmbeddedRedis:
     def _start(self, timeout: float) -> EmbeddedRedis:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         cmd = [
-            find_redis_server(),
+            self.binary or find_redis_server(),
             "--port", str(self.port),
             "--bind", "127.0.0.1",
             "--dir", str(self.data_dir),
@@ -124,7 +129,12 @@ class EmbeddedRedis:
         ]  # fmt: skip
         log_file = self.data_dir / "redis.log"
         log_start = log_file.stat().st_size if log_file.exists() else 0  # the log is appended to
-        self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            cmd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, **self.env} if self.env else None,
+        )
         client = redis_lib.Redis(port=self.port, socket_connect_timeout=0.5)
         deadline = time.monotonic() + timeout
         while True:
@@ -139,9 +149,11 @@ class EmbeddedRedis:
                 break
             except redis_lib.exceptions.ConnectionError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
-                    with open(log_file, "rb") as fh:  # only what this start wrote
-                        fh.seek(log_start)
-                        log = fh.read().decode(errors="replace")[-2000:]
+                    log = "(no log: the server ended before it opened its log file)"
+                    if log_file.exists():
+                        with open(log_file, "rb") as fh:  # only what this start wrote
+                            fh.seek(log_start)
+                            log = fh.read().decode(errors="replace")[-2000:]
                     self.stop()
                     if "Address already in use" in log:
                         raise PortTaken(f"port {self.port} is taken:\n{log}") from None
