@@ -117,7 +117,7 @@ def client_loop(target: Target, workload: str, client_no: int, entries: int, sec
     rng = random.Random(client_no)
     serial = 0
     if workload == "beat":  # a running submission's supervisor: its lease, its first beat
-        beat_job = f"beat-bench.c{client_no}"
+        beat_job = f"beat-bench.{os.getpid()}.c{client_no}"  # a job of its own in every cell
         beat_fence = JobLease(client, namespace, beat_job, ttl=600).acquire()
         beats = Heartbeats(client, namespace)
         beats.beat(beat_job, beat_fence, 600_000, host="bench", pid=os.getpid(), child=0, first=True)
