@@ -5,6 +5,8 @@ No Airflow imports here: Airflow calls get_provider_info while it loads its own 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from airflow_jrs.lease import DEFAULT_LEASE_TTL
 
 DEFAULT_CONN_ID = "jrs_default"
@@ -93,3 +95,29 @@ CONFIG_OPTIONS: dict[str, tuple[str, str, str]] = {
 ON_STORE_UNAVAILABLE = ("fail", "run")
 #: Options whose value may be 0 although they are integers (Airflow's config has no such type).
 ZERO_ALLOWED = ("retries", "index_limit")
+
+
+@dataclass(frozen=True)
+class JrsSettings:
+    """Resolved ``[jrs]`` settings (built once per hook, or by hand for the Airflow-free protocol:
+    :class:`airflow_jrs.protocol.JobNamespace`)."""
+
+    conn_id: str
+    namespace: str
+    lease_ttl: float
+    clean_ttl: float | None
+    delete_on_commit: bool
+    history_limit: int
+    output_root: str
+    spec_root: str
+    # When Redis is down or slow: see airflow_jrs.hooks.store_failures.
+    connect_timeout: float = 5.0
+    read_timeout: float = 10.0
+    retries: int = 3
+    retry_backoff: float = 0.2
+    retry_backoff_max: float = 2.0
+    on_store_unavailable: str = "fail"
+    # The store's size and durability: see docs/store-lifecycle.md.
+    index_limit: int = 10_000
+    durability: str = "none"
+    durability_timeout: float = 3.0

@@ -19,6 +19,10 @@
     │   ├── LeaseHeldError             another live attempt holds the job's lease (never had it)
     │   └── LeaseLostError             we held it and lost it: stop, write nothing (fence is stale)
     ├── JobKilledError                 the attempt was killed (on_kill/SIGTERM); it must not succeed
+    ├── JobNotStartedError             another attempt works on the job; this one gave up waiting
+    ├── JobEndedOnRequestError         stopped or canceled on request: recorded, never retried
+    ├── DriverMayStillRunError         the launch ended, its cluster driver may not have: intent kept
+    ├── ApplicationFailedError         the application failed (what the FAILED result says)
     └── CleanupError                   cleanup actions failed after every retry
 
 Every error carries the identifiers an on-call engineer searches for (``job_id``,
@@ -175,6 +179,35 @@ class JobKilledError(JrsError):
         super().__init__(message)
         self.job_id = job_id
         self.fence = fence
+
+
+class _JobError(JrsError):
+    """An attempt's outcome that is not a result: carries the ``job_id`` and the attempt's ``fence``."""
+
+    def __init__(self, message: str, *, job_id: str, fence: int | None = None) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+        self.fence = fence
+
+
+class JobNotStartedError(_JobError):
+    """Another live attempt holds the job's lease and this one waited as long as it may: the
+    message says for what, and whether a retry follows (:func:`airflow_jrs.protocol.takeover.refusal`)."""
+
+
+class JobEndedOnRequestError(_JobError):
+    """The application was stopped or canceled on request (the CLI, the UI, ``on_kill``): the
+    outcome is recorded and a retry would undo what was asked, so none must follow."""
+
+
+class DriverMayStillRunError(_JobError):
+    """The launch ended but its driver may run on in the cluster: the intent stays and nothing is
+    recorded, so the next attempt finds the driver before it submits anything."""
+
+
+class ApplicationFailedError(_JobError):
+    """The application failed or left no complete output; the message is what the log and, on the
+    last try, the FAILED result say."""
 
 
 class CleanupError(JrsError):

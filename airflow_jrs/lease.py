@@ -52,7 +52,7 @@ def process_identity(pid: int) -> dict[str, str]:
     ``pid_start`` is its start time (clock ticks since boot, ``/proc/<pid>/stat``) and
     ``pid_space`` the kernel boot and pid namespace it lives in: two containers may share a
     host name, never both. A successor may only judge a holder's pid from the same pid space
-    (:mod:`airflow_jrs.operators.takeover`). Empty where ``/proc`` is not there."""
+    (:mod:`airflow_jrs.protocol.takeover`). Empty where ``/proc`` is not there."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
             start = fh.read().rsplit(")", 1)[1].split()[19]

@@ -2,7 +2,7 @@
 
 A chaos test starts an attempt process with ``JRS_FAULT_KILL_AT=<step>``; the process calls
 :func:`install_from_env` before it runs the operator, and the operator's announcement of that
-step (:mod:`airflow_jrs.operators.steps`) SIGKILLs it.
+step (:mod:`airflow_jrs.protocol.steps`) SIGKILLs it.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import signal
 
-from airflow_jrs.operators.steps import STEPS, observe_steps
+from airflow_jrs.protocol.steps import STEPS, observe_steps
 
 ENV = "JRS_FAULT_KILL_AT"
 

@@ -14,52 +14,29 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from typing import Any
 
 import redis as redis_lib
 from airflow.providers.redis.hooks.redis import RedisHook
 from airflow.sdk import BaseHook, conf
 
-from airflow_jrs.config import CONFIG_OPTIONS, DEFAULT_CONN_ID, ON_STORE_UNAVAILABLE, ZERO_ALLOWED
+from airflow_jrs.config import CONFIG_OPTIONS, DEFAULT_CONN_ID, ON_STORE_UNAVAILABLE, ZERO_ALLOWED, JrsSettings
 from airflow_jrs.exceptions import JrsConfigError
-from airflow_jrs.hooks.store_failures import apply_client_policy
 from airflow_jrs.lease import JobLease, default_owner
+from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.redis_diagnosis import describe_server
 from airflow_jrs.store import AsyncRedisJobResultStore, RedisJobResultStore, validate_namespace
 from airflow_jrs.store.aio import CONNECTION_KEYS
+from airflow_jrs.store.clients import apply_client_policy
 from airflow_jrs.store.durability import Durability
+
+__all__ = ["JrsHook", "JrsSettings", "async_connection_kwargs"]
 
 _SSL_KEYS = sorted(k for k in CONNECTION_KEYS if k.startswith("ssl_"))
 
 
 def _airflow_home() -> str:
     return os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow")
-
-
-@dataclass(frozen=True)
-class JrsSettings:
-    """Resolved settings; built once per hook."""
-
-    conn_id: str
-    namespace: str
-    lease_ttl: float
-    clean_ttl: float | None
-    delete_on_commit: bool
-    history_limit: int
-    output_root: str
-    spec_root: str
-    # When Redis is down or slow: see airflow_jrs.hooks.store_failures.
-    connect_timeout: float = 5.0
-    read_timeout: float = 10.0
-    retries: int = 3
-    retry_backoff: float = 0.2
-    retry_backoff_max: float = 2.0
-    on_store_unavailable: str = "fail"
-    # The store's size and durability: see docs/store-lifecycle.md.
-    index_limit: int = 10_000
-    durability: str = "none"
-    durability_timeout: float = 3.0
 
 
 def _coerce(raw: Any, kind: str) -> Any:
@@ -283,6 +260,16 @@ class JrsHook(BaseHook):
         """The store's async reader for this connection (call it outside the event loop: it may
         look the connection up)."""
         return AsyncRedisJobResultStore(self.async_connection_kwargs(), self.namespace, **client_options)
+
+    def jobs(self) -> JobNamespace:
+        """Results, leases, intents and heartbeats of this connection's namespace, on one client
+        (what the Airflow-free protocol takes: :class:`airflow_jrs.protocol.JobNamespace`)."""
+        settings, client = self.settings, self.get_conn()  # a missing connection: JrsConfigError first
+        try:
+            connection: dict[str, Any] | None = self.async_connection_kwargs()
+        except JrsConfigError:
+            connection = None  # a supervisor cannot be handed this connection (see Supervision)
+        return JobNamespace(client, settings, connection)
 
     def get_lease(self, job_id: str, **owner: Any) -> JobLease:
         return JobLease(

@@ -25,12 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import redis as redis_lib
 from airflow.sdk.exceptions import AirflowFailException
-from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
 
 from airflow_jrs.exceptions import (
     CorruptCommitMarkerError,
@@ -43,11 +40,14 @@ from airflow_jrs.exceptions import (
     UnsupportedSchemaVersionError,
 )
 from airflow_jrs.redis_diagnosis import diagnose
+from airflow_jrs.store.clients import apply_client_policy, client_retry
 
 if TYPE_CHECKING:
-    from airflow_jrs.hooks.jrs import JrsHook, JrsSettings
+    from airflow_jrs.hooks.jrs import JrsHook
 
 #: Errors that need a person: failing the task at once beats waiting for its retries.
+__all__ = ["NEEDS_A_PERSON", "airflow_failures", "apply_client_policy", "client_retry", "explain"]
+
 NEEDS_A_PERSON: tuple[type[Exception], ...] = (
     InvalidJobIdError,
     JrsConfigError,
@@ -57,29 +57,6 @@ NEEDS_A_PERSON: tuple[type[Exception], ...] = (
     CorruptIntentError,
     CorruptCommitMarkerError,
 )
-
-
-def client_retry(settings: JrsSettings) -> Retry:
-    """The retry policy of the sync client: ``retries`` times, backoff doubling from
-    ``retry_backoff`` up to ``retry_backoff_max``, on lost connections and timeouts only."""
-    return Retry(
-        ExponentialBackoff(cap=settings.retry_backoff_max, base=settings.retry_backoff),
-        settings.retries,
-        supported_errors=(redis_lib.exceptions.ConnectionError, redis_lib.exceptions.TimeoutError, TimeoutError),
-    )
-
-
-def apply_client_policy(client: Any, settings: JrsSettings) -> None:
-    """Set the ``[jrs]`` timeouts and retry policy on a fresh redis-py client (no connection yet
-    is affected: it only changes how the next connections are made and commands retried)."""
-    timeouts = {"socket_connect_timeout": settings.connect_timeout, "socket_timeout": settings.read_timeout}
-    retry = client_retry(settings)
-    if isinstance(client, redis_lib.RedisCluster):
-        client.nodes_manager.connection_kwargs.update(timeouts)
-        client.set_retry(retry)
-        return
-    client.connection_pool.connection_kwargs.update(timeouts)
-    client.set_retry(retry)
 
 
 def explain(exc: StoreUnavailableError, *, conn_id: str, server: str, password: str | None = None) -> str:

@@ -28,9 +28,9 @@ from airflow_jrs.exceptions import CleanupError, JobResultEntryChangedError, Jrs
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.hooks.store_failures import airflow_failures
 from airflow_jrs.intent import IntentStore
-from airflow_jrs.operators.steps import reached
 from airflow_jrs.paths import FENCE_PREFIX, fence_token_of, spec_dir, staging_root
 from airflow_jrs.payload import result_payload, submitted_job_ids
+from airflow_jrs.protocol.steps import reached
 from airflow_jrs.store import EntryState, JobResult, JobResultEntry, RedisJobResultStore
 
 CleanupCallable = Callable[[JobResult, Any], None]

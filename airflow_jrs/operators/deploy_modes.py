@@ -27,16 +27,14 @@ from the provider hook's private state; the tag is :func:`airflow_jrs.paths.job_
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-import psutil
 import requests
 
-from airflow_jrs.operators.spark_target import application_id_of
-from airflow_jrs.spark.conf import command_line_marks
+from airflow_jrs.protocol.application_ids import application_id_of
+from airflow_jrs.protocol.launcher import Predecessor, local_predecessors
 
 _YARN_LIVE_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
 #: Where the standalone client mode keeps the application id it read (see .standalone).
@@ -45,33 +43,6 @@ _STANDALONE_APP_ID = "_jrs_standalone_app_id"
 
 class ClusterUnreachableError(RuntimeError):
     """The cluster manager could not be asked whether an attempt's driver runs: unknown is not "none"."""
-
-
-@dataclass
-class Predecessor:
-    """A live application of an earlier attempt: how to see it, whether it lives, how to stop it."""
-
-    description: str
-    alive: Callable[[], bool]
-    stop: Callable[[], None]
-
-
-def find_spark_submit_processes(namespace: str, job_id: str) -> list[psutil.Process]:
-    """Live local processes submitted for this job (any fence), by their command line."""
-    want_job, want_ns = command_line_marks(job_id=job_id, namespace=namespace)
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        cmdline = proc.info.get("cmdline") or []
-        if want_job in cmdline and want_ns in cmdline:
-            found.append(proc)
-    return found
-
-
-def _process_alive(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 class DeployMode:
@@ -95,14 +66,7 @@ class DeployMode:
     ) -> list[Predecessor]:
         """Live applications of earlier attempts of the job (``known_ids``: ids their intents recorded):
         spark-submit processes on this host, then what the cluster knows (:meth:`cluster_predecessors`)."""
-        local = [
-            Predecessor(
-                description=f"local spark-submit pid {proc.pid}",
-                alive=partial(_process_alive, proc),
-                stop=proc.terminate,
-            )
-            for proc in find_spark_submit_processes(namespace, job_id)
-        ]
+        local = local_predecessors(namespace, job_id)
         return local + self.cluster_predecessors(spark_hook, namespace, job_id, tag, known_ids)
 
     def cluster_predecessors(

@@ -1,17 +1,10 @@
 """JrsSparkSubmitOperator: the Spark provider's operator, guarded by the job result store.
 
-One attempt, in order (each step is one atomic store call; see DESIGN.md section 3):
-
-1. derive the job id and fingerprint; read the job's entry (one round trip) and
-   :func:`~airflow_jrs.decision.decide`; a SUCCEEDED result ends the task here, no JVM;
-2. take the job's fenced lease (a live holder: wait, bounded, then fail naming it);
-3. recover from a predecessor that died mid-flight (its intent is still there): wait for
-   its spark-submit if it still runs, adopt its output if its commit marker says it
-   finished, else resubmit;
-4. persist the spec and record the intent (fenced), then run spark-submit exactly as the
-   parent class does, writing to a staging folder unique to the fencing token;
-5. write the dirty SUCCEEDED result (fenced; drops the intent in the same script);
-6. release the lease. Cleanup (``JrsCleanupOperator``) later marks the result clean.
+The attempt itself (decide, lease, recover or adopt, intent, launch, fenced dirty result,
+release) is the Airflow-free protocol, :class:`airflow_jrs.protocol.JobAttempt`; this operator
+turns the task's context into its inputs, hands it spark-submit as the launcher
+(:class:`~.spark_launcher.SparkSubmitLauncher`), and turns its outcome into what Airflow
+understands (a return value, a skip, a failure with or without retries).
 
 Killed attempts (SIGTERM, mark-failed, execution_timeout) never succeed: ``on_kill`` kills
 spark-submit and revokes the lease on its own connection, so the fenced result write fails
@@ -36,11 +29,7 @@ refuses configurations that cannot be made safe.
 
 from __future__ import annotations
 
-import os
-import socket
-import time
-from collections.abc import Sequence
-from datetime import UTC, datetime
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -53,35 +42,29 @@ from airflow.sdk.exceptions import (
 )
 
 from airflow_jrs import recompute
-from airflow_jrs.decision import decide
-from airflow_jrs.exceptions import JobKilledError, JrsConfigError, LeaseHeldError, StoreUnavailableError
+from airflow_jrs.exceptions import (
+    ApplicationFailedError,
+    DriverMayStillRunError,
+    JobEndedOnRequestError,
+    JobNotStartedError,
+    JrsConfigError,
+    StoreUnavailableError,
+)
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.hooks.store_failures import airflow_failures
 from airflow_jrs.identity import application_fingerprint, default_job_id
-from airflow_jrs.intent import Intent, IntentStore
-from airflow_jrs.lease import JobLease
-from airflow_jrs.operators import cluster_outcome as cluster
-from airflow_jrs.operators.attempt import JobRun, attempt_from_context, record_failure, succeeded_result
-from airflow_jrs.operators.cluster_outcome import committed_marker, missing_marker_message
 from airflow_jrs.operators.deploy_mode_choice import deploy_mode_for
 from airflow_jrs.operators.deploy_modes import DeployMode
 from airflow_jrs.operators.links import JobResultLink, SparkApplicationLink
-from airflow_jrs.operators.recovery import PREDECESSOR_POLICIES, recover
+from airflow_jrs.operators.spark_launcher import SparkSubmitLauncher
 from airflow_jrs.operators.spark_target import SparkTarget, refuse_unsafe, resolve_target
-from airflow_jrs.operators.steps import reached
-from airflow_jrs.operators.stopping import asked_to_end, cancel_on_kill, end_on_request, stop_cluster_driver_on_kill
-from airflow_jrs.operators.streaming import DEFAULT_STOP_TIMEOUT, StreamAttempt
-from airflow_jrs.operators.streaming import prepare as prepare_stream
-from airflow_jrs.operators.submission import OutputTail, SubmissionRecorder, Supervision, failure_summary
-from airflow_jrs.operators.takeover import refusal, take_over_if_dead
 from airflow_jrs.operators.unguarded import run_unguarded
-from airflow_jrs.paths import app_name, job_tag, staging_path
 from airflow_jrs.payload import SKIPPED_RESULT_KEY, entry_payload, result_payload
-from airflow_jrs.spark.commit import read_commit_marker
-from airflow_jrs.spark.conf import PLACEHOLDERS, fill_placeholders, job_conf
-from airflow_jrs.store import Attempt, EntryState, JobResultEntry, JobStatus
-from airflow_jrs.store.model import Actor, HistoryReason
-from airflow_jrs.store.requests import RecomputeRequests, RequestSeen
+from airflow_jrs.protocol import ADOPTED, SKIPPED, AttemptPolicy, JobAttempt, JobSpec, Outcome
+from airflow_jrs.protocol.recovery import PREDECESSOR_POLICIES
+from airflow_jrs.spark.conf import PLACEHOLDERS
+from airflow_jrs.store import Attempt, EntryState, JobResultEntry
+from airflow_jrs.store.stop_requests import DEFAULT_STOP_TIMEOUT
 
 __all__ = ["PLACEHOLDERS", "JrsSparkSubmitOperator"]
 
@@ -180,9 +163,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         self.predecessor = predecessor
         self.streaming = streaming
         self.stop_timeout = stop_timeout
-        self._stream: StreamAttempt | None = None
-        self._killed = False
-        self._lease: JobLease | None = None
+        self._attempt: JobAttempt | None = None
 
     # -- helpers ----------------------------------------------------------------------------
     def _jrs_hook(self) -> JrsHook:
@@ -204,112 +185,52 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
     # -- the attempt --------------------------------------------------------------------------
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
         hook = self._jrs_hook()
-        self._guarded = False  # True once this attempt holds the job's lease
+        self._attempt = None
         try:
             with airflow_failures(hook):  # one clear line; no retries for what needs a person
                 return self._execute_guarded(context, hook)
         except StoreUnavailableError as exc:
             # Only before the lease: from then on the attempt always fails closed.
-            if self._guarded or hook.settings.on_store_unavailable != "run":
+            if (self._attempt is not None and self._attempt.guarded) or hook.settings.on_store_unavailable != "run":
                 raise
             return run_unguarded(self, context, hook, exc)
 
     def _execute_guarded(self, context: Any, hook: JrsHook) -> dict[str, Any]:
-        self._killed = False
-        store = hook.get_store()
         job_id = self.job_id or default_job_id(context)
         self.job_id = job_id
         fp = application_fingerprint(self.application, self.application_args, self.job_version)
-        decision = decide(store.get_entry(job_id), fp, accept_changed_fingerprint=self.accept_changed_fingerprint)
-        request, first_seen = self._recompute_request(context, store, job_id)
-        if decision.skip and decision.entry is not None and not self._recompute(request, first_seen, decision.entry):
-            return self._done(context, job_id, decision.entry, decision.reason)
-        self.log.info("Job %s: %s; taking the lease to run it.", job_id, decision.reason)
-
-        attempt = attempt_from_context(context)
-        lease = self._acquire_lease(hook, job_id, attempt)
-        self._guarded = True
-        reached("after_lease")
-        try:
-            # Someone may have finished the job between our read and our lease: read again.
-            decision = decide(store.get_entry(job_id), fp, accept_changed_fingerprint=self.accept_changed_fingerprint)
-            if decision.skip and decision.entry is not None:
-                if not self._recompute(request, first_seen, decision.entry):
-                    return self._done(context, job_id, decision.entry, decision.reason + " (found under lease)")
-                store.forget_result(  # fenced: a holder whose lease was taken over forgets nothing
-                    job_id, expected=decision.entry, fence=lease.check(), reason=HistoryReason.RECOMPUTED,
-                    actor=Actor.task(attempt),
-                )  # fmt: skip
-                self.log.warning(
-                    "Job %s: recomputing on request (DAG run conf %r); the result of run %s moved to the job's "
-                    "history.", job_id, recompute.RECOMPUTE_KEY,
-                    decision.entry.result.attempt.run_id if decision.entry.result.attempt else "?",
-                )  # fmt: skip
-            intents = IntentStore(hook.get_conn(), hook.namespace, hook.settings.spec_root)
-            outputs = self.outputs or {"output": ""}
-            run = JobRun(hook, store, intents, lease, job_id, fp, attempt, decision.supersede, outputs)
-            adopted = recover(
-                run, spark_hook=self._checked_spark_hook, predecessor=self.predecessor, log=self.log,
-                mode=self._spark_target()[1],
-            )  # fmt: skip
-            if adopted is not None:
-                return adopted
-            return self._run(context, run)
-        finally:
-            self._lease = None
-            try:
-                lease.release()
-            except Exception as exc:  # never mask Spark's error or a written result; the TTL frees it
-                self.log.warning("Job %s: could not release the lease (it expires by its TTL): %s", job_id, exc)
-
-    def _acquire_lease(self, hook: JrsHook, job_id: str, attempt: Attempt) -> JobLease:
-        deadline = time.monotonic() + self.lease_wait_timeout
-        while True:
-            lease = hook.get_lease(
-                job_id, dag_id=attempt.dag_id, task_id=attempt.task_id, run_id=attempt.run_id,
-                try_number=attempt.try_number,
-            )  # fmt: skip
-            lease.on_lost = self._on_lease_lost
-            try:
-                lease.acquire()
-            except LeaseHeldError as exc:
-                taken, waiting_for = take_over_if_dead(hook, lease, self.log)
-                if not taken:
-                    if not waiting_for:  # the lease changed hands or went free meanwhile
-                        continue
-                    if time.monotonic() >= deadline:
-                        raise AirflowException(
-                            refusal(job_id, waiting_for, try_number=attempt.try_number,
-                                    retries=int(self.retries or 0), lease_wait_timeout=self.lease_wait_timeout)
-                        ) from exc  # fmt: skip
-                    self.log.info("Job %s: waiting for %s.", job_id, waiting_for)
-                    time.sleep(min(0.5, max(0.05, deadline - time.monotonic())))
-                    continue
-            self._lease = lease
-            lease.start_renewal()
-            return lease
-
-    def _recompute_request(
-        self, context: Any, store: Any, job_id: str
-    ) -> tuple[recompute.Request | None, RequestSeen | None]:
-        """The run's recompute request for this job, and when it first met the job (recorded
-        now if this is the first time: before Spark can start, so what this run computes is
-        never older than its request)."""
-        request = recompute.read_request(context)
-        if request is None or not request.names_job(self.task_id, job_id) or request.at is not None:
-            return request, None
-        return request, RecomputeRequests(store.client, store.namespace).first_seen(job_id, context["run_id"])
-
-    def _recompute(
-        self, request: recompute.Request | None, first_seen: RequestSeen | None, entry: JobResultEntry
-    ) -> bool:
-        """Recompute a done job because this run's conf asks for it (:func:`.recompute.verdict`)."""
-        verdict = recompute.verdict(
-            request, task_id=self.task_id, job_id=entry.job_id, entry=entry, first_seen=first_seen
+        policy = AttemptPolicy(
+            accept_changed_fingerprint=self.accept_changed_fingerprint,
+            lease_wait_timeout=self.lease_wait_timeout,
+            predecessor=self.predecessor,
+            last_try=self._last_try(context),
+            retries=int(self.retries or 0),
+            recompute=recompute.read_request(context),
         )
-        if request is not None and request.names_job(self.task_id, entry.job_id) and not verdict.recompute:
-            self.log.info("Job %s: %s. %s", entry.job_id, verdict.reason, recompute.how_to_recompute(entry.job_id))
-        return verdict.recompute
+        attempt = JobAttempt(
+            hook.jobs(), JobSpec(job_id, fp, self.outputs or {"output": ""}), attempt_from_context(context),
+            SparkSubmitLauncher(self, context, hook), policy=policy, log=self.log,
+        )  # fmt: skip
+        attempt.interrupts = (AirflowTaskTimeout, AirflowTaskTerminated)
+        self._attempt = attempt
+        try:
+            outcome = attempt.run()
+        except JobEndedOnRequestError as exc:  # someone asked: a retry would undo it
+            raise AirflowFailException(str(exc)) from None
+        except (JobNotStartedError, DriverMayStillRunError, ApplicationFailedError) as exc:
+            raise AirflowException(str(exc)) from exc.__cause__
+        return self._payload(context, outcome)
+
+    def _payload(self, context: Any, outcome: Outcome) -> dict[str, Any]:
+        """The task's return value (what downstream tasks and the cleanup pull)."""
+        if outcome.kind == SKIPPED and outcome.entry is not None:
+            return self._done(context, outcome.job_id, outcome.entry, outcome.reason)
+        if outcome.kind == ADOPTED:
+            return result_payload(outcome.result, EntryState.DIRTY, skipped=False, adopted_from=outcome.adopted_from)
+        return result_payload(outcome.result, EntryState.DIRTY, skipped=False)
+
+    def _last_try(self, context: Any) -> bool:
+        return int(getattr(context["ti"], "try_number", 1) or 1) > int(self.retries or 0)
 
     def _spark_target(self) -> tuple[SparkTarget, DeployMode]:
         """Where this attempt's Spark goes, from the connection and the operator's arguments (never
@@ -339,190 +260,30 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         self._spark_target()
         return self._get_hook()
 
-    def _run(self, context: Any, run: JobRun) -> dict[str, Any]:
-        hook, store, intents, lease, job_id, fp = (
-            run.hook, run.store, run.intents, run.lease, run.job_id, run.fingerprint,
-        )  # fmt: skip
-        _, mode = self._spark_target()
-        self._jrs_deploy_mode = mode
-        token = lease.check()
-        self._jrs_supervision = Supervision.for_attempt(hook, job_id, token, self.log)
-        self._jrs_run, self._jrs_fence = run, token  # on_kill asks through the one stop path
-        self._jrs_output_tail = OutputTail()
-        staging = staging_path(hook.settings.output_root, hook.namespace, job_id, token)
-        stream_paths = None
-        if self.streaming:  # one checkpoint and output for every attempt: resume, never rewind
-            stream_paths = prepare_stream(hook.settings.output_root, hook.namespace, job_id)
-            staging = stream_paths.output
-        name = app_name(hook.namespace, job_id, token)
-        args = self.application_args = fill_placeholders(
-            self.application_args, output=staging, job_id=job_id, fence=token
-        )
-        self.name = name
-        user_conf = dict(self.conf or {})
-        self.conf = {
-            **user_conf,
-            **job_conf(job_id=job_id, namespace=hook.namespace, fence=token, output_dir=staging),
-            **mode.submission_conf(job_tag(hook.namespace, job_id), token, user_conf),
-            **(stream_paths.conf() if stream_paths is not None else {}),
-        }
-        self._hook = None  # rebuilt by the parent from the settings above
-        intent = Intent(
-            job_id=job_id, fence=token, spec_uri=intents.spec_uri(job_id, token), staging=staging,
-            app_name=name, host=socket.gethostname(), pid=os.getpid(), started_at=time.time(),
-            fingerprint=fp,
-        )  # fmt: skip
-        spec = {
-            "application": self.application,
-            "application_args": args,
-            "conf": self.conf,
-            "fingerprint": fp,
-            "attempt": run.attempt.__dict__,
-            "spark_conn_id": self.spark_conn_id,
-        }
-        intents.record(intent, spec)
-        reached("after_intent")
-        started = datetime.now(UTC)
-        if self._killed:  # on_kill or a lost lease before submit: on_kill had no process to stop
-            raise JobKilledError(
-                f"job {job_id}: attempt was killed before Spark was submitted; nothing recorded",
-                job_id=job_id,
-                fence=token,
-            )
-        lease.check()
-        if stream_paths is not None:
-            self._stream = StreamAttempt(
-                run, stream_paths, token, self.stop_timeout, alive=self._spark_submit_alive, kill=self._stop_spark
-            )
-        recorder = SubmissionRecorder(intents, intent, lambda: self._hook, self.log, mode)
-        recorder.start()
-        try:
-            super().execute(context)
-        except (AirflowTaskTimeout, AirflowTaskTerminated, KeyboardInterrupt):
-            # Killed inside execute (execution_timeout): stop Spark *before* the lease is
-            # released in execute's finally, so no successor ever runs beside it. The intent
-            # stays: the next attempt finds no commit marker and resubmits.
-            self._killed = True
-            if self._stream is not None:
-                self._stream.stop_then_cancel(by="execution_timeout")
-            self._stop_spark()
-            raise
-        except BaseException as exc:
-            if self._stream is not None and not self._killed and self._stream.cancel_requested():
-                self._stream.record(JobStatus.CANCELED, None, "canceled on request (airflow-jrs cancel)", fresh=False)
-                raise AirflowFailException(
-                    f"job {job_id}: streaming application canceled on request; recorded CANCELED. The next run "
-                    "resumes from its checkpoint."
-                ) from None
-            if self._stream is None and not self._killed and (asked := asked_to_end(run, token)) is not None:
-                app_id = cluster.recorded_app_id(mode, self._hook, recorder)  # its supervisor ended spark-submit
-                end_on_request(run, token, asked, mode=mode, spark_hook=self._hook, staging=staging, app_id=app_id,
-                               log=self.log)  # fmt: skip
-            if self._killed:
-                raise JobKilledError(
-                    f"job {job_id}: attempt was killed; nothing recorded", job_id=job_id, fence=token
-                ) from None
-            outcome, app_id = self._cluster_outcome(mode, recorder, run, token, staging)
-            if outcome == cluster.RUNS:  # the intent stays: the next attempt finds the driver (cluster_outcome)
-                last_try = self._last_try(context)
-                raise AirflowException(
-                    cluster.driver_still_runs_message(job_id, mode, app_id, last_try=last_try)
-                ) from exc
-            if outcome != cluster.COMMITTED:  # COMMITTED: the driver finished its output; published below
-                self._record_failure(context, run, exc)
-                raise
-        finally:
-            recorder.stop()  # before a SUCCEEDED result (a failure path may write first: SET XX covers it)
-        if self._killed:
-            raise JobKilledError(
-                f"job {job_id}: attempt was killed after Spark finished; nothing recorded", job_id=job_id, fence=token
-            )
-        reached("after_spark")
-        token = lease.check()
-        if self._stream is not None and (stopped := self._stream.stopped_outcome()) is not None:
-            self._stream.record(JobStatus.STOPPED, stopped, "stopped on request (airflow-jrs stop)", fresh=False)
-            raise AirflowFailException(
-                f"job {job_id}: streaming application stopped on request at batch {stopped.get('last_batch_id')}; "
-                "recorded STOPPED. The next run resumes from its checkpoint."
-            )
-        marker = None if self._stream is not None else read_commit_marker(staging)
-        _, reported_id = mode.submission(self._hook)
-        if mode.cluster and self._stream is None and committed_marker(staging, job_id, token) is None:
-            outcome, app_id = self._cluster_outcome(mode, recorder, run, token, staging)
-            if outcome == cluster.RUNS:
-                last_try = self._last_try(context)
-                raise AirflowException(cluster.driver_still_runs_message(job_id, mode, app_id, last_try=last_try))
-            if outcome == cluster.ENDED:
-                message = missing_marker_message(job_id, mode, staging, reported_id)
-                last_try = self._last_try(context)
-                record_failure(run, last_try=last_try, log=self.log, error=message, application_id=reported_id)
-                raise AirflowException(message)
-            marker = read_commit_marker(staging)  # committed since
-        result = succeeded_result(run, staging, marker, started=started, application_id=reported_id)
-        if self._stream is not None:
-            result = self._stream.finished_result(result)
-        store.create_dirty_result(result, fence=token, supersede=run.supersede)
-        reached("after_result")
-        IntentStore.delete_spec(intent.spec_uri)
-        self.log.info("Job %s: SUCCEEDED, result written dirty (fence %s): %s", job_id, token, result.outputs)
-        return result_payload(result, EntryState.DIRTY, skipped=False)
-
-    def _cluster_outcome(self, mode: DeployMode, recorder: Any, run: JobRun, fence: int, staging: str) -> Any:
-        return cluster.outcome_after_submit(mode, self._hook, recorder, namespace=run.store.namespace,
-                                            job_id=run.job_id, fence=fence, staging=staging, log=self.log)  # fmt: skip
-
-    def _last_try(self, context: Any) -> bool:
-        return int(getattr(context["ti"], "try_number", 1) or 1) > int(self.retries or 0)
-
-    def _record_failure(self, context: Any, run: JobRun, error: BaseException) -> None:
-        """Say why Spark failed in the task log (every try) and in the FAILED result (last try)."""
-        summary, application_id = "spark-submit failed", None
-        try:  # never mask Spark's own error
-            process = getattr(self._hook, "_submit_sp", None)
-            exit_code = process.returncode if process is not None else None
-            tail = self._jrs_output_tail
-            _, application_id = self._jrs_deploy_mode.submission(self._hook) if self._hook else (None, None)
-            application_id = application_id or tail.application_id
-            summary = failure_summary(exit_code, application_id, tail.text(), error)
-        except Exception as exc:
-            self.log.warning("Job %s: could not summarise the failure: %s", run.job_id, exc)
-        self.log.error("Job %s: %s", run.job_id, summary)
-        last_try = self._last_try(context)
-        record_failure(run, last_try=last_try, log=self.log, error=summary, application_id=application_id)
-
     # -- kill ---------------------------------------------------------------------------------
-    def _spark_submit_alive(self) -> bool:
-        process = getattr(self._hook, "_submit_sp", None) if self._hook is not None else None
-        return process is not None and process.poll() is None
-
-    def _stop_spark(self) -> None:
-        if self._hook is None:
-            return
-        try:
-            super().on_kill()
-        except Exception as exc:
-            self.log.warning("Could not stop spark-submit: %s", exc)
-
-    def _on_lease_lost(self, lease: JobLease) -> None:
-        self.log.error("Job %s: lease lost (fence %s); stopping Spark.", lease.job_id, lease.token)
-        self._killed = True
-        self._stop_spark()
-
     def on_kill(self) -> None:
-        """Kill Spark and revoke the lease so that no result can be written after this point.
+        """Kill Spark and revoke the lease so that no result can be written after this point
+        (:meth:`airflow_jrs.protocol.JobAttempt.kill`: the one stop path, then the hard kill).
 
-        Runs inside a signal handler on the thread that is executing: it must not raise
-        (an exception would surface in ``execute`` before Spark is stopped) and must not
-        reuse a pooled connection the interrupted code may hold."""
-        self._killed = True
-        if self._stream is not None:  # stop at a batch boundary, then cancel; records the outcome
-            self._stream.stop_then_cancel(by="on_kill")
-        else:  # a batch job: its driver in the cluster first, then its supervisor ends spark-submit
-            stop_cluster_driver_on_kill(getattr(self, "_jrs_deploy_mode", None), self._hook,
-                                        getattr(self, "_jrs_run", None), self.log)  # fmt: skip
-            cancel_on_kill(getattr(self, "_jrs_run", None), getattr(self, "_jrs_fence", None),
-                           self._spark_submit_alive, self.log)  # fmt: skip
-        self._stop_spark()
-        lease = self._lease
-        if lease is not None and lease.token is not None:
-            lease.revoke()
+        Runs inside a signal handler on the thread that is executing: it must not raise."""
+        attempt = getattr(self, "_attempt", None)
+        if attempt is not None:
+            attempt.kill()
+        elif self._hook is not None:
+            try:
+                super().on_kill()
+            except Exception as exc:
+                self.log.warning("Could not stop spark-submit: %s", exc)
+
+
+def attempt_from_context(context: Mapping[str, Any]) -> Attempt:
+    """The Airflow task attempt, for the on-call engineer (recorded in the lease and the result)."""
+    ti = context["ti"]
+    map_index = getattr(ti, "map_index", -1)
+    return Attempt(
+        dag_id=ti.dag_id,
+        task_id=ti.task_id,
+        run_id=context["run_id"],
+        try_number=int(getattr(ti, "try_number", 0) or 0),
+        map_index=int(map_index if map_index is not None else -1),
+    )

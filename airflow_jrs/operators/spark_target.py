@@ -21,20 +21,12 @@ Refused, with :class:`~airflow_jrs.exceptions.JrsConfigError` (see docs/recovery
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_jrs.exceptions import JrsConfigError
-
-#: What an application or driver id looks like, per deploy mode (validated before it is stored).
-_IDS = {
-    "local": re.compile(r"local-\d{10,}"),
-    "standalone": re.compile(r"(driver-\d{14}-\d{4,}|app-\d{14}-\d{4,})"),
-    "yarn": re.compile(r"application_\d+_\d+"),
-    "kubernetes": re.compile(r"(spark-[0-9a-f]{32}|[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?-driver)"),
-}
+from airflow_jrs.protocol.application_ids import application_id_of
 
 
 @dataclass(frozen=True)
@@ -62,21 +54,6 @@ class SparkTarget:
     def application_id(self, value: object) -> str | None:
         """``value`` if it is an application or driver id of this target (:func:`application_id_of`)."""
         return application_id_of(self.kind, value)
-
-
-def application_id_of(kind: str, value: object) -> str | None:
-    """``value`` if it has the shape of an application or driver id of a ``kind`` target, else ``None``.
-
-    What the provider's hook parsed from spark-submit's output, or what an application wrote in
-    its commit marker, is stored only when it is an id (``driver-...``, ``app-...``,
-    ``application_...``, ``local-...``, a Kubernetes driver): a reattach path or a log line must
-    never put something else (``namespace:pod``, a message) in the intent or the result."""
-    if not isinstance(value, str):
-        return None
-    patterns = [_IDS[kind]] if kind in _IDS else list(_IDS.values())
-    if kind == "standalone":  # local[...] masters never reach here, but a client driver says local-...
-        patterns.append(_IDS["local"])
-    return value if any(p.fullmatch(value) for p in patterns) else None
 
 
 def _master_url(conn: Any) -> str:

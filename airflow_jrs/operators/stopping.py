@@ -20,71 +20,18 @@ own YARN kill only runs while spark-submit lives, and the supervisor has ended i
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
-from airflow.exceptions import AirflowFailException
-
-from airflow_jrs.lease import fresh_client
-from airflow_jrs.operators.attempt import JobRun
+from airflow_jrs.exceptions import JobEndedOnRequestError
 from airflow_jrs.operators.cluster_outcome import driver_may_still_run
 from airflow_jrs.operators.deploy_modes import DeployMode
 from airflow_jrs.paths import job_tag
-from airflow_jrs.store import JobResult, JobStatus
-from airflow_jrs.store.base import UNSUCCESSFUL_ONLY
-from airflow_jrs.store.stop_requests import CANCEL, StopRequest, StopRequests
+from airflow_jrs.protocol.run import JobRun
+from airflow_jrs.protocol.stopping import record_ended_on_request
+from airflow_jrs.store.stop_requests import StopRequest
 
-#: Seconds ``on_kill`` lets the supervisor terminate spark-submit (SIGTERM, then SIGKILL) before
-#: it kills the supervisor itself.
-ON_KILL_GRACE = 3.0
 #: Seconds a stop or cancel waits for the cluster to report a stopped driver ended.
 CLUSTER_STOP_WAIT = 60.0
-
-
-def asked_to_end(run: JobRun, fence: int) -> StopRequest | None:
-    """The stop or cancel request for this attempt, if one was made (``None`` when unreadable)."""
-    try:
-        return StopRequests(run.store.client, run.store.namespace).get(run.job_id, fence)
-    except Exception:
-        return None
-
-
-def record_ended_on_request(run: JobRun, fence: int, request: StopRequest) -> None:
-    """CANCELED under this attempt's fence, naming who asked (it supersedes only an unsuccessful
-    entry; drops the intent)."""
-    result = JobResult(
-        job_id=run.job_id,
-        status=JobStatus.CANCELED,
-        fingerprint=run.fingerprint,
-        attempt=run.attempt,
-        end_time=datetime.now(UTC),
-        error=f"{request.describe()} at {datetime.fromtimestamp(request.at, UTC).isoformat()}; spark-submit "
-        "was terminated (a batch job has no batch boundary to stop at)",
-    )
-    run.store.create_dirty_result(result, fence=fence, supersede=UNSUCCESSFUL_ONLY)
-
-
-def cancel_on_kill(run: JobRun | None, fence: int | None, alive: Callable[[], bool], log: Any) -> None:
-    """``on_kill`` of a batch job: ask through the one path (so the request says who asked), let
-    the supervisor terminate spark-submit within :data:`ON_KILL_GRACE`; the caller then kills
-    whatever is left. On a connection of its own (a signal handler); never raises."""
-    if run is None or fence is None or not alive():
-        return
-    try:
-        client = fresh_client(run.store.client)
-        try:
-            asked = StopRequests(client, run.store.namespace).ask(
-                run.job_id, fence, CANCEL, by="on_kill", reason="the task was killed"
-            )
-        finally:
-            client.close()
-    except Exception as exc:
-        log.warning("Job %s: could not record the cancel request: %s", run.job_id, exc)
-        return
-    deadline = time.monotonic() + ON_KILL_GRACE
-    while asked is not None and alive() and time.monotonic() < deadline:
-        time.sleep(0.1)
 
 
 def stop_cluster_driver(
@@ -132,17 +79,21 @@ def end_on_request(
         mode, spark_hook, namespace=run.store.namespace, job_id=job_id, fence=fence, staging=staging, app_id=app_id,
         log=log,
     )):  # fmt: skip
-        raise AirflowFailException(
+        raise JobEndedOnRequestError(
             f"job {job_id}: {request.describe()}; spark-submit was terminated, but the {mode.name} driver "
             f"{app_id or '(id unknown)'} could not be confirmed ended, so nothing was recorded and the intent stays "
             "(`airflow-jrs intents` shows it). Make sure the driver ended (kill it in the cluster by that id), "
-            "then clear the task: the next attempt looks for the driver before it submits."
+            "then clear the task: the next attempt looks for the driver before it submits.",
+            job_id=job_id,
+            fence=fence,
         ) from None
     record_ended_on_request(run, fence, request)
-    raise AirflowFailException(
+    raise JobEndedOnRequestError(
         f"job {job_id}: {request.describe()}; spark-submit was terminated"
         + (f" and the {mode.name} driver {app_id or ''} stopped" if mode.cluster else "")
-        + " and CANCELED recorded (no retry: someone asked for it). Clear the task to run the job again."
+        + " and CANCELED recorded (no retry: someone asked for it). Clear the task to run the job again.",
+        job_id=job_id,
+        fence=fence,
     ) from None
 
 

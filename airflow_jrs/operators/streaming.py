@@ -34,8 +34,8 @@ from typing import Any
 from airflow_jrs.exceptions import JobResultEntryAlreadyExistsError
 from airflow_jrs.intent import Heartbeats
 from airflow_jrs.lease import fresh_client
-from airflow_jrs.operators.attempt import JobRun
 from airflow_jrs.paths import checkpoint_path, control_path, stream_output_path
+from airflow_jrs.protocol.run import JobRun
 from airflow_jrs.spark.conf import streaming_conf
 from airflow_jrs.spark.control import CANCEL, FINISHED, STOP, STOPPED, clear_request, read_outcome, requested_kind
 from airflow_jrs.spark.control import write_request as _write_request
@@ -45,9 +45,6 @@ from airflow_jrs.store.fence import same_fence
 from airflow_jrs.store.stop_requests import StopRequest, StopRequests
 
 log = logging.getLogger(__name__)
-
-#: Default seconds ``on_kill`` waits for a graceful stop before it cancels.
-DEFAULT_STOP_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)

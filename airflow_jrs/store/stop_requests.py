@@ -35,6 +35,8 @@ from airflow_jrs.store.keys import KeySpace
 STOP = "stop"
 CANCEL = "cancel"
 KINDS = (STOP, CANCEL)
+#: Default seconds a stream gets to stop at a batch boundary (``on_kill``, a successor) before a cancel.
+DEFAULT_STOP_TIMEOUT = 30.0
 #: How long a request is kept (who asked stays readable after the attempt ended).
 KEEP_MS = 86_400_000
 _FIELDS = ("fence", "kind", "by", "at_ms", "reason", "stop_timeout")

@@ -165,7 +165,7 @@ def test_sigterm_while_spark_runs_kills_it_and_the_task_never_succeeds(env, monk
     assert json.loads(states_line[0][7:])["submit"] != "success"
     assert env.store.get_entry(JOB) is None, "a killed attempt wrote a result"
     assert redis_client.exists(env.store.keys.lease(JOB)) == 0, "on_kill did not revoke the lease"
-    from airflow_jrs.operators.deploy_modes import find_spark_submit_processes
+    from airflow_jrs.protocol.processes import find_job_processes as find_spark_submit_processes
 
     survivors = [(p.pid, p.ppid(), p.cmdline()[:3]) for p in find_spark_submit_processes(env.namespace, JOB)]
     assert survivors == [], out[-6000:]

@@ -133,7 +133,7 @@ def chaos(chaos_redis, namespace, tmp_path):
     harness = Chaos(chaos_redis, namespace, tmp_path)
     yield harness
     # never leave a Spark application of a test behind (some tests switch namespaces per trial)
-    from airflow_jrs.operators.deploy_modes import find_spark_submit_processes
+    from airflow_jrs.protocol.processes import find_job_processes as find_spark_submit_processes
 
     for ns in {namespace, harness.namespace, *(f"{namespace}.{trial}" for trial in range(3))}:
         for proc in find_spark_submit_processes(ns, JOB):

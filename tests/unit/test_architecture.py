@@ -37,6 +37,7 @@ AIRFLOW_FREE = (
     "airflow_jrs.decision",
     "airflow_jrs.config",
     "airflow_jrs.spark",
+    "airflow_jrs.protocol",
 )
 #: Modules that adapt the store to Airflow: nothing Airflow-free may import them.
 AIRFLOW_FACING = (

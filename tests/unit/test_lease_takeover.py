@@ -21,7 +21,8 @@ import redis
 from airflow_jrs.exceptions import LeaseHeldError
 from airflow_jrs.intent import Heartbeats
 from airflow_jrs.lease import JobLease, LeaseHolder, default_owner, process_identity
-from airflow_jrs.operators.takeover import judge, refusal, take_over_if_dead
+from airflow_jrs.protocol import JobNamespace, settings_for
+from airflow_jrs.protocol.takeover import judge, refusal, take_over_if_dead
 from airflow_jrs.store import KeySpace
 from airflow_jrs.store.fence import Fence
 
@@ -75,11 +76,10 @@ def peek(client: redis.Redis, namespace: str) -> LeaseHolder:
     return found
 
 
-def hook(client: redis.Redis, namespace: str, tmp_path) -> SimpleNamespace:
-    """What take_over_if_dead asks of the JrsHook: the client, the namespace and the spec root."""
-    return SimpleNamespace(
-        get_conn=lambda: client, namespace=namespace, settings=SimpleNamespace(spec_root=str(tmp_path / "specs"))
-    )
+def hook(client: redis.Redis, namespace: str, tmp_path) -> JobNamespace:
+    """What take_over_if_dead reads: the namespace's intents and heartbeats."""
+    settings = settings_for(namespace, output_root=str(tmp_path / "out"), spec_root=str(tmp_path / "specs"))
+    return JobNamespace(client, settings)
 
 
 def test_a_killed_holder_on_this_host_is_taken_over_at_once_with_a_newer_fence(
@@ -197,7 +197,7 @@ def test_the_refusal_promises_a_retry_only_when_one_is_left(try_number, retries,
 def test_a_holder_whose_pid_space_neither_side_can_read_is_never_judged_dead(holder, namespace, monkeypatch):
     """Without /proc (another OS, a locked-down container) neither side records a pid space: two
     unknowns are not "the same pid space", so nothing this host sees proves the holder dead."""
-    from airflow_jrs.operators import takeover
+    from airflow_jrs.protocol import takeover
 
     holder.kill()
     owner = {k: v for k, v in owner_here(pid=holder.process.pid).items() if k not in ("pid_space", "pid_start")}

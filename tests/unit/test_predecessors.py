@@ -14,9 +14,14 @@ import pytest
 
 from airflow_jrs.operators.deploy_mode_choice import deploy_mode_for
 from airflow_jrs.operators.deploy_modes import DeployMode
-from airflow_jrs.operators.recovery import find_predecessors, wait_for
 from airflow_jrs.operators.spark_target import resolve_target
 from airflow_jrs.paths import job_tag
+from airflow_jrs.protocol.recovery import wait_for
+
+
+def find_predecessors(mode, spark_hook, namespace, job_id, known_ids=()):
+    """What the spark-submit launcher asks its deploy mode (SparkSubmitLauncher.find_predecessors)."""
+    return mode.find_predecessors(spark_hook, namespace, job_id, job_tag(namespace, job_id), known_ids)
 
 
 class FakeResourceManager(BaseHTTPRequestHandler):
@@ -119,7 +124,7 @@ def test_orphaned_local_spark_submit_is_found_by_its_conf_and_stopped(namespace)
         while not found and time.monotonic() < deadline:
             found = find_predecessors(DeployMode(), None, namespace, "d.t.x")
             time.sleep(0.05)
-        assert [p.description for p in found] == [f"local spark-submit pid {proc.pid}"]
+        assert [p.description for p in found] == [f"local launch pid {proc.pid}"]
         assert find_predecessors(DeployMode(), None, f"{namespace}-other", "d.t.x") == []
         found[0].stop()
         proc.wait(timeout=10)

@@ -186,8 +186,9 @@ def cli(redis_url: str, namespace: str, *args: str) -> int:
 def test_a_successor_with_predecessor_stop_asks_a_stream_to_stop_at_a_batch_boundary(
     redis_client, redis_url, namespace, task, tmp_path
 ):
-    from airflow_jrs.operators.attempt import JobRun
-    from airflow_jrs.operators.recovery import _settle_supervised_predecessor
+    from airflow_jrs.protocol import JobNamespace, settings_for
+    from airflow_jrs.protocol.recovery import _settle_supervised_predecessor
+    from airflow_jrs.protocol.run import JobRun
 
     t = task(stream=True)
     t.kill()
@@ -195,7 +196,10 @@ def test_a_successor_with_predecessor_stop_asks_a_stream_to_stop_at_a_batch_boun
     successor.take_over(successor.peek())  # the task is dead: its successor takes the job
     store = RedisJobResultStore(redis_client, namespace)
     intents = IntentStore(redis_client, namespace, str(tmp_path / "specs"))
-    run = JobRun(None, store, intents, successor, JOB, "fp", Attempt("d", "stream", "r", 2), True, {})  # type: ignore[arg-type]
+    jobs = JobNamespace(
+        redis_client, settings_for(namespace, output_root=str(tmp_path), spec_root=str(tmp_path / "specs"))
+    )
+    run = JobRun(jobs, store, intents, successor, JOB, "fp", Attempt("d", "stream", "r", 2), True, {})
     log = SimpleNamespace(warning=lambda *a: None, info=lambda *a: None)
     beat = _settle_supervised_predecessor(run, t.fence, "stop", log)
     assert beat is not None and beat.fence == t.fence

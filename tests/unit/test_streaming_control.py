@@ -122,8 +122,8 @@ def test_cli_stop_and_cancel_reach_the_running_attempt_only(redis_url, namespace
 
 
 def _attempt(redis_client, namespace, lease, intents, tmp_path, *, alive):
-    from airflow_jrs.operators.attempt import JobRun
     from airflow_jrs.operators.streaming import StreamAttempt, prepare
+    from airflow_jrs.protocol.run import JobRun
 
     store = RedisJobResultStore(redis_client, namespace)
     paths = prepare(str(tmp_path / "out"), namespace, JOB)

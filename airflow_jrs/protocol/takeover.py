@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from airflow_jrs.exceptions import LeaseHeldError
-from airflow_jrs.intent import Heartbeat, Heartbeats, Intent, IntentStore
+from airflow_jrs.intent import Heartbeat, Intent
 from airflow_jrs.lease import JobLease, LeaseHolder, process_identity
-from airflow_jrs.operators.deploy_modes import find_spark_submit_processes
+from airflow_jrs.protocol.processes import find_job_processes
 
 if TYPE_CHECKING:
-    from airflow_jrs.hooks.jrs import JrsHook
+    from airflow_jrs.protocol.jobs import JobNamespace
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def judge(
                 return Verdict(False, f"its pid {owner.get('pid')} is gone but its {what} (pid {pid}) still runs")
     if intent is not None and intent.host == here and _running(intent.submit_pid):
         return Verdict(False, f"its pid {owner.get('pid')} is gone but its spark-submit (pid {intent.submit_pid}) runs")
-    local = [p.pid for p in find_spark_submit_processes(namespace, job_id) if _running(p.pid)]
+    local = [p.pid for p in find_job_processes(namespace, job_id) if _running(p.pid)]
     if local:
         return Verdict(False, f"its pid {owner.get('pid')} is gone but spark-submit of this job runs (pids {local})")
     pid = owner.get("pid")
@@ -113,7 +113,7 @@ def describe(holder: LeaseHolder) -> str:
     return f"pid {owner.get('pid')} on host {owner.get('host')}{attempt}, fence {holder.token}"
 
 
-def take_over_if_dead(hook: JrsHook, lease: JobLease, log: Any) -> tuple[bool, str]:
+def take_over_if_dead(jobs: JobNamespace, lease: JobLease, log: Any) -> tuple[bool, str]:
     """After ``lease.acquire()`` found the lease held: take it over when its holder is provably
     dead. Returns ``(True, "")`` when taken, ``(False, "")`` when the lease changed hands or went
     free meanwhile (acquire again), else ``(False, what this attempt waits for)``."""
@@ -121,9 +121,9 @@ def take_over_if_dead(hook: JrsHook, lease: JobLease, log: Any) -> tuple[bool, s
     if holder is None:
         return False, ""
     job_id = lease.job_id
-    intent = IntentStore(hook.get_conn(), hook.namespace, hook.settings.spec_root).get(job_id)
-    beat = Heartbeats(hook.get_conn(), hook.namespace).get(job_id)
-    verdict = judge(holder, intent, beat, namespace=hook.namespace, job_id=job_id)
+    intent = jobs.intents.get(job_id)
+    beat = jobs.heartbeats.get(job_id)
+    verdict = judge(holder, intent, beat, namespace=jobs.namespace, job_id=job_id)
     if not verdict.dead:
         return False, (
             f"the lease held by {describe(holder)}, which expires in {holder.ttl_ms / 1000:.1f}s unless "

@@ -1,10 +1,10 @@
 """One attempt of a job: what it carries from step to step, and the result it writes.
 
-An Airflow task attempt that runs (or recovers) a job holds the job's lease and talks to
-the store and the intent under its fence; recovery (:mod:`.recovery`) and the submit
-operator (:mod:`.spark`) both pass a :class:`JobRun` around and build the SUCCEEDED result
-the same way (:func:`succeeded_result`), whether Spark ran in this attempt or in a
-predecessor whose finished output is adopted.
+An attempt that runs (or recovers) a job holds the job's lease and talks to the store and
+the intent under its fence; recovery (:mod:`.recovery`) and the attempt (:mod:`.attempt`)
+both pass a :class:`JobRun` around and build the SUCCEEDED result the same way
+(:func:`succeeded_result`), whether the application ran in this attempt or in a predecessor
+whose finished output is adopted.
 """
 
 from __future__ import annotations
@@ -12,20 +12,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.intent import IntentStore
 from airflow_jrs.lease import JobLease
-from airflow_jrs.operators.spark_target import application_id_of
+from airflow_jrs.protocol.application_ids import application_id_of
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
+
+if TYPE_CHECKING:
+    from airflow_jrs.protocol.jobs import JobNamespace
 
 
 @dataclass
 class JobRun:
     """What one attempt that runs (or recovers) a job carries from step to step."""
 
-    hook: JrsHook
+    jobs: JobNamespace
     store: RedisJobResultStore
     intents: IntentStore
     lease: JobLease
@@ -35,19 +37,6 @@ class JobRun:
     supersede: bool
     #: logical output name -> sub-path of the staging folder ("" is the folder itself)
     outputs: Mapping[str, str]
-
-
-def attempt_from_context(context: Mapping[str, Any]) -> Attempt:
-    """The Airflow task attempt, for the on-call engineer (recorded in the lease and the result)."""
-    ti = context["ti"]
-    map_index = getattr(ti, "map_index", -1)
-    return Attempt(
-        dag_id=ti.dag_id,
-        task_id=ti.task_id,
-        run_id=context["run_id"],
-        try_number=int(getattr(ti, "try_number", 0) or 0),
-        map_index=int(map_index if map_index is not None else -1),
-    )
 
 
 def succeeded_result(

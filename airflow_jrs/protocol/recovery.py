@@ -4,8 +4,10 @@ The attempt that takes over a job's lease and finds an intent (FLINK-2354's "job
 still referenced") knows an earlier attempt submitted Spark and never wrote a result. In
 order, it
 
-1. finds the predecessor's live application (:mod:`.deploy_modes`: a local spark-submit, a
-   YARN application, a Kubernetes driver pod) and waits for it to end (``predecessor="wait"``:
+1. finds the predecessor's live application: through the heartbeat its supervisor keeps (on
+   any host), then through the launcher (:meth:`.launcher.Launcher.find_predecessors`: a
+   local spark-submit, a YARN application, a Kubernetes driver pod, a standalone driver) and
+   waits for it to end (``predecessor="wait"``:
    its work may finish and be adopted) or stops it (``"stop"``), checking its own lease
    between polls;
 2. reads the predecessor's commit marker: a marker that names the job and the predecessor's
@@ -22,34 +24,22 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from airflow_jrs.exceptions import CorruptCommitMarkerError
-from airflow_jrs.intent import Heartbeat, Heartbeats, IntentStore
-from airflow_jrs.operators.attempt import JobRun, succeeded_result
-from airflow_jrs.operators.cluster_outcome import names_attempt
-from airflow_jrs.operators.deploy_modes import DeployMode, Predecessor
-from airflow_jrs.operators.standalone import refuse_while_unrecorded_driver_may_run
-from airflow_jrs.operators.streaming import DEFAULT_STOP_TIMEOUT
-from airflow_jrs.paths import job_tag
-from airflow_jrs.payload import result_payload
+from airflow_jrs.intent import Heartbeat, IntentStore
+from airflow_jrs.protocol.launcher import Launcher, Predecessor
+from airflow_jrs.protocol.markers import names_attempt
+from airflow_jrs.protocol.run import JobRun, succeeded_result
 from airflow_jrs.spark.commit import read_commit_marker
-from airflow_jrs.store import EntryState
-from airflow_jrs.store.stop_requests import STOP, StopRequests
+from airflow_jrs.store import JobResult
+from airflow_jrs.store.stop_requests import DEFAULT_STOP_TIMEOUT, STOP
 
 #: What a successor does with a predecessor's application that still runs.
 PREDECESSOR_POLICIES = ("wait", "stop")
 #: Seconds between two reads of a predecessor's heartbeat.
 HEARTBEAT_POLL = 0.5
-
-
-def find_predecessors(
-    mode: DeployMode, spark_hook: Any, namespace: str, job_id: str, known_ids: Sequence[str] = ()
-) -> list[Predecessor]:
-    """Live applications of earlier attempts of this job, for the target's deploy mode
-    (``known_ids``: application or driver ids the attempts' intents recorded)."""
-    return mode.find_predecessors(spark_hook, namespace, job_id, job_tag(namespace, job_id), known_ids)
 
 
 def wait_for(predecessors: list[Predecessor], check: Callable[[], object], poll: float = 1.0) -> None:
@@ -68,12 +58,12 @@ def _settle_supervised_predecessor(run: JobRun, fence: int, predecessor: str, lo
     Acts on the heartbeat its supervisor keeps (:mod:`airflow_jrs.intent`), not on a process
     list of this host: it returns once the heartbeat says ``ended`` or has expired. Returns the
     heartbeat first seen (``None``: there was none running)."""
-    heartbeats = Heartbeats(run.intents.client, run.store.namespace)
+    heartbeats = run.jobs.heartbeats
     beat = heartbeats.get(run.job_id)
     if beat is None or not beat.running or beat.fence != fence:
         return None
     if predecessor == "stop":  # the one stop path: a stream stops at a batch boundary, a batch job is terminated
-        StopRequests(run.intents.client, run.store.namespace).ask(
+        run.jobs.stop_requests.ask(
             run.job_id, fence, STOP, by=f"the successor attempt (fence {int(run.lease.token or 0)})",
             reason='predecessor="stop"', stop_timeout=DEFAULT_STOP_TIMEOUT,
         )  # fmt: skip
@@ -98,15 +88,9 @@ def _settle_supervised_predecessor(run: JobRun, fence: int, predecessor: str, lo
         time.sleep(HEARTBEAT_POLL)
 
 
-def recover(
-    run: JobRun, *, spark_hook: Callable[[], Any], predecessor: str, log: Any, mode: DeployMode | None = None
-) -> dict[str, Any] | None:
-    """Recover from a predecessor that died mid-flight; returns the adopted result's payload, or
-    ``None`` when there is nothing to adopt and the caller must submit.
-
-    :param spark_hook: builds the provider's SparkSubmitHook (only called when there is an intent)
-    :param mode: where Spark runs (:func:`~.deploy_mode_choice.deploy_mode_for`; default: local processes)
-    """
+def recover(run: JobRun, *, launcher: Launcher, predecessor: str, log: Any) -> tuple[JobResult, int] | None:
+    """Recover from a predecessor that died mid-flight; returns the adopted result and the fence
+    it was adopted from, or ``None`` when there is nothing to adopt and the caller must launch."""
     job_id, lease = run.job_id, run.lease
     stale = run.intents.get(job_id)
     if stale is None:
@@ -118,7 +102,7 @@ def recover(
     )  # fmt: skip
     beat = _settle_supervised_predecessor(run, stale.fence, predecessor, log)
     known = [stale.application_id] if stale.application_id else []
-    predecessors = find_predecessors(mode or DeployMode(), spark_hook(), run.store.namespace, job_id, known)
+    predecessors = launcher.find_predecessors(run.jobs.namespace, job_id, known)
     if predecessors:
         names = [p.description for p in predecessors]
         if predecessor == "stop":
@@ -148,7 +132,7 @@ def recover(
         )  # fmt: skip
         marker = None
     if marker is None or (stale.fingerprint and stale.fingerprint != run.fingerprint):
-        refuse_while_unrecorded_driver_may_run(mode or DeployMode(), stale)
+        launcher.before_resubmit(stale)
         log.info("Job %s: predecessor left no complete output; resubmitting.", job_id)
         return None
     token = lease.check()
@@ -156,4 +140,4 @@ def recover(
     run.store.create_dirty_result(result, fence=token, supersede=run.supersede)
     IntentStore.delete_spec(stale.spec_uri)
     log.info("Job %s: adopted the finished output of fence %s without re-running.", job_id, stale.fence)
-    return result_payload(result, EntryState.DIRTY, skipped=False, adopted_from=stale.fence)
+    return result, int(stale.fence)

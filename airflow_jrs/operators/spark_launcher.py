@@ -1,0 +1,192 @@
+"""spark-submit as the protocol's launcher: the Spark provider's operator does the launching.
+
+:class:`SparkSubmitLauncher` is what :class:`~airflow_jrs.operators.spark.JrsSparkSubmitOperator`
+hands to the Airflow-free protocol (:class:`airflow_jrs.protocol.JobAttempt`). It runs the
+provider's ``SparkSubmitOperator.execute`` under the supervisor, and answers from the deploy
+mode (:mod:`.deploy_modes`, resolved from the connection and the operator's arguments by
+:mod:`.spark_target`): where a predecessor's application may live, what spark-submit reported,
+whether a cluster driver outlived its client (:mod:`.cluster_outcome`), and, for a stream
+(:mod:`.streaming`), where it resumes and how it ends on a stop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from airflow_jrs.exceptions import JobEndedOnRequestError
+from airflow_jrs.intent import Intent
+from airflow_jrs.operators import cluster_outcome as cluster
+from airflow_jrs.operators.deploy_modes import DeployMode
+from airflow_jrs.operators.standalone import refuse_while_unrecorded_driver_may_run
+from airflow_jrs.operators.stopping import end_on_request, stop_cluster_driver_on_kill
+from airflow_jrs.operators.streaming import StreamAttempt, StreamPaths
+from airflow_jrs.operators.streaming import prepare as prepare_stream
+from airflow_jrs.operators.submission import OutputTail, Supervision, failure_summary
+from airflow_jrs.paths import job_tag
+from airflow_jrs.protocol.launcher import Launch, Launcher, Predecessor
+from airflow_jrs.protocol.run import JobRun
+from airflow_jrs.protocol.stopping import asked_to_end, cancel_on_kill
+from airflow_jrs.spark.conf import fill_placeholders, job_conf
+from airflow_jrs.store import JobResult, JobStatus
+
+if TYPE_CHECKING:
+    from airflow_jrs.hooks.jrs import JrsHook
+    from airflow_jrs.operators.spark import JrsSparkSubmitOperator
+
+
+class SparkSubmitLauncher(Launcher):
+    """One attempt's spark-submit, run by the operator it belongs to."""
+
+    def __init__(self, op: JrsSparkSubmitOperator, context: Any, hook: JrsHook) -> None:
+        self.op, self.context, self.hook = op, context, hook
+        self.streaming = bool(op.streaming)
+        self.stream: StreamAttempt | None = None
+        self.paths: StreamPaths | None = None
+
+    @cached_property
+    def mode(self) -> DeployMode:
+        """The deploy mode; resolved when first needed, so a job that is done never looks at Spark."""
+        return self.op._spark_target()[1]
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self.mode.name
+
+    @property
+    def cluster(self) -> bool:  # type: ignore[override]
+        return self.mode.cluster
+
+    # -- the launch ----------------------------------------------------------------------------
+    def staging(self, fenced: str) -> str:
+        if not self.streaming:
+            return fenced
+        # one checkpoint and output for every attempt: resume, never rewind
+        self.paths = prepare_stream(self.hook.settings.output_root, self.hook.namespace, self.op.job_id or "")
+        return self.paths.output
+
+    def prepare(self, launch: Launch) -> dict[str, Any]:
+        op, job_id, token = self.op, launch.job_id, launch.fence
+        mode = op._jrs_deploy_mode = self.mode
+        op._jrs_supervision = Supervision.for_attempt(self.hook, job_id, token, op.log)
+        op._jrs_output_tail = OutputTail()
+        args = op.application_args = fill_placeholders(
+            op.application_args, output=launch.staging, job_id=job_id, fence=token
+        )
+        op.name = launch.app_name
+        user_conf = dict(op.conf or {})
+        op.conf = {
+            **user_conf,
+            **job_conf(job_id=job_id, namespace=launch.namespace, fence=token, output_dir=launch.staging),
+            **mode.submission_conf(job_tag(launch.namespace, job_id), token, user_conf),
+            **(self.paths.conf() if self.paths is not None else {}),
+        }
+        op._hook = None  # rebuilt by the parent from the settings above
+        if self.paths is not None:
+            self.stream = StreamAttempt(
+                launch.run, self.paths, token, op.stop_timeout, alive=self.alive, kill=self.stop
+            )
+        return {
+            "application": op.application,
+            "application_args": args,
+            "conf": op.conf,
+            "spark_conn_id": op.spark_conn_id,
+        }
+
+    def run(self, launch: Launch) -> None:
+        SparkSubmitOperator.execute(self.op, self.context)
+
+    def submission(self) -> tuple[int | None, str | None]:
+        spark_hook = self.op._hook
+        return self.mode.submission(spark_hook) if spark_hook is not None else (None, None)
+
+    # -- ending it -----------------------------------------------------------------------------
+    def alive(self) -> bool:
+        spark_hook = self.op._hook
+        process = getattr(spark_hook, "_submit_sp", None) if spark_hook is not None else None
+        return process is not None and process.poll() is None
+
+    def stop(self) -> None:
+        if self.op._hook is None:
+            return
+        try:
+            SparkSubmitOperator.on_kill(self.op)
+        except Exception as exc:
+            self.op.log.warning("Could not stop spark-submit: %s", exc)
+
+    def interrupted(self) -> None:
+        if self.stream is not None:
+            self.stream.stop_then_cancel(by="execution_timeout")
+        self.stop()
+
+    def kill(self, run: JobRun | None, fence: int | None) -> None:
+        if self.stream is not None:  # stop at a batch boundary, then cancel; records the outcome
+            self.stream.stop_then_cancel(by="on_kill")
+        else:  # a batch job: its driver in the cluster first, then its supervisor ends spark-submit
+            mode = self.op.__dict__.get("_jrs_deploy_mode")
+            stop_cluster_driver_on_kill(mode, self.op._hook, run, self.op.log)
+            cancel_on_kill(run, fence, self.alive, self.op.log)
+        self.stop()
+
+    def check_ended_on_request(self, launch: Launch, recorder: Any) -> None:
+        if self.stream is not None:
+            if self.stream.cancel_requested():
+                self.stream.record(JobStatus.CANCELED, None, "canceled on request (airflow-jrs cancel)", fresh=False)
+                raise JobEndedOnRequestError(
+                    f"job {launch.job_id}: streaming application canceled on request; recorded CANCELED. The next "
+                    "run resumes from its checkpoint.",
+                    job_id=launch.job_id,
+                    fence=launch.fence,
+                ) from None
+            return
+        asked = asked_to_end(launch.run, launch.fence)
+        if asked is not None:
+            app_id = cluster.recorded_app_id(self.mode, self.op._hook, recorder)  # its supervisor ended spark-submit
+            end_on_request(launch.run, launch.fence, asked, mode=self.mode, spark_hook=self.op._hook,
+                           staging=launch.staging, app_id=app_id, log=self.op.log)  # fmt: skip
+
+    def after_run(self, launch: Launch) -> None:
+        if self.stream is not None and (stopped := self.stream.stopped_outcome()) is not None:
+            self.stream.record(JobStatus.STOPPED, stopped, "stopped on request (airflow-jrs stop)", fresh=False)
+            raise JobEndedOnRequestError(
+                f"job {launch.job_id}: streaming application stopped on request at batch "
+                f"{stopped.get('last_batch_id')}; recorded STOPPED. The next run resumes from its checkpoint.",
+                job_id=launch.job_id,
+                fence=launch.fence,
+            )
+
+    # -- what it says --------------------------------------------------------------------------
+    def find_predecessors(self, namespace: str, job_id: str, known_ids: Sequence[str]) -> list[Predecessor]:
+        spark_hook = self.op._checked_spark_hook()
+        return self.mode.find_predecessors(spark_hook, namespace, job_id, job_tag(namespace, job_id), known_ids)
+
+    def before_resubmit(self, stale: Intent) -> None:
+        refuse_while_unrecorded_driver_may_run(self.mode, stale)
+
+    def outcome(self, launch: Launch, recorder: Any, *, failed: bool) -> tuple[str, str | None]:
+        return cluster.outcome_after_submit(self.mode, self.op._hook, recorder, namespace=launch.namespace,
+                                            job_id=launch.job_id, fence=launch.fence, staging=launch.staging,
+                                            log=self.op.log)  # fmt: skip
+
+    def still_runs(self, launch: Launch, app_id: str | None, *, last_try: bool) -> str:
+        return cluster.driver_still_runs_message(launch.job_id, self.mode, app_id, last_try=last_try)
+
+    def missing_marker(self, launch: Launch, app_id: str | None) -> str:
+        return cluster.missing_marker_message(launch.job_id, self.mode, launch.staging, app_id)
+
+    def failure(self, error: BaseException) -> tuple[str, str | None]:
+        spark_hook = self.op._hook
+        process = getattr(spark_hook, "_submit_sp", None)
+        exit_code = process.returncode if process is not None else None
+        tail: OutputTail = self.op.__dict__["_jrs_output_tail"]
+        application_id = self.submission()[1] or tail.application_id
+        return failure_summary(exit_code, application_id, tail.text(), error), application_id
+
+    def read_marker(self, staging: str) -> dict[str, Any] | None:
+        return None if self.stream is not None else super().read_marker(staging)
+
+    def finish(self, result: JobResult) -> JobResult:
+        return self.stream.finished_result(result) if self.stream is not None else result

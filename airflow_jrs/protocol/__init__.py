@@ -1,0 +1,40 @@
+"""The protocol: one Airflow-free unit every way into Spark goes through.
+
+Decide, lease, recover or adopt, record the intent, launch, record the result, release
+(:class:`JobAttempt`); commit after cleanup (:mod:`.cleanup`); recompute and stop on request.
+The Airflow operators call it with a launcher for spark-submit; the fault trials call it with
+a stand-in launcher, in real processes, so what they prove holds for this code.
+
+    jobs = JobNamespace.from_url("redis://127.0.0.1:6379/0", settings_for("prod", output_root=..., spec_root=...))
+    outcome = JobAttempt(jobs, JobSpec("daily.2024-01-01", fingerprint), attempt, launcher).run()
+"""
+
+from airflow_jrs.protocol.attempt import (
+    ADOPTED,
+    COMPUTED,
+    SKIPPED,
+    AttemptPolicy,
+    JobAttempt,
+    JobSpec,
+    Outcome,
+)
+from airflow_jrs.protocol.jobs import JobNamespace, settings_for
+from airflow_jrs.protocol.launcher import COMMITTED, ENDED, RUNS, Launch, Launcher, Predecessor
+
+__all__ = [
+    "ADOPTED",
+    "COMMITTED",
+    "COMPUTED",
+    "ENDED",
+    "RUNS",
+    "SKIPPED",
+    "AttemptPolicy",
+    "JobAttempt",
+    "JobNamespace",
+    "JobSpec",
+    "Launch",
+    "Launcher",
+    "Outcome",
+    "Predecessor",
+    "settings_for",
+]

@@ -1,0 +1,360 @@
+"""One attempt of a job, from the decision to the released lease, without Airflow.
+
+Every way into Spark runs this one sequence (DESIGN.md section 3); each step is one atomic
+store call:
+
+1. read the job's entry (one round trip) and :func:`~airflow_jrs.decision.decide`; a
+   SUCCEEDED result ends the attempt here, nothing is launched (unless a recompute request
+   says this result is older than the request: :func:`airflow_jrs.recompute.verdict`);
+2. take the job's fenced lease (a holder provably dead is taken over at once, a live one is
+   waited for within ``lease_wait_timeout``); read the entry again under the lease;
+3. recover from a predecessor that died mid-flight (:mod:`.recovery`): wait for or stop its
+   application, adopt its output when its commit marker says it finished, else launch anew;
+4. record the intent (fenced; the spec goes to the state backend), then launch through the
+   :class:`~.launcher.Launcher`, writing to a staging folder unique to the fence;
+5. write the dirty SUCCEEDED result (fenced; drops the intent in the same script);
+6. release the lease. Cleanup (:mod:`.cleanup`) later marks the result clean.
+
+A killed attempt (:meth:`JobAttempt.kill`, from ``on_kill``) never succeeds: it stops the
+application and revokes the lease on a connection of its own, so the fenced result write fails
+even if :meth:`JobAttempt.run` carries on afterwards. A lost lease stops the application from
+the renewer's thread the same way.
+
+The Airflow operator (:class:`airflow_jrs.operators.JrsSparkSubmitOperator`) calls this with
+its context turned into an :class:`~airflow_jrs.store.Attempt` and a spark-submit launcher; the
+fault trials (:mod:`jrs_testbench.trials`) call it with a stand-in launcher in thousands of
+processes, so what they prove is proved of this code.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow_jrs import recompute
+from airflow_jrs.decision import decide
+from airflow_jrs.exceptions import (
+    ApplicationFailedError,
+    DriverMayStillRunError,
+    JobKilledError,
+    JobNotStartedError,
+    LeaseHeldError,
+)
+from airflow_jrs.intent import Intent, IntentStore
+from airflow_jrs.lease import JobLease
+from airflow_jrs.paths import app_name, staging_path
+from airflow_jrs.protocol.jobs import JobNamespace
+from airflow_jrs.protocol.launcher import COMMITTED, RUNS, Launch, Launcher
+from airflow_jrs.protocol.markers import committed_marker
+from airflow_jrs.protocol.recovery import PREDECESSOR_POLICIES, recover
+from airflow_jrs.protocol.run import JobRun, record_failure, succeeded_result
+from airflow_jrs.protocol.steps import reached
+from airflow_jrs.protocol.submission import SubmissionRecorder
+from airflow_jrs.protocol.takeover import refusal, take_over_if_dead
+from airflow_jrs.spark.commit import read_commit_marker
+from airflow_jrs.store import Attempt, JobResult, JobResultEntry
+from airflow_jrs.store.model import Actor, HistoryReason
+from airflow_jrs.store.requests import RequestSeen
+
+#: What :meth:`JobAttempt.run` did.
+SKIPPED, ADOPTED, COMPUTED = "skipped", "adopted", "computed"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What defines the job: its id, the fingerprint of what it computes, its outputs."""
+
+    job_id: str
+    fingerprint: str
+    #: logical output name -> sub-path of the staging folder ("" is the folder itself)
+    outputs: Mapping[str, str] = field(default_factory=lambda: {"output": ""})
+
+
+@dataclass(frozen=True)
+class AttemptPolicy:
+    """How this attempt behaves where the protocol leaves a choice."""
+
+    accept_changed_fingerprint: bool = False
+    #: seconds to wait for another live attempt's lease before giving up
+    lease_wait_timeout: float = 0.0
+    #: what to do with a predecessor's application that still runs: "wait" or "stop"
+    predecessor: str = "wait"
+    #: the task has no retry left: a failure is recorded as FAILED (sensors fail fast)
+    last_try: bool = False
+    #: the task's retries, for the message of an attempt that gives up on a held lease
+    retries: int = 0
+    #: seconds between two looks at a held lease
+    lease_poll: float = 0.5
+    #: the run's recompute request (:func:`airflow_jrs.recompute.read_request`), if any
+    recompute: recompute.Request | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the attempt did: :data:`SKIPPED` (a result was there), :data:`ADOPTED` (a predecessor's
+    finished output was published) or :data:`COMPUTED` (this attempt launched and succeeded)."""
+
+    kind: str
+    job_id: str
+    #: the result found (skipped) or written dirty (adopted, computed)
+    result: JobResult
+    #: the entry read, when skipped
+    entry: JobResultEntry | None = None
+    reason: str = ""
+    #: the fence whose output was adopted
+    adopted_from: int | None = None
+    #: the fence that wrote the result (adopted, computed)
+    fence: int | None = None
+
+
+class JobAttempt:
+    """One attempt of one job; :meth:`run` once, :meth:`kill` from anywhere at any time."""
+
+    def __init__(
+        self,
+        jobs: JobNamespace,
+        job: JobSpec,
+        attempt: Attempt,
+        launcher: Launcher,
+        *,
+        policy: AttemptPolicy | None = None,
+        log: Any = None,
+    ) -> None:
+        self.jobs, self.job, self.attempt, self.launcher = jobs, job, attempt, launcher
+        self.policy = policy or AttemptPolicy()
+        if self.policy.predecessor not in PREDECESSOR_POLICIES:
+            raise ValueError(
+                f"predecessor must be one of {list(PREDECESSOR_POLICIES)}, got {self.policy.predecessor!r}"
+            )
+        self.log = log or logging.getLogger("airflow_jrs.protocol")
+        #: set by kill() or a lost lease: this attempt must not launch or record a success
+        self.killed = False
+        #: True once this attempt holds the job's lease (from then on it fails closed)
+        self.guarded = False
+        self.lease: JobLease | None = None
+        self.job_run: JobRun | None = None
+        self.fence: int | None = None
+
+    # -- the attempt ---------------------------------------------------------------------------
+    def run(self) -> Outcome:
+        """Decide, lease, recover or launch, record. Raises what the caller must report: a
+        :class:`~airflow_jrs.exceptions.JrsError` subclass or the launcher's own failure."""
+        self.killed = False
+        store, job_id, fp = self.jobs.results, self.job.job_id, self.job.fingerprint
+        accept_changed = self.policy.accept_changed_fingerprint
+        decision = decide(store.get_entry(job_id), fp, accept_changed_fingerprint=accept_changed)
+        first_seen = self._first_seen()
+        if decision.skip and decision.entry is not None and not self._recompute(first_seen, decision.entry):
+            return self._skipped(decision.entry, decision.reason)
+        self.log.info("Job %s: %s; taking the lease to run it.", job_id, decision.reason)
+        lease = self._acquire_lease()
+        self.guarded = True
+        reached("after_lease")
+        try:
+            # Someone may have finished the job between our read and our lease: read again.
+            decision = decide(store.get_entry(job_id), fp, accept_changed_fingerprint=accept_changed)
+            if decision.skip and decision.entry is not None:
+                if not self._recompute(first_seen, decision.entry):
+                    return self._skipped(decision.entry, decision.reason + " (found under lease)")
+                store.forget_result(  # fenced: a holder whose lease was taken over forgets nothing
+                    job_id, expected=decision.entry, fence=lease.check(), reason=HistoryReason.RECOMPUTED,
+                    actor=Actor.task(self.attempt),
+                )  # fmt: skip
+                self.log.warning(
+                    "Job %s: recomputing on request (DAG run conf %r); the result of run %s moved to the job's "
+                    "history.", job_id, recompute.RECOMPUTE_KEY,
+                    decision.entry.result.attempt.run_id if decision.entry.result.attempt else "?",
+                )  # fmt: skip
+            run = JobRun(
+                self.jobs, store, self.jobs.intents, lease, job_id, fp, self.attempt, decision.supersede,
+                self.job.outputs,
+            )  # fmt: skip
+            self.job_run = run
+            adopted = recover(run, launcher=self.launcher, predecessor=self.policy.predecessor, log=self.log)
+            if adopted is not None:
+                result, from_fence = adopted
+                return Outcome(ADOPTED, job_id, result, adopted_from=from_fence, fence=lease.token)
+            return self._launch(run)
+        finally:
+            self.lease = None
+            try:
+                lease.release()
+            except Exception as exc:  # never mask the application's error or a written result
+                self.log.warning("Job %s: could not release the lease (it expires by its TTL): %s", job_id, exc)
+
+    def _skipped(self, entry: JobResultEntry, reason: str) -> Outcome:
+        self.log.info("%s (%s)", recompute.describe_reuse(entry.job_id, entry), reason)
+        return Outcome(SKIPPED, entry.job_id, entry.result, entry=entry, reason=reason)
+
+    def _first_seen(self) -> RequestSeen | None:
+        """When this run first met its recompute request for the job (recorded now if this is the
+        first time: before anything launches, so what the run computes is never older than it)."""
+        request = self.policy.recompute
+        if request is None or not request.names_job(self.attempt.task_id, self.job.job_id) or request.at is not None:
+            return None
+        return self.jobs.recompute_requests.first_seen(self.job.job_id, self.attempt.run_id)
+
+    def _recompute(self, first_seen: RequestSeen | None, entry: JobResultEntry) -> bool:
+        """Recompute a done job because this run asks for it (:func:`airflow_jrs.recompute.verdict`)."""
+        request = self.policy.recompute
+        verdict = recompute.verdict(
+            request, task_id=self.attempt.task_id, job_id=entry.job_id, entry=entry, first_seen=first_seen
+        )
+        if request is not None and request.names_job(self.attempt.task_id, entry.job_id) and not verdict.recompute:
+            self.log.info("Job %s: %s. %s", entry.job_id, verdict.reason, recompute.how_to_recompute(entry.job_id))
+        return verdict.recompute
+
+    def _acquire_lease(self) -> JobLease:
+        policy, job_id = self.policy, self.job.job_id
+        deadline = time.monotonic() + policy.lease_wait_timeout
+        a = self.attempt
+        while True:
+            lease = self.jobs.lease(
+                job_id, dag_id=a.dag_id, task_id=a.task_id, run_id=a.run_id, try_number=a.try_number
+            )
+            lease.on_lost = self._on_lease_lost
+            try:
+                lease.acquire()
+            except LeaseHeldError as exc:
+                taken, waiting_for = take_over_if_dead(self.jobs, lease, self.log)
+                if not taken:
+                    if not waiting_for:  # the lease changed hands or went free meanwhile
+                        continue
+                    if time.monotonic() >= deadline:
+                        message = refusal(job_id, waiting_for, try_number=a.try_number, retries=policy.retries,
+                                          lease_wait_timeout=policy.lease_wait_timeout)  # fmt: skip
+                        raise JobNotStartedError(message, job_id=job_id) from exc
+                    self.log.info("Job %s: waiting for %s.", job_id, waiting_for)
+                    time.sleep(min(policy.lease_poll, max(0.05, deadline - time.monotonic())))
+                    continue
+            self.lease = lease
+            lease.start_renewal()
+            return lease
+
+    def _launch(self, run: JobRun) -> Outcome:
+        launcher, intents, job_id = self.launcher, run.intents, run.job_id
+        token = run.lease.check()
+        self.fence = token
+        namespace = self.jobs.namespace
+        staging = launcher.staging(staging_path(self.jobs.settings.output_root, namespace, job_id, token))
+        launch = Launch(run, token, staging, app_name(namespace, job_id, token))
+        spec = launcher.prepare(launch)
+        intent = Intent(
+            job_id=job_id, fence=token, spec_uri=intents.spec_uri(job_id, token), staging=staging,
+            app_name=launch.app_name, host=socket.gethostname(), pid=os.getpid(), started_at=time.time(),
+            fingerprint=run.fingerprint,
+        )  # fmt: skip
+        intents.record(intent, {**spec, "fingerprint": run.fingerprint, "attempt": run.attempt.__dict__})
+        reached("after_intent")
+        started = datetime.now(UTC)
+        if self.killed:  # kill() or a lost lease before the launch: there was no process to stop
+            raise JobKilledError(
+                f"job {job_id}: attempt was killed before the application was launched; nothing recorded",
+                job_id=job_id,
+                fence=token,
+            )
+        run.lease.check()
+        recorder = SubmissionRecorder(intents, intent, launcher.submission, self.log)
+        recorder.start()
+        try:
+            launcher.run(launch)
+        except KeyboardInterrupt:
+            self._interrupted()
+            raise
+        except BaseException as exc:
+            if self._is_interrupt(exc):
+                self._interrupted()
+                raise
+            self._after_failure(launch, recorder, exc)
+        finally:
+            recorder.stop()  # before a SUCCEEDED result (a failure path may write first: SET XX covers it)
+        if self.killed:
+            raise JobKilledError(
+                f"job {job_id}: attempt was killed after the application finished; nothing recorded",
+                job_id=job_id,
+                fence=token,
+            )
+        reached("after_spark")
+        token = run.lease.check()
+        launcher.after_run(launch)
+        marker = launcher.read_marker(staging)
+        _, reported_id = launcher.submission()
+        if launcher.cluster and not launcher.streaming and committed_marker(staging, job_id, token) is None:
+            outcome, app_id = launcher.outcome(launch, recorder, failed=False)
+            if outcome == RUNS:
+                raise DriverMayStillRunError(launcher.still_runs(launch, app_id, last_try=self.policy.last_try),
+                                             job_id=job_id, fence=token)  # fmt: skip
+            if outcome != COMMITTED:
+                message = launcher.missing_marker(launch, reported_id)
+                record_failure(run, last_try=self.policy.last_try, log=self.log, error=message,
+                               application_id=reported_id)  # fmt: skip
+                raise ApplicationFailedError(message, job_id=job_id, fence=token)
+            marker = read_commit_marker(staging)  # committed since
+        result = succeeded_result(run, staging, marker, started=started, application_id=reported_id)
+        result = launcher.finish(result)
+        run.store.create_dirty_result(result, fence=token, supersede=run.supersede)
+        reached("after_result")
+        IntentStore.delete_spec(intent.spec_uri)
+        self.log.info("Job %s: SUCCEEDED, result written dirty (fence %s): %s", job_id, token, result.outputs)
+        return Outcome(COMPUTED, job_id, result, fence=token)
+
+    def _after_failure(self, launch: Launch, recorder: SubmissionRecorder, exc: BaseException) -> None:
+        """The launch raised: find out what may be concluded, record it, raise."""
+        launcher, run, token = self.launcher, launch.run, launch.fence
+        if not self.killed:
+            launcher.check_ended_on_request(launch, recorder)  # records and raises JobEndedOnRequestError
+        if self.killed:
+            raise JobKilledError(
+                f"job {run.job_id}: attempt was killed; nothing recorded", job_id=run.job_id, fence=token
+            ) from None
+        outcome, app_id = launcher.outcome(launch, recorder, failed=True)
+        if outcome == RUNS:  # the intent stays: the next attempt finds the driver
+            raise DriverMayStillRunError(
+                launcher.still_runs(launch, app_id, last_try=self.policy.last_try), job_id=run.job_id, fence=token
+            ) from exc
+        if outcome == COMMITTED:  # the driver finished its output: published by the caller's success path
+            return
+        summary, application_id = "the application failed", None
+        try:  # never mask the application's own error
+            summary, application_id = launcher.failure(exc)
+        except Exception as error:
+            self.log.warning("Job %s: could not summarise the failure: %s", run.job_id, error)
+        self.log.error("Job %s: %s", run.job_id, summary)
+        record_failure(run, last_try=self.policy.last_try, log=self.log, error=summary, application_id=application_id)
+        raise exc
+
+    # -- kill ----------------------------------------------------------------------------------
+    #: exception types that mean "the task is being interrupted" (the operator adds Airflow's)
+    interrupts: tuple[type[BaseException], ...] = ()
+
+    def _is_interrupt(self, exc: BaseException) -> bool:
+        return isinstance(exc, self.interrupts)
+
+    def _interrupted(self) -> None:
+        """Interrupted inside the launch (a timeout): stop the application *before* the lease is
+        released in :meth:`run`'s finally, so no successor ever runs beside it. The intent stays:
+        the next attempt finds no commit marker and launches again."""
+        self.killed = True
+        self.launcher.interrupted()
+
+    def _on_lease_lost(self, lease: JobLease) -> None:
+        self.log.error("Job %s: lease lost (fence %s); stopping the application.", lease.job_id, lease.token)
+        self.killed = True
+        self.launcher.stop()
+
+    def kill(self) -> None:
+        """Stop the application and revoke the lease so that no result can be written after this.
+
+        Runs inside a signal handler on the thread that is executing: it must not raise and must
+        not reuse a pooled connection the interrupted code may hold."""
+        self.killed = True
+        self.launcher.kill(self.job_run, self.fence)
+        lease = self.lease
+        if lease is not None and lease.token is not None:
+            lease.revoke()

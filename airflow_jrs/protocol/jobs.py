@@ -1,0 +1,107 @@
+"""The jobs of one namespace: every Redis-backed thing the protocol touches, from one client.
+
+The protocol (:mod:`airflow_jrs.protocol`) needs the job's result, its lease, its intent and
+the heartbeat of what it launched, all in one namespace and with the configured durability and
+limits. Building each from a raw client at every call site is how a result written from
+``on_kill`` once ignored the configured ``durability``; one object hands them all out instead.
+The Airflow hook builds it from the connection (:meth:`airflow_jrs.hooks.JrsHook.jobs`); the
+trials and scripts build it from a URL (:meth:`JobNamespace.from_url`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any
+
+import redis as redis_lib
+
+from airflow_jrs.config import JrsSettings
+from airflow_jrs.intent import Heartbeats, IntentStore
+from airflow_jrs.lease import DEFAULT_LEASE_TTL, JobLease, default_owner
+from airflow_jrs.store import RedisJobResultStore, validate_namespace
+from airflow_jrs.store.clients import client_from_url
+from airflow_jrs.store.requests import RecomputeRequests
+from airflow_jrs.store.stop_requests import StopRequests
+
+
+def settings_for(namespace: str, *, output_root: str, spec_root: str, **overrides: Any) -> JrsSettings:
+    """Settings with the ``[jrs]`` defaults, for code that runs without Airflow's config."""
+    validate_namespace(namespace)
+    defaults: dict[str, Any] = {
+        "conn_id": "url",
+        "namespace": namespace,
+        "lease_ttl": DEFAULT_LEASE_TTL,
+        "clean_ttl": None,
+        "delete_on_commit": False,
+        "history_limit": 20,
+        "output_root": output_root,
+        "spec_root": spec_root,
+    }
+    return replace(JrsSettings(**defaults), **overrides)
+
+
+@dataclass
+class JobNamespace:
+    """Results, leases, intents, heartbeats and requests of one namespace, on one client.
+
+    :param connection: plain redis-py kwargs for the same server (what a supervisor beside
+        spark-submit connects with); ``None`` when they cannot be handed on
+    """
+
+    client: redis_lib.Redis
+    settings: JrsSettings
+    connection: dict[str, Any] | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_url(cls, url: str, settings: JrsSettings) -> JobNamespace:
+        """The jobs of ``settings.namespace`` on the Redis server at ``url``."""
+        client = client_from_url(url, settings)
+        kwargs = dict(client.connection_pool.connection_kwargs)
+        connection = {k: v for k, v in kwargs.items() if k in ("host", "port", "db", "username", "password")}
+        return cls(client, settings, connection)
+
+    @property
+    def namespace(self) -> str:
+        return self.settings.namespace
+
+    @cached_property
+    def results(self) -> RedisJobResultStore:
+        """The job result store, with the configured durability, limits and TTLs."""
+        s = self.settings
+        return RedisJobResultStore(
+            self.client,
+            s.namespace,
+            clean_ttl=s.clean_ttl,
+            delete_on_commit=s.delete_on_commit,
+            history_limit=s.history_limit,
+            index_limit=s.index_limit or None,
+            durability=s.durability,
+            durability_timeout=s.durability_timeout,
+        )
+
+    @cached_property
+    def intents(self) -> IntentStore:
+        return IntentStore(self.client, self.namespace, self.settings.spec_root)
+
+    @cached_property
+    def heartbeats(self) -> Heartbeats:
+        return Heartbeats(self.client, self.namespace)
+
+    @cached_property
+    def stop_requests(self) -> StopRequests:
+        return StopRequests(self.client, self.namespace)
+
+    @cached_property
+    def recompute_requests(self) -> RecomputeRequests:
+        return RecomputeRequests(self.client, self.namespace)
+
+    def lease(self, job_id: str, *, ttl: float | None = None, **owner: Any) -> JobLease:
+        """A new (not yet acquired) lease of ``job_id``; ``owner`` names the attempt for the on-call
+        engineer (dag_id, task_id, run_id, try_number), beside this process's host and pid."""
+        return JobLease(
+            self.client, self.namespace, job_id, ttl=ttl or self.settings.lease_ttl, owner=default_owner(**owner)
+        )
+
+    def close(self) -> None:
+        self.client.close()
