@@ -66,7 +66,9 @@ class _Server:
         if clock and binary is None:
             raise FileNotFoundError(faketime_missing())
         env = self.clock.env() if self.clock else None
-        self.redis = EmbeddedRedis(data_dir, extra_args=list(extra), env=env, binary=binary)
+        # A new replica's full sync starts at once, not after Redis' default 5 s wait for more replicas.
+        extra = ["--repl-diskless-sync-delay", "0", *extra]
+        self.redis = EmbeddedRedis(data_dir, extra_args=extra, env=env, binary=binary)
 
     def client(self) -> redis_lib.Redis:
         return redis_lib.Redis(port=self.redis.port, socket_timeout=5, socket_connect_timeout=5)
@@ -81,7 +83,8 @@ class RedisFront:
     def __init__(self, data_dir: str | Path, *, replica: bool = False, clock: bool = False) -> None:
         self.data_dir = Path(data_dir)
         self._clock = clock
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # server roles: restart, crash, failover, replicas
+        self._proxies_lock = threading.Lock()  # apart, so url_for does not wait out a restart's down_s
         self._servers = 0
         self._proxies: dict[str, LossyProxy] = {}
         self.primary = self._new_server()
@@ -98,7 +101,7 @@ class RedisFront:
         return self
 
     def stop(self) -> None:
-        with self._lock:
+        with self._lock, self._proxies_lock:
             for proxy in [*self._proxies.values(), self._replication]:
                 if proxy is not None:
                     proxy.close()
@@ -119,7 +122,7 @@ class RedisFront:
     # -- addresses -------------------------------------------------------------------------
     def url_for(self, host: str) -> str:
         """The Redis URL ``host`` uses: its own proxy to the current primary."""
-        with self._lock:
+        with self._proxies_lock:
             proxy = self._proxies.get(host)
             if proxy is None:
                 proxy = LossyProxy(LOCALHOST, self.primary.redis.port).__enter__()
@@ -208,11 +211,14 @@ class RedisFront:
                 self._replication.close()  # what it held dies with the primary
                 got = int(replica.info("replication")["slave_repl_offset"])
                 replica.execute_command("REPLICAOF", "NO", "ONE")
-            self.primary, self.replica, self._replication = self.replica, None, None
             # A restart of the new primary must not make it a replica of the dead one again.
-            self.primary.redis.extra_args = []
-            for proxy in self._proxies.values():
-                proxy.retarget(LOCALHOST, self.primary.redis.port)
+            args = self.replica.redis.extra_args
+            at = args.index("--replicaof")
+            self.replica.redis.extra_args = args[:at] + args[at + 3 :]
+            with self._proxies_lock:
+                self.primary, self.replica, self._replication = self.replica, None, None
+                for proxy in self._proxies.values():
+                    proxy.retarget(LOCALHOST, self.primary.redis.port)
             done = Failover(time.monotonic() - start, had - got, self.primary.redis.port)
             self.failovers.append(done)
             return done
@@ -235,8 +241,11 @@ class RedisFront:
 
     def heal(self, host: str | None = None) -> None:
         """End the fault on ``host``'s link (every host's when None)."""
-        with self._lock:
-            proxies = list(self._proxies.values()) if host is None else [self.proxy(host)]
+        if host is not None:
+            self.proxy(host).heal()
+            return
+        with self._proxies_lock:
+            proxies = list(self._proxies.values())
         for proxy in proxies:
             proxy.heal()
 

@@ -118,6 +118,9 @@ def test_failover_loses_an_acknowledged_write(tmp_path: Path) -> None:
         assert after.get("lost") is None  # acknowledged, and gone
         front.restart()  # the new primary comes back as a primary, not a replica of the dead one
         assert client(url).info("replication")["role"] == "master"
+        front.add_replica()  # and it can fail over again, to a fresh replica
+        front.failover_losing_last_writes(lambda c: c.set("lost again", "yes"))
+        assert client(url).mget("kept", "lost again") == [b"yes", None]
         print(f"failover took {failover.took_s * 1000:.1f} ms, lost {failover.lost_bytes} bytes of stream")
 
 
