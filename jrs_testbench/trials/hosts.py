@@ -15,7 +15,8 @@ and ``nsenter --uts --mount`` (no fork) joins the hostname and ``/proc`` before 
 So ``popen.kill()`` is the SIGKILL of that one process (a task killed while its spark-submit
 lives on, reparented to the host's init), ``os.killpg(popen.pid, ...)`` reaches what it started
 (``start_new_session`` is on), and :meth:`HostLauncher.crash` is the loss of the whole machine:
-the kernel SIGKILLs every process of a PID namespace whose init dies.
+the kernel SIGKILLs every process of a PID namespace whose init dies. A runner that forks its
+attempts instead of exec-ing them uses :meth:`HostLauncher.fork` (the child lands on the host).
 
 Where namespaces are not permitted, :attr:`HostLauncher.isolated` is False and ``popen`` runs
 the command plainly (same hostname, one process table); ``JRS_TRIAL_HOST`` names the host in
@@ -33,12 +34,15 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import psutil
 
 CLONE_NEWPID = 0x20000000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWNS = 0x00020000
 ENV_HOST = "JRS_TRIAL_HOST"
 
 #: PID 1 of a host: names the host, says so, then reaps whatever is orphaned to it until killed.
@@ -131,6 +135,46 @@ class HostLauncher:
                 os.close(own)
                 os.close(theirs)
 
+    def fork(self) -> int:
+        """``os.fork()`` onto this host, for runners that run an attempt in a forked child.
+
+        Returns 0 in the child, which is then fully on the host (its hostname, its ``/proc``, a
+        PID of the host's namespace, ``JRS_TRIAL_HOST`` set, the same working directory), and
+        the child's pid (as this namespace numbers it) in the parent, which reaps it as usual.
+        Call it from a thread that may switch namespaces briefly (any thread: the switch is
+        per thread and undone before this returns in the parent).
+        """
+        if not self.isolated:
+            pid = os.fork()
+            if pid == 0:
+                os.environ[ENV_HOST] = self.name
+            return pid
+        if self.init_pid is None or not psutil.pid_exists(self.init_pid):
+            raise RuntimeError(f"host {self.name} is down (crashed or not started): start a new HostLauncher")
+        cwd = os.getcwd()
+        names = ("pid", "uts", "mnt")
+        with _spawn_lock:
+            own = os.open("/proc/thread-self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+            fds = {n: os.open(f"/proc/{self.init_pid}/ns/{n}", os.O_RDONLY | os.O_CLOEXEC) for n in names}
+            try:
+                _setns(fds["pid"], CLONE_NEWPID)
+                pid = os.fork()
+                if pid == 0:
+                    try:  # single-threaded now: a mount namespace can be entered
+                        _setns(fds["uts"], CLONE_NEWUTS)
+                        _setns(fds["mnt"], CLONE_NEWNS)
+                        os.chdir(cwd)
+                        os.environ[ENV_HOST] = self.name
+                    except BaseException:
+                        traceback.print_exc()
+                        os._exit(125)
+                else:
+                    _setns(own, CLONE_NEWPID)
+            finally:
+                for fd in (own, *fds.values()):
+                    os.close(fd)
+        return pid
+
     def pids(self) -> list[int]:
         """Every live process of the host (outer pids), its init included."""
         if not self.isolated or self.init_pid is None:
@@ -146,16 +190,21 @@ class HostLauncher:
                     found.append(proc.pid)
         return found
 
-    def crash(self, timeout: float = 30.0) -> None:
+    def crash(self, *, wait: bool = True, timeout: float = 30.0) -> None:
         """Lose the machine: SIGKILL the host's init, and with it every process on the host.
 
         The dying init waits until every process of its namespace is reaped, and the processes
-        :meth:`popen` started are *this* process's children: they are reaped here (``poll``; their
-        ``returncode`` becomes -9) or the init, and this call, would wait forever.
+        :meth:`popen` and :meth:`fork` started are *this* process's children. With ``wait``, the
+        ``popen`` ones are reaped here (``poll``; their ``returncode`` becomes -9) until the host
+        is gone; a runner that reaps its forked children itself passes ``wait=False`` (the kernel
+        still kills everything at once; only the namespace's end is not awaited).
         """
         if self.init_pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.init_pid, signal.SIGKILL)
+        if not wait:
+            self.init_pid = None  # no further popen/fork onto a lost host
+            return
         if self._unshare is not None:
             deadline = time.monotonic() + timeout
             while self._unshare.poll() is None:

@@ -6,6 +6,7 @@ Each test starts its own redis-servers (free ports, temporary dirs) and its own 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import pytest
 import redis
 
 from jrs_testbench.trials.clock import faketime_missing
-from jrs_testbench.trials.hosts import HostLauncher, pause, paused, resume
+from jrs_testbench.trials.hosts import ENV_HOST, HostLauncher, pause, paused, resume
 from jrs_testbench.trials.redis_front import RedisFront
 
 
@@ -211,6 +212,23 @@ def test_killing_a_process_leaves_its_children_and_a_crash_takes_the_host(
     assert not orphan.is_running()  # the host's loss took it
     with pytest.raises(RuntimeError, match="is down"):
         a.popen([sys.executable, "-c", "pass"])
+
+
+def test_a_forked_child_runs_on_the_host(hosts: tuple[HostLauncher, HostLauncher]) -> None:
+    a, _ = hosts
+    read, write = os.pipe()
+    pid = a.fork()
+    if pid == 0:  # the child: report where it is, then end without running pytest's teardown
+        others = [p.pid for p in psutil.process_iter() if p.pid not in (1, os.getpid())]
+        facts = {"host": socket.gethostname(), "env": os.environ.get(ENV_HOST), "others": others}
+        os.write(write, json.dumps(facts).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as fh:
+        facts = json.loads(fh.read())
+    assert os.waitpid(pid, 0)[1] == 0
+    assert facts == {"host": "host-a", "env": "host-a", "others": []}  # alone on host a
+    assert socket.gethostname() != "host-a"  # the parent never left this host
 
 
 def test_pause_and_resume_a_process_and_its_group(tmp_path: Path) -> None:
