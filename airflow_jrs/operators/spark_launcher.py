@@ -85,10 +85,6 @@ class SparkSubmitLauncher(Launcher):
             **(self.paths.conf() if self.paths is not None else {}),
         }
         op._hook = None  # rebuilt by the parent from the settings above
-        if self.paths is not None:
-            self.stream = StreamAttempt(
-                launch.run, self.paths, token, op.stop_timeout, alive=self.alive, kill=self.stop
-            )
         return {
             "application": op.application,
             "application_args": args,
@@ -97,6 +93,10 @@ class SparkSubmitLauncher(Launcher):
         }
 
     def run(self, launch: Launch) -> None:
+        if self.paths is not None:  # from now on on_kill stops the stream at a batch boundary
+            self.stream = StreamAttempt(
+                launch.run, self.paths, launch.fence, self.op.stop_timeout, alive=self.alive, kill=self.stop
+            )
         SparkSubmitOperator.execute(self.op, self.context)
 
     def submission(self) -> tuple[int | None, str | None]:
