@@ -18,6 +18,7 @@ from airflow_jrs.protocol.attempt import (
     JobSpec,
     Outcome,
 )
+from airflow_jrs.protocol.cleanup import LOCAL_OR_FSSPEC, Files, RetryPolicy, commit_job
 from airflow_jrs.protocol.jobs import JobNamespace, settings_for
 from airflow_jrs.protocol.launcher import COMMITTED, ENDED, RUNS, Launch, Launcher, Predecessor
 
@@ -26,9 +27,11 @@ __all__ = [
     "COMMITTED",
     "COMPUTED",
     "ENDED",
+    "LOCAL_OR_FSSPEC",
     "RUNS",
     "SKIPPED",
     "AttemptPolicy",
+    "Files",
     "JobAttempt",
     "JobNamespace",
     "JobSpec",
@@ -36,5 +39,7 @@ __all__ = [
     "Launcher",
     "Outcome",
     "Predecessor",
+    "RetryPolicy",
+    "commit_job",
     "settings_for",
 ]
