@@ -39,7 +39,7 @@ from airflow_jrs.protocol.run import JobRun
 from airflow_jrs.spark.conf import streaming_conf
 from airflow_jrs.spark.control import CANCEL, FINISHED, STOP, STOPPED, clear_request, read_outcome, requested_kind
 from airflow_jrs.spark.control import write_request as _write_request
-from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
+from airflow_jrs.store import JobResult, JobStatus
 from airflow_jrs.store.base import UNSUCCESSFUL_ONLY
 from airflow_jrs.store.fence import same_fence
 from airflow_jrs.store.stop_requests import StopRequest, StopRequests
@@ -149,13 +149,10 @@ class StreamAttempt:
         unsuccessful entry; a SUCCEEDED one is never replaced). ``fresh``: on a connection of its
         own (inside ``on_kill``, the interrupted thread may be using the pooled one)."""
         result = stopped_or_canceled_result(self.run, self.paths, self.fence, status=status, outcome=outcome, why=why)
-        store = self.run.store
-        client = fresh_client(store.client) if fresh else None
+        jobs = self.run.jobs.fresh() if fresh else self.run.jobs  # the configured durability and limits
         try:
-            if client is not None:
-                store = RedisJobResultStore(client, store.namespace, history_limit=store.history_limit)
             try:
-                store.create_dirty_result(result, fence=self.fence, supersede=UNSUCCESSFUL_ONLY)
+                jobs.results.create_dirty_result(result, fence=self.fence, supersede=UNSUCCESSFUL_ONLY)
             except JobResultEntryAlreadyExistsError:  # done is done: a SUCCEEDED result stays
                 log.warning(
                     "Job %s: a SUCCEEDED result is kept (of another fingerprint); %s not recorded. The intent "
@@ -166,8 +163,8 @@ class StreamAttempt:
                 return
             self.recorded = status
         finally:
-            if client is not None:
-                client.close()
+            if fresh:
+                jobs.close()
 
     # -- kill -----------------------------------------------------------------------------------
     def request(self, kind: str, by: str) -> None:

@@ -123,11 +123,15 @@ def test_cli_stop_and_cancel_reach_the_running_attempt_only(redis_url, namespace
 
 def _attempt(redis_client, namespace, lease, intents, tmp_path, *, alive):
     from airflow_jrs.operators.streaming import StreamAttempt, prepare
+    from airflow_jrs.protocol import JobNamespace, settings_for
     from airflow_jrs.protocol.run import JobRun
 
     store = RedisJobResultStore(redis_client, namespace)
     paths = prepare(str(tmp_path / "out"), namespace, JOB)
-    run = JobRun(None, store, intents, lease, JOB, "fp", Attempt("d", "stream", "r", 1), True, {"output": ""})  # type: ignore[arg-type]
+    jobs = JobNamespace(
+        redis_client, settings_for(namespace, output_root=str(tmp_path / "out"), spec_root=intents.spec_root)
+    )
+    run = JobRun(jobs, store, intents, lease, JOB, "fp", Attempt("d", "stream", "r", 1), True, {"output": ""})
     kills: list[float] = []
 
     def kill() -> None:
