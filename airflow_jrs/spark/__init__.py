@@ -11,16 +11,27 @@ result store and therefore the ``redis`` client library (but not Airflow). The d
 needs ``redis`` installed as well.
 
 The one contract between an application and the operator is the commit marker written by
-:func:`write_commit_marker` (see :mod:`airflow_jrs.spark.commit` for why it exists).
+:func:`write_commit_marker` (see :mod:`airflow_jrs.spark.commit` for why it exists);
+:func:`commit_output` writes a DataFrame and then the marker, with a classic or a Spark Connect
+session.
 """
 
-from airflow_jrs.spark.commit import MARKER_NAME, job_context, read_commit_marker, write_commit_marker
+from airflow_jrs.spark.commit import (
+    MARKER_NAME,
+    is_connect_session,
+    job_context,
+    read_commit_marker,
+    write_commit_marker,
+)
+from airflow_jrs.spark.output import commit_output
 from airflow_jrs.spark.streaming import StreamingJob, StreamOutcome, streaming_job
 
 __all__ = [
     "MARKER_NAME",
     "StreamOutcome",
     "StreamingJob",
+    "commit_output",
+    "is_connect_session",
     "job_context",
     "read_commit_marker",
     "streaming_job",

@@ -12,23 +12,34 @@ then, LAST, ``<output_dir>/_JRS_COMMIT.json``. The marker exists for two readers
   application id; the marker carries ``spark.sparkContext.applicationId`` (``local-...``,
   ``application_...``, ``spark-...``) and the application's own metrics into the job result.
 
-The writer runs inside the PySpark driver: it uses only the standard library and pyspark (imported
-lazily; never Airflow) and writes through the Hadoop FileSystem API of the running JVM, so the
-marker lands wherever Spark itself can write (local, HDFS, S3A, ABFS, GCS) with the same
-credentials and configuration as the data. The reader runs on the Airflow side, where there is no
-JVM: it uses fsspec.
+The writer runs where the application's Python runs, with the standard library and pyspark only
+(never Airflow):
 
-Marker document (``v`` is the format version)::
+* with a classic SparkSession that is the driver: it writes through the Hadoop FileSystem API of
+  the running JVM, so the marker lands wherever Spark itself can write (local, HDFS, S3A, ABFS,
+  GCS) with the same credentials and configuration as the data;
+* with a Spark Connect session the driver is the remote server and the client has no JVM: the
+  client writes the marker itself, after the write action returned (the data is complete then),
+  to a path this process sees (local disk, NFS, a mount of the bucket) or through an ``opener``
+  the caller supplies (``fsspec.open`` for ``s3://`` and the like). It also records the session
+  id, which the Connect launcher reattaches to.
+
+The reader runs on the Airflow side, where there is no JVM: it uses fsspec.
+
+Marker document (``v`` is the format version; ``session_id`` only from a Connect session)::
 
     {"v": 1, "application_id": "local-1700000000000", "job_id": "...", "fence": 7,
-     "metrics": {...}, "written_at": "2013-01-01T00:00:00+00:00"}
+     "metrics": {...}, "written_at": "2013-01-01T00:00:00+00:00", "session_id": "..."}
 """
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import IO, Any
 
 from airflow_jrs.exceptions import CorruptCommitMarkerError
 from airflow_jrs.spark.conf import CONF_FENCE, CONF_JOB_ID, CONF_NAMESPACE, CONF_OUTPUT_DIR
@@ -69,23 +80,47 @@ def job_context(spark: Any) -> dict[str, Any]:
     }
 
 
-def write_commit_marker(spark: Any, output_dir: str, metrics: dict[str, Any]) -> None:
-    """Write ``<output_dir>/_JRS_COMMIT.json``. Call it LAST, after every byte of data is written.
+#: Opens a URL for writing bytes (``opener(url, "wb")``), e.g. ``fsspec.open``: how a Spark Connect
+#: client writes a marker to a scheme the standard library cannot write.
+Opener = Callable[[str, str], Any]
 
-    ``metrics`` must be JSON-serialisable (it becomes the job result's metrics). The file goes
-    through the driver JVM's Hadoop FileSystem for ``output_dir`` (``fs.create(path, overwrite)``),
-    so any scheme Spark can write works and no Python filesystem library is needed on the cluster.
+
+def is_connect_session(spark: Any) -> bool:
+    """Is ``spark`` a Spark Connect session (``pyspark.sql.connect``) rather than a classic one?
+
+    Decided on the class's module, without importing ``pyspark.sql.connect`` (it needs grpc)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect.")
+
+
+def write_commit_marker(
+    spark: Any, output_dir: str, metrics: dict[str, Any], *, opener: Opener | None = None
+) -> dict[str, Any]:
+    """Write ``<output_dir>/_JRS_COMMIT.json`` and return its document. Call it LAST, after every
+    byte of data is written.
+
+    ``metrics`` must be JSON-serialisable (it becomes the job result's metrics). With a classic
+    session the file goes through the driver JVM's Hadoop FileSystem for ``output_dir``
+    (``fs.create(path, overwrite)``), so any scheme Spark can write works. With a Spark Connect
+    session the client writes it (see the module docstring): a local path or ``file://`` URL
+    directly, any other scheme only through ``opener``; a local marker appears atomically (a
+    temporary file renamed over it), so a reader never sees half of one.
     """
     ctx = job_context(spark)
-    doc = {
+    connect = is_connect_session(spark)
+    doc: dict[str, Any] = {
         "v": MARKER_VERSION,
-        "application_id": spark.sparkContext.applicationId,
+        "application_id": spark.conf.get("spark.app.id", None) if connect else spark.sparkContext.applicationId,
         "job_id": ctx["job_id"],
         "fence": ctx["fence"],
         "metrics": metrics,
         "written_at": datetime.now(UTC).isoformat(),
     }
+    if connect:
+        doc["session_id"] = spark.session_id
     payload = json.dumps(doc, sort_keys=True).encode("utf-8")  # serialise before touching the FS
+    if connect:
+        _write_from_client(marker_path(output_dir), payload, opener)
+        return doc
     jvm = spark._jvm
     path = jvm.org.apache.hadoop.fs.Path(marker_path(output_dir))
     fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
@@ -94,6 +129,49 @@ def write_commit_marker(spark: Any, output_dir: str, metrics: dict[str, Any]) ->
         out.write(bytearray(payload))
     finally:
         out.close()
+    return doc
+
+
+def check_client_marker_target(output_dir: str, opener: Opener | None) -> None:
+    """Raise ``ValueError`` now if a Spark Connect client could not write ``output_dir``'s marker.
+
+    :func:`~airflow_jrs.spark.output.commit_output` calls it BEFORE the data is written, so a
+    misconfigured job fails without Spark work instead of after it."""
+    if opener is not None:
+        return
+    scheme, sep, _ = marker_path(output_dir).partition("://")
+    if sep and scheme != "file":
+        raise ValueError(
+            f"cannot write the commit marker of {output_dir} from a Spark Connect client: the standard "
+            f"library writes only local paths, and {scheme}:// is not one. Pass opener=fsspec.open (or "
+            "any callable opening a URL for 'wb'), or write the output to a filesystem mounted here."
+        )
+
+
+def _write_from_client(url: str, payload: bytes, opener: Opener | None) -> None:
+    """A Connect client's marker write: ``opener`` when given, else a local file, atomically."""
+    if opener is not None:
+        with opener(url, "wb") as fh:
+            fh.write(payload)
+        return
+    check_client_marker_target(url.rsplit("/", 1)[0], opener)
+    _, sep, rest = url.partition("://")
+    path = rest if sep else url
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(
+            f"cannot write the commit marker {path}: its folder {folder} does not exist on this client. "
+            "With Spark Connect the server writes the data and the client the marker: the output folder "
+            "must be on a filesystem both see at the same path (shared disk, NFS, a mounted bucket)."
+        )
+    fd, tmp = tempfile.mkstemp(prefix=".jrs-commit-", dir=folder)
+    out: IO[bytes]
+    with os.fdopen(fd, "wb") as out:
+        out.write(payload)
+        out.flush()
+        os.fsync(out.fileno())
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
 
 
 def read_commit_marker(output_dir: str) -> dict[str, Any] | None:
