@@ -59,6 +59,22 @@ def _parquet_rows(files: list[str], location: str) -> int | None:
     return total
 
 
+#: Row files of the fault trials' stand-in application (:mod:`jrs_testbench.trials.app`): one row a line.
+ROW_FILE_SUFFIX = ".rows"
+
+
+def _line_rows(files: list[str], location: str) -> int | None:
+    rows = [f for f in files if f.endswith(ROW_FILE_SUFFIX)]
+    if not rows:
+        return None
+    fs, _ = _fs(location)
+    total = 0
+    for name in rows:
+        with fs.open(name, "rb") as fh:
+            total += sum(1 for _ in fh)
+    return total
+
+
 def check_outputs(entry: JobResultEntry) -> list[str]:
     """What is wrong with the outputs ``entry`` names (empty: nothing); see
     :func:`assert_clean_outputs_exist` for the rules."""
@@ -88,7 +104,10 @@ def check_outputs(entry: JobResultEntry) -> list[str]:
             problems.append(f"{result.job_id}: output {name!r} at {location} holds no data file")
             continue
         rows = metrics.get("rows") if isinstance(metrics, dict) else None
-        counted = _parquet_rows(files, location) if isinstance(rows, int) else None
+        counted = None
+        if isinstance(rows, int):
+            counted = _parquet_rows(files, location)
+            counted = _line_rows(files, location) if counted is None else counted
         if counted is not None and counted != rows:
             problems.append(f"{result.job_id}: output {name!r} holds {counted} rows, its marker says {rows}")
     return problems
@@ -101,7 +120,7 @@ def assert_clean_outputs_exist(
     commit marker (:mod:`airflow_jrs.spark.commit`) says: the marker is there (in the output or
     its attempt's ``fence-...`` staging folder above it), names the same job, application and
     metrics as the entry, there is at least one non-empty data file, and when the marker counts
-    ``rows`` of Parquet output, the files hold that many rows.
+    ``rows`` of Parquet output (or of the trials' ``.rows`` files), the files hold that many rows.
 
     ``namespace`` defaults to the store's own; ``include_dirty`` also checks dirty SUCCEEDED
     entries (they make a run skip too). Returns the entries checked, so a caller can assert it

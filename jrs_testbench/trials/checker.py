@@ -1,437 +1,227 @@
-"""Reads what happened (the history log) and what is left (the store, the output folders), and
-says which guarantee broke, where.
+"""The checker: what happened (the trial's history, recorded outside the product), what is left
+(the store, the folders), and which guarantee broke, per job.
 
-Checks are sound by construction: a violation is only reported when the log's bounds prove it
-(see :mod:`.history`: an event logged before a call bounds it from below, one logged after from
-above). What they prove, per job:
+Timestamps are ``CLOCK_MONOTONIC`` (:mod:`.history`): an event logged *before* a call bounds it
+from below (``result_write_begin``, ``fault``), one logged *after* it from above
+(``result_written``, ``lease_acquired``, ``work_start``). A violation is only reported when the
+bounds prove it. The invariants (violation kinds):
 
-``overlap`` / ``overlap_interval``
-    two stand-ins computed at once: the kernel refused one the job's ``flock``, or their
-    ``work_start..last sign of life`` intervals intersect.
-``stale_launch_computed``
-    a stand-in was launched by a fence that provably no longer held the lease, and it computed:
-    the lost holder did not stop its work. "Provably": its attempt had logged ``lease_lost``, or
-    a newer fence had logged ``lease_acquired``, or the attempt had been stopped (SIGSTOP) for
-    longer than the TTL since acquiring (a stopped process renews nothing).
-``work_after_done``
-    a stand-in started computing after a SUCCEEDED result had been acknowledged (Done is done).
-``stale_fence_write``
-    a result was accepted from a fence that provably no longer held the lease (same proofs) when
-    its write began, or the stored result's fence is older than a fence whose re-read under the
-    lease found no success (so the write landed after that fence had taken over).
-``succeeded_without_marker`` / ``marker_mismatch`` / ``incomplete_output``
-    a SUCCEEDED result names an output whose commit marker is missing, unreadable, or for
-    another job or fence, or whose chunks are not all there.
-``committed_result_lost``
-    an acknowledged SUCCEEDED write is not what the store holds at the end.
-``second_success``
-    more than one SUCCEEDED write acknowledged, or an earlier SUCCEEDED entry in the history.
-``intent_left_behind`` / ``unexplained_result``
-    a SUCCEEDED job still has an intent; a stored result no attempt ever began to write.
+``two_applications``
+    the stand-in could not take its job's ``flock``: another application of the job was
+    computing (detected inside the application, not keyed by fence).
+``lower_fence_after_higher``
+    a write by a lower fence was acknowledged although it began after a higher fence's write
+    had been acknowledged.
+``write_after_lease_lost``
+    a write was acknowledged although it began after a higher fence had logged taking the
+    lease (tokens only grow: the writer provably no longer held it).
+``acknowledged_success_lost``
+    an acknowledged SUCCEEDED is neither the stored entry (same fence) nor in the job's history
+    as ``recomputed`` after a recompute's forget.
+``done_ran_again``
+    a second SUCCEEDED was acknowledged, or an application started, after a SUCCEEDED had been
+    acknowledged and without a recompute forgetting it (Done is done).
+``clean_output_broken``
+    the clean entry's outputs do not exist or do not hold what its marker says
+    (:func:`jrs_testbench.invariants.check_outputs`; checked after every trial).
+``intent_left`` / ``heartbeat_left``
+    a clean SUCCEEDED job still has an intent, or a heartbeat that never expires.
+``stuck_without_message``
+    the job has no SUCCEEDED result and its last try that reported failed said nothing.
 
-Liveness is reported apart from safety: trials without a result (``incomplete``).
+Faults that lose acknowledged writes by design: a failover to a replica that lacked the last
+writes (asynchronous replication) can take back a result, a lease or the fence counter, so for a
+trial that overlaps a failover the invariants ``LOSSY`` lists are reported as *excused* (counted
+and listed, never dropped); every other invariant is checked as usual.
 """
 
 from __future__ import annotations
 
-import os
-import re
-import statistics
-from collections import Counter, defaultdict
+import time
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import redis as redis_lib
 
-from airflow_jrs.intent import Intent, IntentStore
-from airflow_jrs.spark.commit import read_commit_marker
+from airflow_jrs.intent import Heartbeats, IntentStore
 from airflow_jrs.store import JobResultEntry, JobStatus, RedisJobResultStore
+from airflow_jrs.store.model import HistoryReason
+from jrs_testbench.invariants import check_outputs
 from jrs_testbench.trials.history import read_history
 
-HOLDER_FAULTS = {
-    "kill_group",
-    "kill_attempt",
-    "stall_attempt",
-    "stall_group",
-    "stall_after_intent",
-    "stall_before_write",
-}
-STALL_FAULTS = {"stall_attempt", "stall_group", "stall_after_intent", "stall_before_write"}
-OBSERVED = {
-    "adopted": "adopted",
-    "resubmit": "resubmitted",
-    "predecessor_wait": "waited_for_predecessor",
-    "predecessor_stopped": "stopped_predecessor",
-    "skipped": "skipped",
-    "skipped_under_lease": "skipped_under_lease",
-    "standin_stopped": "standin_stopped_on_lease_loss",
-    "killed_before_launch": "launch_prevented_after_loss",
-    "result_refused": "write_refused",
-}
-_FENCE_DIR = re.compile(r"/fence-(\d+)$")
+#: Invariants a failover (acknowledged writes lost) may break by design.
+LOSSY = frozenset(
+    {
+        "lower_fence_after_higher",
+        "write_after_lease_lost",
+        "acknowledged_success_lost",
+        "done_ran_again",
+        "two_applications",
+    }
+)
+#: Faults after which a successor must take the lease over: the takeover time is measured from them.
+HOLDER_FAULTS = frozenset({"kill_task", "kill_supervisor", "pause", "pause_before_write", "on_kill", "crash"})
 
 
 @dataclass(frozen=True)
 class Violation:
     kind: str
+    trial: int
     job: str
     detail: str
 
 
 @dataclass
-class JobFacts:
-    """What the store holds for one job after the run."""
-
-    entry: JobResultEntry | None
-    history: list[JobResultEntry] = field(default_factory=list)
-    intent: Intent | None = None
-
-
-@dataclass
-class Report:
-    trials: int = 0
-    completed: int = 0
-    incomplete: list[str] = field(default_factory=list)
-    faults: Counter[str] = field(default_factory=Counter)
+class TrialReport:
+    trial: int
+    job: str
     violations: list[Violation] = field(default_factory=list)
-    observations: Counter[str] = field(default_factory=Counter)
-    takeover_lease_s: list[float] = field(default_factory=list)
-    takeover_result_s: list[float] = field(default_factory=list)
-    #: The same, counting only takeovers by an attempt that was already waiting when the fault hit:
-    #: the protocol's own latency (TTL + polling), without the harness's later arrivals.
-    takeover_waiting_s: list[float] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations
-
-    def violation_counts(self) -> Counter[str]:
-        return Counter(v.kind for v in self.violations)
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "trials": self.trials,
-            "completed": self.completed,
-            "incomplete": len(self.incomplete),
-            "faults": dict(sorted(self.faults.items())),
-            "violations": dict(self.violation_counts()),
-            "observations": dict(sorted(self.observations.items())),
-            "takeover_lease_s": stats(self.takeover_lease_s),
-            "takeover_result_s": stats(self.takeover_result_s),
-            "takeover_waiting_s": stats(self.takeover_waiting_s),
-        }
+    excused: list[Violation] = field(default_factory=list)
+    faults: Counter[str] = field(default_factory=Counter)
+    takeovers_ms: list[float] = field(default_factory=list)
+    outcome: str = ""  # the final entry: "SUCCEEDED/clean", "FAILED/dirty", "none"
+    status: str = ""  # the driver's: done, timeout
+    errors: Counter[str] = field(default_factory=Counter)
 
 
-def stats(values: list[float]) -> dict[str, float | int]:
-    if not values:
-        return {"n": 0}
-    ordered = sorted(values)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return {
-        "n": len(ordered),
-        "median": round(statistics.median(ordered), 3),
-        "p95": round(p95, 3),
-        "max": round(ordered[-1], 3),
-    }
-
-
-def collect_facts(redis_url: str, namespace: str, spec_root: str, jobs: Iterable[str]) -> dict[str, JobFacts]:
-    client = redis_lib.Redis.from_url(redis_url)
+def _fence(value: Any) -> int | None:
     try:
-        store = RedisJobResultStore(client, namespace)
-        intents = IntentStore(client, namespace, spec_root)
-        return {
-            job: JobFacts(entry=store.get_entry(job), history=store.get_history(job), intent=intents.get(job))
-            for job in jobs
-        }
-    finally:
-        client.close()
+        return int(str(value).split(":")[0])
+    except (TypeError, ValueError):
+        return None
 
 
-def check_run(
-    log_path: str | os.PathLike[str], redis_url: str, namespace: str, spec_root: str, *, lease_ttl: float = 1.0
-) -> Report:
-    """Check a finished run: its log, and the store it left behind."""
-    by_job, global_events = group_history(read_history(log_path))
-    facts = collect_facts(redis_url, namespace, spec_root, by_job)
-    return check(by_job, global_events, facts, lease_ttl=lease_ttl)
+def _retry(call: Any, tries: int = 40) -> Any:
+    """Read past a run fault (Redis restarting, failing over): 0.25 s apart, ~10 s at most."""
+    for n in range(tries):
+        try:
+            return call()
+        except Exception:  # redis-py's errors and the store's (StoreUnavailableError) alike
+            if n == tries - 1:
+                raise
+            time.sleep(0.25)
+    return None
 
 
-def group_history(records: Iterable[dict[str, Any]]) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
-    by_job: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    others: list[dict[str, Any]] = []
-    for rec in records:
-        job = rec.get("job")
-        (by_job[job] if job else others).append(rec)
-    for events in by_job.values():
-        events.sort(key=lambda r: r["t"])
-    return dict(by_job), others
-
-
-def check(
-    by_job: dict[str, list[dict[str, Any]]],
-    global_events: list[dict[str, Any]],
-    facts: dict[str, JobFacts],
+def check_trial(
+    records: Iterable[dict[str, Any]],
+    client: redis_lib.Redis,
+    namespace: str,
     *,
-    lease_ttl: float = 1.0,
-) -> Report:
-    report = Report()
-    for rec in global_events:
-        if rec.get("event") == "fault":
-            report.faults[rec["kind"]] += 1
-        elif rec.get("event") == "torn":
-            report.observations["torn_log_lines"] += 1
-        elif rec.get("event") == "runner_end" and rec.get("killed_leftovers"):
-            report.observations["leftover_processes_killed"] += rec["killed_leftovers"]
-    for job, events in sorted(by_job.items()):
-        _check_job(job, events, facts.get(job, JobFacts(entry=None)), report, lease_ttl)
+    lossy_windows: Iterable[tuple[int, int]] = (),
+) -> TrialReport:
+    """Check one trial: its history ``records`` (one job) and what ``client`` holds for it."""
+    recs = sorted(records, key=lambda r: r.get("t", 0))
+    start = next(r for r in recs if r["event"] == "trial_start")
+    trial, job = start["trial"], start["job"]
+    report = TrialReport(trial, job)
+    end = next((r for r in recs if r["event"] == "trial_end"), recs[-1])
+    report.status = end.get("status", "unfinished")
+    lossy = any(a <= end["t"] and b >= start["t"] for a, b in lossy_windows)
+
+    def violate(kind: str, detail: str) -> None:
+        v = Violation(kind, trial, job, detail)
+        (report.excused if lossy and kind in LOSSY else report.violations).append(v)
+
+    store = RedisJobResultStore(client, namespace)
+    entry: JobResultEntry | None = _retry(lambda: store.get_entry(job))
+    history: list[JobResultEntry] = _retry(lambda: store.get_history(job))
+
+    # what was injected
+    for r in recs:
+        if r["event"] == "fault":
+            report.faults[r["kind"]] += 1
+        elif r["event"] == "crash":
+            report.faults[f"crash_point:{r['step']}"] += 1
+        elif r["event"] == "app_failed":
+            report.faults["app_failure"] += 1
+        elif r["event"] == "error":
+            report.errors[r["kind"]] += 1
+
+    # never two applications at once
+    for r in recs:
+        if r["event"] == "overlap":
+            violate("two_applications", f"fence {r.get('fence')} found another application computing (pid {r['pid']})")
+
+    # fences, acknowledged successes, done is done
+    acquired = [(r["t"], _fence(r.get("fence"))) for r in recs if r["event"] == "lease_acquired"]
+    begins: dict[int, dict[str, Any]] = {}
+    acked: list[dict[str, Any]] = []
+    last_forget_t = -1
+    done_at: dict[str, Any] | None = None
+    for r in recs:
+        event = r["event"]
+        if event == "result_write_begin":
+            begins[r["pid"]] = r
+        elif event == "forgotten":
+            last_forget_t = r["t"]
+            done_at = None
+        elif event == "work_start" and done_at is not None:
+            violate("done_ran_again", f"fence {r.get('fence')} started an application after fence "
+                                      f"{done_at.get('fence')}'s SUCCEEDED was acknowledged")  # fmt: skip
+        elif event == "result_written":
+            began = begins.get(r["pid"], r)
+            mine = _fence(r.get("fence"))
+            for w in acked:
+                theirs = _fence(w.get("fence"))
+                if w["t"] < began["t"] and mine is not None and theirs is not None and theirs > mine:
+                    violate("lower_fence_after_higher", f"fence {mine} wrote {r['status']} (began after fence "
+                                                        f"{theirs}'s {w['status']} was acknowledged)")  # fmt: skip
+                    break
+            newer = [a for a in acquired if a[0] < began["t"] and mine is not None and a[1] is not None and a[1] > mine]
+            if newer:
+                violate("write_after_lease_lost", f"fence {mine}'s {r['status']} was accepted although fence "
+                                                  f"{newer[0][1]} had taken the lease before it began")  # fmt: skip
+            if r["status"] == JobStatus.SUCCEEDED.value:
+                if done_at is not None and began["t"] > done_at["t"]:
+                    violate("done_ran_again", f"fence {mine} wrote a second SUCCEEDED after fence "
+                                              f"{done_at.get('fence')}'s")  # fmt: skip
+                done_at = r
+            acked.append(r)
+    recomputed = {
+        h.result.fence for h in history if h.moved is not None and h.moved.reason == HistoryReason.RECOMPUTED.value
+    }
+    for w in acked:
+        if w["status"] != JobStatus.SUCCEEDED.value:
+            continue
+        f = _fence(w.get("fence"))
+        kept = entry is not None and entry.result.status is JobStatus.SUCCEEDED and entry.result.fence == f
+        forgotten = last_forget_t > w["t"] and f in recomputed
+        if not kept and not forgotten:
+            now = f"{entry.result.status.value} of fence {entry.result.fence}" if entry else "nothing"
+            violate("acknowledged_success_lost", f"fence {f}'s acknowledged SUCCEEDED is gone (the store holds {now})")
+
+    # what is left
+    report.outcome = "none" if entry is None else f"{entry.result.status.value}/{entry.state.value}"
+    if entry is not None and entry.is_clean and entry.result.status is JobStatus.SUCCEEDED:
+        for problem in check_outputs(entry):
+            violate("clean_output_broken", problem)
+        intent = _retry(lambda: IntentStore(client, namespace, spec_root="").get(job))
+        if intent is not None:
+            violate("intent_left", f"the job is clean, the intent of fence {intent.fence} is still there")
+        beat = _retry(lambda: Heartbeats(client, namespace).get(job))
+        if beat is not None and beat.ttl_ms < 0:
+            violate("heartbeat_left", f"the heartbeat of fence {beat.fence} never expires")
+    if entry is None or entry.result.status is not JobStatus.SUCCEEDED:
+        said = [r for r in recs if r["event"] == "error"]
+        if said and not said[-1].get("message", "").strip():
+            violate("stuck_without_message", f"the last failed try ({said[-1]['kind']}) said nothing")
+
+    # takeover: from a fault on a holder to the next lease holder with a newer fence
+    for r in recs:
+        kind = r["event"] if r["event"] == "crash" else r.get("kind") if r["event"] == "fault" else None
+        if kind not in HOLDER_FAULTS or (kind == "crash" and str(r.get("step", "")).startswith("cleanup")):
+            continue
+        before = [f for t, f in acquired if t <= r["t"] and f is not None]
+        if not before:
+            continue
+        after = [t for t, f in acquired if t > r["t"] and f is not None and f > max(before)]
+        if after:
+            report.takeovers_ms.append((after[0] - r["t"]) / 1e6)
     return report
 
 
-@dataclass
-class _Standin:
-    fence: int
-    pid: int
-    start: int | None = None
-    last: int | None = None
-
-
-@dataclass
-class _JobHistory:
-    """One job's log, sorted into what the checks compare."""
-
-    acquired: list[tuple[int, int, int]] = field(default_factory=list)  # (t, fence, pid)
-    lost_at: dict[int, int] = field(default_factory=dict)  # fence -> lease_lost
-    released_at: dict[int, int] = field(default_factory=dict)  # pid -> lease released (or tried)
-    rereads: list[tuple[int, str | None]] = field(default_factory=list)  # (fence, status found under lease)
-    launch_at: dict[int, int] = field(default_factory=dict)  # fence -> just before Popen
-    begin_at: dict[int, int] = field(default_factory=dict)  # fence -> just before the result write
-    acked: list[dict[str, Any]] = field(default_factory=list)  # result_written
-    refused: dict[int, str] = field(default_factory=dict)
-    standins: dict[int, _Standin] = field(default_factory=dict)  # fence -> its stand-in
-    faults: list[dict[str, Any]] = field(default_factory=list)
-    stalls: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # pid -> [(stopped, resumed)]
-    started: dict[int, int] = field(default_factory=dict)  # pid -> attempt_start
-    trial_status: str | None = None
-
-    def fence_of(self, pid: int) -> tuple[int, int] | None:
-        """(acquired at, fence) of the attempt ``pid``."""
-        return next(((t, f) for t, f, p in self.acquired if p == pid), None)
-
-    def stale_since(self, fence: int, lease_ttl: float) -> tuple[int, str] | None:
-        """From when ``fence`` provably no longer held the lease, and why.
-
-        Proofs: its attempt logged ``lease_lost``; a newer fence logged ``lease_acquired``; or its
-        attempt was stopped (SIGSTOP) for longer than the TTL after acquiring, since a stopped
-        process renews nothing and an expired lease never comes back to the same token."""
-        proofs: list[tuple[int, str]] = []
-        if fence in self.lost_at:
-            proofs.append((self.lost_at[fence], "its own lease_lost"))
-        newer = [t for t, g, _ in self.acquired if g > fence]
-        if newer:
-            proofs.append((min(newer), "a newer fence's lease_acquired"))
-        acquired_at, holder = next(((t, p) for t, f, p in self.acquired if f == fence), (None, None))
-        for stopped, resumed in self.stalls.get(holder, []) if holder is not None else []:
-            if acquired_at is not None and stopped > acquired_at and resumed - stopped >= (lease_ttl + 0.05) * 1e9:
-                proofs.append((resumed, f"a {(resumed - stopped) / 1e9:.2f} s stop (TTL {lease_ttl:g} s)"))
-        return min(proofs) if proofs else None
-
-
-def _read_job(events: list[dict[str, Any]], report: Report) -> _JobHistory:
-    h = _JobHistory()
-    open_stalls: dict[int, int] = {}
-    for e in events:
-        ev, t = e["event"], e["t"]
-        fence: Any = e.get("fence")  # an int on every attempt line once the lease is held
-        if e.get("role") == "standin":
-            s = h.standins.setdefault(fence, _Standin(fence=fence, pid=e["pid"]))
-            if ev == "fault":
-                report.faults[e["kind"]] += 1
-            elif ev == "overlap":
-                report.violations.append(
-                    Violation("overlap", e["job"], f"stand-in of fence {fence} (pid {e['pid']}) found work.lock held")
-                )
-            elif ev == "work_start":
-                s.start = s.last = t
-            elif ev in ("chunk", "marker_written", "work_end"):
-                s.last = t
-            continue
-        if ev == "attempt_start":
-            h.started[e["pid"]] = t
-        elif ev == "lease_acquired":
-            h.acquired.append((t, fence, e["pid"]))
-        elif ev == "lease_lost":
-            h.lost_at.setdefault(fence, t)
-        elif ev in ("lease_released", "lease_release_error"):
-            h.released_at[e["pid"]] = t
-        elif ev == "reread":
-            h.rereads.append((fence, e.get("found")))
-        elif ev == "launch":
-            h.launch_at[fence] = t
-        elif ev == "result_write_begin":
-            h.begin_at[fence] = t
-        elif ev == "result_written":
-            h.acked.append(e)
-        elif ev == "result_refused":
-            h.refused[fence] = e.get("reason", "")
-        elif ev == "fault":
-            h.faults.append(e)
-            report.faults[e["kind"]] += 1
-            if e["kind"] in STALL_FAULTS:
-                open_stalls[e["target"]] = t
-        elif ev == "fault_end" and e.get("target") in open_stalls:
-            h.stalls.setdefault(e["target"], []).append((open_stalls.pop(e["target"]), t))
-        elif ev == "trial_end":
-            h.trial_status = e.get("status")
-        elif ev in OBSERVED:
-            report.observations[OBSERVED[ev]] += 1
-    return h
-
-
-def _check_job(job: str, events: list[dict[str, Any]], facts: JobFacts, report: Report, lease_ttl: float) -> None:
-    bad = report.violations
-    h = _read_job(events, report)
-    if h.trial_status is not None:
-        report.trials += 1
-        if h.trial_status == "done":
-            report.completed += 1
-        else:
-            report.incomplete.append(f"{job}: {h.trial_status}")
-
-    # Two copies at once (the flock overlap was reported while reading).
-    runs = sorted((s for s in h.standins.values() if s.start is not None), key=lambda s: s.start or 0)
-    for i, a in enumerate(runs):
-        for b in runs[i + 1 :]:
-            if b.start is not None and a.last is not None and b.start < a.last:
-                bad.append(Violation("overlap_interval", job, f"fences {a.fence} and {b.fence} computed at once"))
-    # A holder that had lost its lease launched work, and the work ran.
-    for s in runs:
-        launched, stale = h.launch_at.get(s.fence), h.stale_since(s.fence, lease_ttl)
-        if launched is not None and stale is not None and stale[0] < launched:
-            bad.append(
-                Violation(
-                    "stale_launch_computed",
-                    job,
-                    f"fence {s.fence} launched its stand-in {(launched - stale[0]) / 1e6:.1f} ms after {stale[1]}, "
-                    "and the stand-in computed",
-                )
-            )
-    success_acks = [e for e in h.acked if e.get("status") == JobStatus.SUCCEEDED.value]
-    if success_acks:
-        first_ack = min(e["t"] for e in success_acks)
-        for s in runs:
-            if s.start is not None and s.start > first_ack:
-                bad.append(
-                    Violation(
-                        "work_after_done",
-                        job,
-                        f"stand-in of fence {s.fence} started {(s.start - first_ack) / 1e6:.1f} ms after the "
-                        "SUCCEEDED result was acknowledged",
-                    )
-                )
-    # Writes accepted from a fence that no longer held the lease.
-    for e in h.acked:
-        f: Any = e["fence"]
-        begin, stale = h.begin_at.get(f, e["t"]), h.stale_since(f, lease_ttl)
-        if stale is not None and stale[0] < begin:
-            bad.append(
-                Violation(
-                    "stale_fence_write",
-                    job,
-                    f"fence {f}'s {e.get('status')} write was accepted although it began "
-                    f"{(begin - stale[0]) / 1e6:.1f} ms after {stale[1]}",
-                )
-            )
-    entry = facts.entry
-    if entry is not None and entry.result.status is JobStatus.SUCCEEDED and entry.result.fence is not None:
-        f = entry.result.fence
-        blind = [g for g, found in h.rereads if g is not None and g > f and found != JobStatus.SUCCEEDED.value]
-        if blind and not any(v.kind == "stale_fence_write" and v.job == job for v in bad):
-            bad.append(
-                Violation(
-                    "stale_fence_write",
-                    job,
-                    f"the stored result has fence {f}, but fence {min(blind)} held the lease later and found no "
-                    "success under it: the write landed after the lease had moved on",
-                )
-            )
-    # What the store holds.
-    if len(success_acks) > 1:
-        bad.append(Violation("second_success", job, f"{len(success_acks)} SUCCEEDED writes acknowledged"))
-    for old in facts.history:
-        if old.result.status is JobStatus.SUCCEEDED:
-            bad.append(
-                Violation("second_success", job, f"an earlier SUCCEEDED entry (fence {old.result.fence}) was replaced")
-            )
-    for e in success_acks:
-        if entry is None or entry.result.status is not JobStatus.SUCCEEDED or entry.result.fence != e.get("fence"):
-            have = None if entry is None else (entry.result.status.value, entry.result.fence)
-            bad.append(
-                Violation("committed_result_lost", job, f"fence {e.get('fence')} was acknowledged; store has {have}")
-            )
-    if entry is not None:
-        f = entry.result.fence
-        if f not in h.begin_at:
-            bad.append(Violation("unexplained_result", job, f"stored result of fence {f} that no attempt began"))
-        elif not any(e.get("fence") == f for e in h.acked):
-            reason = h.refused.get(f)
-            report.observations["applied_but_reported_" + reason if reason else "applied_unacknowledged"] += 1
-        if entry.result.status is JobStatus.SUCCEEDED:
-            _check_output(job, entry, bad)
-            if facts.intent is not None:
-                bad.append(
-                    Violation("intent_left_behind", job, f"intent of fence {facts.intent.fence} next to a result")
-                )
-    _takeovers(h, success_acks, report)
-
-
-def _check_output(job: str, entry: JobResultEntry, bad: list[Violation]) -> None:
-    staging = entry.result.outputs.get("output")
-    if not staging:
-        bad.append(Violation("succeeded_without_marker", job, "the result names no output"))
-        return
-    try:
-        marker = read_commit_marker(staging)
-    except ValueError as exc:
-        bad.append(Violation("succeeded_without_marker", job, f"unreadable marker: {exc}"))
-        return
-    if marker is None:
-        bad.append(Violation("succeeded_without_marker", job, f"no commit marker in {staging}"))
-        return
-    m = _FENCE_DIR.search(staging.rstrip("/"))
-    if marker.get("job_id") != job or m is None or marker.get("fence") != int(m.group(1)):
-        bad.append(
-            Violation(
-                "marker_mismatch", job, f"marker says job {marker.get('job_id')} fence {marker.get('fence')}: {staging}"
-            )
-        )
-    want = (marker.get("metrics") or {}).get("chunks")
-    have = len([n for n in os.listdir(staging) if n.startswith("part-")]) if Path(staging).is_dir() else 0
-    if want != have:
-        bad.append(Violation("incomplete_output", job, f"{have} chunks in {staging}, marker says {want}"))
-
-
-def _takeovers(h: _JobHistory, success_acks: list[dict[str, Any]], report: Report) -> None:
-    """Fault on a lease holder -> the next fence holds the lease, and -> the job has its result."""
-    first_success = min((e["t"] for e in success_acks), default=None)
-    for fault in h.faults:
-        if fault["kind"] not in HOLDER_FAULTS:
-            continue
-        tf, pid = fault["t"], fault["target"]
-        held = h.fence_of(pid)
-        if held is None or held[0] > tf:
-            continue
-        fence = held[1]
-        if h.released_at.get(pid, tf + 1) < tf or h.lost_at.get(fence, tf + 1) < tf:
-            continue
-        if first_success is not None and first_success < tf:
-            continue
-        nxt = sorted((t, p) for t, g, p in h.acquired if g > fence and t > tf)
-        if nxt:
-            report.takeover_lease_s.append((nxt[0][0] - tf) / 1e9)
-            if h.started.get(nxt[0][1], tf) < tf:
-                report.takeover_waiting_s.append((nxt[0][0] - tf) / 1e9)
-        if first_success is not None:
-            report.takeover_result_s.append((first_success - tf) / 1e9)
+def read_trial(path: str) -> list[dict[str, Any]]:
+    return list(read_history(path))

@@ -1,140 +1,198 @@
 """What goes wrong in each trial, drawn from one seed before anything runs.
 
-Every trial is one job (``trial-<n>``) with 2-3 attempts and a fault-free *finisher* that starts
-once they have all ended (Airflow's last retry), so that every trial should end with exactly one
-SUCCEEDED result, and the checker can tell a lost result from a job nobody finished.
+A trial is one job, run as Airflow would run it: tries 1..k of a DAG run, each started after
+the previous one ended or was killed (``last_try`` on the last), some of them "lost" (a zombie:
+the try runs on while its retry starts), on 1-3 hosts; sometimes a later DAG run that asks to
+recompute the job; sometimes a stop or cancel request while a try runs; then the cleanup task,
+re-run until it commits. Faults per try: SIGKILL of the task process, of its supervisor or of
+the application at a random moment; SIGKILL at a named crash point
+(:data:`airflow_jrs.protocol.steps.STEPS`); Airflow's ``on_kill`` (SIGTERM); SIGSTOP of the task
+past its lease TTL; a planned application failure. Faults of the whole run (Redis restarts and
+crashes, failovers that lose acknowledged writes, partitions of one host, clock steps on the
+Redis host) are drawn by :func:`plan_run_faults` and injected by the runner.
 
 Drawing the whole plan up front from ``random.Random(seed)`` makes a run reproducible in *what*
-is injected; *when* it lands relative to the attempt's steps still depends on scheduling, which is
-the point (Jepsen: the interleavings come from the real system).
+is injected; *when* it lands relative to the attempt's steps still depends on scheduling, which
+is the point (Jepsen: the interleavings come from the real system).
 """
 
 from __future__ import annotations
 
-import enum
 import random
 from dataclasses import dataclass, field
 
-from jrs_testbench.trials.config import AttemptPlan
+from airflow_jrs.protocol.steps import STEPS
 
+TASK_STEPS = tuple(s for s in STEPS if not s.startswith("cleanup"))
+CLEANUP_STEPS = tuple(s for s in STEPS if s.startswith("cleanup"))
 
-class Fault(enum.StrEnum):
-    KILL_GROUP = "kill_group"  # SIGKILL attempt + stand-in: a lost worker
-    KILL_ATTEMPT = "kill_attempt"  # SIGKILL the attempt only: spark-submit outlives its task
-    STALL_ATTEMPT = "stall_attempt"  # SIGSTOP the attempt past the TTL (GC pause), stand-in runs on
-    STALL_GROUP = "stall_group"  # SIGSTOP attempt + stand-in past the TTL (a frozen VM)
-    STALL_AFTER_INTENT = "stall_after_intent"  # paused after recording its intent until its lease is gone
-    STALL_BEFORE_WRITE = "stall_before_write"  # paused between its last lease check and the result write
-    CONCURRENT_START = "concurrent_start"  # two attempts of one job started at the same instant
-    STANDIN_FAILURE = "standin_failure"  # the stand-in exits non-zero (Spark failed)
-    REDIS_RESTART = "redis_restart"  # redis-server stopped (SIGTERM) and started again
-    REDIS_CRASH = "redis_crash"  # redis-server SIGKILLed and started again (appendfsync always)
-
-
-#: Faults the runner injects into one attempt (at most one each).
-ATTEMPT_FAULTS = (
-    Fault.KILL_GROUP,
-    Fault.KILL_ATTEMPT,
-    Fault.STALL_ATTEMPT,
-    Fault.STALL_GROUP,
-    Fault.STALL_AFTER_INTENT,
-    Fault.STALL_BEFORE_WRITE,
-    Fault.STANDIN_FAILURE,
-)
-PAUSE_STEPS = {Fault.STALL_AFTER_INTENT: "after_intent", Fault.STALL_BEFORE_WRITE: "before_result"}
-
-DEFAULT_WEIGHTS: dict[Fault, float] = {
-    Fault.KILL_GROUP: 3,
-    Fault.KILL_ATTEMPT: 3,
-    Fault.STALL_ATTEMPT: 2,
-    Fault.STALL_GROUP: 2,
-    Fault.STALL_AFTER_INTENT: 1,
-    Fault.STALL_BEFORE_WRITE: 2,
-    Fault.STANDIN_FAILURE: 0.5,
+#: Faults of one try, with their default weights (drawn for ``try_fault_rate`` of the tries).
+TRY_FAULTS: dict[str, float] = {
+    "kill_task": 3,  # SIGKILL the task process at a random moment (its supervisor lives on)
+    "kill_supervisor": 1.5,  # SIGKILL the supervisor (the application dies with it)
+    "kill_app": 1.5,  # SIGKILL the application (spark-submit sees it fail)
+    "crash_point": 4,  # SIGKILL the task at a named step
+    "on_kill": 1.5,  # SIGTERM the task: Airflow's on_kill
+    "pause": 1.5,  # SIGSTOP the task past its lease TTL
+    "pause_before_write": 1.5,  # the task stops itself right before its result write, past its TTL
+    "app_failure": 1,  # the application fails on purpose
 }
+#: Faults of the whole run, with their default weights.
+RUN_FAULTS: dict[str, float] = {
+    "redis_restart": 2,
+    "redis_crash": 2,
+    "failover": 1,
+    "partition": 3,
+    "clock_step": 1,
+}
+PARTITION_MODES = ("drop-replies", "delay", "blackhole")
 
 
 @dataclass(frozen=True)
-class AttemptFault:
-    """A signal fault: ``at`` seconds after the attempt started; stalls last ``duration``."""
-
-    kind: Fault
+class TryPlan:
+    run_id: str
+    try_number: int
+    host: str
+    last_try: bool
+    predecessor: str = "wait"
+    #: start while the previous try still runs (it was "lost": a zombie), this many seconds after it
+    zombie_after: float | None = None
+    fault: str | None = None
+    #: seconds after the start for random-moment faults; the step for ``crash_point``
     at: float = 0.0
-    duration: float = 0.0
-    extra_delay: float = 0.0  # pauses: how long to stay stopped once the lease is gone
-
-
-@dataclass(frozen=True)
-class ScheduledAttempt:
-    plan: AttemptPlan
-    start: float  # seconds after the trial started
-    fault: AttemptFault | None = None
+    step: str | None = None
+    pause_s: float = 0.0
+    chunks: int = 3
+    rows: int = 4
+    pace: tuple[float, float] = (0.01, 0.06)
+    fail_at: int = -1
+    recompute: bool = False
+    seed: int = 0
 
 
 @dataclass(frozen=True)
 class TrialPlan:
     trial: int
     job_id: str
-    attempts: list[ScheduledAttempt]
-    finisher: AttemptPlan
-    concurrent: bool = False
-    faults: list[Fault] = field(default_factory=list)
+    hosts: list[str]
+    tries: list[TryPlan]
+    #: (seconds after the chosen try started, "stop" | "cancel", index of that try) or None
+    stop_request: tuple[float, str, int] | None = None
+    #: crash points of successive cleanup runs (None: that run is not crashed)
+    cleanup_crashes: list[str | None] = field(default_factory=list)
+    faults: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class FaultMix:
-    """How often each fault is drawn. ``fault_rate``: share of attempts that get one."""
+    """How often each fault is drawn."""
 
-    fault_rate: float = 0.6
-    weights: dict[Fault, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
-    concurrent_rate: float = 0.2
-    stop_rate: float = 0.3  # attempts that stop a predecessor's stand-in instead of waiting
-    three_attempts_rate: float = 0.4
-    lease_ttl: float = 1.0
+    try_fault_rate: float = 0.5
+    try_weights: dict[str, float] = field(default_factory=lambda: dict(TRY_FAULTS))
+    zombie_rate: float = 0.12
+    recompute_rate: float = 0.15
+    stop_rate: float = 0.08
+    cleanup_crash_rate: float = 0.3
+    stop_predecessor_rate: float = 0.3
+    run_weights: dict[str, float] = field(default_factory=lambda: dict(RUN_FAULTS))
+    #: seconds between two run faults (uniform)
+    run_fault_every: tuple[float, float] = (4.0, 10.0)
+
+    def only(self, names: set[str]) -> FaultMix:
+        """The same mix restricted to the faults named (``--faults``)."""
+        unknown = names - set(TRY_FAULTS) - set(RUN_FAULTS) - {"zombie", "recompute", "stop", "cleanup_crash"}
+        if unknown:
+            raise ValueError(f"unknown faults {sorted(unknown)}; known: {sorted({*TRY_FAULTS, *RUN_FAULTS})} "
+                             "and zombie, recompute, stop, cleanup_crash")  # fmt: skip
+        return FaultMix(
+            try_fault_rate=self.try_fault_rate,
+            try_weights={k: v for k, v in self.try_weights.items() if k in names},
+            zombie_rate=self.zombie_rate if "zombie" in names else 0.0,
+            recompute_rate=self.recompute_rate if "recompute" in names else 0.0,
+            stop_rate=self.stop_rate if "stop" in names else 0.0,
+            cleanup_crash_rate=self.cleanup_crash_rate if "cleanup_crash" in names else 0.0,
+            stop_predecessor_rate=self.stop_predecessor_rate,
+            run_weights={k: v for k, v in self.run_weights.items() if k in names},
+            run_fault_every=self.run_fault_every,
+        )
 
 
-def plan_trials(seed: int, trials: int, mix: FaultMix | None = None, *, first: int = 0) -> list[TrialPlan]:
+def _tries(rng: random.Random, mix: FaultMix, run_id: str, hosts: list[str], ttl: float, recompute: bool,
+           faults: list[str]) -> list[TryPlan]:  # fmt: skip
+    kinds = [k for k, w in mix.try_weights.items() if w > 0]
+    weights = [mix.try_weights[k] for k in kinds]
+    count = rng.choice([1, 2, 2, 3, 3, 4])
+    tries = []
+    for n in range(1, count + 1):
+        fault = rng.choices(kinds, weights)[0] if kinds and rng.random() < mix.try_fault_rate else None
+        zombie = n > 1 and rng.random() < mix.zombie_rate
+        if zombie:
+            faults.append("zombie")
+        if fault:
+            faults.append(fault)
+        chunks = rng.randint(2, 5)
+        tries.append(TryPlan(
+            run_id=run_id, try_number=n, host=rng.choice(hosts), last_try=n == count,
+            predecessor="stop" if rng.random() < mix.stop_predecessor_rate else "wait",
+            zombie_after=rng.uniform(0.2, 1.5) if zombie else None,
+            fault=fault, at=rng.uniform(0.05, 1.5), step=rng.choice(TASK_STEPS) if fault == "crash_point" else None,
+            pause_s=rng.uniform(1.3 * ttl, 2.2 * ttl), chunks=chunks, rows=rng.randint(1, 6),
+            pace=(0.01, rng.uniform(0.02, 0.15)), fail_at=rng.randrange(chunks) if fault == "app_failure" else -1,
+            recompute=recompute, seed=rng.getrandbits(32),
+        ))  # fmt: skip
+    return tries
+
+
+def plan_trials(seed: int, trials: int, mix: FaultMix | None = None, *, ttl: float = 2.0, first: int = 0
+                ) -> list[TrialPlan]:  # fmt: skip
     """``trials`` plans, reproducible from ``seed``."""
     mix = mix or FaultMix()
     rng = random.Random(seed)
-    kinds = [k for k in ATTEMPT_FAULTS if mix.weights.get(k, 0) > 0]
-    weights = [mix.weights[k] for k in kinds]
     plans = []
     for n in range(first, first + trials):
-        job_id = f"trial-{n}"
-        count = 3 if rng.random() < mix.three_attempts_rate else 2
-        concurrent = rng.random() < mix.concurrent_rate
-        attempts = []
-        drawn: list[Fault] = []
-        for i in range(count):
-            start = 0.0 if i == 0 or (i == 1 and concurrent) else rng.uniform(0.0, 1.2)
-            fault = None
-            if kinds and rng.random() < mix.fault_rate:
-                kind = rng.choices(kinds, weights)[0]
-                fault = AttemptFault(
-                    kind=kind,
-                    at=rng.uniform(0.02, 0.6),
-                    duration=rng.uniform(1.2 * mix.lease_ttl, 2.2 * mix.lease_ttl),
-                    extra_delay=rng.choice([0.0, 0.0, rng.uniform(0.0, 0.3)]),
-                )
-                drawn.append(kind)
-            plan = AttemptPlan(
-                trial=n,
-                job_id=job_id,
-                index=i + 1,
-                predecessor="stop" if rng.random() < mix.stop_rate else "wait",
-                pause_at=PAUSE_STEPS.get(fault.kind) if fault else None,
-                startup=rng.uniform(0.03, 0.06),
-                chunks=rng.randint(3, 5),
-                chunk_delay=rng.uniform(0.02, 0.05),
-                fail_work=fault is not None and fault.kind is Fault.STANDIN_FAILURE,
-                last_try=i == count - 1,
-                seed=rng.getrandbits(32),
-            )
-            attempts.append(ScheduledAttempt(plan=plan, start=start, fault=fault))
-        finisher = AttemptPlan(
-            trial=n, job_id=job_id, index=count + 1, lease_wait=15.0, last_try=True, finisher=True,
-            predecessor="stop" if rng.random() < mix.stop_rate else "wait", seed=rng.getrandbits(32),
-        )  # fmt: skip
-        plans.append(TrialPlan(n, job_id, attempts, finisher, concurrent, drawn))
+        hosts = [f"h{i}" for i in range(1, rng.choice([1, 2, 2, 3]) + 1)]
+        faults: list[str] = []
+        tries = _tries(rng, mix, "run-1", hosts, ttl, False, faults)
+        if rng.random() < mix.recompute_rate:
+            faults.append("recompute")
+            tries += _tries(rng, mix, "run-2", hosts, ttl, True, faults)
+        stop = None
+        if rng.random() < mix.stop_rate:
+            stop = (rng.uniform(0.3, 1.5), rng.choice(["stop", "cancel"]), rng.randrange(len(tries)))
+            faults.append(stop[1])
+        crashes: list[str | None] = []
+        while rng.random() < mix.cleanup_crash_rate and len(crashes) < 3:
+            crashes.append(rng.choice(CLEANUP_STEPS))
+            faults.append("cleanup_crash")
+        plans.append(TrialPlan(n, f"job-{n}", hosts, tries, stop, crashes, faults))
     return plans
+
+
+@dataclass(frozen=True)
+class RunFault:
+    kind: str
+    at: float  # seconds after the run started
+    host: str = "h1"
+    mode: str = ""
+    duration: float = 0.0
+    step_s: float = 0.0
+
+
+def plan_run_faults(seed: int, span: float, mix: FaultMix | None = None, *, ttl: float = 2.0) -> list[RunFault]:
+    """Run-wide faults over ``span`` seconds (the runner stops at the last trial)."""
+    mix = mix or FaultMix()
+    rng = random.Random(seed ^ 0x5EED)
+    kinds = [k for k, w in mix.run_weights.items() if w > 0]
+    if not kinds:
+        return []
+    weights = [mix.run_weights[k] for k in kinds]
+    faults, at = [], rng.uniform(1.0, mix.run_fault_every[0])
+    while at < span:
+        kind = rng.choices(kinds, weights)[0]
+        faults.append(RunFault(
+            kind=kind, at=at, host=rng.choice(["h1", "h2", "h3"]), mode=rng.choice(PARTITION_MODES),
+            duration=rng.uniform(0.2, 2.5 * ttl) if kind == "partition" else rng.uniform(0.1, 1.0),
+            step_s=rng.choice([-1, 1]) * rng.uniform(1.5 * ttl, 4 * ttl),
+        ))  # fmt: skip
+        at += rng.uniform(*mix.run_fault_every)
+    return faults

@@ -1,0 +1,200 @@
+"""One Airflow-like task try of a fault trial: the product's :class:`~airflow_jrs.protocol.JobAttempt`.
+
+    python -m jrs_testbench.trials.task '<json spec>'
+
+(the runner forks and calls :func:`run_task` with the same spec: an interpreter start per try
+would cost more than the try). The try builds :class:`~airflow_jrs.protocol.JobNamespace` through
+its host's Redis URL (the host's proxy: partitions cut it alone), hands the stand-in launcher
+(:mod:`.launcher`) to ``JobAttempt`` and calls ``run()``, as the operator does with spark-submit.
+SIGTERM is Airflow's ``on_kill``: ``attempt.kill()``, then the task ends (Airflow raises in the
+task after ``on_kill``).
+
+Every step and outcome goes to the history log, recorded outside the product: the lease
+acquired or taken over (fence), the lease lost, each ACKNOWLEDGED result write (fence, status)
+and each refused one with its error, the recompute's forget, the steps
+(:data:`airflow_jrs.protocol.steps.STEPS`, where a planned crash SIGKILLs the process) and the
+outcome or the error with its message. Exit codes: :data:`OK`, :data:`FAILED` (Airflow retries),
+:data:`NO_RETRY` (ended on request: Airflow must not retry).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import logging
+import os
+import signal
+import sys
+from typing import Any
+
+from airflow_jrs import recompute
+from airflow_jrs.exceptions import JobEndedOnRequestError
+from airflow_jrs.protocol import AttemptPolicy, JobAttempt, JobNamespace, JobSpec, settings_for
+from airflow_jrs.protocol.steps import observe_steps
+from airflow_jrs.store import Attempt
+from jrs_testbench.trials.history import HistoryLog
+from jrs_testbench.trials.launcher import StandInLauncher
+
+OK, FAILED, NO_RETRY = 0, 1, 2
+#: A deliberately broken protocol, so a test can show the checker fails: ``unfenced_result``
+#: removes the fence check from the result script (any holder, even a stale one, may write).
+BREAK_ENV = "JRS_TRIALS_BREAK"
+FENCE_CHECK_LINE = "if not fence_ok(KEYS[5], ARGV[4]) then return -2 end"
+
+
+def break_protocol() -> str | None:
+    """Apply ``JRS_TRIALS_BREAK`` (before any store is built: the script is registered then)."""
+    broken = os.environ.get(BREAK_ENV) or None
+    if broken == "unfenced_result":
+        from airflow_jrs.store import scripts
+
+        if FENCE_CHECK_LINE not in scripts.CREATE_DIRTY_RESULT:
+            raise RuntimeError("CREATE_DIRTY_RESULT changed: update FENCE_CHECK_LINE so the broken protocol breaks")
+        scripts.CREATE_DIRTY_RESULT = scripts.CREATE_DIRTY_RESULT.replace(FENCE_CHECK_LINE, "-- fence check removed")
+    elif broken is not None:
+        raise ValueError(f"{BREAK_ENV}={broken!r}: the only broken protocol is 'unfenced_result'")
+    return broken
+
+
+def apply_revert() -> str | None:
+    """Apply ``JRS_TRIALS_REVERT`` (one issue-18 fix patched back out) when it is set."""
+    if not os.environ.get("JRS_TRIALS_REVERT") or importlib.util.find_spec("jrs_testbench.trials.reverts") is None:
+        return None
+    from jrs_testbench.trials import reverts  # type: ignore[attr-defined]
+
+    reverts.apply_from_env()
+    return os.environ["JRS_TRIALS_REVERT"]
+
+
+def _record_writes(jobs: JobNamespace, log: HistoryLog) -> None:
+    """Log each result write before it starts (a lower bound) and when acknowledged or refused."""
+    store = jobs.results
+    create, forget = store.create_dirty_result, store.forget_result
+
+    def create_dirty_result(result: Any, *, fence: Any = None, supersede: Any = False) -> Any:
+        status = result.status.value
+        log.log("result_write_begin", fence=fence, status=status)
+        try:
+            entry = create(result, fence=fence, supersede=supersede)
+        except Exception as exc:
+            log.log("result_refused", fence=fence, status=status, error=f"{type(exc).__name__}: {exc}")
+            raise
+        log.log("result_written", fence=fence, status=status, outputs=result.outputs)
+        return entry
+
+    def forget_result(job_id: str, **kwargs: Any) -> Any:
+        log.log("forget_begin", fence=kwargs.get("fence"), reason=str(kwargs.get("reason")))
+        done = forget(job_id, **kwargs)
+        log.log("forgotten", fence=kwargs.get("fence"), reason=str(kwargs.get("reason")))
+        return done
+
+    store.create_dirty_result = create_dirty_result  # type: ignore[method-assign]
+    store.forget_result = forget_result  # type: ignore[method-assign]
+    make_lease = jobs.lease
+
+    def lease(job_id: str, **kwargs: Any) -> Any:
+        held = make_lease(job_id, **kwargs)
+        acquire, take_over = held.acquire, held.take_over
+
+        def logged(how: str, call: Any, *args: Any) -> Any:
+            token = call(*args)
+            if token is not None:
+                log.fence = token
+                log.log("lease_acquired", fence=token, via=how)
+                lost = held.on_lost
+
+                def on_lost(lease: Any) -> None:
+                    log.log("lease_lost", fence=lease.token)
+                    if lost is not None:
+                        lost(lease)
+
+                held.on_lost = on_lost
+            return token
+
+        held.acquire = lambda: logged("acquire", acquire)
+        held.take_over = lambda dead: logged("takeover", take_over, dead)
+        return held
+
+    jobs.lease = lease  # type: ignore[method-assign]
+
+
+def _pause_before_write(log: HistoryLog) -> None:
+    """Stop this process between the attempt's last lease check and its result write (the
+    window the fence exists for); the trial driver continues it once its lease is surely gone."""
+    log.log("fault", kind="pause_before_write")
+    os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def run_task(spec: dict[str, Any]) -> int:
+    """One try as described by ``spec`` (see :mod:`.runner`); returns the exit code."""
+    reverted = apply_revert()
+    broken = break_protocol()
+    log = HistoryLog(spec["history"], trial=spec["trial"], job=spec["job_id"])
+    host = spec.get("host", "h1")
+    os.environ["JRS_TRIAL_HOST"] = host
+    log.log("task_start", try_number=spec["try_number"], run_id=spec["run_id"], host=host,
+            last_try=spec["last_try"], crash_at=spec.get("crash_at"), revert=reverted, broken=broken)  # fmt: skip
+    crash_at = spec.get("crash_at")
+
+    def observer(step: str) -> None:
+        log.log("step", step=step)
+        if step == crash_at:
+            log.log("crash", step=step)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    observe_steps(observer)
+    settings = settings_for(
+        spec["namespace"], output_root=spec["output_root"], spec_root=spec["spec_root"], lease_ttl=spec["lease_ttl"]
+    )
+    jobs = JobNamespace.from_url(spec["url"], settings)
+    _record_writes(jobs, log)
+    stderr = os.open(spec["stderr"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if spec.get("stderr") else None
+    launcher = StandInLauncher(
+        jobs.connection or {}, spec["lease_ttl"], history=spec["history"], lock=spec["lock"],
+        app_args=[*spec["app_args"], "--trial", str(spec["trial"])], stderr=stderr,
+        before_write=functools.partial(_pause_before_write, log) if spec.get("pause_before_write") else None,
+    )  # fmt: skip
+    policy = AttemptPolicy(
+        predecessor=spec["predecessor"], lease_wait_timeout=spec["lease_wait_timeout"], last_try=spec["last_try"],
+        retries=spec.get("retries", 0), lease_poll=0.1,
+        recompute=recompute.Request(everything=True) if spec.get("recompute") else None,
+    )  # fmt: skip
+    attempt = JobAttempt(
+        jobs,
+        JobSpec(spec["job_id"], spec["fingerprint"], {"output": ""}),
+        Attempt(spec["dag_id"], spec["task_id"], spec["run_id"], spec["try_number"]),
+        launcher,
+        policy=policy,
+        log=logging.getLogger("jrs_testbench.trials.task"),
+    )
+
+    def on_kill(signum: int, _frame: Any) -> None:
+        log.log("on_kill", signal=signum)
+        attempt.kill()
+        raise SystemExit(FAILED)  # Airflow ends the task after on_kill
+
+    signal.signal(signal.SIGTERM, on_kill)
+    try:
+        outcome = attempt.run()
+    except JobEndedOnRequestError as exc:
+        log.log("error", kind=type(exc).__name__, message=str(exc), retry=False)
+        return NO_RETRY
+    except SystemExit:
+        log.log("error", kind="killed", message="ended by on_kill", retry=True)
+        return FAILED
+    except Exception as exc:
+        log.log("error", kind=type(exc).__name__, message=str(exc), retry=True)
+        return FAILED
+    log.log("outcome", kind=outcome.kind, fence=outcome.fence, status=outcome.result.status.value,
+            reason=outcome.reason, adopted_from=outcome.adopted_from, outputs=outcome.result.outputs)  # fmt: skip
+    return OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    return run_task(json.loads(args[0]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,314 @@
+"""One trial, driven from a runner worker: the tries of a job as Airflow starts them, the faults
+of each try, the stop request, the cleanup until it commits, then the checker.
+
+The worker is single-threaded and a child subreaper (orphaned supervisors and applications come
+back to it and are reaped); each try is a forked child running :func:`.task.run_task`, each
+cleanup one running :func:`.cleanup.run_cleanup`. Faults are logged to the trial's history
+*before* they are sent (``fault`` with ``kind``, ``try``), and only when they found their target
+(a fault that found nothing to hit is ``fault_missed``, never counted as injected).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import os
+import signal
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+import redis as redis_lib
+
+from airflow_jrs.intent import IntentStore
+from airflow_jrs.protocol.processes import find_job_processes
+from airflow_jrs.store.stop_requests import StopRequests
+from jrs_testbench.trials.cleanup import COMMITTED, NOTHING, run_cleanup
+from jrs_testbench.trials.faults import TrialPlan, TryPlan
+from jrs_testbench.trials.history import HistoryLog, read_history
+from jrs_testbench.trials.task import NO_RETRY, OK, run_task
+
+PR_SET_CHILD_SUBREAPER = 36
+CLEANUP_RUNS = 8
+POLL = 0.02
+
+
+@dataclass(frozen=True)
+class Bench:
+    """Where one run's shared things live, and how each host reaches Redis."""
+
+    urls: dict[str, str]  # host -> its proxy's URL
+    check_url: str  # a proxy never partitioned, re-pointed on failover: the CLI's and checker's
+    namespace: str
+    workdir: str
+    lease_ttl: float
+    fingerprint: str = "fp-trials-v1"
+
+    @property
+    def output_root(self) -> str:
+        return f"{self.workdir}/out"
+
+    @property
+    def spec_root(self) -> str:
+        return f"{self.workdir}/specs"
+
+    def history(self, trial: int) -> str:
+        return f"{self.workdir}/history/{trial}.jsonl"
+
+    @property
+    def run_history(self) -> str:
+        return f"{self.workdir}/history/run.jsonl"
+
+    def lock(self, job_id: str) -> str:
+        return f"{self.workdir}/locks/{job_id}.lock"
+
+    def create_dirs(self) -> None:
+        for sub in ("out", "specs", "history", "locks"):
+            os.makedirs(f"{self.workdir}/{sub}", exist_ok=True)
+
+
+def become_subreaper() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+
+
+def _fork(target: Callable[[dict[str, Any]], int], spec: dict[str, Any], stderr: str) -> int:
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 4
+        try:
+            null = os.open(os.devnull, os.O_RDWR)
+            err = os.open(stderr, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            os.dup2(null, 0)
+            os.dup2(null, 1)
+            os.dup2(err, 2)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            code = target(spec)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    return pid
+
+
+@dataclass
+class _Try:
+    plan: TryPlan
+    index: int
+    pid: int
+    started: float
+    code: int | None = None
+    fault_done: bool = False
+    paused_until: float | None = None
+
+
+def _ended(t: _Try) -> bool:
+    """Ended, or paused (Airflow sees no heartbeat of a stopped task and starts its retry: a zombie)."""
+    return t.code is not None or t.paused_until is not None
+
+
+@dataclass
+class TrialDriver:
+    bench: Bench
+    plan: TrialPlan
+    trial_timeout: float = 90.0
+    children: dict[int, int | None] = field(default_factory=dict)  # pid -> exit code once reaped
+
+    def __post_init__(self) -> None:
+        self.log = HistoryLog(self.bench.history(self.plan.trial), trial=self.plan.trial, job=self.plan.job_id)
+        self.stderr = f"{self.bench.workdir}/errors.log"
+        self.started = time.monotonic()
+        self.tries: list[_Try] = []
+        self.stop_sent = False
+        self.cleanup_runs = 0
+
+    # -- children --------------------------------------------------------------------------
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid in self.children:
+                self.children[pid] = os.waitstatus_to_exitcode(status)
+            for t in self.tries:
+                if t.pid == pid:
+                    t.code = os.waitstatus_to_exitcode(status)
+                    self.log.log("try_end", run_id=t.plan.run_id, try_number=t.plan.try_number, code=t.code)
+
+    def _spec(self, tp: TryPlan) -> dict[str, Any]:
+        b, p = self.bench, self.plan
+        return {
+            "url": b.urls[tp.host], "namespace": b.namespace, "output_root": b.output_root,
+            "spec_root": b.spec_root, "lease_ttl": b.lease_ttl, "job_id": p.job_id, "fingerprint": b.fingerprint,
+            "dag_id": "trials", "task_id": "submit", "run_id": tp.run_id, "try_number": tp.try_number,
+            "last_try": tp.last_try, "retries": 3, "predecessor": tp.predecessor,
+            "lease_wait_timeout": 2 * b.lease_ttl + 1, "recompute": tp.recompute, "history": b.history(p.trial),
+            "trial": p.trial, "host": tp.host, "crash_at": tp.step if tp.fault == "crash_point" else None,
+            "lock": b.lock(p.job_id), "stderr": self.stderr, "pause_before_write": tp.fault == "pause_before_write",
+            "app_args": ["--chunks", str(tp.chunks), "--rows", str(tp.rows), "--pace", f"{tp.pace[0]},{tp.pace[1]}",
+                         "--fail-at", str(tp.fail_at), "--seed", str(tp.seed)],
+        }  # fmt: skip
+
+    def _start_try(self, tp: TryPlan) -> _Try:
+        pid = _fork(run_task, self._spec(tp), self.stderr)
+        t = _Try(tp, len(self.tries), pid, time.monotonic())
+        self.tries.append(t)
+        return t
+
+    # -- faults ----------------------------------------------------------------------------
+    def _supervisor_and_app(self, t: _Try) -> tuple[psutil.Process | None, psutil.Process | None]:
+        try:
+            sups = psutil.Process(t.pid).children()
+            apps = sups[0].children() if sups else []
+        except psutil.Error:
+            return None, None
+        return (sups[0] if sups else None), (apps[0] if apps else None)
+
+    def _fault(self, t: _Try, now: float) -> None:
+        tp = t.plan
+        if t.paused_until is not None and tp.fault == "pause_before_write" and self._taken_over(t):
+            t.paused_until = now  # its lease is another's now: wake it into the write it was about to make
+        if t.paused_until is not None and now >= t.paused_until:
+            t.paused_until = None
+            self.log.log("fault_end", kind="pause", try_index=t.index)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(t.pid, signal.SIGCONT)
+        if tp.fault == "pause_before_write" and not t.fault_done and t.code is None:
+            with contextlib.suppress(psutil.Error):
+                if psutil.Process(t.pid).status() == psutil.STATUS_STOPPED:
+                    t.fault_done, t.paused_until = True, now + tp.pause_s  # it logged the fault itself
+            return
+        if t.fault_done or tp.fault not in ("kill_task", "kill_supervisor", "kill_app", "on_kill", "pause"):
+            return
+        if now - t.started < tp.at or t.code is not None:
+            return
+        target: int | None = t.pid
+        if tp.fault in ("kill_supervisor", "kill_app"):
+            sup, app = self._supervisor_and_app(t)
+            proc = sup if tp.fault == "kill_supervisor" else app
+            if proc is None:
+                return  # not launched yet: try again at the next poll, until the try ends
+            target = proc.pid
+        t.fault_done = True
+        self.log.log("fault", kind=tp.fault, try_index=t.index, target=target)
+        with contextlib.suppress(ProcessLookupError):
+            if tp.fault == "on_kill":
+                os.kill(target, signal.SIGTERM)
+            elif tp.fault == "pause":
+                os.kill(target, signal.SIGSTOP)
+                t.paused_until = now + tp.pause_s
+            else:
+                os.kill(target, signal.SIGKILL)
+
+    def _taken_over(self, t: _Try) -> bool:
+        """Has another try logged taking the lease since ``t`` stopped itself?"""
+        paused = None
+        for r in read_history(self.bench.history(self.plan.trial)):
+            if r.get("pid") == t.pid and r.get("event") == "fault":
+                paused = r["t"]
+            elif paused is not None and r.get("event") == "lease_acquired" and r.get("pid") != t.pid:
+                return True
+        return False
+
+    def _stop_request(self, now: float) -> None:
+        request = self.plan.stop_request
+        if request is None or self.stop_sent:
+            return
+        after, kind, index = request
+        if index >= len(self.tries) or now - self.tries[index].started < after:
+            return
+        self.stop_sent = True
+        try:  # as the CLI asks: the fence of the running attempt's intent
+            with redis_lib.Redis.from_url(self.bench.check_url, socket_timeout=5) as client:
+                intent = IntentStore(client, self.bench.namespace, spec_root="").get(self.plan.job_id)
+                if intent is None:
+                    self.log.log("fault_missed", kind=kind, why="no intent")
+                    return
+                asked = StopRequests(client, self.bench.namespace).ask(
+                    self.plan.job_id, intent.fence, kind, by="trials", reason="a stop request of the plan"
+                )
+            self.log.log("fault", kind=kind, fence=int(intent.fence), asked=asked is not None)
+        except Exception as exc:
+            self.log.log("fault_missed", kind=kind, why=f"{type(exc).__name__}: {exc}")
+
+    # -- the trial -------------------------------------------------------------------------
+    def _wait(self, until: Callable[[], bool], limit: float) -> bool:
+        deadline = time.monotonic() + limit
+        while True:
+            self._reap()
+            now = time.monotonic()
+            for t in self.tries:
+                self._fault(t, now)
+            self._stop_request(now)
+            if until():
+                return True
+            if now > deadline:
+                return False
+            time.sleep(POLL)
+
+    def _leftovers(self) -> list[psutil.Process]:
+        own = [p for p in find_job_processes(self.bench.namespace, self.plan.job_id)]
+        with contextlib.suppress(psutil.Error):
+            own += [c for c in psutil.Process().children(recursive=True) if c.status() != psutil.STATUS_ZOMBIE]
+        return own
+
+    def run(self) -> str:
+        p = self.plan
+        self.log.log("trial_start", hosts=p.hosts, tries=len(p.tries), plan_faults=p.faults)
+        status = "done"
+        runs = [r for r in dict.fromkeys(tp.run_id for tp in p.tries)]
+        for run_id in runs:
+            previous: _Try | None = None
+            for tp in [tp for tp in p.tries if tp.run_id == run_id]:
+                if previous is not None:
+                    ended = functools.partial(_ended, previous)
+                    if tp.zombie_after is not None and previous.code is None:
+                        self._wait(ended, tp.zombie_after)
+                        if previous.code is None:
+                            self.log.log("fault", kind="zombie", try_index=previous.index)
+                    else:
+                        if not self._wait(ended, self.trial_timeout):
+                            status = "timeout"
+                            break
+                    if previous.code in (OK, NO_RETRY):
+                        break
+                previous = self._start_try(tp)
+            if not self._wait(lambda: all(t.code is not None for t in self.tries), self.trial_timeout):
+                status = "timeout"
+            # every supervisor and application of the job ended (orphans come back to us)
+            if not self._wait(lambda: not self._leftovers(), 4 * self.bench.lease_ttl + 10):
+                status = "timeout"
+            for proc in self._leftovers():
+                self.log.log("leftover_killed", pid=proc.pid)
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+            self._wait(lambda: not self._leftovers(), 5)
+            self._cleanup()  # the DAG run's cleanup task
+        self.log.log("trial_end", status=status, took_ms=int((time.monotonic() - self.started) * 1000))
+        return status
+
+    def _cleanup(self) -> None:
+        b, p = self.bench, self.plan
+        for n in range(CLEANUP_RUNS):
+            crash = self.plan.cleanup_crashes[self.cleanup_runs] if self.cleanup_runs < len(p.cleanup_crashes) else None
+            self.cleanup_runs += 1
+            spec = {"url": b.urls[p.hosts[0]], "namespace": b.namespace, "output_root": b.output_root,
+                    "spec_root": b.spec_root, "lease_ttl": b.lease_ttl, "job_id": p.job_id,
+                    "history": b.history(p.trial), "trial": p.trial, "host": p.hosts[0],
+                    "crash_at": crash}  # fmt: skip
+            pid = _fork(run_cleanup, spec, self.stderr)
+            self.children[pid] = None
+            self._wait(functools.partial(lambda p: self.children[p] is not None, pid), 120)
+            code = self.children.pop(pid)
+            if code in (COMMITTED, NOTHING):
+                return
+            time.sleep(min(2.0, 0.1 * 2**n))
+        self.log.log("cleanup_gave_up", runs=CLEANUP_RUNS)
