@@ -78,7 +78,7 @@ class DriverMaster(FakeStandaloneMaster):
         argv = json.loads(conf.pop(ARGV_KEY))
         driver_id = f"driver-{time.strftime('%Y%m%d%H%M%S', time.gmtime())}-{len(self.submissions):04d}"
         self.submissions.append(driver_id)
-        err = open(self.driver_stderr, "ab") if self.driver_stderr else subprocess.DEVNULL  # noqa: SIM115
+        err = open(self.driver_stderr, "ab") if self.driver_stderr else subprocess.DEVNULL
         try:
             self.procs[driver_id] = subprocess.Popen(
                 [sys.executable, "-m", "jrs_testbench.trials.cluster_launcher", "driver", json.dumps(argv)],
