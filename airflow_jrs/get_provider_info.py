@@ -42,6 +42,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_jrs.operators.spark",
                     "airflow_jrs.operators.cleanup",
                     "airflow_jrs.operators.start_in_triggerer",
+                    "airflow_jrs.operators.pyspark",
                 ],
             }
         ],
@@ -52,6 +53,9 @@ def get_provider_info() -> dict[str, Any]:
                 "integration-name": "Job Result Store",
                 "python-modules": ["airflow_jrs.triggers.job_result", "airflow_jrs.triggers.start_in_triggerer"],
             }
+        ],
+        "task-decorators": [
+            {"class-name": "airflow_jrs.decorators.pyspark.jrs_pyspark_task", "name": "jrs_pyspark"},
         ],
         "extra-links": [
             "airflow_jrs.operators.links.JobResultLink",

@@ -91,3 +91,93 @@ def application_fingerprint(application: str, application_args: Sequence[Any] | 
     return fingerprint(
         application_bytes=data, application=application, application_args=application_args, job_version=job_version
     )
+
+
+def function_source(fn: Any) -> str:
+    """The canonical source of a Python function: its definition without decorators or docstring,
+    re-printed from its syntax tree (so comments, blank lines and indentation do not count).
+
+    Raises :class:`~airflow_jrs.exceptions.JrsConfigError` when Python cannot find the source
+    (a function built with ``exec`` or typed into a REPL): without it nothing says what the
+    function computes."""
+    import ast
+    import inspect
+    import textwrap
+
+    from airflow_jrs.exceptions import JrsConfigError
+
+    target = inspect.unwrap(fn)
+    try:
+        source = textwrap.dedent(inspect.getsource(target))
+    except (OSError, TypeError) as exc:
+        raise JrsConfigError(
+            f"cannot read the source of {getattr(target, '__qualname__', target)!r} ({exc}): the job's fingerprint "
+            "is made from it. Define the function in a .py file (a DAG file or a module the DAG imports)."
+        ) from None
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # a lambda inside an expression: its lines as written
+        return source
+    node = tree.body[0] if tree.body else None
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return source
+    node.decorator_list = []
+    first = node.body[0] if node.body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        if len(node.body) > 1:  # a docstring says why, not what is computed
+            node.body = node.body[1:]
+    return ast.unparse(node)
+
+
+def _plain(value: Any) -> Any:
+    """A JSON form of an argument that is not JSON itself; raises when it has no stable one."""
+    import dataclasses
+    import datetime as dt
+    import decimal
+    import enum
+
+    from airflow_jrs.exceptions import JrsConfigError
+
+    if isinstance(value, dt.date | dt.time | dt.datetime):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return {"timedelta_seconds": value.total_seconds()}
+    if isinstance(value, set | frozenset):
+        return sorted(json.dumps(v, sort_keys=True, default=_plain) for v in value)
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, enum.Enum):
+        return _plain(value.value) if not isinstance(value.value, str | int | float) else value.value
+    if isinstance(value, decimal.Decimal | Path):
+        return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {type(value).__qualname__: dataclasses.asdict(value)}
+    text = repr(value)
+    if " at 0x" in text or text.startswith("<"):
+        raise JrsConfigError(
+            f"argument {text[:80]} has no stable form to fingerprint (its repr changes from run to run). Pass "
+            "plain values (strings, numbers, dates, lists, dicts) to the function, and set job_version when "
+            "what it computes changes in a way its source and arguments do not show."
+        )
+    return f"{type(value).__qualname__}:{text}"
+
+
+def function_fingerprint(
+    fn: Any, args: Sequence[Any] | None, kwargs: Mapping[str, Any] | None, job_version: str | None
+) -> str:
+    """sha256 over what a Python job function computes: its source (:func:`function_source`),
+    its rendered arguments and ``job_version``.
+
+    What it cannot see: the functions, modules and constants the function uses from elsewhere
+    (a helper in another module, a library's version, a global it reads), and the data it
+    reads. Bump ``job_version`` when those change what it computes."""
+    h = hashlib.sha256()
+    h.update(b"jrs-fp-pyfunc-v1\0")
+    h.update(function_source(fn).encode())
+    h.update(b"\0")
+    h.update(json.dumps([list(args or []), dict(kwargs or {})], sort_keys=True, default=_plain).encode())
+    h.update(b"\0")
+    h.update((job_version or "").encode())
+    return h.hexdigest()

@@ -1,0 +1,274 @@
+"""JrsPySparkOperator: the Spark provider's ``PySparkOperator``, guarded by the job result store.
+
+The provider's operator (and its ``@task.pyspark``) hands a SparkSession to a Python function
+in the task process. This one takes the same arguments (``python_callable``, ``conn_id``,
+``config_kwargs``, ``op_args``, ``op_kwargs``) plus the job's (``job_id``, ``job_version``,
+``outputs``, ``skip_when_done``, ...), and runs the function through the same protocol as
+:class:`~airflow_jrs.operators.spark.JrsSparkSubmitOperator`
+(:class:`airflow_jrs.protocol.JobAttempt`: decide, lease, recover or adopt, intent, launch,
+fenced dirty result, release), with a session in this process as the launcher
+(:class:`~.session_launcher.SessionLauncher`). A job that is done never calls the function and
+never creates a session (no JVM is started).
+
+The function receives, by parameter name (like the provider's ``spark``):
+
+* ``spark``: the SparkSession, ``sc``: its SparkContext;
+* ``jrs``: the attempt's :class:`~.session_launcher.JobContext` (``job_id``, ``fence``,
+  ``output``: the fenced folder to write to, ``outputs``).
+
+It writes its data under ``jrs.output``; the commit marker is written after it returns. Its
+return value, when JSON and small, becomes the result's metrics. The task returns the job's
+result payload (the same shape as the spark-submit operator's: ``outputs``, ``metrics``,
+``reused``, ...), computed or reused, so downstream tasks and the cleanup read one shape.
+
+The fingerprint (:func:`airflow_jrs.identity.function_fingerprint`) covers the function's
+source, its rendered ``op_args``/``op_kwargs`` and ``job_version``; it cannot see code the
+function calls from other modules: bump ``job_version`` when that changes.
+
+Sessions: ``local[*]`` (no connection), or the connection's master (``local[N]``,
+``spark://host:port``) as the provider resolves it, with its extras and then
+``config_kwargs`` as Spark conf. Spark Connect (``sc://``, a ``spark_connect`` connection) and
+other masters (YARN, Kubernetes) are refused with :class:`~airflow_jrs.exceptions.JrsConfigError`
+for now: the driver must live in the task process for the lease alone to be enough (see
+:mod:`.session_launcher`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_pyspark import PySparkOperator
+from airflow.providers.common.compat.sdk import BaseHook
+from airflow.sdk.exceptions import (
+    AirflowException,
+    AirflowFailException,
+    AirflowSkipException,
+    AirflowTaskTerminated,
+    AirflowTaskTimeout,
+)
+
+from airflow_jrs import recompute
+from airflow_jrs.exceptions import (
+    ApplicationFailedError,
+    DriverMayStillRunError,
+    JobEndedOnRequestError,
+    JobNotStartedError,
+    JrsConfigError,
+    StoreUnavailableError,
+)
+from airflow_jrs.hooks.jrs import JrsHook
+from airflow_jrs.hooks.store_failures import airflow_failures
+from airflow_jrs.identity import default_job_id, function_fingerprint
+from airflow_jrs.operators.links import JobResultLink
+from airflow_jrs.operators.session_launcher import JobContext, SessionLauncher
+from airflow_jrs.operators.spark import attempt_from_context
+from airflow_jrs.payload import SKIPPED_RESULT_KEY, entry_payload, result_payload
+from airflow_jrs.protocol import ADOPTED, SKIPPED, AttemptPolicy, JobAttempt, JobSpec, Outcome
+from airflow_jrs.protocol.recovery import PREDECESSOR_POLICIES
+from airflow_jrs.store import EntryState
+
+__all__ = ["SESSION_KEYS", "JrsPySparkOperator"]
+
+#: Parameters the operator fills in for the function, by name (like the provider's ``spark``/``sc``).
+SESSION_KEYS = ("spark", "sc", "jrs")
+#: Masters whose driver lives in the task process (the only ones this launcher runs).
+IN_PROCESS_MASTERS = ("local", "spark://")
+
+
+def with_session_defaults(python_callable: Callable[..., Any]) -> None:
+    """Give the function's ``spark``/``sc``/``jrs`` parameters a ``None`` default, as the provider
+    does for ``spark``/``sc``: the DAG author never passes them, the operator fills them in."""
+    import inspect
+
+    signature = inspect.signature(python_callable)
+    parameters = [p.replace(default=None) if p.name in SESSION_KEYS else p for p in signature.parameters.values()]
+    python_callable.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+
+
+class JrsPySparkOperator(PySparkOperator):
+    """Run a PySpark function once per job; later attempts reuse the stored result.
+
+    Takes what the provider's ``PySparkOperator`` takes, and:
+
+    :param job_id: the job's id (templated). Default: ``{dag_id}.{task_id}.{date or partition}``
+    :param job_version: bump it to recompute although the function and its arguments are unchanged
+        (e.g. a helper it imports from another module changed)
+    :param outputs: logical output name -> sub-path of the fenced output folder recorded in the
+        result (default ``{"output": ""}``: the folder itself)
+    :param skip_when_done: raise ``AirflowSkipException`` instead of succeeding when skipping
+    :param jrs_conn_id: the job result store connection (default ``[jrs] conn_id``)
+    :param jrs_namespace: overrides the connection's/config's namespace
+    :param lease_ttl: seconds (default ``[jrs] lease_ttl``)
+    :param lease_wait_timeout: how long to wait for another attempt's lease before failing
+    :param accept_changed_fingerprint: skip on any SUCCEEDED result, even for other code/arguments
+    :param output_root: where fenced output folders live (default ``[jrs] output_root``)
+    :param predecessor: ``"wait"`` (default) or ``"stop"``: a predecessor's driver still on this
+        host (it dies with its task process; this covers the moment it takes)
+    """
+
+    template_fields: Sequence[str] = (*PySparkOperator.template_fields, "job_id", "job_version", "outputs")
+    ui_color = "#fdd9b5"
+    operator_extra_links = (JobResultLink(),)
+
+    def __init__(
+        self,
+        *,
+        python_callable: Callable[..., Any],
+        job_id: str | None = None,
+        job_version: str | None = None,
+        outputs: dict[str, str] | None = None,
+        skip_when_done: bool = False,
+        jrs_conn_id: str | None = None,
+        jrs_namespace: str | None = None,
+        lease_ttl: float | None = None,
+        lease_wait_timeout: float = 0.0,
+        accept_changed_fingerprint: bool = False,
+        output_root: str | None = None,
+        predecessor: str = "wait",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(python_callable=python_callable, **kwargs)
+        with_session_defaults(python_callable)
+        if predecessor not in PREDECESSOR_POLICIES:
+            raise JrsConfigError(
+                f"{self.task_id}: predecessor must be one of {list(PREDECESSOR_POLICIES)}, got {predecessor!r}"
+            )
+        self.job_id = job_id
+        self.job_version = job_version
+        self.outputs = outputs
+        self.skip_when_done = skip_when_done
+        self.jrs_conn_id = jrs_conn_id
+        self.jrs_namespace = jrs_namespace
+        self.lease_ttl = lease_ttl
+        self.lease_wait_timeout = lease_wait_timeout
+        self.accept_changed_fingerprint = accept_changed_fingerprint
+        self.output_root = output_root
+        self.predecessor = predecessor
+        self._attempt: JobAttempt | None = None
+
+    # -- the attempt --------------------------------------------------------------------------
+    def execute(self, context: Any) -> dict[str, Any]:
+        hook = JrsHook(
+            self.jrs_conn_id, namespace=self.jrs_namespace, lease_ttl=self.lease_ttl, output_root=self.output_root
+        )
+        self._attempt = None
+        try:
+            with airflow_failures(hook):
+                return self._execute_guarded(context, hook)
+        except StoreUnavailableError:
+            if hook.settings.on_store_unavailable == "run" and not (self._attempt and self._attempt.guarded):
+                self.log.error(
+                    "[jrs] on_store_unavailable=run is not supported by JrsPySparkOperator yet: failing closed "
+                    "(Airflow retries). Use JrsSparkSubmitOperator for jobs that must run without the store."
+                )
+            raise
+
+    def _execute_guarded(self, context: Any, hook: JrsHook) -> dict[str, Any]:
+        from airflow.providers.common.compat.sdk import context_merge
+
+        job_id = self.job_id = self.job_id or default_job_id(context)
+        fp = function_fingerprint(self.python_callable, self.op_args, self.op_kwargs, self.job_version)
+        context_merge(context, self.op_kwargs, templates_dict=self.templates_dict)
+        kwargs = dict(self.determine_kwargs(context))
+        launcher = SessionLauncher(
+            self._bind(kwargs), self._session_settings, callable_name=_qualified_name(self.python_callable),
+            log=self.log,
+        )  # fmt: skip
+        policy = AttemptPolicy(
+            accept_changed_fingerprint=self.accept_changed_fingerprint,
+            lease_wait_timeout=self.lease_wait_timeout,
+            predecessor=self.predecessor,
+            last_try=int(getattr(context["ti"], "try_number", 1) or 1) > int(self.retries or 0),
+            retries=int(self.retries or 0),
+            recompute=recompute.read_request(context),
+        )
+        attempt = JobAttempt(
+            hook.jobs(), JobSpec(job_id, fp, self.outputs or {"output": ""}), attempt_from_context(context),
+            launcher, policy=policy, log=self.log,
+        )  # fmt: skip
+        attempt.interrupts = (AirflowTaskTimeout, AirflowTaskTerminated)
+        self._attempt = attempt
+        try:
+            outcome = attempt.run()
+        except JobEndedOnRequestError as exc:  # someone asked: a retry would undo it
+            raise AirflowFailException(str(exc)) from None
+        except (JobNotStartedError, DriverMayStillRunError, ApplicationFailedError) as exc:
+            raise AirflowException(str(exc)) from exc.__cause__
+        return self._payload(context, outcome)
+
+    def _bind(self, kwargs: Mapping[str, Any]) -> Callable[[Any, JobContext], Any]:
+        """The function bound to its arguments; the session keys it accepts are filled in at launch."""
+        import inspect
+
+        params = inspect.signature(self.python_callable).parameters
+        takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        wanted = [key for key in SESSION_KEYS if takes_all or key in params]
+        args = list(self.op_args)
+
+        def call(spark: Any, job: JobContext) -> Any:
+            given = {"spark": spark, "sc": spark.sparkContext, "jrs": job}
+            return self.python_callable(*args, **{**kwargs, **{key: given[key] for key in wanted}})
+
+        return call
+
+    def _payload(self, context: Any, outcome: Outcome) -> dict[str, Any]:
+        """The task's return value: the job's result payload, computed or reused."""
+        if outcome.kind == SKIPPED and outcome.entry is not None:
+            self.log.info("%s (%s)", recompute.describe_reuse(outcome.job_id, outcome.entry), outcome.reason)
+            payload = entry_payload(outcome.entry, skipped=True)
+            if self.skip_when_done:
+                context["ti"].xcom_push(key=SKIPPED_RESULT_KEY, value=payload)
+                raise AirflowSkipException(
+                    f"job {outcome.job_id} already has a SUCCEEDED result ({outcome.entry.state.value})"
+                )
+            return payload
+        if outcome.kind == ADOPTED:
+            return result_payload(outcome.result, EntryState.DIRTY, skipped=False, adopted_from=outcome.adopted_from)
+        return result_payload(outcome.result, EntryState.DIRTY, skipped=False)
+
+    # -- the session --------------------------------------------------------------------------
+    def _session_settings(self) -> tuple[str, dict[str, str]]:
+        """(master, conf) the way the provider's ``PySparkOperator.execute_callable`` resolves them:
+        ``local[*]``, else the connection's ``host:port`` or host, its extras as conf, then
+        ``config_kwargs``; ``spark.master`` in either wins. Refuses what this launcher cannot
+        make safe (the driver must live in this process)."""
+        conf: dict[str, str] = {"spark.app.name": f"{self.dag_id}-{self.task_id}"}
+        url = "local[*]"
+        if self.conn_id:
+            conn = BaseHook.get_connection(self.conn_id)
+            if conn.conn_type == "spark_connect":
+                url = "sc://"
+            elif conn.port:
+                url = f"{conn.host}:{conn.port}"
+            elif conn.host:
+                url = conn.host
+            conf.update({str(k): str(v) for k, v in conn.extra_dejson.items()})
+        conf.update({str(k): str(v) for k, v in (self.config_kwargs or {}).items()})
+        master = conf.pop("spark.master", None) or url
+        if url.startswith("sc://") or conf.get("spark.remote") or master.startswith("sc://"):
+            raise JrsConfigError(
+                f"{self.task_id}: Spark Connect (connection {self.conn_id!r}) is not supported by "
+                "JrsPySparkOperator yet: a Connect server keeps running a dead client's queries, which needs "
+                "the Connect launcher. Use a local or spark:// master, or JrsSparkSubmitOperator."
+            )
+        if not master.startswith(IN_PROCESS_MASTERS) or conf.get("spark.submit.deployMode") == "cluster":
+            raise JrsConfigError(
+                f"{self.task_id}: master {master!r} (connection {self.conn_id!r}) is not supported by "
+                "JrsPySparkOperator: only local[...] and spark://host:port, whose driver lives in the task "
+                "process and dies with it, are guarded by the lease alone. Use JrsSparkSubmitOperator for YARN "
+                "and Kubernetes."
+            )
+        return master, conf
+
+    # -- kill ---------------------------------------------------------------------------------
+    def on_kill(self) -> None:
+        """Stop the session and revoke the lease so that no result can be written after this point.
+        Runs inside a signal handler on the thread that is executing: it must not raise."""
+        attempt = getattr(self, "_attempt", None)
+        if attempt is not None:
+            attempt.kill()
+
+
+def _qualified_name(fn: Any) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
