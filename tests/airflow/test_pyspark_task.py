@@ -229,3 +229,36 @@ def test_a_return_value_that_is_not_small_json_is_not_stored_as_metrics():
     assert metrics_of({"rows": 1}, log) == {"rows": 1} and metrics_of(7, log) == {"value": 7}
     assert metrics_of(None, log) == {} and metrics_of(object(), log) == {}
     assert metrics_of("x" * MAX_METRICS_BYTES, log) == {}
+
+
+def _flights_pyspark_dag() -> Any:
+    import importlib.util
+
+    from jrs_testbench.helpers import ROOT
+
+    path = ROOT / "dags" / "flights_pyspark.py"
+    spec = importlib.util.spec_from_file_location(f"flights_pyspark_{time.monotonic_ns()}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.dag
+
+
+@pytest.mark.spark
+def test_the_flights_pyspark_dag_computes_a_day_once_and_its_second_run_starts_no_session(
+    jrs_env, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("JRS_SPARK_EVENT_LOG_DIR", jrs_env.spark.uri)
+    monkeypatch.setenv("JRS_FLIGHTS_LANDING", str(tmp_path / "landing"))
+    run = _flights_pyspark_dag().test(logical_date=DAY)
+    states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+    assert set(states.values()) == {"success"}, states
+    assert jrs_env.launches() == 2  # one session per job
+    entries = {e.job_id: e for e in assert_clean_outputs_exist(jrs_env.store)}
+    assert set(entries) == {"flights_pyspark.ingest.2013-01-01", "flights_pyspark.ontime.2013-01-01"}
+    assert entries["flights_pyspark.ingest.2013-01-01"].result.metrics == {"rows": 842, "date": "2013-01-01"}
+    assert entries["flights_pyspark.ontime.2013-01-01"].result.metrics["flights"] == 842
+
+    run = _flights_pyspark_dag().test(logical_date=DAY)  # the same date again: both jobs are committed
+    assert {str(ti.state) for ti in run.get_task_instances()} == {"success"}
+    assert jrs_env.launches() == 2, "a session started for a committed job"
