@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -33,6 +34,8 @@ TOKEN_ENV = "AIRFLOW_JRS_API_TOKEN"
 USERNAME_ENV = "AIRFLOW_JRS_API_USERNAME"
 PASSWORD_ENV = "AIRFLOW_JRS_API_PASSWORD"
 DEFAULT_URL = "http://localhost:8080"
+#: How often a backfill creation answered 503 (metadata DB locked, rolled back) is asked again.
+LOCKED_TRIES = 8
 #: Rows asked per page of a list call (``[api] maximum_page_limit`` is 100 by default).
 PAGE = 100
 
@@ -217,7 +220,16 @@ class AirflowApi:
         body = backfill_body(
             dag_id, from_date, to_date, reprocess_behavior=reprocess_behavior, max_active_runs=max_active_runs
         )
-        return dict(self._call("POST", "/api/v2/backfills", body))
+        for attempt in range(1, LOCKED_TRIES + 1):
+            try:
+                return dict(self._call("POST", "/api/v2/backfills", body))
+            except AirflowApiError as exc:
+                # 503: the metadata DB was locked (SQLite under a busy scheduler); Airflow rolled the
+                # creation back, so asking again is safe.
+                if exc.status != 503 or attempt == LOCKED_TRIES:
+                    raise
+                time.sleep(0.5 * attempt)
+        raise AssertionError("unreachable")
 
     def backfill(self, backfill_id: int) -> dict[str, Any]:
         return dict(self._call("GET", f"/api/v2/backfills/{int(backfill_id)}"))

@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore  # noqa: E402
+from benchmarks.backfill_skip import drop_database, fresh_database  # noqa: E402
 from jrs_testbench.redis_server import EmbeddedRedis  # noqa: E402
 
 DAG_ID = "bench_missing_only"
@@ -149,8 +150,9 @@ def store_side(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
                 "dates": args.dates, "jobs_per_date": args.jobs_per_date, "missing_fraction": fraction,
                 "dates_to_run": s["dates_to_run"], "backfills": s["backfills"], "seconds": round(took, 2),
                 "store_round_trips": counter.sends,
-                "task_instances_missing_only": s["dates_to_run"] * 2 * args.jobs_per_date,
-                "task_instances_per_task_skip": args.dates * 2 * args.jobs_per_date,
+                # The generated DAG has one submit task per job (no cleanup): a run is jobs_per_date tasks.
+                "task_instances_missing_only": s["dates_to_run"] * args.jobs_per_date,
+                "task_instances_per_task_skip": args.dates * args.jobs_per_date,
             }  # fmt: skip
             print(json.dumps(row), flush=True)
             rows.append(row)
@@ -160,7 +162,6 @@ def store_side(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
 
 # -- real scheduler --------------------------------------------------------------------------------
 def scheduler_side(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    from airflow_jrs.cli import main as cli
     from jrs_testbench.deployment import LocalDeployment
     from jrs_testbench.fake_spark import install_fake_spark_submit
     from jrs_testbench.helpers import jrs_env
@@ -182,55 +183,75 @@ def scheduler_side(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             plans.append((fraction, dates, missing))
         last = days(date(2017, 12, 29), 3)  # the scheduler's own catch-up run lands here: let it skip
         commit_all(store, [f"bmo_{j}.{d}" for d in [*skip_dates, *last] for j in "ab"])
+        database = fresh_database(args.postgres) if args.postgres else None
         airflow = LocalDeployment(
             work / "airflow", bundles={"bench": ROOT / "benchmarks" / "missing_only_dags"}, env=env,
             parallelism=args.parallelism, components=("api-server", "dag-processor", "scheduler"),
-            log_level="WARNING", sql_alchemy_conn=args.postgres,
+            log_level="WARNING", sql_alchemy_conn=database,
         )  # fmt: skip
-        with airflow:
-            airflow.wait_for_dag(DAG_ID)
-            airflow.client.unpause(DAG_ID)
-            creds = {"AIRFLOW_JRS_API_USERNAME": airflow.username, "AIRFLOW_JRS_API_PASSWORD": airflow.password}
-            os.environ.update(creds)
-            for fraction, dates, missing in plans:
-                launches = _launches(calls)
-                argv = ["--redis-url", server.url, "--namespace", namespace, "backfill", "--dag-id", DAG_ID,
-                        "--from-date", str(dates[0]), "--to-date", str(dates[-1]),
-                        "--dags-folder", str(ROOT / "benchmarks" / "missing_only_dags"), "--missing-only",
-                        "--wait", "--airflow-url", airflow.url,
-                        "--max-active-runs", str(args.max_active_runs)]  # fmt: skip
-                t0 = time.monotonic()
-                code = cli(argv)
-                took = time.monotonic() - t0
-                if code != 0:
-                    raise SystemExit(f"airflow-jrs backfill exited {code}\n{airflow.logs_tail()}")
-                runs, tis, states = _runs_and_tis(airflow, dates)
-                row = {
-                    "dates": len(dates), "missing_fraction": fraction, "missing_dates": len(missing),
-                    "seconds": round(took, 1), "dag_runs": runs, "task_instances": tis,
-                    "spark_launches": _launches(calls) - launches, "run_states": states,
-                }  # fmt: skip
-                print(json.dumps(row), flush=True)
-                out["missing_only"].append(row)
-            launches = _launches(calls)
-            result = airflow.backfills.run(
-                DAG_ID,
-                skip_dates[0],
-                skip_dates[-1],
-                "none",
-                max_active_runs=args.max_active_runs,
-                via="rest",
-                timeout=6 * 3600,
-            )
-            runs, tis, states = _runs_and_tis(airflow, skip_dates)
-            row = {
-                "dates": len(skip_dates), "seconds": round(result.wall_seconds, 1), "dag_runs": runs,
-                "task_instances": tis, "spark_launches": _launches(calls) - launches, "run_states": states,
-            }  # fmt: skip
-            print("per-task skip:", json.dumps(row), flush=True)
-            out["per_task_skip"] = row
+        try:
+            _measure(airflow, args, server.url, namespace, calls, plans, skip_dates, out)
+        finally:
+            if database:
+                drop_database(database)
         store.client.close()
     return out
+
+
+def _measure(
+    airflow: Any,
+    args: argparse.Namespace,
+    redis_url: str,
+    namespace: str,
+    calls: Path,
+    plans: list[tuple[float, list[date], set[date]]],
+    skip_dates: list[date],
+    out: dict[str, Any],
+) -> None:
+    from airflow_jrs.cli import main as cli
+
+    with airflow:
+        airflow.wait_for_dag(DAG_ID)
+        airflow.client.unpause(DAG_ID)
+        creds = {"AIRFLOW_JRS_API_USERNAME": airflow.username, "AIRFLOW_JRS_API_PASSWORD": airflow.password}
+        os.environ.update(creds)
+        for fraction, dates, missing in plans:
+            launches = _launches(calls)
+            argv = ["--redis-url", redis_url, "--namespace", namespace, "backfill", "--dag-id", DAG_ID,
+                    "--from-date", str(dates[0]), "--to-date", str(dates[-1]),
+                    "--dags-folder", str(ROOT / "benchmarks" / "missing_only_dags"), "--missing-only",
+                    "--wait", "--airflow-url", airflow.url,
+                    "--max-active-runs", str(args.max_active_runs)]  # fmt: skip
+            t0 = time.monotonic()
+            code = cli(argv)
+            took = time.monotonic() - t0
+            if code != 0:
+                raise SystemExit(f"airflow-jrs backfill exited {code}\n{airflow.logs_tail()}")
+            runs, tis, states = _runs_and_tis(airflow, dates)
+            row = {
+                "dates": len(dates), "missing_fraction": fraction, "missing_dates": len(missing),
+                "seconds": round(took, 1), "dag_runs": runs, "task_instances": tis,
+                "spark_launches": _launches(calls) - launches, "run_states": states,
+            }  # fmt: skip
+            print(json.dumps(row), flush=True)
+            out["missing_only"].append(row)
+        launches = _launches(calls)
+        result = airflow.backfills.run(
+            DAG_ID,
+            skip_dates[0],
+            skip_dates[-1],
+            "none",
+            max_active_runs=args.max_active_runs,
+            via="rest",
+            timeout=6 * 3600,
+        )
+        runs, tis, states = _runs_and_tis(airflow, skip_dates)
+        row = {
+            "dates": len(skip_dates), "seconds": round(result.wall_seconds, 1), "dag_runs": runs,
+            "task_instances": tis, "spark_launches": _launches(calls) - launches, "run_states": states,
+        }  # fmt: skip
+        print("per-task skip:", json.dumps(row), flush=True)
+        out["per_task_skip"] = row
 
 
 def _launches(calls: Path) -> int:
@@ -257,7 +278,12 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=22)
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--max-active-runs", type=int, default=10)
-    parser.add_argument("--postgres", help="metadata DB URL (an existing, empty database); default SQLite")
+    parser.add_argument(
+        "--postgres",
+        metavar="URL",
+        help="PostgreSQL server for the metadata DB (a fresh database is created and dropped, as in "
+        "backfill_skip.py), e.g. postgresql+psycopg://postgres@127.0.0.1:5432/postgres; default SQLite",
+    )
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args()
     args.skip_dates = args.skip_dates or args.dates
