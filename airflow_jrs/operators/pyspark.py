@@ -91,6 +91,9 @@ class JrsPySparkOperator(PySparkOperator):
 
     Takes what the provider's ``PySparkOperator`` takes, and:
 
+    :param python_callable: the job: receives ``spark``, ``sc`` and ``jrs`` (the attempt's
+        :class:`~.session_launcher.JobContext`) by parameter name, writes under ``jrs.output``;
+        its return value (small JSON) becomes the result's metrics
     :param job_id: the job's id (templated). Default: ``{dag_id}.{task_id}.{date or partition}``
     :param job_version: bump it to recompute although the function and its arguments are unchanged
         (e.g. a helper it imports from another module changed)
