@@ -147,22 +147,28 @@ def check_trial(
 
     # fences, acknowledged successes, done is done
     acquired = [(r["t"], _fence(r.get("fence"))) for r in recs if r["event"] == "lease_acquired"]
-    begins: dict[int, dict[str, Any]] = {}
+    # A forget's ack may never be logged (its task SIGKILLed right after): the job's history in the
+    # store says what a recompute moved there; the forget's begin bounds when from below.
+    recomputed = {
+        h.result.fence for h in history if h.moved is not None and h.moved.reason == HistoryReason.RECOMPUTED.value
+    }
+    begins: dict[Any, dict[str, Any]] = {}  # by writer: (host, pid), as each host numbers its pids
     acked: list[dict[str, Any]] = []
     last_forget_t = -1
     done_at: dict[str, Any] | None = None
     for r in recs:
         event = r["event"]
         if event == "result_write_begin":
-            begins[r["pid"]] = r
-        elif event == "forgotten":
+            begins[r.get("host"), r["pid"]] = r
+        elif event == "forget_begin":
             last_forget_t = r["t"]
-            done_at = None
+            if done_at is not None and _fence(done_at.get("fence")) in recomputed:
+                done_at = None
         elif event == "work_start" and done_at is not None:
             violate("done_ran_again", f"fence {r.get('fence')} started an application after fence "
                                       f"{done_at.get('fence')}'s SUCCEEDED was acknowledged")  # fmt: skip
         elif event == "result_written":
-            began = begins.get(r["pid"], r)
+            began = begins.get((r.get("host"), r["pid"]), r)
             mine = _fence(r.get("fence"))
             for w in acked:
                 theirs = _fence(w.get("fence"))
@@ -180,9 +186,6 @@ def check_trial(
                                               f"{done_at.get('fence')}'s")  # fmt: skip
                 done_at = r
             acked.append(r)
-    recomputed = {
-        h.result.fence for h in history if h.moved is not None and h.moved.reason == HistoryReason.RECOMPUTED.value
-    }
     for w in acked:
         if w["status"] != JobStatus.SUCCEEDED.value:
             continue

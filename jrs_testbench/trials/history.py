@@ -12,8 +12,9 @@ an event logged *before* a call is a lower bound of when the call took effect (`
 ``result_written``, ``work_start``). The checker only ever compares a lower bound with an
 upper bound in the direction that cannot produce a false alarm.
 
-Record fields: ``t`` (monotonic ns), ``pid``, ``trial``, ``job``, ``fence`` (when known),
-``event`` and event-specific fields.
+Record fields: ``t`` (monotonic ns), ``pid`` (as the writer's PID namespace numbers it: a trial
+host has its own), ``host`` (``JRS_TRIAL_HOST``, when set), ``trial``, ``job``, ``fence`` (when
+known), ``try`` (which try of the trial wrote it, when known), ``event`` and event-specific fields.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ class HistoryLog:
         self.trial = trial
         self.job = job
         self.fence: int | None = None
+        self.extra: dict[str, Any] = {}
+        host = os.environ.get("JRS_TRIAL_HOST")
+        if host:
+            self.extra["host"] = host
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def log(self, event: str, **fields: Any) -> int:
@@ -46,6 +51,7 @@ class HistoryLog:
             record["job"] = self.job
         if self.fence is not None and "fence" not in fields:
             record["fence"] = self.fence
+        record.update(self.extra)
         record.update(fields)
         os.write(self._fd, (json.dumps(record, separators=(",", ":")) + "\n").encode())
         return t

@@ -20,6 +20,7 @@ as soon as it ended (:func:`.checker.check_trial`): the clean-output invariant h
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.util
 import os
 import random
 import resource
@@ -39,8 +40,9 @@ from jrs_testbench.trials.checker import TrialReport, Violation, check_trial
 from jrs_testbench.trials.clock import faketime_missing
 from jrs_testbench.trials.faults import FaultMix, RunFault, TrialPlan, plan_run_faults, plan_trials
 from jrs_testbench.trials.history import HistoryLog, read_history
+from jrs_testbench.trials.hosts import HostLauncher
 from jrs_testbench.trials.redis_front import RedisFront
-from jrs_testbench.trials.trial import Bench, TrialDriver, become_subreaper
+from jrs_testbench.trials.trial import Bench, TrialDriver, become_subreaper, start_hosts, stop_hosts
 
 HOSTS = ("h1", "h2", "h3")
 CHECKER_HOST = "cli"
@@ -57,6 +59,8 @@ class RunConfig:
     first_trial: int = 0
     #: extra environment of the tries (``JRS_TRIALS_REVERT``: a fix patched back out)
     env: dict[str, str] = field(default_factory=dict)
+    #: give each host its own hostname and PID namespace (:mod:`.hosts`; root only, else shared)
+    isolate_hosts: bool = True
 
 
 @dataclass
@@ -105,9 +109,13 @@ class RunOutcome:
 
 
 # -- the pool worker ---------------------------------------------------------------------------
-def _init_worker(env: dict[str, str]) -> None:
+def _init_worker(env: dict[str, str], isolate: bool) -> None:
     become_subreaper()
     os.environ.update(env)
+    if isolate:
+        start_hosts(HOSTS)
+        # workers are never replaced (no fork once the front runs threads): hosts end with the pool
+        multiprocessing.util.Finalize(None, stop_hosts, exitpriority=10)
 
 
 def _lossy_windows(path: str) -> list[tuple[int, int]]:
@@ -205,8 +213,17 @@ def run_trials(config: RunConfig) -> RunOutcome:
     replica = mix.run_weights.get("failover", 0) > 0
     plans = plan_trials(config.seed, config.trials, mix, ttl=config.lease_ttl, first=config.first_trial)
     t0, cpu0 = time.monotonic(), _cpu()
+    if config.isolate_hosts:
+        probe = HostLauncher("probe").start()
+        if probe.isolated:
+            probe.crash(wait=True)
+        else:
+            notes.append(f"hosts not isolated: {probe.why_not_isolated}")
     ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(config.concurrency, initializer=_init_worker, initargs=(config.env,), maxtasksperchild=50) as pool:
+    pool = ctx.Pool(
+        config.concurrency, initializer=_init_worker, initargs=(config.env, config.isolate_hosts), maxtasksperchild=None
+    )  # fmt: skip  (no respawn: never fork once the front runs threads)
+    try:
         with RedisFront(workdir / "redis", replica=replica, clock=clock) as front:
             namespace = f"trials-{config.seed}-{uuid.uuid4().hex[:6]}"
             bench = Bench({h: front.url_for(h) for h in HOSTS}, front.url_for(CHECKER_HOST), namespace, str(workdir),
@@ -221,6 +238,10 @@ def run_trials(config: RunConfig) -> RunOutcome:
             finally:
                 injector.finish()
                 front.heal()
+        pool.close()  # workers exit on their own: their hosts end with them (finalizers)
+        pool.join()
+    finally:
+        pool.terminate()
     notes += injector.errors
     return RunOutcome(sorted(reports, key=lambda r: r.trial), injector.counts, time.monotonic() - t0,
                       _cpu() - cpu0, notes)  # fmt: skip

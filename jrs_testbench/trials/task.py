@@ -130,9 +130,10 @@ def run_task(spec: dict[str, Any]) -> int:
     """One try as described by ``spec`` (see :mod:`.runner`); returns the exit code."""
     reverted = apply_revert()
     broken = break_protocol()
-    log = HistoryLog(spec["history"], trial=spec["trial"], job=spec["job_id"])
     host = spec.get("host", "h1")
     os.environ["JRS_TRIAL_HOST"] = host
+    log = HistoryLog(spec["history"], trial=spec["trial"], job=spec["job_id"])
+    log.extra["try"] = spec.get("try_id")
     log.log("task_start", try_number=spec["try_number"], run_id=spec["run_id"], host=host,
             last_try=spec["last_try"], crash_at=spec.get("crash_at"), revert=reverted, broken=broken)  # fmt: skip
     crash_at = spec.get("crash_at")

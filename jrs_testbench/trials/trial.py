@@ -17,7 +17,7 @@ import os
 import signal
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,7 @@ from airflow_jrs.store.stop_requests import StopRequests
 from jrs_testbench.trials.cleanup import COMMITTED, NOTHING, run_cleanup
 from jrs_testbench.trials.faults import TrialPlan, TryPlan
 from jrs_testbench.trials.history import HistoryLog, read_history
+from jrs_testbench.trials.hosts import HostLauncher
 from jrs_testbench.trials.task import NO_RETRY, OK, run_task
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -71,14 +72,35 @@ class Bench:
             os.makedirs(f"{self.workdir}/{sub}", exist_ok=True)
 
 
+#: This worker's trial hosts (:func:`start_hosts`): one UTS/PID namespace each.
+HOST_LAUNCHERS: dict[str, HostLauncher] = {}
+
+
+def start_hosts(names: Sequence[str]) -> str | None:
+    """Start this worker's hosts; returns why they are not isolated, if they are not."""
+    for name in names:
+        HOST_LAUNCHERS[name] = HostLauncher(name).start()
+    why = {h.why_not_isolated for h in HOST_LAUNCHERS.values() if not h.isolated}
+    return "; ".join(sorted(w for w in why if w)) or None
+
+
+def stop_hosts() -> None:
+    for host in HOST_LAUNCHERS.values():
+        with contextlib.suppress(Exception):
+            host.crash(wait=False)
+    HOST_LAUNCHERS.clear()
+
+
 def become_subreaper() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
 
 
-def _fork(target: Callable[[dict[str, Any]], int], spec: dict[str, Any], stderr: str) -> int:
-    pid = os.fork()
+def _fork(target: Callable[[dict[str, Any]], int], spec: dict[str, Any], stderr: str,
+          host: HostLauncher | None = None) -> int:  # fmt: skip
+    """``target(spec)`` in a forked child, on ``host`` (its hostname, PID namespace and ``/proc``)."""
+    pid = host.fork() if host is not None else os.fork()
     if pid == 0:  # pragma: no cover - the child
         code = 4
         try:
@@ -158,7 +180,8 @@ class TrialDriver:
         }  # fmt: skip
 
     def _start_try(self, tp: TryPlan) -> _Try:
-        pid = _fork(run_task, self._spec(tp), self.stderr)
+        spec = {**self._spec(tp), "try_id": len(self.tries)}
+        pid = _fork(run_task, spec, self.stderr, HOST_LAUNCHERS.get(tp.host))
         t = _Try(tp, len(self.tries), pid, time.monotonic())
         self.tries.append(t)
         return t
@@ -212,9 +235,9 @@ class TrialDriver:
         """Has another try logged taking the lease since ``t`` stopped itself?"""
         paused = None
         for r in read_history(self.bench.history(self.plan.trial)):
-            if r.get("pid") == t.pid and r.get("event") == "fault":
+            if r.get("try") == t.index and r.get("event") == "fault":
                 paused = r["t"]
-            elif paused is not None and r.get("event") == "lease_acquired" and r.get("pid") != t.pid:
+            elif paused is not None and r.get("event") == "lease_acquired" and r.get("try") != t.index:
                 return True
         return False
 
@@ -255,9 +278,17 @@ class TrialDriver:
             time.sleep(POLL)
 
     def _leftovers(self) -> list[psutil.Process]:
-        own = [p for p in find_job_processes(self.bench.namespace, self.plan.job_id)]
+        """What still runs of this trial: its applications (by their marks), and any descendant of
+        this worker but the hosts' own ``unshare`` and init."""
+        own = list(find_job_processes(self.bench.namespace, self.plan.job_id))
+        hosts = {h.init_pid for h in HOST_LAUNCHERS.values()}
+        hosts |= {h._unshare.pid for h in HOST_LAUNCHERS.values() if h._unshare is not None}
         with contextlib.suppress(psutil.Error):
-            own += [c for c in psutil.Process().children(recursive=True) if c.status() != psutil.STATUS_ZOMBIE]
+            own += [
+                c
+                for c in psutil.Process().children(recursive=True)
+                if c.pid not in hosts and c.status() != psutil.STATUS_ZOMBIE
+            ]
         return own
 
     def run(self) -> str:
@@ -304,7 +335,7 @@ class TrialDriver:
                     "spec_root": b.spec_root, "lease_ttl": b.lease_ttl, "job_id": p.job_id,
                     "history": b.history(p.trial), "trial": p.trial, "host": p.hosts[0],
                     "crash_at": crash}  # fmt: skip
-            pid = _fork(run_cleanup, spec, self.stderr)
+            pid = _fork(run_cleanup, spec, self.stderr, HOST_LAUNCHERS.get(p.hosts[0]))
             self.children[pid] = None
             self._wait(functools.partial(lambda p: self.children[p] is not None, pid), 120)
             code = self.children.pop(pid)

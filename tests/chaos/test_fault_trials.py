@@ -1,0 +1,98 @@
+"""The product's own protocol under hundreds of seeded faulty trials (issue 20).
+
+The trials (``jrs_testbench.trials``) run ``airflow_jrs.protocol.JobAttempt`` in real processes
+with a stand-in application under the real supervisor, the real cleanup, recompute and stop
+requests, and real Redis faults (restart, crash, failover losing acknowledged writes, host
+partitions, clock steps). These tests prove that the product keeps every invariant, that the
+checker fails when the protocol is broken on purpose, and the checker's rules on hand-written
+histories.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import redis
+
+from airflow_jrs.protocol.steps import STEPS
+from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
+from airflow_jrs.store.scripts import CREATE_DIRTY_RESULT
+from jrs_testbench.trials.checker import check_trial
+from jrs_testbench.trials.faults import TRY_FAULTS, FaultMix
+from jrs_testbench.trials.runner import RunConfig, run_trials
+from jrs_testbench.trials.task import FENCE_CHECK_LINE
+
+pytestmark = [pytest.mark.chaos]
+
+SEED = 20261124
+TRIALS = 200
+
+
+def test_hundreds_of_faulty_trials_keep_every_invariant(tmp_path: Path) -> None:
+    outcome = run_trials(RunConfig(trials=TRIALS, seed=SEED, workdir=tmp_path, concurrency=6))
+    summary = outcome.summary()
+    assert outcome.violations == [], summary
+    assert len(outcome.reports) == TRIALS
+    mix = outcome.fault_mix()
+    try_faults = [f for f in TRY_FAULTS if f != "crash_point"] + [f"crash_point:{s}" for s in STEPS]
+    assert [f for f in try_faults if mix[f] == 0] == [], summary
+    assert [f for f in ("redis_restart", "redis_crash", "zombie", "recompute", "stop", "cancel") if mix[f] == 0] == []
+    assert summary["outcomes"].get("SUCCEEDED/clean", 0) > TRIALS // 2, summary
+    assert summary["takeover_ms"]["samples"] > 0, summary
+
+
+def test_the_checker_fails_when_the_result_script_is_unfenced(tmp_path: Path) -> None:
+    """Tries stop themselves right before their result write until a successor holds the lease;
+    with the fence check removed from the result script their write is accepted."""
+    assert FENCE_CHECK_LINE in CREATE_DIRTY_RESULT
+    mix = FaultMix(try_fault_rate=1.0, try_weights={"pause_before_write": 1}, run_weights={}, recompute_rate=0,
+                   stop_rate=0, zombie_rate=0, cleanup_crash_rate=0)  # fmt: skip
+    outcome = run_trials(RunConfig(trials=12, seed=SEED, workdir=tmp_path, concurrency=6, mix=mix,
+                                   env={"JRS_TRIALS_BREAK": "unfenced_result"}))  # fmt: skip
+    kinds = {v.kind for v in outcome.violations}
+    assert "write_after_lease_lost" in kinds, outcome.summary()
+
+
+# -- the checker's rules on hand-written histories ------------------------------------------------
+def _rec(t: int, event: str, **fields: object) -> dict[str, object]:
+    return {"t": t, "pid": fields.pop("pid", 1), "trial": 7, "job": "job-7", "event": event, **fields}
+
+
+def _history(*records: dict[str, object]) -> list[dict[str, object]]:
+    return [_rec(0, "trial_start"), *records, _rec(10**12, "trial_end", status="done")]
+
+
+def test_an_overlap_inside_the_application_is_a_violation(redis_client: redis.Redis, namespace: str) -> None:
+    report = check_trial(_history(_rec(5, "overlap", fence=3, pid=9)), redis_client, namespace)
+    assert [v.kind for v in report.violations] == ["two_applications"]
+
+
+def test_an_acknowledged_success_that_is_gone_is_a_violation_unless_a_failover_took_it(
+    redis_client: redis.Redis, namespace: str
+) -> None:
+    history = _history(
+        _rec(5, "lease_acquired", fence=3), _rec(6, "result_write_begin", fence=3, status="SUCCEEDED"),
+        _rec(7, "result_written", fence=3, status="SUCCEEDED"),
+    )  # fmt: skip
+    assert [v.kind for v in check_trial(history, redis_client, namespace).violations] == ["acknowledged_success_lost"]
+    excused = check_trial(history, redis_client, namespace, lossy_windows=[(6, 8)])
+    assert excused.violations == [] and [v.kind for v in excused.excused] == ["acknowledged_success_lost"]
+
+
+def test_a_write_that_began_after_a_newer_fence_took_the_lease_is_a_violation(
+    redis_client: redis.Redis, namespace: str
+) -> None:
+    result = JobResult(job_id="job-7", status=JobStatus.FAILED, attempt=Attempt("d", "t", "r", 1), error="boom")
+    RedisJobResultStore(redis_client, namespace).create_dirty_result(result)
+    history = _history(
+        _rec(5, "lease_acquired", fence=3, pid=1), _rec(6, "lease_acquired", fence=4, pid=2),
+        _rec(7, "result_write_begin", fence=3, status="FAILED", pid=1),
+        _rec(8, "result_written", fence=3, status="FAILED", pid=1),
+    )  # fmt: skip
+    assert "write_after_lease_lost" in [v.kind for v in check_trial(history, redis_client, namespace).violations]
+
+
+def test_a_job_without_success_whose_last_try_said_nothing_is_stuck(redis_client: redis.Redis, namespace: str) -> None:
+    history = _history(_rec(5, "error", kind="JobNotStartedError", message="  "))
+    assert [v.kind for v in check_trial(history, redis_client, namespace).violations] == ["stuck_without_message"]
