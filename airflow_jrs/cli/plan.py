@@ -103,7 +103,9 @@ def _intervals(dag: Any, start: datetime, end: datetime) -> list[Any]:
     return infos
 
 
-def _render(template: str, dag: Any, task: Any, info: Any) -> str:
+def _render(template: str, dag: Any, task: Any, info: Any, compiled: dict[str, Any] | None = None) -> str:
+    """``template`` rendered for one interval. ``compiled`` caches the compiled template across
+    intervals: compiling is 5 ms a job, so ten years of ten jobs would spend minutes on it."""
     import jinja2
 
     logical = info.logical_date
@@ -125,9 +127,13 @@ def _render(template: str, dag: Any, task: Any, info: Any) -> str:
             "ts": logical.isoformat(),
             "ts_nodash": logical.strftime("%Y%m%dT%H%M%S"),
         }
-    env = dag.get_template_env().overlay(undefined=jinja2.StrictUndefined)
+    if compiled is None:
+        compiled = {}
+    if template not in compiled:
+        env = dag.get_template_env().overlay(undefined=jinja2.StrictUndefined)
+        compiled[template] = env.from_string(template)
     try:
-        return env.from_string(template).render(**context)
+        return str(compiled[template].render(**context))
     except jinja2.UndefinedError as exc:
         raise CliError(
             f"task {task.task_id!r}: its job_id template {template!r} uses something plan cannot render "
@@ -163,12 +169,12 @@ def job_ids(dag: Any, start: datetime, end: datetime) -> tuple[list[tuple[Any, A
             NOT_FOUND,
         )
     out = []
+    compiled: dict[str, Any] = {}
     for info in infos:
         for task in tasks:
             if task.job_id:
-                raw = (
-                    _render(task.job_id, dag, task, info) if "{{" in task.job_id or "{%" in task.job_id else task.job_id
-                )
+                templated = "{{" in task.job_id or "{%" in task.job_id
+                raw = _render(task.job_id, dag, task, info, compiled) if templated else task.job_id
                 job_id = validate_job_id(raw)
             else:
                 interval = info.data_interval
