@@ -22,8 +22,8 @@ must find that driver through the master, not among its host's processes. The lo
   attempt may conclude once the client ended is :func:`airflow_jrs.operators.cluster_outcome.outcome_after_submit`.
 
 Client plans (env :data:`CLIENT_ENV`, or ``client=``): ``wait`` (poll until the driver ended),
-``lose`` (the client loses the master right after the submission and raises: the exception
-from the parent of defect 4) and ``return`` (the client returns at once with exit 0, as with
+``lose`` (the client loses the master once its driver wrote its first chunk, and raises: the
+exception from the parent of defect 4) and ``return`` (the client returns at once with exit 0, as with
 ``waitAppCompletion=false``). The trials use it in place of the local stand-in with
 :func:`use_for_trials` (the try processes are forked from the caller, so they inherit it).
 """
@@ -62,6 +62,15 @@ CLIENT_ENV = "JRS_TRIALS_CLUSTER_CLIENT"
 CLIENT_PLANS = ("wait", "lose", "return")
 #: The submission member carrying the driver's arguments (the stand-in application's).
 ARGV_KEY = "jrs.trials.driver_argv"
+#: Seconds per chunk of a driver (the stand-in's ``--pace``): a cluster driver is scheduled and
+#: started on a worker, so it outlives a client that fails right after the submission, and the
+#: next try meets it running, as it would meet a real one.
+DRIVER_PACE = "0.5,0.8"
+
+
+#: A driver process: the stand-in application (standard library only, so it starts fast) with its
+#: arguments in ONE JSON argument, where the local scan of command lines does not look.
+_DRIVER = "import json, sys; from jrs_testbench.trials import app; sys.exit(app.main(json.loads(sys.argv[1])))"
 
 
 class DriverMaster(FakeStandaloneMaster):
@@ -81,7 +90,7 @@ class DriverMaster(FakeStandaloneMaster):
         err = open(self.driver_stderr, "ab") if self.driver_stderr else subprocess.DEVNULL
         try:
             self.procs[driver_id] = subprocess.Popen(
-                [sys.executable, "-m", "jrs_testbench.trials.cluster_launcher", "driver", json.dumps(argv)],
+                [sys.executable, "-c", _DRIVER, json.dumps(argv)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
             )  # fmt: skip
         finally:
@@ -138,7 +147,9 @@ class MasterProcess:
         port_file.unlink(missing_ok=True)
         command = [sys.executable, "-m", "jrs_testbench.trials.cluster_launcher", "master", str(port_file),
                    str(self.workdir / "drivers.stderr")]  # fmt: skip
-        self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, start_new_session=True)
+        root = str(Path(__file__).resolve().parents[2])  # the master and its drivers import the test bench
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+        self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         for _ in range(600):  # an interpreter start: seconds at worst on a loaded machine
             if port_file.exists() and port_file.read_text().strip():
                 self.url = f"http://127.0.0.1:{int(port_file.read_text())}"
@@ -165,6 +176,13 @@ class ClientLost(RuntimeError):
 
 class DriverFailed(RuntimeError):
     """The master reports the driver ended without FINISHED."""
+
+
+def _listing(folder: str) -> list[Path]:
+    try:
+        return list(Path(folder).iterdir())
+    except OSError:
+        return []
 
 
 def _http(url: str, body: dict[str, Any] | None = None) -> Any:
@@ -219,7 +237,7 @@ class StandaloneClusterLauncher(Launcher):
         self.conf = job_conf(job_id=launch.job_id, namespace=launch.namespace, fence=launch.fence,
                              output_dir=launch.staging)  # fmt: skip
         argv = [a for key, value in self.conf.items() for a in ("--conf", f"{key}={value}")]
-        self.argv = [*argv, "--history", self.history, "--lock", self.lock, *self.app_args]
+        self.argv = [*argv, "--history", self.history, "--lock", self.lock, *self.app_args, "--pace", DRIVER_PACE]
         return {"application": "jrs_testbench.trials.app", "application_args": self.argv, "conf": self.conf,
                 "master": self.master_url, "deploy_mode": "cluster", "client": self.client}  # fmt: skip
 
@@ -229,22 +247,31 @@ class StandaloneClusterLauncher(Launcher):
         try:
             reply = _http(f"{self.master_url}/jrs-fake/submit", {**self.conf, ARGV_KEY: json.dumps(self.argv)})
             driver_id = self.hook._driver_id = reply["driver_id"]
-            if self.client == "lose":
+            if self.client == "return":
+                return
+            # "lose": the client follows its driver until it wrote output, then loses the master
+            # (a driver that ended before that is followed to its end, as with "wait")
+            state = self._follow(driver_id, until_output=launch.staging if self.client == "lose" else None)
+            if state in ACTIVE_DRIVER_STATES:
                 raise ClientLost(
                     f"job {launch.job_id}: lost the connection to the master while waiting for {driver_id}"
                 )
-            if self.client == "return":
-                return
-            state = "SUBMITTED"
-            while not self._stopped.is_set():
-                state = _http(f"{self.master_url}/v1/submissions/status/{driver_id}").get("driverState", "UNKNOWN")
-                if state not in ACTIVE_DRIVER_STATES:
-                    break
-                self._stopped.wait(self.poll)
             if state != "FINISHED":
                 raise DriverFailed(f"job {launch.job_id}: driver {driver_id} ended {state}")
         finally:
             self._running = False
+
+    def _follow(self, driver_id: str, *, until_output: str | None = None) -> str:
+        """Poll the driver's state until it ended (or, with ``until_output``, wrote a chunk there)."""
+        state = "SUBMITTED"
+        while not self._stopped.is_set():
+            state = _http(f"{self.master_url}/v1/submissions/status/{driver_id}").get("driverState", "UNKNOWN")
+            if state not in ACTIVE_DRIVER_STATES:
+                break
+            if until_output is not None and any(p.name.startswith("part-") for p in _listing(until_output)):
+                break
+            self._stopped.wait(self.poll)
+        return state
 
     def submission(self) -> tuple[int | None, str | None]:
         return self.mode.submission(self.hook)  # the id only when it has a driver id's shape
@@ -327,15 +354,11 @@ def _serve(port_file: str, driver_stderr: str | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``master <port file> [<drivers' stderr>]`` or ``driver <json argv of the stand-in app>``."""
+    """``master <port file> [<drivers' stderr>]``: serve a :class:`DriverMaster` until SIGTERM."""
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["master"] and len(args) in (2, 3):
         return _serve(args[1], args[2] if len(args) == 3 else None)
-    if args[:1] == ["driver"] and len(args) == 2:
-        from jrs_testbench.trials import app
-
-        return app.main(json.loads(args[1]))
-    print("usage: python -m jrs_testbench.trials.cluster_launcher master PORT_FILE [STDERR] | driver ARGV_JSON")
+    print("usage: python -m jrs_testbench.trials.cluster_launcher master PORT_FILE [DRIVERS_STDERR]")
     return 2
 
 
