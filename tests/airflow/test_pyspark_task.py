@@ -70,10 +70,10 @@ def context(try_number: int = 1) -> dict[str, Any]:
     return {"ti": ti, "run_id": "scheduled__2013-01-01", "data_interval_start": DAY, "logical_date": DAY}
 
 
-def operator(jrs_env: Any, control: Path, retries: int = 0) -> JrsPySparkOperator:
+def operator(jrs_env: Any, control: Path, retries: int = 0, conn_id: str = "spark_local") -> JrsPySparkOperator:
     return JrsPySparkOperator(
         task_id="t", python_callable=count_rows, op_kwargs={"rows": ROWS, "control": str(control)},
-        conn_id="spark_local", config_kwargs=jrs_env.spark_conf(), outputs={"data": "data"}, retries=retries,
+        conn_id=conn_id, config_kwargs=jrs_env.spark_conf(), outputs={"data": "data"}, retries=retries,
     )  # fmt: skip
 
 
@@ -86,7 +86,7 @@ import test_pyspark_task as t
 from airflow_jrs.operators.pyspark import JrsPySparkOperator
 op = JrsPySparkOperator(
     task_id="t", python_callable=t.count_rows, op_kwargs={"rows": t.ROWS, "control": sys.argv[2]},
-    conn_id="spark_local", config_kwargs=json.loads(sys.argv[3]), outputs={"data": "data"},
+    conn_id=sys.argv[5], config_kwargs=json.loads(sys.argv[3]), outputs={"data": "data"},
 )
 payload = op.execute(t.context(int(sys.argv[4])))
 print(json.dumps({
@@ -98,8 +98,10 @@ print(json.dumps({
 """
 
 
-def task_process(jrs_env: Any, control: Path, try_number: int = 1) -> subprocess.Popen[str]:
-    args = [str(HERE), str(control), json.dumps(jrs_env.spark_conf()), str(try_number)]
+def task_process(
+    jrs_env: Any, control: Path, try_number: int = 1, conn_id: str = "spark_local"
+) -> subprocess.Popen[str]:
+    args = [str(HERE), str(control), json.dumps(jrs_env.spark_conf()), str(try_number), conn_id]
     return subprocess.Popen(
         [sys.executable, "-c", TASK_PROCESS, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -262,3 +264,55 @@ def test_the_flights_pyspark_dag_computes_a_day_once_and_its_second_run_starts_n
     run = _flights_pyspark_dag().test(logical_date=DAY)  # the same date again: both jobs are committed
     assert {str(ti.state) for ti in run.get_task_instances()} == {"success"}
     assert jrs_env.launches() == 2, "a session started for a committed job"
+
+
+@pytest.fixture(scope="module")
+def spark_cluster(tmp_path_factory):
+    from jrs_testbench.spark_cluster import SparkStandaloneCluster
+
+    with SparkStandaloneCluster(tmp_path_factory.mktemp("spark-standalone"), worker_memory="2g") as cluster:
+        yield cluster
+
+
+@pytest.mark.spark
+@pytest.mark.cluster
+def test_sigkill_of_a_task_with_a_spark_master_session_ends_its_application_on_the_cluster(
+    jrs_env, control, spark_cluster, monkeypatch
+):
+    from airflow_jrs.paths import app_name_prefix
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_STANDALONE", spark_cluster.connection())
+    prefix = app_name_prefix(jrs_env.namespace, JOB)
+
+    def ours(apps: list[dict[str, Any]]) -> list[str]:
+        return [a["id"] for a in apps if str(a.get("name", "")).startswith(prefix)]
+
+    (control / "block").touch()
+    first = task_process(jrs_env, control, conn_id="spark_standalone")
+    try:
+        while not (control / "started").exists():  # its Spark task runs on the cluster's executor
+            assert first.poll() is None, first.communicate()[1][-3000:]
+            time.sleep(0.1)
+        (app_id,) = ours(spark_cluster.active_applications())
+        executors = [p for p in psutil.process_iter(["cmdline"]) if app_id in (p.info.get("cmdline") or [])]
+        assert executors, f"no executor process of {app_id} on this host"
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    finally:
+        if first.poll() is None:
+            first.kill()
+    # The driver was the task process: the master ends the application, its workers end its executors.
+    _, alive = psutil.wait_procs(executors, timeout=120)
+    assert not alive, f"executors outlived the driver: {[p.pid for p in alive]}"
+    while ours(spark_cluster.active_applications()):
+        time.sleep(0.2)  # bounded by the test's own time: the master must end it by itself
+    assert app_id in ours(spark_cluster.status().get("completedapps", []))
+
+    (control / "block").unlink()
+    payload = operator(jrs_env, control, retries=1, conn_id="spark_standalone").execute(context(try_number=2))
+    assert payload["status"] == "SUCCEEDED" and payload["reused"] is False
+    killed_fence, retry_fence = (int(f) for f in lines(control / "calls"))
+    assert lines(control / "done") == [str(retry_fence)] and retry_fence > killed_fence
+    assert payload["application_id"] in ours(spark_cluster.status().get("completedapps", []))
+    JrsCleanupOperator(task_id="cleanup", jobs=[JOB]).execute({"ti": context()["ti"], "outlet_events": {}})
+    assert len(assert_clean_outputs_exist(jrs_env.store)) == 1
