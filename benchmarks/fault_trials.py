@@ -42,6 +42,7 @@ def main() -> int:
     parser.add_argument("--first-trial", type=int, default=0, help="number of the first trial (resume a run)")
     parser.add_argument("--revert", default="", help="JRS_TRIALS_REVERT: an issue-18 fix patched back out")
     parser.add_argument("--break", dest="broken", default="", help="JRS_TRIALS_BREAK: unfenced_result")
+    parser.add_argument("--time-budget", type=float, default=None, help="start no trial after S seconds")
     parser.add_argument("--workdir", default=None, help="keep histories and outputs here")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON too")
     args = parser.parse_args()
@@ -65,13 +66,15 @@ def main() -> int:
                 lease_ttl=args.lease_ttl,
                 first_trial=args.first_trial,
                 env=env,
+                time_budget=args.time_budget,
             )
         )
         s = outcome.summary()
         where = f", env {env}" if env else ""
         print(f"fault trials: {started:%Y-%m-%d %H:%M} UTC, Python {platform.python_version()}, seed {args.seed}, "
               f"lease TTL {args.lease_ttl:g} s, {args.concurrency} at once{where}")  # fmt: skip
-        print(f"trials: {s['trials']}; final entries: {s['outcomes']}; driver: {s['status']}")
+        print(f"trials: {s['trials']} of {args.trials} (from trial {args.first_trial})")
+        print(f"final entries: {s['outcomes']}; driver: {s['status']}")
         print(f"violations: {len(outcome.violations)} {s['violations']}")
         for v in outcome.violations[:8]:
             print(f"    e.g. trial {v.trial} ({v.job}): {v.kind}: {v.detail[:300]}")

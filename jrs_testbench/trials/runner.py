@@ -61,6 +61,8 @@ class RunConfig:
     env: dict[str, str] = field(default_factory=dict)
     #: give each host its own hostname and PID namespace (:mod:`.hosts`; root only, else shared)
     isolate_hosts: bool = True
+    #: start no trial after this many seconds (the report counts only the trials that ran)
+    time_budget: float | None = None
 
 
 @dataclass
@@ -234,7 +236,9 @@ def run_trials(config: RunConfig) -> RunOutcome:
                                  bench.run_history)  # fmt: skip
             injector.start()
             try:
-                reports = list(pool.imap_unordered(_call, [(bench, p) for p in plans]))
+                deadline = None if config.time_budget is None else time.time() + config.time_budget
+                ran = pool.imap_unordered(_call, [(bench, p, deadline) for p in plans])
+                reports = [r for r in ran if r is not None]
             finally:
                 injector.finish()
                 front.heal()
@@ -247,8 +251,11 @@ def run_trials(config: RunConfig) -> RunOutcome:
                       _cpu() - cpu0, notes)  # fmt: skip
 
 
-def _call(args: tuple[Bench, TrialPlan]) -> TrialReport:
-    return _run_one(*args)
+def _call(args: tuple[Bench, TrialPlan, float | None]) -> TrialReport | None:
+    bench, plan, deadline = args
+    if deadline is not None and time.time() > deadline:
+        return None  # out of time: not run, not counted
+    return _run_one(bench, plan)
 
 
 def _cpu() -> float:

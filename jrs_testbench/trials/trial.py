@@ -298,6 +298,8 @@ class TrialDriver:
         runs = [r for r in dict.fromkeys(tp.run_id for tp in p.tries)]
         for run_id in runs:
             previous: _Try | None = None
+            if any(tp.recompute for tp in p.tries if tp.run_id == run_id):
+                self.log.log("fault", kind="recompute", run_id=run_id)  # a DAG run asking to recompute
             for tp in [tp for tp in p.tries if tp.run_id == run_id]:
                 if previous is not None:
                     ended = functools.partial(_ended, previous)

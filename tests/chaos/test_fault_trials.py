@@ -26,11 +26,11 @@ from jrs_testbench.trials.task import FENCE_CHECK_LINE
 pytestmark = [pytest.mark.chaos]
 
 SEED = 20261124
-TRIALS = 200
+TRIALS = 150  # ~2.5 min on the 2 shared cores (4.8 min for 200 at load average 30)
 
 
 def test_hundreds_of_faulty_trials_keep_every_invariant(tmp_path: Path) -> None:
-    outcome = run_trials(RunConfig(trials=TRIALS, seed=SEED, workdir=tmp_path, concurrency=6))
+    outcome = run_trials(RunConfig(trials=TRIALS, seed=SEED, workdir=tmp_path, concurrency=8))
     summary = outcome.summary()
     assert outcome.violations == [], summary
     assert len(outcome.reports) == TRIALS
