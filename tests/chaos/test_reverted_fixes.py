@@ -58,7 +58,7 @@ class Case:
 CASES = [
     # The task is SIGKILLed while its application runs; the retry waits for it and adopts its
     # output (a result naming the predecessor's folder); the cleanup removes that folder.
-    Case(1, frozenset({"clean_output_broken"}), _mix(try_fault_rate=1.0, try_weights={"kill_task": 1}), 6, 7),
+    Case(1, frozenset({"clean_output_broken"}), _mix(try_fault_rate=1.0, try_weights={"kill_task": 1}), 8, 7),
     # The client loses the master after the submission: the intent is dropped while the driver
     # runs (4), or the master is asked for applications only and the driver looks ended (5); the
     # retry submits a second driver beside the first.
@@ -76,9 +76,10 @@ UNREACHED = {
     6: "two holders of one token need a failover that loses the counter's INCR while a second try waits, "
     "and the history records fences as integers: the checker cannot tell the two holders apart; "
     "tests/unit/test_reverts.py revert-6 (a real counter rollback) and tests/unit/test_lease_identity.py cover it",
-    7: "an early-expired heartbeat brings a successor only when the task is gone and the clock steps on the "
-    "Redis host within its supervisor's life; not reached at the mixes tried; tests/unit/test_reverts.py "
-    "revert-7 and tests/unit/test_supervisor.py cover it",
+    7: "an early-expired heartbeat lets a successor start beside an orphan only if the Redis clock steps "
+    "while the orphan's application computes; the planner's applications compute for under a second, so "
+    "at the mixes tried (kill_task with clock_step every 0.5-1.5 s) none was reached; "
+    "tests/unit/test_reverts.py revert-7 and tests/unit/test_supervisor.py cover it",
     8: "every trial process runs as root on one kernel with /proc: psutil never raises AccessDenied and "
     "every owner names its pid and pid space; tests/unit/test_reverts.py revert-8 and "
     "tests/unit/test_lease_takeover.py cover it",
