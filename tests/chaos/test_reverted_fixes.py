@@ -64,6 +64,9 @@ CASES = [
     # retry submits a second driver beside the first.
     Case(4, frozenset({"two_applications"}), _mix(), 3, 7, client="lose"),
     Case(5, frozenset({"two_applications"}), _mix(), 3, 7, client="lose"),
+    # The client returns at the submission (waitAppCompletion=false): without a marker naming this
+    # job and fence nothing may be published, yet the reverted attempt publishes the unfinished folder.
+    Case(4, frozenset({"clean_output_broken"}), _mix(), 2, 7, client="return"),
 ]
 
 #: Defects the trials' fault set does not reach, why, and what covers them instead.
@@ -108,7 +111,9 @@ def _run(case: Case, workdir: Path, *, revert: bool) -> RunOutcome:
         return run_trials(config)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[f"fix-{c.number}" for c in CASES])
+@pytest.mark.parametrize(
+    "case", CASES, ids=[f"fix-{c.number}" + (f"-client-{c.client}" if c.client else "") for c in CASES]
+)
 def test_reverting_a_fix_makes_a_seeded_trial_run_fail(case: Case, tmp_path: Path) -> None:
     reverted = _run(case, tmp_path / "reverted", revert=True)
     caught = {v.kind for v in reverted.violations} & case.rules
