@@ -14,6 +14,7 @@ driver heap; event logs on, uncompressed and not rolling (one JSON-lines file).
         server.sessions()            # session ids the server opened (event log)
         server.operations()          # operations it started: session, operation id, tags (event log)
         server.jobs(session_id, tag) # Spark jobs of a session's tagged operations (UI REST /api/v1)
+        server.activity()            # {"sessions", "operations", "jobs"}: counts, after a barrier()
 
 Why two server-side views: the event log records Spark Connect's own events
 (``SparkListenerConnectSessionStarted`` / ``...OperationStarted``, with the client's tags), so it
@@ -35,7 +36,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -274,6 +275,48 @@ class SparkConnectServer:
             for e in self.events(OPERATION_STARTED)
         ]
         return [o for o in ops if session_id is None or o["session_id"] == session_id]
+
+    def activity(self, exclude_sessions: Collection[str] = ()) -> dict[str, int]:
+        """How much the server did: sessions opened, operations started, Spark jobs run.
+
+        Sessions in ``exclude_sessions`` (a :meth:`barrier`'s) and their work are not counted.
+        Compare two snapshots around the code under test, with a :meth:`barrier` before the
+        second one, to prove it opened no session and started no Spark work.
+        """
+        skip = set(exclude_sessions)
+        jobs = [
+            j for j in self.jobs() if not any(f"_Session_{sid}_" in tag for sid in skip for tag in j.get("jobTags", []))
+        ]
+        return {
+            "sessions": len([s for s in self.sessions() if s not in skip]),
+            "operations": len([o for o in self.operations() if o["session_id"] not in skip]),
+            "jobs": len(jobs),
+        }
+
+    def barrier(self, timeout: float = 120.0) -> str:
+        """Run one tagged operation in a new session and wait until the event log and the UI show it.
+
+        The event log and the UI's job list are each fed by their own listener-bus queue, each in
+        event order: once the barrier's operation and job are visible in both, whatever the server
+        did before is visible too, so an absence observed after the barrier is an absence, not a
+        delay. Returns
+        the barrier's session id (pass it to :meth:`activity` as ``exclude_sessions``).
+        """
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.builder.remote(self.url).create()
+        try:
+            spark.addTag("jrs-barrier")
+            spark.range(1).count()
+            session_id = str(spark.session_id)
+        finally:
+            spark.stop()
+        deadline = time.monotonic() + timeout
+        while not (self.operations(session_id) and self.jobs(session_id, "jrs-barrier")):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"barrier session {session_id} not visible after {timeout}s; log: {self.log_path}")
+            time.sleep(0.05)
+        return session_id
 
 
 if __name__ == "__main__":

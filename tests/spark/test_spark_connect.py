@@ -312,3 +312,19 @@ def test_the_server_interrupts_an_orphaned_operation_after_its_detached_timeout(
                 print(f"\nGetStatus after the orphan was dropped: {operation_states(spark)}")
         finally:
             client.close()
+
+
+def test_activity_counts_nothing_new_when_nothing_ran_and_one_of_each_for_a_tagged_count(
+    connect_server: SparkConnectServer,
+) -> None:
+    """The counting the committed-path tests will use: snapshot, code under test, barrier, snapshot."""
+    before = connect_server.activity()
+    quiet = connect_server.barrier()
+    assert connect_server.activity(exclude_sessions=[quiet]) == before
+    with detached(connect_server.url) as spark:
+        spark.addTag("jrs-activity")
+        spark.range(3).count()
+    loud = connect_server.barrier()
+    after = connect_server.activity(exclude_sessions=[quiet, loud])
+    assert after["sessions"] == before["sessions"] + 1
+    assert after["operations"] >= before["operations"] + 1 and after["jobs"] >= before["jobs"] + 1
