@@ -4,8 +4,9 @@
 
 (the runner forks and calls :func:`run_cleanup`). It removes what the job left behind (losers'
 staging folders, specs) and marks the result clean, through the job's host's Redis URL. It can
-be SIGKILLed at its crash points (``cleanup_after_read``, ``cleanup_before_clean``); the runner
-runs it again until it commits, as Airflow retries the cleanup task. Logs ``cleanup_start``,
+be SIGKILLed at its crash points (``cleanup_after_read``, ``cleanup_before_clean``), or stall
+after its first read (``stall_s``) while a recompute run goes on; the runner runs it again until
+it commits, as Airflow retries the cleanup task. Logs ``cleanup_start``,
 ``cleanup_committed`` (status, outputs) or ``cleanup_error`` (its message).
 """
 
@@ -15,6 +16,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from typing import Any
 
 from airflow_jrs.exceptions import NoSuchJobResultError
@@ -38,6 +40,9 @@ def run_cleanup(spec: dict[str, Any]) -> int:
 
     def observer(step: str) -> None:
         log.log("step", step=step)
+        if step == "cleanup_after_read" and spec.get("stall_s"):
+            log.log("fault", kind="slow_cleanup", seconds=spec["stall_s"])
+            time.sleep(spec["stall_s"])  # a cleanup retrying with backoff while attempts go on
         if step == crash_at:
             log.log("crash", step=step)
             os.kill(os.getpid(), signal.SIGKILL)

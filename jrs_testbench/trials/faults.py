@@ -81,6 +81,9 @@ class TrialPlan:
     #: crash points of successive cleanup runs (None: that run is not crashed)
     cleanup_crashes: list[str | None] = field(default_factory=list)
     faults: list[str] = field(default_factory=list)
+    #: seconds the first DAG run's cleanup stalls after its first read, while the recompute run
+    #: goes on (a cleanup retrying with backoff); 0: none
+    slow_cleanup: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -153,9 +156,13 @@ def plan_trials(seed: int, trials: int, mix: FaultMix | None = None, *, ttl: flo
         hosts = [f"h{i}" for i in range(1, rng.choice([1, 2, 2, 3]) + 1)]
         faults: list[str] = []
         tries = _tries(rng, mix, "run-1", hosts, ttl, False, faults)
+        slow = 0.0
         if rng.random() < mix.recompute_rate:
             faults.append("recompute")
             tries += _tries(rng, mix, "run-2", hosts, ttl, True, faults)
+            if rng.random() < 0.5:
+                slow = rng.uniform(0.5, 3.0)
+                faults.append("slow_cleanup")
         stop = None
         if rng.random() < mix.stop_rate:
             stop = (rng.uniform(0.3, 1.5), rng.choice(["stop", "cancel"]), rng.randrange(len(tries)))
@@ -164,7 +171,7 @@ def plan_trials(seed: int, trials: int, mix: FaultMix | None = None, *, ttl: flo
         while rng.random() < mix.cleanup_crash_rate and len(crashes) < 3:
             crashes.append(rng.choice(CLEANUP_STEPS))
             faults.append("cleanup_crash")
-        plans.append(TrialPlan(n, f"job-{n}", hosts, tries, stop, crashes, faults))
+        plans.append(TrialPlan(n, f"job-{n}", hosts, tries, stop, crashes, faults, slow))
     return plans
 
 

@@ -324,23 +324,32 @@ class TrialDriver:
                 with contextlib.suppress(psutil.Error):
                     proc.kill()
             self._wait(lambda: not self._leftovers(), 5)
-            self._cleanup()  # the DAG run's cleanup task
+            if run_id != runs[-1]:  # the next DAG run starts while this one's cleanup runs
+                self._cleanup_spawn(None, stall_s=p.slow_cleanup)
+            else:
+                self._cleanup()  # the DAG run's cleanup task, until it commits
         self.log.log("trial_end", status=status, took_ms=int((time.monotonic() - self.started) * 1000))
         return status
 
-    def _cleanup(self) -> None:
+    def _cleanup_spawn(self, crash: str | None, *, stall_s: float = 0.0) -> int:
+        """One run of the cleanup task, started now (reaped by :meth:`_reap`)."""
         b, p = self.bench, self.plan
+        spec = {"url": b.urls[p.hosts[0]], "namespace": b.namespace, "output_root": b.output_root,
+                "spec_root": b.spec_root, "lease_ttl": b.lease_ttl, "job_id": p.job_id,
+                "history": b.history(p.trial), "trial": p.trial, "host": p.hosts[0], "crash_at": crash,
+                "stall_s": stall_s}  # fmt: skip
+        pid = _fork(run_cleanup, spec, self.stderr, HOST_LAUNCHERS.get(p.hosts[0]))
+        self.children[pid] = None
+        return pid
+
+    def _cleanup(self) -> None:
+        p = self.plan
         for n in range(CLEANUP_RUNS):
-            crash = self.plan.cleanup_crashes[self.cleanup_runs] if self.cleanup_runs < len(p.cleanup_crashes) else None
+            crash = p.cleanup_crashes[self.cleanup_runs] if self.cleanup_runs < len(p.cleanup_crashes) else None
             self.cleanup_runs += 1
-            spec = {"url": b.urls[p.hosts[0]], "namespace": b.namespace, "output_root": b.output_root,
-                    "spec_root": b.spec_root, "lease_ttl": b.lease_ttl, "job_id": p.job_id,
-                    "history": b.history(p.trial), "trial": p.trial, "host": p.hosts[0],
-                    "crash_at": crash}  # fmt: skip
-            pid = _fork(run_cleanup, spec, self.stderr, HOST_LAUNCHERS.get(p.hosts[0]))
-            self.children[pid] = None
+            pid = self._cleanup_spawn(crash)
             self._wait(functools.partial(lambda p: self.children[p] is not None, pid), 120)
-            code = self.children.pop(pid)
+            code = self.children[pid]
             if code in (COMMITTED, NOTHING):
                 return
             time.sleep(min(2.0, 0.1 * 2**n))
