@@ -58,6 +58,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import redis as redis_lib
@@ -122,10 +123,18 @@ def _relay(source: Any) -> None:
             out = None
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """spark-submit dies when its supervisor dies (SIGKILL included): no orphan without a heartbeat."""
+def _die_with_parent(parent: int) -> None:  # pragma: no cover - runs in the child between fork and exec
+    """spark-submit dies when its supervisor dies (SIGKILL included): no orphan without a heartbeat.
+
+    ``parent`` is the supervisor's pid, read before the fork. A supervisor killed between the
+    fork and this ``prctl`` is already gone, so the death signal would never come and
+    spark-submit would run on with no heartbeat beside a successor (fault trials, issue 20:
+    seed 1, trial 283): the child checks that its parent is still the supervisor, and does not
+    start when it is not."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(LOST_BEFORE_START)
 
 
 def _client(kwargs: dict[str, Any], ttl: float) -> Any:
@@ -281,7 +290,7 @@ def supervise(
         _say(f"cannot keep the heartbeat of job {job_id} ({exc}); not starting spark-submit")
         return LOST_BEFORE_START
     child = subprocess.Popen(
-        list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+        list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=partial(_die_with_parent, pid)
     )
     relay_output = threading.Thread(target=_relay, args=(child.stdout,), name="jrs-supervisor-relay", daemon=True)
     relay_output.start()
