@@ -240,17 +240,9 @@ class JrsHook(BaseHook):
             client.close()
 
     def get_store(self) -> RedisJobResultStore:
-        s = self.settings
-        return RedisJobResultStore(
-            self.get_conn(),
-            s.namespace,
-            clean_ttl=s.clean_ttl,
-            delete_on_commit=s.delete_on_commit,
-            history_limit=s.history_limit,
-            index_limit=s.index_limit or None,
-            durability=s.durability,
-            durability_timeout=s.durability_timeout,
-        )
+        """The job result store with the configured settings (:attr:`JobNamespace.results`)."""
+        settings = self.settings  # a missing connection: JrsConfigError first
+        return JobNamespace(self.get_conn(), settings).results
 
     def async_connection_kwargs(self) -> dict[str, Any]:
         """Plain ``redis.asyncio`` kwargs for the same server and credentials as :meth:`get_conn`."""
