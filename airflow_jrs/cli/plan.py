@@ -33,15 +33,16 @@ from airflow_jrs.decision import decide
 from airflow_jrs.exceptions import (
     CorruptIntentError,
     CorruptJobResultError,
+    JobResultEntryError,
     JobResultQuarantinedError,
     JrsConfigError,
-    UnsupportedSchemaVersionError,
 )
 from airflow_jrs.identity import application_fingerprint, default_job_id
 from airflow_jrs.intent import IntentStore
 from airflow_jrs.lease import held_leases
 from airflow_jrs.recompute import RECOMPUTE_KEY, read_request, verdict
 from airflow_jrs.store import JobResultEntry, validate_job_id
+from airflow_jrs.store.batch_read import read_entries
 from airflow_jrs.store.requests import RecomputeRequests
 
 RENDERABLE = "ds, ds_nodash, ts, ts_nodash, logical_date, data_interval_start/end, dag, task, ti, dag_id, task_id"
@@ -266,15 +267,15 @@ def plan_jobs(ctx: Ctx, dag: Any, start: datetime, end: datetime) -> tuple[list[
     intents = IntentStore(store.client, ctx.namespace, spec_root="").list_intents()
     fingerprints = {task.task_id: _fingerprint(task) for _, task, _ in jobs}
     planned = []
+    answers = read_entries(store, [job_id for _, _, job_id in jobs])  # one round trip per 500 jobs
     for info, task, job_id in jobs:
         holder = leases.get(job_id)
         intent = intents.get(job_id)
-        try:
-            entry = store.get_entry(job_id)
-        except (CorruptJobResultError, JobResultQuarantinedError):
+        entry = answers[job_id]
+        if isinstance(entry, (CorruptJobResultError, JobResultQuarantinedError)):
             planned.append(_row(info, task, job_id, "quarantined", None, "blocked", "entry in quarantine: fails"))
             continue
-        except UnsupportedSchemaVersionError:
+        if isinstance(entry, JobResultEntryError):  # a newer schema version
             planned.append(_row(info, task, job_id, "unreadable", None, "blocked", "written by a newer airflow-jrs"))
             continue
         if entry is None:
