@@ -67,8 +67,11 @@ def apply_revert() -> str | None:
     return os.environ["JRS_TRIALS_REVERT"]
 
 
-def _record_writes(jobs: JobNamespace, log: HistoryLog) -> None:
-    """Log each result write before it starts (a lower bound) and when acknowledged or refused."""
+def _record_writes(jobs: JobNamespace, log: HistoryLog, *, pause_before_forget: bool = False) -> None:
+    """Log each result write before it starts (a lower bound) and when acknowledged or refused.
+    ``pause_before_forget``: a recompute's forget stops its process (SIGSTOP) after its arguments
+    (fence, entry read) were taken and before it reaches Redis; the driver wakes it once another
+    try's result was acknowledged (the stale holder's forget issue 18's fix 3 fences)."""
     store = jobs.results
     create, forget = store.create_dirty_result, store.forget_result
 
@@ -85,6 +88,9 @@ def _record_writes(jobs: JobNamespace, log: HistoryLog) -> None:
 
     def forget_result(job_id: str, **kwargs: Any) -> Any:
         log.log("forget_begin", fence=kwargs.get("fence"), reason=str(kwargs.get("reason")))
+        if pause_before_forget:  # its fence and the entry it read are taken: the window FORGET is fenced for
+            log.log("fault", kind="pause_before_forget")
+            os.kill(os.getpid(), signal.SIGSTOP)
         done = forget(job_id, **kwargs)
         log.log("forgotten", fence=kwargs.get("fence"), reason=str(kwargs.get("reason")))
         return done
@@ -149,7 +155,7 @@ def run_task(spec: dict[str, Any]) -> int:
         spec["namespace"], output_root=spec["output_root"], spec_root=spec["spec_root"], lease_ttl=spec["lease_ttl"]
     )
     jobs = JobNamespace.from_url(spec["url"], settings)
-    _record_writes(jobs, log)
+    _record_writes(jobs, log, pause_before_forget=bool(spec.get("pause_before_forget")))
     stderr = os.open(spec["stderr"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if spec.get("stderr") else None
     launcher = StandInLauncher(
         jobs.connection or {}, spec["lease_ttl"], history=spec["history"], lock=spec["lock"],

@@ -175,6 +175,7 @@ class TrialDriver:
             "lease_wait_timeout": 2 * b.lease_ttl + 1, "recompute": tp.recompute, "history": b.history(p.trial),
             "trial": p.trial, "host": tp.host, "crash_at": tp.step if tp.fault == "crash_point" else None,
             "lock": b.lock(p.job_id), "stderr": self.stderr, "pause_before_write": tp.fault == "pause_before_write",
+            "pause_before_forget": tp.fault == "pause_before_forget",
             "app_args": ["--chunks", str(tp.chunks), "--rows", str(tp.rows), "--pace", f"{tp.pace[0]},{tp.pace[1]}",
                          "--fail-at", str(tp.fail_at), "--seed", str(tp.seed)],
         }  # fmt: skip
@@ -199,15 +200,19 @@ class TrialDriver:
         tp = t.plan
         if t.paused_until is not None and tp.fault == "pause_before_write" and self._taken_over(t):
             t.paused_until = now  # its lease is another's now: wake it into the write it was about to make
+        if t.paused_until is not None and tp.fault == "pause_before_forget" and self._taken_over(t, "result_written"):
+            t.paused_until = now  # a successor's result is acknowledged: wake it into the forget it was about to make
         if t.paused_until is not None and now >= t.paused_until:
             t.paused_until = None
             self.log.log("fault_end", kind="pause", try_index=t.index)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(t.pid, signal.SIGCONT)
-        if tp.fault == "pause_before_write" and not t.fault_done and t.code is None:
+        if tp.fault in ("pause_before_write", "pause_before_forget") and not t.fault_done and t.code is None:
             with contextlib.suppress(psutil.Error):
                 if psutil.Process(t.pid).status() == psutil.STATUS_STOPPED:
                     t.fault_done, t.paused_until = True, now + tp.pause_s  # it logged the fault itself
+                    if tp.fault == "pause_before_forget":  # until a successor's result is acknowledged
+                        t.paused_until += 4 * self.bench.lease_ttl
             return
         if t.fault_done or tp.fault not in ("kill_task", "kill_supervisor", "kill_app", "on_kill", "pause"):
             return
@@ -231,13 +236,13 @@ class TrialDriver:
             else:
                 os.kill(target, signal.SIGKILL)
 
-    def _taken_over(self, t: _Try) -> bool:
-        """Has another try logged taking the lease since ``t`` stopped itself?"""
+    def _taken_over(self, t: _Try, event: str = "lease_acquired") -> bool:
+        """Has another try logged ``event`` (taking the lease) since ``t`` stopped itself?"""
         paused = None
         for r in read_history(self.bench.history(self.plan.trial)):
             if r.get("try") == t.index and r.get("event") == "fault":
                 paused = r["t"]
-            elif paused is not None and r.get("event") == "lease_acquired" and r.get("try") != t.index:
+            elif paused is not None and r.get("event") == event and r.get("try") != t.index:
                 return True
         return False
 

@@ -42,6 +42,10 @@ def _mix(**chosen: object) -> FaultMix:
     return FaultMix(**{**quiet, **chosen})  # type: ignore[arg-type]
 
 
+#: every DAG run after the first recomputes; half the tries stop right before their forget
+_FORGET_PAUSED: dict[str, object] = dict(recompute_rate=1.0, try_fault_rate=0.5, try_weights={"pause_before_forget": 1})
+
+
 @dataclass(frozen=True)
 class Case:
     """A seeded batch that reaches defect ``number``; ``rules``: checker kinds that prove it."""
@@ -67,15 +71,18 @@ CASES = [
     # The client returns at the submission (waitAppCompletion=false): without a marker naming this
     # job and fence nothing may be published, yet the reverted attempt publishes the unfinished folder.
     Case(4, frozenset({"clean_output_broken"}), _mix(), 2, 7, client="return"),
+    # The next DAG run recomputes while the previous run's cleanup stalls after its first read
+    # (slow_cleanup): the reverted cleanup commits whatever entry is there by then, the recompute's,
+    # having removed its folder as a loser's.
+    Case(2, frozenset({"clean_output_broken"}), _mix(recompute_rate=1.0), 6, 7),
+    # A recompute try stops right before its forget reaches Redis (its fence and the entry it read
+    # taken) and is woken once its successor's SUCCEEDED is acknowledged: the reverted forget,
+    # neither fenced nor a compare-and-set, removes the successor's result.
+    Case(3, frozenset({"acknowledged_success_lost"}), _mix(**_FORGET_PAUSED), 6, 7),
 ]
 
 #: Defects the trials' fault set does not reach, why, and what covers them instead.
 UNREACHED = {
-    2: "the cleanup runs only after every try and application of its DAG run ended (trial.py), so no "
-    "result is written while it runs; tests/unit/test_reverts.py revert-2 writes one at its "
-    "cleanup_after_read step, and tests/unit/test_cleanup_outcomes.py covers the fix",
-    3: "a recompute's forget follows its lease acquisition by one round trip; no planned fault stops a "
-    "try inside that window; tests/unit/test_reverts.py revert-3 and the contract suite cover it",
     6: "two holders of one token need a failover that loses the counter's INCR while a second try waits, "
     "and the history records fences as integers: the checker cannot tell the two holders apart; "
     "tests/unit/test_reverts.py revert-6 (a real counter rollback) and tests/unit/test_lease_identity.py cover it",
