@@ -28,6 +28,10 @@ bounds prove it. The invariants (violation kinds):
     a clean SUCCEEDED job still has an intent, or a heartbeat that never expires.
 ``stuck_without_message``
     the job has no SUCCEEDED result and its last try that reported failed said nothing.
+``waited_for_itself``
+    a try's ACQUIRE was refused while the lease's stored nonce was the try's own (read back
+    right after the refusal: no other attempt draws that nonce): it waits for itself, as after
+    a lost reply whose command redis-py sent again.
 
 Faults that lose acknowledged writes by design: a failover to a replica that lacked the last
 writes (asynchronous replication) can take back a result, a lease or the fence counter, so for a
@@ -144,6 +148,12 @@ def check_trial(
     for r in recs:
         if r["event"] == "overlap":
             violate("two_applications", f"fence {r.get('fence')} found another application computing (pid {r['pid']})")
+
+    # an attempt never waits for itself
+    for r in recs:
+        if r["event"] == "lease_held" and r.get("nonce") and r.get("holder_nonce") == r["nonce"]:
+            violate("waited_for_itself", f"the try's {r.get('via')} was refused: the lease (token "
+                                         f"{r.get('holder_fence')}) holds its own nonce {r['nonce']}")  # fmt: skip
 
     # fences, acknowledged successes, done is done
     acquired = [(r["t"], _fence(r.get("fence"))) for r in recs if r["event"] == "lease_acquired"]

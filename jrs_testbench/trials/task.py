@@ -19,6 +19,7 @@ outcome or the error with its message. Exit codes: :data:`OK`, :data:`FAILED` (A
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import json
@@ -26,13 +27,16 @@ import logging
 import os
 import signal
 import sys
+import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 from airflow_jrs import recompute
-from airflow_jrs.exceptions import JobEndedOnRequestError
+from airflow_jrs.exceptions import JobEndedOnRequestError, LeaseHeldError
 from airflow_jrs.protocol import AttemptPolicy, JobAttempt, JobNamespace, JobSpec, settings_for
 from airflow_jrs.protocol.steps import observe_steps
 from airflow_jrs.store import Attempt
+from jrs_testbench.lossy_proxy import LossyProxy
 from jrs_testbench.trials.history import HistoryLog
 from jrs_testbench.trials.launcher import StandInLauncher
 
@@ -67,11 +71,15 @@ def apply_revert() -> str | None:
     return os.environ["JRS_TRIALS_REVERT"]
 
 
-def _record_writes(jobs: JobNamespace, log: HistoryLog, *, pause_before_forget: bool = False) -> None:
+def _record_writes(jobs: JobNamespace, log: HistoryLog, *, pause_before_forget: bool = False,
+                   lose_acquire_reply: Callable[[], None] | None = None) -> None:  # fmt: skip
     """Log each result write before it starts (a lower bound) and when acknowledged or refused.
     ``pause_before_forget``: a recompute's forget stops its process (SIGSTOP) after its arguments
     (fence, entry read) were taken and before it reaches Redis; the driver wakes it once another
-    try's result was acknowledged (the stale holder's forget issue 18's fix 3 fences)."""
+    try's result was acknowledged (the stale holder's forget issue 18's fix 3 fences).
+    ``lose_acquire_reply``: called once right before the first ACQUIRE, to lose its reply (redis-py
+    sends the command again). An ACQUIRE refused is logged as ``lease_held`` with the holder's
+    nonce read back and this lease's own: the same nonce means the try waits for itself."""
     store = jobs.results
     create, forget = store.create_dirty_result, store.forget_result
 
@@ -104,7 +112,22 @@ def _record_writes(jobs: JobNamespace, log: HistoryLog, *, pause_before_forget: 
         acquire, take_over = held.acquire, held.take_over
 
         def logged(how: str, call: Any, *args: Any) -> Any:
-            token = call(*args)
+            nonlocal lose_acquire_reply
+            if how == "acquire" and lose_acquire_reply is not None:
+                from airflow_jrs.store import scripts  # the lost reply must be the script's, not a NOSCRIPT
+
+                jobs.client.script_load(scripts.ACQUIRE_LEASE)
+                log.log("fault", kind="lose_acquire_reply")
+                lose_acquire_reply()
+                lose_acquire_reply = None
+            try:
+                token = call(*args)
+            except LeaseHeldError:
+                with contextlib.suppress(Exception):
+                    holder = held.peek()
+                    log.log("lease_held", via=how, nonce=held.nonce, holder_nonce=holder and holder.nonce,
+                            holder_fence=holder and holder.token)  # fmt: skip
+                raise
             if token is not None:
                 log.fence = token
                 log.log("lease_acquired", fence=token, via=how)
@@ -123,6 +146,18 @@ def _record_writes(jobs: JobNamespace, log: HistoryLog, *, pause_before_forget: 
         return held
 
     jobs.lease = lease  # type: ignore[method-assign]
+
+
+def _db(url: str) -> str:
+    return urllib.parse.urlsplit(url).path.strip("/") or "0"
+
+
+def _own_proxy(spec: dict[str, Any]) -> LossyProxy:
+    """A proxy in this process between the try and its host's Redis URL: it can lose exactly the
+    reply of the try's ACQUIRE (the host's proxy serves every process of the host)."""
+    parts = urllib.parse.urlsplit(spec["url"])
+    proxy = LossyProxy(parts.hostname or "127.0.0.1", parts.port or 6379)
+    return proxy.__enter__()
 
 
 def _pause_before_write(log: HistoryLog) -> None:
@@ -155,7 +190,12 @@ def run_task(spec: dict[str, Any]) -> int:
         spec["namespace"], output_root=spec["output_root"], spec_root=spec["spec_root"], lease_ttl=spec["lease_ttl"]
     )
     jobs = JobNamespace.from_url(spec["url"], settings)
-    _record_writes(jobs, log, pause_before_forget=bool(spec.get("pause_before_forget")))
+    proxy = _own_proxy(spec) if spec.get("lose_acquire_reply") else None
+    if proxy is not None:  # this try's commands go through its own proxy (the supervisor's do not)
+        jobs = JobNamespace.from_url(f"redis://127.0.0.1:{proxy.port}/{_db(spec['url'])}", settings)
+        jobs.connection = {**(jobs.connection or {}), "port": proxy.target[1]}
+    _record_writes(jobs, log, pause_before_forget=bool(spec.get("pause_before_forget")),
+                   lose_acquire_reply=proxy.drop_next_reply if proxy is not None else None)  # fmt: skip
     stderr = os.open(spec["stderr"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if spec.get("stderr") else None
     launcher = StandInLauncher(
         jobs.connection or {}, spec["lease_ttl"], history=spec["history"], lock=spec["lock"],

@@ -176,6 +176,7 @@ class TrialDriver:
             "trial": p.trial, "host": tp.host, "crash_at": tp.step if tp.fault == "crash_point" else None,
             "lock": b.lock(p.job_id), "stderr": self.stderr, "pause_before_write": tp.fault == "pause_before_write",
             "pause_before_forget": tp.fault == "pause_before_forget",
+            "lose_acquire_reply": tp.fault == "lose_acquire_reply",
             "app_args": ["--chunks", str(tp.chunks), "--rows", str(tp.rows), "--pace", f"{tp.pace[0]},{tp.pace[1]}",
                          "--fail-at", str(tp.fail_at), "--seed", str(tp.seed)],
         }  # fmt: skip
