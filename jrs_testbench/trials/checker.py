@@ -28,6 +28,9 @@ bounds prove it. The invariants (violation kinds):
     a clean SUCCEEDED job still has an intent, or a heartbeat that never expires.
 ``stuck_without_message``
     the job has no SUCCEEDED result and its last try that reported failed said nothing.
+``took_over_live_holder``
+    a try took the lease over (fast takeover: "its holder is provably dead") from a fence whose
+    try logged something after the takeover was logged: the holder was alive.
 ``waited_for_itself``
     a try's ACQUIRE was refused while the lease's stored nonce was the try's own (read back
     right after the refusal: no other attempt draws that nonce): it waits for itself, as after
@@ -148,6 +151,17 @@ def check_trial(
     for r in recs:
         if r["event"] == "overlap":
             violate("two_applications", f"fence {r.get('fence')} found another application computing (pid {r['pid']})")
+
+    # fast takeover only from a holder that is dead (a process logging afterwards was not)
+    holders = {_fence(r.get("fence")): r.get("try") for r in recs if r["event"] == "lease_acquired"}
+    for r in recs:
+        if r["event"] != "lease_acquired" or r.get("via") != "takeover":
+            continue
+        old = holders.get(_fence(r.get("from_fence")))  # None: the holder never logged its lease
+        later = [x for x in recs if old is not None and x.get("try") == old and x["t"] > r["t"]]
+        if later:
+            what = f"fence {r.get('fence')} took the lease over from fence {r.get('from_fence')}"
+            violate("took_over_live_holder", f"{what}, whose try logged {later[0]['event']} afterwards")
 
     # an attempt never waits for itself
     for r in recs:

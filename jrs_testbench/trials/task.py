@@ -20,6 +20,7 @@ outcome or the error with its message. Exit codes: :data:`OK`, :data:`FAILED` (A
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import importlib.util
 import json
@@ -130,7 +131,8 @@ def _record_writes(jobs: JobNamespace, log: HistoryLog, *, pause_before_forget: 
                 raise
             if token is not None:
                 log.fence = token
-                log.log("lease_acquired", fence=token, via=how)
+                taken = {"from_fence": int(args[0].token)} if how == "takeover" else {}  # the holder it took over
+                log.log("lease_acquired", fence=token, via=how, **taken)
                 lost = held.on_lost
 
                 def on_lost(lease: Any) -> None:
@@ -146,6 +148,25 @@ def _record_writes(jobs: JobNamespace, log: HistoryLog, *, pause_before_forget: 
         return held
 
     jobs.lease = lease  # type: ignore[method-assign]
+
+
+#: ``1``: every try runs where ``/proc`` is not mounted (a locked-down container on the same host
+#: name): no process of the host can be inspected, no pid space read, so no holder can be proven dead.
+NO_PROC_ENV = "JRS_TRIALS_NO_PROC"
+CLONE_NEWNS, MS_REC, MS_PRIVATE = 0x00020000, 0x4000, 0x40000
+
+
+def _hide_proc() -> None:
+    """Cover ``/proc`` with an empty tmpfs in a mount namespace of this process's own (single-threaded:
+    just forked; a host's ``/proc`` lies over the machine's, so unmounting one would show the other);
+    what it starts (supervisor, application) inherits it. The host's other processes keep theirs."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for call, args in (("unshare", (CLONE_NEWNS,)), ("mount", (None, b"/", None, MS_REC | MS_PRIVATE, None)),
+                       ("mount", (b"none", b"/proc", b"tmpfs", 0, None))):  # fmt: skip
+        if getattr(libc, call)(*args) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"{call} failed ({os.strerror(err)}): {NO_PROC_ENV} needs root")
+    os.mkdir(f"/proc/{os.getpid()}")  # psutil's pid list may not be empty; the folder holds nothing to read
 
 
 def _db(url: str) -> str:
@@ -171,6 +192,8 @@ def run_task(spec: dict[str, Any]) -> int:
     """One try as described by ``spec`` (see :mod:`.runner`); returns the exit code."""
     reverted = apply_revert()
     broken = break_protocol()
+    if os.environ.get(NO_PROC_ENV) == "1":
+        _hide_proc()
     host = spec.get("host", "h1")
     os.environ["JRS_TRIAL_HOST"] = host
     log = HistoryLog(spec["history"], trial=spec["trial"], job=spec["job_id"])

@@ -29,6 +29,7 @@ import pytest
 from jrs_testbench.trials.faults import FaultMix
 from jrs_testbench.trials.reverts import ENV, REVERTS
 from jrs_testbench.trials.runner import RunConfig, RunOutcome, run_trials
+from jrs_testbench.trials.task import NO_PROC_ENV
 
 pytestmark = [pytest.mark.chaos]
 
@@ -57,6 +58,8 @@ class Case:
     seed: int
     #: cluster deploy mode: the stand-in driver's client plan (:mod:`.cluster_launcher`)
     client: str | None = None
+    #: extra environment of the tries (:data:`jrs_testbench.trials.task.NO_PROC_ENV`)
+    env: tuple[tuple[str, str], ...] = ()
 
 
 CASES = [
@@ -81,6 +84,10 @@ CASES = [
     Case(3, frozenset({"acknowledged_success_lost"}), _mix(**_FORGET_PAUSED), 6, 7),
     # The reply of a try's ACQUIRE is lost (its own proxy drops it) and redis-py sends the command
     # again: the reverted script does not know the caller's nonce and the try waits for itself.
+    # Every try runs where /proc shows nothing (a locked-down container), and each retry starts on
+    # the same host while its predecessor still runs (a zombie): nothing proves the holder dead, yet
+    # the reverted takeover counts the uninspectable pid and the two unknown pid spaces as "dead".
+    Case(8, frozenset({"took_over_live_holder"}), _mix(zombie_rate=1.0), 4, 22, env=((NO_PROC_ENV, "1"),)),
     Case(9, frozenset({"waited_for_itself"}), _mix(try_fault_rate=1.0, try_weights={"lose_acquire_reply": 1}), 3, 7),
 ]
 
@@ -93,9 +100,6 @@ UNREACHED = {
     "while the orphan's application computes; the planner's applications compute for under a second, so "
     "at the mixes tried (kill_task with clock_step every 0.5-1.5 s) none was reached; "
     "tests/unit/test_reverts.py revert-7 and tests/unit/test_supervisor.py cover it",
-    8: "every trial process runs as root on one kernel with /proc: psutil never raises AccessDenied and "
-    "every owner names its pid and pid space; tests/unit/test_reverts.py revert-8 and "
-    "tests/unit/test_lease_takeover.py cover it",
 }
 
 
@@ -112,7 +116,7 @@ def _launched_as(case: Case, workdir: Path) -> Iterator[None]:
 
 
 def _run(case: Case, workdir: Path, *, revert: bool) -> RunOutcome:
-    env = {ENV: str(case.number)} if revert else {}
+    env = {**dict(case.env), **({ENV: str(case.number)} if revert else {})}
     with _launched_as(case, workdir):
         config = RunConfig(trials=case.trials, seed=case.seed, workdir=workdir, concurrency=3, mix=case.mix, env=env)
         return run_trials(config)
