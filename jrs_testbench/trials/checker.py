@@ -28,6 +28,10 @@ bounds prove it. The invariants (violation kinds):
     a clean SUCCEEDED job still has an intent, or a heartbeat that never expires.
 ``stuck_without_message``
     the job has no SUCCEEDED result and its last try that reported failed said nothing.
+``write_by_displaced_holder``
+    a write was acknowledged although it began after *another* try had logged taking the lease
+    with the same token (a failover lost the counter's increment and the token was handed out
+    twice): the fence identity (token and owner nonce) must tell the two holders apart.
 ``took_over_live_holder``
     a try took the lease over (fast takeover: "its holder is provably dead") from a fence whose
     try logged something after the takeover was logged: the holder was alive.
@@ -171,6 +175,7 @@ def check_trial(
 
     # fences, acknowledged successes, done is done
     acquired = [(r["t"], _fence(r.get("fence"))) for r in recs if r["event"] == "lease_acquired"]
+    twins = [(r["t"], _fence(r.get("fence")), r.get("try")) for r in recs if r["event"] == "lease_acquired"]
     # A forget's ack may never be logged (its task SIGKILLed right after): the job's history in the
     # store says what a recompute moved there; the forget's begin bounds when from below.
     recomputed = {
@@ -204,6 +209,11 @@ def check_trial(
             if newer:
                 violate("write_after_lease_lost", f"fence {mine}'s {r['status']} was accepted although fence "
                                                   f"{newer[0][1]} had taken the lease before it began")  # fmt: skip
+            twin = [a for a in twins if a[0] < began["t"] and a[1] == mine and a[2] != r.get("try")
+                    and any(b[1] == mine and b[2] == r.get("try") and b[0] < a[0] for b in twins)]  # fmt: skip
+            if twin and mine is not None:
+                what = f"fence {mine}'s {r['status']} (try {r.get('try')}) was accepted"
+                violate("write_by_displaced_holder", f"{what} though try {twin[0][2]} had taken token {mine} after it")
             if r["status"] == JobStatus.SUCCEEDED.value:
                 if done_at is not None and began["t"] > done_at["t"]:
                     violate("done_ran_again", f"fence {mine} wrote a second SUCCEEDED after fence "

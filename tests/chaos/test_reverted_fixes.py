@@ -43,6 +43,8 @@ def _mix(**chosen: object) -> FaultMix:
     return FaultMix(**{**quiet, **chosen})  # type: ignore[arg-type]
 
 
+#: a failover (losing what the primary acknowledged since replication was held) every 0.3-0.8 s
+_FAILOVERS: dict[str, object] = dict(run_weights={"failover": 1}, run_fault_every=(0.3, 0.8))
 #: every DAG run after the first recomputes; half the tries stop right before their forget
 _FORGET_PAUSED: dict[str, object] = dict(recompute_rate=1.0, try_fault_rate=0.5, try_weights={"pause_before_forget": 1})
 
@@ -60,6 +62,8 @@ class Case:
     client: str | None = None
     #: extra environment of the tries (:data:`jrs_testbench.trials.task.NO_PROC_ENV`)
     env: tuple[tuple[str, str], ...] = ()
+    #: trials at once (1: the fence counter is the trial's alone, so a lost INCR hands its token out again)
+    concurrency: int = 3
 
 
 CASES = [
@@ -84,6 +88,10 @@ CASES = [
     Case(3, frozenset({"acknowledged_success_lost"}), _mix(**_FORGET_PAUSED), 6, 7),
     # The reply of a try's ACQUIRE is lost (its own proxy drops it) and redis-py sends the command
     # again: the reverted script does not know the caller's nonce and the try waits for itself.
+    # Failovers every 0.3-0.8 s lose the fence counter's INCR with the lease: the retry gets its failed
+    # predecessor's token again. Reverted, the staging folder is fence-<N> (no owner nonce): the
+    # retry computes into the folder the predecessor left rows in, and the entry's output holds both.
+    Case(6, frozenset({"clean_output_broken", "write_by_displaced_holder"}), _mix(**_FAILOVERS), 14, 9, concurrency=1),
     # Every try runs where /proc shows nothing (a locked-down container), and each retry starts on
     # the same host while its predecessor still runs (a zombie): nothing proves the holder dead, yet
     # the reverted takeover counts the uninspectable pid and the two unknown pid spaces as "dead".
@@ -93,9 +101,6 @@ CASES = [
 
 #: Defects the trials' fault set does not reach, why, and what covers them instead.
 UNREACHED = {
-    6: "two holders of one token need a failover that loses the counter's INCR while a second try waits, "
-    "and the history records fences as integers: the checker cannot tell the two holders apart; "
-    "tests/unit/test_reverts.py revert-6 (a real counter rollback) and tests/unit/test_lease_identity.py cover it",
     7: "an early-expired heartbeat lets a successor start beside an orphan only if the Redis clock steps "
     "while the orphan's application computes; the planner's applications compute for under a second, so "
     "at the mixes tried (kill_task with clock_step every 0.5-1.5 s) none was reached; "
@@ -118,7 +123,9 @@ def _launched_as(case: Case, workdir: Path) -> Iterator[None]:
 def _run(case: Case, workdir: Path, *, revert: bool) -> RunOutcome:
     env = {**dict(case.env), **({ENV: str(case.number)} if revert else {})}
     with _launched_as(case, workdir):
-        config = RunConfig(trials=case.trials, seed=case.seed, workdir=workdir, concurrency=3, mix=case.mix, env=env)
+        config = RunConfig(
+            trials=case.trials, seed=case.seed, workdir=workdir, concurrency=case.concurrency, mix=case.mix, env=env
+        )
         return run_trials(config)
 
 
