@@ -16,10 +16,10 @@ a child whose gateway exits when its stdin (a pipe from this process) closes, so
 process dies, by SIGKILL or otherwise, the driver dies with it, and a standalone master ends an
 application whose driver is gone (its executors with it). Nothing of an attempt outlives the
 task process, so there is nothing for a supervisor to watch or a heartbeat to report: a
-successor that takes over the lease of a dead holder finds no application to wait for (the
-default :meth:`~airflow_jrs.protocol.Launcher.find_predecessors` still looks for a driver JVM
-of the job among this host's processes, by the ``spark.jrs.*`` marks on its command line, in
-case one lingers for a moment). While the task process lives it renews its lease; when it
+successor that takes over the lease of a dead holder finds no application to wait for
+(:meth:`SessionLauncher.find_predecessors` still looks for another process's driver JVM of the
+job on this host, by the ``spark.jrs.*`` marks on its command line, in case one lingers for a
+moment). While the task process lives it renews its lease; when it
 *loses* the lease (Redis unreachable for a TTL, a takeover), the renewer calls :meth:`stop`,
 which cancels the session's jobs and stops the session, so the holder that lost its lease
 does no more work, and the fenced result write refuses what it might still try to record.
@@ -28,13 +28,18 @@ does no more work, and the fenced result write refuses what it might still try t
 from __future__ import annotations
 
 import json
+import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
+import psutil
+
 from airflow_jrs.exceptions import JrsConfigError
-from airflow_jrs.protocol.launcher import Launch, Launcher
+from airflow_jrs.protocol.launcher import Launch, Launcher, Predecessor
+from airflow_jrs.protocol.processes import find_job_processes, process_alive
 from airflow_jrs.spark.commit import write_commit_marker
 from airflow_jrs.spark.conf import job_conf
 
@@ -152,6 +157,20 @@ class SessionLauncher(Launcher):
             with self._lock:
                 self._session = None
             spark.stop()
+
+    def find_predecessors(self, namespace: str, job_id: str, known_ids: Sequence[str]) -> list[Predecessor]:
+        """The job's driver JVMs on this host, except this process's own: pyspark keeps its gateway
+        JVM (started with the first session's ``spark.jrs.*`` conf on its command line) for the
+        life of the process, so a second attempt in one process (``dag.test()``, a retry after
+        ``on_kill``) would otherwise wait for itself forever."""
+        own = {os.getpid(), *(child.pid for child in psutil.Process().children(recursive=True))}
+        return [
+            Predecessor(
+                description=f"local driver pid {proc.pid}", alive=partial(process_alive, proc), stop=proc.terminate
+            )
+            for proc in find_job_processes(namespace, job_id)
+            if proc.pid not in own
+        ]
 
     def alive(self) -> bool:
         with self._lock:

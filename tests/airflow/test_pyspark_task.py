@@ -316,3 +316,33 @@ def test_sigkill_of_a_task_with_a_spark_master_session_ends_its_application_on_t
     assert payload["application_id"] in ours(spark_cluster.status().get("completedapps", []))
     JrsCleanupOperator(task_id="cleanup", jobs=[JOB]).execute({"ti": context()["ti"], "outlet_events": {}})
     assert len(assert_clean_outputs_exist(jrs_env.store)) == 1
+
+
+@pytest.mark.spark
+def test_on_kill_mid_job_cancels_the_sessions_job_and_records_nothing(jrs_env, control):
+    import threading
+
+    import pyspark
+
+    from airflow_jrs.exceptions import JobKilledError
+
+    (control / "block").touch()
+    op = operator(jrs_env, control)
+
+    def kill_once_running() -> None:
+        while not (control / "started").exists():
+            time.sleep(0.1)
+        op.on_kill()  # what Airflow's SIGTERM handler calls (here from another thread)
+
+    killer = threading.Thread(target=kill_once_running, daemon=True)
+    killer.start()
+    with pytest.raises(JobKilledError):
+        op.execute(context())  # the held Spark task is cancelled although the block file stays
+    killer.join()
+    assert (control / "block").exists() and lines(control / "done") == []
+    assert jrs_env.store.get_entry(JOB) is None  # no result of any kind
+    assert pyspark.SparkContext._active_spark_context is None  # the session was stopped
+
+    (control / "block").unlink()
+    payload = operator(jrs_env, control, retries=1).execute(context(try_number=2))
+    assert payload["reused"] is False and len(lines(control / "done")) == 1
