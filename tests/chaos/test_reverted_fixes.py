@@ -115,7 +115,9 @@ UNREACHED = {
     "of time (issue 20): longer applications (a pace option of the planner) with a clock step while an "
     "orphan runs on another host than its successor; even with the fix the orphan's supervisor stops its "
     "application only at its next beat (ttl/3), and the successor polls the heartbeat every 0.5 s, so the "
-    "plain run may overlap too and such a case needs the step timed against the beats; "
+    "plain run may overlap too, and a step that expires the heartbeat likely expires the waiting successor's "
+    "lease as well (it stops; the next try meets the re-created heartbeat and waits): a case needs the step "
+    "timed against the beats and the successor's renewal; "
     "tests/unit/test_reverts.py revert-7 and tests/unit/test_supervisor.py cover it",
 }
 
