@@ -270,8 +270,11 @@ class JobLease:
 
     def stop_renewal(self) -> None:
         self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
+        thread = self._thread
+        # is_alive(): a kill (signal handler) can land between the thread's creation and its
+        # start, and joining a thread never started raises (fault trials, seed 1, trial 759).
+        if thread is not None and thread is not threading.current_thread() and thread.is_alive():
+            thread.join(timeout=5)
 
     def _renew_loop(self, period: float) -> None:
         """Renew until stopped. A Redis blip (restart, failover) is retried: the lease is only
