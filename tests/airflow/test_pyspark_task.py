@@ -296,14 +296,16 @@ def test_sigkill_of_a_task_with_a_spark_master_session_ends_its_application_on_t
         (app_id,) = ours(spark_cluster.active_applications())
         executors = [p for p in psutil.process_iter(["cmdline"]) if app_id in (p.info.get("cmdline") or [])]
         assert executors, f"no executor process of {app_id} on this host"
+        driver_side = psutil.Process(first.pid).children(recursive=True)  # the driver JVM
         first.send_signal(signal.SIGKILL)
         first.wait()
     finally:
         if first.poll() is None:
             first.kill()
-    # The driver was the task process: the master ends the application, its workers end its executors.
-    _, alive = psutil.wait_procs(executors, timeout=120)
-    assert not alive, f"executors outlived the driver: {[p.pid for p in alive]}"
+    # The driver was the task process: its JVM exits, the master ends the application, its workers
+    # end its executors.
+    _, alive = psutil.wait_procs(driver_side + executors, timeout=120)
+    assert not alive, f"outlived the task process: {[(p.pid, p.name()) for p in alive]}"
     while ours(spark_cluster.active_applications()):
         time.sleep(0.2)  # bounded by the test's own time: the master must end it by itself
     assert app_id in ours(spark_cluster.status().get("completedapps", []))
