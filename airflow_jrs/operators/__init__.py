@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from airflow_jrs.operators.cleanup import JrsCleanupOperator
     from airflow_jrs.operators.factory import jrs_spark_job
+    from airflow_jrs.operators.pyspark import JrsPySparkOperator
     from airflow_jrs.operators.spark import JrsSparkSubmitOperator
     from airflow_jrs.operators.start_in_triggerer import (
         JrsStartInTriggererCleanupOperator,
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "JrsCleanupOperator": "airflow_jrs.operators.cleanup",
+    "JrsPySparkOperator": "airflow_jrs.operators.pyspark",
     "JrsSparkSubmitOperator": "airflow_jrs.operators.spark",
     "JrsStartInTriggererCleanupOperator": "airflow_jrs.operators.start_in_triggerer",
     "JrsStartInTriggererSparkSubmitOperator": "airflow_jrs.operators.start_in_triggerer",
@@ -38,6 +40,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "JrsCleanupOperator",
+    "JrsPySparkOperator",
     "JrsSparkSubmitOperator",
     "JrsStartInTriggererCleanupOperator",
     "JrsStartInTriggererSparkSubmitOperator",

@@ -41,32 +41,22 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_pyspark import PySparkOperator
 from airflow.providers.common.compat.sdk import BaseHook
 from airflow.sdk.exceptions import (
-    AirflowException,
-    AirflowFailException,
-    AirflowSkipException,
     AirflowTaskTerminated,
     AirflowTaskTimeout,
 )
 
-from airflow_jrs import recompute
 from airflow_jrs.exceptions import (
-    ApplicationFailedError,
-    DriverMayStillRunError,
-    JobEndedOnRequestError,
-    JobNotStartedError,
     JrsConfigError,
     StoreUnavailableError,
 )
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.hooks.store_failures import airflow_failures
 from airflow_jrs.identity import default_job_id, function_fingerprint
+from airflow_jrs.operators.guarded import attempt_from_context, policy_for, run_attempt, task_payload
 from airflow_jrs.operators.links import JobResultLink
 from airflow_jrs.operators.session_launcher import JobContext, SessionLauncher
-from airflow_jrs.operators.spark import attempt_from_context
-from airflow_jrs.payload import SKIPPED_RESULT_KEY, entry_payload, result_payload
-from airflow_jrs.protocol import ADOPTED, SKIPPED, AttemptPolicy, JobAttempt, JobSpec, Outcome
+from airflow_jrs.protocol import JobAttempt, JobSpec
 from airflow_jrs.protocol.recovery import PREDECESSOR_POLICIES
-from airflow_jrs.store import EntryState
 
 __all__ = ["SESSION_KEYS", "JrsPySparkOperator"]
 
@@ -178,27 +168,13 @@ class JrsPySparkOperator(PySparkOperator):
             self._bind(kwargs), self._session_settings, callable_name=_qualified_name(self.python_callable),
             log=self.log,
         )  # fmt: skip
-        policy = AttemptPolicy(
-            accept_changed_fingerprint=self.accept_changed_fingerprint,
-            lease_wait_timeout=self.lease_wait_timeout,
-            predecessor=self.predecessor,
-            last_try=int(getattr(context["ti"], "try_number", 1) or 1) > int(self.retries or 0),
-            retries=int(self.retries or 0),
-            recompute=recompute.read_request(context),
-        )
         attempt = JobAttempt(
             hook.jobs(), JobSpec(job_id, fp, self.outputs or {"output": ""}), attempt_from_context(context),
-            launcher, policy=policy, log=self.log,
+            launcher, policy=policy_for(self, context), log=self.log,
         )  # fmt: skip
         attempt.interrupts = (AirflowTaskTimeout, AirflowTaskTerminated)
         self._attempt = attempt
-        try:
-            outcome = attempt.run()
-        except JobEndedOnRequestError as exc:  # someone asked: a retry would undo it
-            raise AirflowFailException(str(exc)) from None
-        except (JobNotStartedError, DriverMayStillRunError, ApplicationFailedError) as exc:
-            raise AirflowException(str(exc)) from exc.__cause__
-        return self._payload(context, outcome)
+        return task_payload(self, context, run_attempt(attempt))
 
     def _bind(self, kwargs: Mapping[str, Any]) -> Callable[[Any, JobContext], Any]:
         """The function bound to its arguments; the session keys it accepts are filled in at launch."""
@@ -214,21 +190,6 @@ class JrsPySparkOperator(PySparkOperator):
             return self.python_callable(*args, **{**kwargs, **{key: given[key] for key in wanted}})
 
         return call
-
-    def _payload(self, context: Any, outcome: Outcome) -> dict[str, Any]:
-        """The task's return value: the job's result payload, computed or reused."""
-        if outcome.kind == SKIPPED and outcome.entry is not None:
-            self.log.info("%s (%s)", recompute.describe_reuse(outcome.job_id, outcome.entry), outcome.reason)
-            payload = entry_payload(outcome.entry, skipped=True)
-            if self.skip_when_done:
-                context["ti"].xcom_push(key=SKIPPED_RESULT_KEY, value=payload)
-                raise AirflowSkipException(
-                    f"job {outcome.job_id} already has a SUCCEEDED result ({outcome.entry.state.value})"
-                )
-            return payload
-        if outcome.kind == ADOPTED:
-            return result_payload(outcome.result, EntryState.DIRTY, skipped=False, adopted_from=outcome.adopted_from)
-        return result_payload(outcome.result, EntryState.DIRTY, skipped=False)
 
     # -- the session --------------------------------------------------------------------------
     def _session_settings(self) -> tuple[str, dict[str, str]]:

@@ -29,24 +29,16 @@ refuses configurations that cannot be made safe.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk.exceptions import (
-    AirflowException,
-    AirflowFailException,
-    AirflowSkipException,
     AirflowTaskTerminated,
     AirflowTaskTimeout,
 )
 
-from airflow_jrs import recompute
 from airflow_jrs.exceptions import (
-    ApplicationFailedError,
-    DriverMayStillRunError,
-    JobEndedOnRequestError,
-    JobNotStartedError,
     JrsConfigError,
     StoreUnavailableError,
 )
@@ -55,15 +47,14 @@ from airflow_jrs.hooks.store_failures import airflow_failures
 from airflow_jrs.identity import application_fingerprint, default_job_id
 from airflow_jrs.operators.deploy_mode_choice import deploy_mode_for
 from airflow_jrs.operators.deploy_modes import DeployMode
+from airflow_jrs.operators.guarded import attempt_from_context, policy_for, run_attempt, task_payload
 from airflow_jrs.operators.links import JobResultLink, SparkApplicationLink
 from airflow_jrs.operators.spark_launcher import SparkSubmitLauncher
 from airflow_jrs.operators.spark_target import SparkTarget, refuse_unsafe, resolve_target
 from airflow_jrs.operators.unguarded import run_unguarded
-from airflow_jrs.payload import SKIPPED_RESULT_KEY, entry_payload, result_payload
-from airflow_jrs.protocol import ADOPTED, SKIPPED, AttemptPolicy, JobAttempt, JobSpec, Outcome
+from airflow_jrs.protocol import JobAttempt, JobSpec
 from airflow_jrs.protocol.recovery import PREDECESSOR_POLICIES
 from airflow_jrs.spark.conf import PLACEHOLDERS
-from airflow_jrs.store import Attempt, EntryState, JobResultEntry
 from airflow_jrs.store.stop_requests import DEFAULT_STOP_TIMEOUT
 
 __all__ = ["PLACEHOLDERS", "JrsSparkSubmitOperator"]
@@ -174,14 +165,6 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             output_root=self.output_root,
         )
 
-    def _done(self, context: Any, job_id: str, entry: JobResultEntry, reason: str) -> dict[str, Any]:
-        self.log.info("%s (%s)", recompute.describe_reuse(job_id, entry), reason)
-        payload = entry_payload(entry, skipped=True)
-        if self.skip_when_done:
-            context["ti"].xcom_push(key=SKIPPED_RESULT_KEY, value=payload)
-            raise AirflowSkipException(f"job {job_id} already has a SUCCEEDED result ({entry.state.value})")
-        return payload
-
     # -- the attempt --------------------------------------------------------------------------
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
         hook = self._jrs_hook()
@@ -199,38 +182,13 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         job_id = self.job_id or default_job_id(context)
         self.job_id = job_id
         fp = application_fingerprint(self.application, self.application_args, self.job_version)
-        policy = AttemptPolicy(
-            accept_changed_fingerprint=self.accept_changed_fingerprint,
-            lease_wait_timeout=self.lease_wait_timeout,
-            predecessor=self.predecessor,
-            last_try=self._last_try(context),
-            retries=int(self.retries or 0),
-            recompute=recompute.read_request(context),
-        )
         attempt = JobAttempt(
             hook.jobs(), JobSpec(job_id, fp, self.outputs or {"output": ""}), attempt_from_context(context),
-            SparkSubmitLauncher(self, context, hook), policy=policy, log=self.log,
+            SparkSubmitLauncher(self, context, hook), policy=policy_for(self, context), log=self.log,
         )  # fmt: skip
         attempt.interrupts = (AirflowTaskTimeout, AirflowTaskTerminated)
         self._attempt = attempt
-        try:
-            outcome = attempt.run()
-        except JobEndedOnRequestError as exc:  # someone asked: a retry would undo it
-            raise AirflowFailException(str(exc)) from None
-        except (JobNotStartedError, DriverMayStillRunError, ApplicationFailedError) as exc:
-            raise AirflowException(str(exc)) from exc.__cause__
-        return self._payload(context, outcome)
-
-    def _payload(self, context: Any, outcome: Outcome) -> dict[str, Any]:
-        """The task's return value (what downstream tasks and the cleanup pull)."""
-        if outcome.kind == SKIPPED and outcome.entry is not None:
-            return self._done(context, outcome.job_id, outcome.entry, outcome.reason)
-        if outcome.kind == ADOPTED:
-            return result_payload(outcome.result, EntryState.DIRTY, skipped=False, adopted_from=outcome.adopted_from)
-        return result_payload(outcome.result, EntryState.DIRTY, skipped=False)
-
-    def _last_try(self, context: Any) -> bool:
-        return int(getattr(context["ti"], "try_number", 1) or 1) > int(self.retries or 0)
+        return task_payload(self, context, run_attempt(attempt))
 
     def _spark_target(self) -> tuple[SparkTarget, DeployMode]:
         """Where this attempt's Spark goes, from the connection and the operator's arguments (never
@@ -274,16 +232,3 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
                 super().on_kill()
             except Exception as exc:
                 self.log.warning("Could not stop spark-submit: %s", exc)
-
-
-def attempt_from_context(context: Mapping[str, Any]) -> Attempt:
-    """The Airflow task attempt, for the on-call engineer (recorded in the lease and the result)."""
-    ti = context["ti"]
-    map_index = getattr(ti, "map_index", -1)
-    return Attempt(
-        dag_id=ti.dag_id,
-        task_id=ti.task_id,
-        run_id=context["run_id"],
-        try_number=int(getattr(ti, "try_number", 0) or 0),
-        map_index=int(map_index if map_index is not None else -1),
-    )

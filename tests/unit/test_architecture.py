@@ -43,6 +43,7 @@ AIRFLOW_FREE = (
 AIRFLOW_FACING = (
     "airflow_jrs.hooks",
     "airflow_jrs.operators",
+    "airflow_jrs.decorators",
     "airflow_jrs.sensors",
     "airflow_jrs.triggers",
     "airflow_jrs.cli",

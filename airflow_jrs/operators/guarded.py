@@ -1,0 +1,81 @@
+"""What every guarded operator does around the protocol: its inputs from the task, its outcome to Airflow.
+
+The spark-submit operator and the PySpark operator differ only in their launcher and their
+fingerprint. Everything else a task needs from :class:`airflow_jrs.protocol.JobAttempt` is here,
+once: the attempt and policy from the task's context, the protocol's errors mapped to Airflow's
+failures (with or without retries), and the task's return value (the same payload shape for a
+computed, adopted or reused result, so the cleanup and downstream tasks read one shape).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+
+from airflow_jrs import recompute
+from airflow_jrs.exceptions import (
+    ApplicationFailedError,
+    DriverMayStillRunError,
+    JobEndedOnRequestError,
+    JobNotStartedError,
+)
+from airflow_jrs.payload import SKIPPED_RESULT_KEY, entry_payload, result_payload
+from airflow_jrs.protocol import ADOPTED, SKIPPED, AttemptPolicy, JobAttempt, Outcome
+from airflow_jrs.store import Attempt, EntryState
+
+
+def attempt_from_context(context: Mapping[str, Any]) -> Attempt:
+    """The Airflow task attempt, for the on-call engineer (recorded in the lease and the result)."""
+    ti = context["ti"]
+    map_index = getattr(ti, "map_index", -1)
+    return Attempt(
+        dag_id=ti.dag_id,
+        task_id=ti.task_id,
+        run_id=context["run_id"],
+        try_number=int(getattr(ti, "try_number", 0) or 0),
+        map_index=int(map_index if map_index is not None else -1),
+    )
+
+
+def last_try(op: Any, context: Mapping[str, Any]) -> bool:
+    """Is this the task's last try (a failure is then recorded FAILED, sensors fail fast)?"""
+    return int(getattr(context["ti"], "try_number", 1) or 1) > int(op.retries or 0)
+
+
+def policy_for(op: Any, context: Mapping[str, Any]) -> AttemptPolicy:
+    """The attempt's policy from the operator's arguments and the run's conf."""
+    return AttemptPolicy(
+        accept_changed_fingerprint=op.accept_changed_fingerprint,
+        lease_wait_timeout=op.lease_wait_timeout,
+        predecessor=op.predecessor,
+        last_try=last_try(op, context),
+        retries=int(op.retries or 0),
+        recompute=recompute.read_request(context),
+    )
+
+
+def run_attempt(attempt: JobAttempt) -> Outcome:
+    """Run it; the protocol's outcomes that are not results become Airflow failures."""
+    try:
+        return attempt.run()
+    except JobEndedOnRequestError as exc:  # someone asked: a retry would undo it
+        raise AirflowFailException(str(exc)) from None
+    except (JobNotStartedError, DriverMayStillRunError, ApplicationFailedError) as exc:
+        raise AirflowException(str(exc)) from exc.__cause__
+
+
+def task_payload(op: Any, context: Mapping[str, Any], outcome: Outcome) -> dict[str, Any]:
+    """The task's return value; a reused result raises ``AirflowSkipException`` with ``skip_when_done``."""
+    if outcome.kind == SKIPPED and outcome.entry is not None:
+        entry = outcome.entry
+        op.log.info("%s (%s)", recompute.describe_reuse(outcome.job_id, entry), outcome.reason)
+        payload = entry_payload(entry, skipped=True)
+        if op.skip_when_done:
+            context["ti"].xcom_push(key=SKIPPED_RESULT_KEY, value=payload)
+            raise AirflowSkipException(f"job {outcome.job_id} already has a SUCCEEDED result ({entry.state.value})")
+        return payload
+    if outcome.kind == ADOPTED:
+        return result_payload(outcome.result, EntryState.DIRTY, skipped=False, adopted_from=outcome.adopted_from)
+    return result_payload(outcome.result, EntryState.DIRTY, skipped=False)
