@@ -28,6 +28,7 @@ import fcntl
 import json
 import os
 import random
+import signal
 import sys
 import time
 
@@ -35,8 +36,9 @@ from jrs_testbench.trials.history import HistoryLog
 
 MARKER_NAME = "_JRS_COMMIT.json"  # airflow_jrs.spark.commit.MARKER_NAME (not imported: stdlib only)
 ROW_SUFFIX = ".rows"
-#: exit codes: a planned failure ("Spark failed"), and another application of the job computing
-FAILED_ON_PURPOSE, OVERLAP = 1, 3
+#: exit codes: a planned failure ("Spark failed"), another application of the job computing, and
+#: SIGTERM (after ``--term-linger``)
+FAILED_ON_PURPOSE, OVERLAP, TERMINATED = 1, 3, 143
 
 
 def _conf(pairs: list[str]) -> dict[str, str]:
@@ -54,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fail-at", type=int, default=-1, help="exit 1 before writing this chunk")
     parser.add_argument("--trial", type=int)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--term-linger", type=float, default=0.0,
+                        help="compute on this many seconds after SIGTERM (spark-submit's shutdown hooks)")  # fmt: skip
     args = parser.parse_args(argv)
     conf = _conf(args.conf)
     job_id, out = conf["spark.jrs.job_id"], conf["spark.jrs.output_dir"]
@@ -69,9 +73,15 @@ def main(argv: list[str] | None = None) -> int:
         log.log("overlap", host=os.environ.get("JRS_TRIAL_HOST"))
         return OVERLAP
     log.log("work_start", app_pid=os.getpid())
+    stop_at: list[float] = []  # a SIGTERM's deadline: the lock is held until then, as a stopping driver holds its job
+    if args.term_linger > 0:
+        signal.signal(signal.SIGTERM, lambda _s, _f: stop_at.append(time.monotonic() + args.term_linger))
     os.makedirs(out, exist_ok=True)
     for i in range(args.chunks):
         time.sleep(rng.uniform(lo, hi))
+        if stop_at and time.monotonic() >= stop_at[0]:
+            log.log("app_terminated", chunk=i)
+            return TERMINATED
         if i == args.fail_at:
             log.log("app_failed", chunk=i)
             return FAILED_ON_PURPOSE

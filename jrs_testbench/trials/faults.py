@@ -68,6 +68,8 @@ class TryPlan:
     fail_at: int = -1
     recompute: bool = False
     seed: int = 0
+    #: seconds the application computes on after a SIGTERM (spark-submit's shutdown hooks); 0: it ends at once
+    term_linger: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,8 @@ class FaultMix:
     run_weights: dict[str, float] = field(default_factory=lambda: dict(RUN_FAULTS))
     #: seconds between two run faults (uniform)
     run_fault_every: tuple[float, float] = (4.0, 10.0)
+    #: every trial has this fixed shape instead of drawn tries (:data:`SHAPES`); None: drawn
+    shape: str | None = None
 
     def only(self, names: set[str]) -> FaultMix:
         """The same mix restricted to the faults named (``--faults``)."""
@@ -146,13 +150,44 @@ def _tries(rng: random.Random, mix: FaultMix, run_id: str, hosts: list[str], ttl
     return tries
 
 
+def _heartbeat_lost_early(rng: random.Random, trial: int, ttl: float) -> TrialPlan:
+    """What a failover to a replica without the key, or a clock step on the Redis host, does to
+    ONE job's heartbeat: try 1 on h1 is SIGKILLed once its application computes (for 3 TTLs and
+    more, an orphan under its live supervisor); try 2 on h2 takes the lease after the TTL and holds
+    right after it (``after_lease``) while the driver deletes try 1's heartbeat, for three beats
+    and until try 2 recorded its intent. Fixed, the orphan's supervisor kills it at its next beat,
+    seconds before try 2 launches. With the heartbeat re-created, the orphan still computes when
+    try 2's application (quick) starts: its supervisor stops it only at its first beat after try
+    2's supervisor took the heartbeat, with SIGTERM and a grace of what is left of its self-fence
+    deadline (0.7 TTL less a beat at least), and it computes on through that grace as a driver's
+    shutdown hooks do; a TTL of 5 s leaves try 2's application 2.5 s to start."""
+    per_chunk = (3 * ttl + 8) / 12
+    orphan = TryPlan(run_id="run-1", try_number=1, host="h1", last_try=False, fault="kill_task_computing",
+                     chunks=12, rows=2, pace=(per_chunk, per_chunk * 1.1), seed=rng.getrandbits(32),
+                     term_linger=ttl)  # fmt: skip
+    successor = TryPlan(run_id="run-1", try_number=2, host="h2", last_try=True, fault="heartbeat_lost_early",
+                        chunks=2, rows=2, pace=(0.01, 0.02), seed=rng.getrandbits(32))  # fmt: skip
+    return TrialPlan(trial, f"job-{trial}", ["h1", "h2"], [orphan, successor],
+                     faults=["kill_task_computing", "heartbeat_lost_early"])  # fmt: skip
+
+
+#: Trial shapes a mix can ask for (``FaultMix.shape``): a fixed plan of one trial, for a fault
+#: whose timing a drawn plan would reach only by chance.
+SHAPES = {"heartbeat_lost_early": _heartbeat_lost_early}
+
+
 def plan_trials(seed: int, trials: int, mix: FaultMix | None = None, *, ttl: float = 2.0, first: int = 0
                 ) -> list[TrialPlan]:  # fmt: skip
     """``trials`` plans, reproducible from ``seed``."""
     mix = mix or FaultMix()
     rng = random.Random(seed)
     plans = []
+    if mix.shape is not None and mix.shape not in SHAPES:
+        raise ValueError(f"unknown trial shape {mix.shape!r}; known: {sorted(SHAPES)}")
     for n in range(first, first + trials):
+        if mix.shape is not None:
+            plans.append(SHAPES[mix.shape](rng, n, ttl))
+            continue
         hosts = [f"h{i}" for i in range(1, rng.choice([1, 2, 2, 3]) + 1)]
         faults: list[str] = []
         tries = _tries(rng, mix, "run-1", hosts, ttl, False, faults)

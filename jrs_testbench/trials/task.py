@@ -28,6 +28,7 @@ import logging
 import os
 import signal
 import sys
+import time
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
@@ -188,6 +189,17 @@ def _pause_before_write(log: HistoryLog) -> None:
     os.kill(os.getpid(), signal.SIGSTOP)
 
 
+def _hold_after_lease(log: HistoryLog, hold: str) -> None:
+    """Wait right after taking the lease (its renewal thread runs on) until the driver creates
+    ``hold``: meanwhile it deletes the predecessor's heartbeat (``heartbeat_lost_early``)."""
+    log.log("hold_after_lease")
+    open(hold + ".held", "w").close()
+    deadline = time.monotonic() + 60
+    while not os.path.exists(hold) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    log.log("hold_end", released=os.path.exists(hold))
+
+
 def run_task(spec: dict[str, Any]) -> int:
     """One try as described by ``spec`` (see :mod:`.runner`); returns the exit code."""
     reverted = apply_revert()
@@ -200,10 +212,14 @@ def run_task(spec: dict[str, Any]) -> int:
     log.extra["try"] = spec.get("try_id")
     log.log("task_start", try_number=spec["try_number"], run_id=spec["run_id"], host=host,
             last_try=spec["last_try"], crash_at=spec.get("crash_at"), revert=reverted, broken=broken)  # fmt: skip
-    crash_at = spec.get("crash_at")
+    crash_at, hold = spec.get("crash_at"), spec.get("hold_after_lease")
 
     def observer(step: str) -> None:
+        nonlocal hold
         log.log("step", step=step)
+        if step == "after_lease" and hold:
+            _hold_after_lease(log, hold)
+            hold = None
         if step == crash_at:
             log.log("crash", step=step)
             os.kill(os.getpid(), signal.SIGKILL)

@@ -26,7 +26,9 @@ import redis as redis_lib
 
 from airflow_jrs.intent import IntentStore
 from airflow_jrs.protocol.processes import find_job_processes
+from airflow_jrs.store.keys import KeySpace
 from airflow_jrs.store.stop_requests import StopRequests
+from airflow_jrs.supervisor import REQUEST_POLL
 from jrs_testbench.trials.cleanup import COMMITTED, NOTHING, run_cleanup
 from jrs_testbench.trials.faults import TrialPlan, TryPlan
 from jrs_testbench.trials.history import HistoryLog, read_history
@@ -35,6 +37,8 @@ from jrs_testbench.trials.task import NO_RETRY, OK, run_task
 
 PR_SET_CHILD_SUBREAPER = 36
 CLEANUP_RUNS = 8
+#: try faults the driver sends as a signal at a moment of its choosing
+SIGNALLED = ("kill_task", "kill_task_computing", "kill_supervisor", "kill_app", "on_kill", "pause")
 POLL = 0.02
 
 
@@ -127,6 +131,10 @@ class _Try:
     code: int | None = None
     fault_done: bool = False
     paused_until: float | None = None
+    held_at: float | None = None  # heartbeat_lost_early: when it held after its lease
+    released: bool = False
+    deleted_at: float = 0.0
+    deletes: int = 0
 
 
 def _ended(t: _Try) -> bool:
@@ -178,7 +186,9 @@ class TrialDriver:
             "pause_before_forget": tp.fault == "pause_before_forget",
             "lose_acquire_reply": tp.fault == "lose_acquire_reply",
             "app_args": ["--chunks", str(tp.chunks), "--rows", str(tp.rows), "--pace", f"{tp.pace[0]},{tp.pace[1]}",
-                         "--fail-at", str(tp.fail_at), "--seed", str(tp.seed)],
+                         "--fail-at", str(tp.fail_at), "--seed", str(tp.seed),
+                         *(["--term-linger", str(tp.term_linger)] if tp.term_linger else [])],
+            "hold_after_lease": self._hold(len(self.tries)) if tp.fault == "heartbeat_lost_early" else None,
         }  # fmt: skip
 
     def _start_try(self, tp: TryPlan) -> _Try:
@@ -197,8 +207,42 @@ class TrialDriver:
             return None, None
         return (sups[0] if sups else None), (apps[0] if apps else None)
 
+    def _hold(self, index: int) -> str:
+        """The file a ``heartbeat_lost_early`` try waits for after its lease (``.held``: it waits)."""
+        return f"{self.bench.workdir}/locks/{self.plan.job_id}.hold-{index}"
+
+    def _lose_heartbeat(self, t: _Try, now: float) -> None:
+        """While ``t`` holds after its lease, delete the job's heartbeat every ~50 ms on the current
+        primary (an early expiry, again and again) for three of the supervisor's beats, then let
+        ``t`` go on and keep deleting until it recorded its intent: its recovery meets no heartbeat."""
+        if t.held_at is None:
+            if not os.path.exists(self._hold(t.index) + ".held"):
+                return
+            t.held_at = now
+            self.log.log("fault", kind="heartbeat_lost_early", try_index=t.index)
+        if t.code is not None or self._logged(t, "step", "after_intent"):
+            t.fault_done = True
+            self.log.log("fault_end", kind="heartbeat_lost_early", try_index=t.index, deletes=t.deletes)
+            return
+        if now - t.deleted_at >= 0.05:
+            key = KeySpace(self.bench.namespace).heartbeat(self.plan.job_id)
+            with contextlib.suppress(redis_lib.RedisError):
+                with redis_lib.Redis.from_url(self.bench.check_url, socket_timeout=2) as client:
+                    t.deletes += client.delete(key)
+            t.deleted_at = now
+        if not t.released and now - t.held_at >= 3 * min(self.bench.lease_ttl / 3, REQUEST_POLL):
+            t.released = True
+            open(self._hold(t.index), "w").close()
+
+    def _logged(self, t: _Try, event: str, step: str) -> bool:
+        return any(r.get("try") == t.index and r.get("event") == event and r.get("step") == step
+                   for r in read_history(self.bench.history(self.plan.trial)))  # fmt: skip
+
     def _fault(self, t: _Try, now: float) -> None:
         tp = t.plan
+        if tp.fault == "heartbeat_lost_early" and not t.fault_done:
+            self._lose_heartbeat(t, now)
+            return
         if t.paused_until is not None and tp.fault == "pause_before_write" and self._taken_over(t):
             t.paused_until = now  # its lease is another's now: wake it into the write it was about to make
         if t.paused_until is not None and tp.fault == "pause_before_forget" and self._taken_over(t, "result_written"):
@@ -215,17 +259,17 @@ class TrialDriver:
                     if tp.fault == "pause_before_forget":  # until a successor's result is acknowledged
                         t.paused_until += 4 * self.bench.lease_ttl
             return
-        if t.fault_done or tp.fault not in ("kill_task", "kill_supervisor", "kill_app", "on_kill", "pause"):
+        if t.fault_done or tp.fault not in SIGNALLED:
             return
         if now - t.started < tp.at or t.code is not None:
             return
         target: int | None = t.pid
-        if tp.fault in ("kill_supervisor", "kill_app"):
+        if tp.fault in ("kill_supervisor", "kill_app", "kill_task_computing"):
             sup, app = self._supervisor_and_app(t)
             proc = sup if tp.fault == "kill_supervisor" else app
             if proc is None:
                 return  # not launched yet: try again at the next poll, until the try ends
-            target = proc.pid
+            target = t.pid if tp.fault == "kill_task_computing" else proc.pid  # the task: an orphan computes on
         t.fault_done = True
         self.log.log("fault", kind=tp.fault, try_index=t.index, target=target)
         with contextlib.suppress(ProcessLookupError):

@@ -18,11 +18,12 @@ stopped after its fence and entry were taken, woken once a successor's result is
 (3, ``pause_before_forget``); failovers that hand a lost token out again, one trial at a time
 (6); tries where ``/proc`` shows nothing, with same-host zombies, and the rule
 ``took_over_live_holder`` (8); an ACQUIRE whose reply is lost, and the rule
-``waited_for_itself`` (9).
+``waited_for_itself`` (9); the trial shape ``heartbeat_lost_early`` (7: an orphan's heartbeat
+deleted while its successor holds after its lease, :func:`jrs_testbench.trials.faults._heartbeat_lost_early`).
 
-Not every defect is reachable by the trials' faults; those are listed in :data:`UNREACHED`
-with the reason and the test that covers them instead (tests/unit/test_reverts.py runs every
-revert against the product's own code).
+A defect the trials' faults could not reach would be listed in :data:`UNREACHED` with the reason
+and the test that covers it instead (tests/unit/test_reverts.py runs every revert against the
+product's own code); none is left.
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ class Case:
     env: tuple[tuple[str, str], ...] = ()
     #: trials at once (1: the fence counter is the trial's alone, so a lost INCR hands its token out again)
     concurrency: int = 3
+    #: the lease's (and heartbeat's) TTL in seconds
+    lease_ttl: float = 2.0
 
 
 CASES = [
@@ -105,21 +108,18 @@ CASES = [
     # The reply of a try's ACQUIRE is lost (its own proxy drops it) and redis-py sends the command
     # again: the reverted script does not know the caller's nonce and the try waits for itself.
     Case(9, frozenset({"waited_for_itself"}), _mix(try_fault_rate=1.0, try_weights={"lose_acquire_reply": 1}), 3, 7),
+    # Try 1 is SIGKILLed while its application computes for ~10 s (an orphan under its live
+    # supervisor); try 2, on another host, holds right after its lease while the driver deletes the
+    # heartbeat for three beats and until try 2's intent (an early expiry: a failover to a replica
+    # without the key, a clock step). Fixed, the orphan's supervisor kills it at its next beat; the
+    # reverted BEAT re-creates the key, and the orphan still computes when try 2's application starts
+    # (a 5 s TTL leaves that application 2.5 s to start before the orphan's grace ends).
+    Case(7, frozenset({"two_applications"}), _mix(shape="heartbeat_lost_early"), 2, 7, concurrency=2, lease_ttl=5.0),
 ]
 
-#: Defects the trials' fault set does not reach, why, and what covers them instead.
-UNREACHED = {
-    7: "an early-expired heartbeat lets a successor start beside an orphan only if the Redis clock steps "
-    "while the orphan's application computes; the planner's applications compute for under a second, so "
-    "at the mixes tried (kill_task with clock_step every 0.5-1.5 s) none was reached. Not tried for lack "
-    "of time (issue 20): longer applications (a pace option of the planner) with a clock step while an "
-    "orphan runs on another host than its successor; even with the fix the orphan's supervisor stops its "
-    "application only at its next beat (ttl/3), and the successor polls the heartbeat every 0.5 s, so the "
-    "plain run may overlap too, and a step that expires the heartbeat likely expires the waiting successor's "
-    "lease as well (it stops; the next try meets the re-created heartbeat and waits): a case needs the step "
-    "timed against the beats and the successor's renewal; "
-    "tests/unit/test_reverts.py revert-7 and tests/unit/test_supervisor.py cover it",
-}
+#: Defects the trials' fault set does not reach, why, and what covers them instead (none since fix 7's
+#: case: tests/unit/test_reverts.py still runs every revert against the product's own code).
+UNREACHED: dict[int, str] = {}
 
 
 @contextlib.contextmanager
@@ -138,8 +138,9 @@ def _run(case: Case, workdir: Path, *, revert: bool) -> RunOutcome:
     env = {**dict(case.env), **({ENV: str(case.number)} if revert else {})}
     with _launched_as(case, workdir):
         config = RunConfig(
-            trials=case.trials, seed=case.seed, workdir=workdir, concurrency=case.concurrency, mix=case.mix, env=env
-        )
+            trials=case.trials, seed=case.seed, workdir=workdir, concurrency=case.concurrency, mix=case.mix, env=env,
+            lease_ttl=case.lease_ttl,
+        )  # fmt: skip
         return run_trials(config)
 
 
