@@ -20,11 +20,10 @@ import time
 from typing import Any
 
 from airflow_jrs.exceptions import NoSuchJobResultError
-from airflow_jrs.protocol import JobNamespace, settings_for
 from airflow_jrs.protocol.cleanup import RetryPolicy, commit_job
 from airflow_jrs.protocol.steps import observe_steps
 from jrs_testbench.trials.history import HistoryLog
-from jrs_testbench.trials.task import apply_revert
+from jrs_testbench.trials.task import apply_revert, jobs_for
 
 #: Exit codes: committed; failed (the runner runs it again); nothing to commit.
 COMMITTED, FAILED, NOTHING = 0, 1, 2
@@ -48,10 +47,7 @@ def run_cleanup(spec: dict[str, Any]) -> int:
             os.kill(os.getpid(), signal.SIGKILL)
 
     observe_steps(observer)
-    settings = settings_for(
-        spec["namespace"], output_root=spec["output_root"], spec_root=spec["spec_root"], lease_ttl=spec["lease_ttl"]
-    )
-    jobs = JobNamespace.from_url(spec["url"], settings)
+    jobs = jobs_for(spec)
     try:
         payload = commit_job(jobs, spec["job_id"], retry=TRIAL_RETRY, log=logging.getLogger("jrs_testbench.trials"))
     except NoSuchJobResultError as exc:

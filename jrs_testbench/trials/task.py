@@ -63,6 +63,14 @@ def break_protocol() -> str | None:
     return broken
 
 
+def jobs_for(spec: dict[str, Any]) -> JobNamespace:
+    """The trial's namespace through this process's host's Redis URL (a try's, a cleanup's)."""
+    settings = settings_for(
+        spec["namespace"], output_root=spec["output_root"], spec_root=spec["spec_root"], lease_ttl=spec["lease_ttl"]
+    )
+    return JobNamespace.from_url(spec["url"], settings)
+
+
 def apply_revert() -> str | None:
     """Apply ``JRS_TRIALS_REVERT`` (one issue-18 fix patched back out) when it is set."""
     if not os.environ.get("JRS_TRIALS_REVERT") or importlib.util.find_spec("jrs_testbench.trials.reverts") is None:
@@ -225,13 +233,11 @@ def run_task(spec: dict[str, Any]) -> int:
             os.kill(os.getpid(), signal.SIGKILL)
 
     observe_steps(observer)
-    settings = settings_for(
-        spec["namespace"], output_root=spec["output_root"], spec_root=spec["spec_root"], lease_ttl=spec["lease_ttl"]
-    )
-    jobs = JobNamespace.from_url(spec["url"], settings)
+    jobs = jobs_for(spec)
     proxy = _own_proxy(spec) if spec.get("lose_acquire_reply") else None
     if proxy is not None:  # this try's commands go through its own proxy (the supervisor's do not)
-        jobs = JobNamespace.from_url(f"redis://127.0.0.1:{proxy.port}/{_db(spec['url'])}", settings)
+        jobs.close()
+        jobs = JobNamespace.from_url(f"redis://127.0.0.1:{proxy.port}/{_db(spec['url'])}", jobs.settings)
         jobs.connection = {**(jobs.connection or {}), "port": proxy.target[1]}
     _record_writes(jobs, log, pause_before_forget=bool(spec.get("pause_before_forget")),
                    lose_acquire_reply=proxy.drop_next_reply if proxy is not None else None)  # fmt: skip
