@@ -105,6 +105,11 @@ def _holder(token: Any, owner: Any, ttl_ms: Any, nonce: Any = None) -> LeaseHold
 _CLIENT_BOUND = ("host", "port", "redis_connect_func", "oss_cluster_maint_notifications_handler")
 
 
+def boot_clock() -> float:
+    """Seconds on ``CLOCK_BOOTTIME``: unlike ``time.monotonic()`` it counts a suspend of the host."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
 def fresh_client(client: Any) -> Any:
     """A new client with ``client``'s settings and none of its connections (close it after use):
     for writes from a signal handler, whose interrupted thread may hold a pooled connection."""
@@ -137,6 +142,8 @@ class JobLease:
         #: can re-issue a token, never a nonce). One per instance, so a retried command keeps it.
         self.nonce = new_nonce()
         self.token: Fence | None = None
+        #: ``CLOCK_BOOTTIME`` when the last acquire or renewal that succeeded was sent
+        self.renewed_at: float | None = None
         self.lost = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -156,6 +163,7 @@ class JobLease:
     def acquire(self) -> Fence:
         """Take the lease and return its fence (the token, carrying this lease's nonce), or raise
         :class:`LeaseHeldError`. A retry of this call after a lost reply gets the same fence."""
+        sent = boot_clock()
         with redis_errors(f"acquire the lease of job {self.job_id!r}", self.namespace, self.job_id):
             reply = self._acquire(
                 keys=self._acquire_keys(),
@@ -163,6 +171,7 @@ class JobLease:
             )
         if int(reply[0]) == scripts.ACQUIRED:
             self.token = Fence(int(reply[1]), self.nonce)
+            self.renewed_at = sent
             return self.token
         raise self._held(_holder(*reply[1:5]))
 
@@ -175,6 +184,7 @@ class JobLease:
         gone meanwhile (call :meth:`acquire`); raises :class:`LeaseHeldError` naming whoever holds
         it now. Proving the holder dead is the caller's business: the lease cannot see processes.
         """
+        sent = boot_clock()
         with redis_errors(f"take over the lease of job {self.job_id!r}", self.namespace, self.job_id):
             reply = self._take_over(
                 keys=self._acquire_keys(),
@@ -182,6 +192,7 @@ class JobLease:
             )
         if int(reply[0]) == scripts.ACQUIRED:
             self.token = Fence(int(reply[1]), self.nonce)
+            self.renewed_at = sent
             return self.token
         if len(reply) < 4:
             return None
@@ -232,11 +243,23 @@ class JobLease:
     def renew(self) -> bool:
         """Extend the lease; ``False`` (and :attr:`lost` set) when it is no longer ours."""
         token = self._require_token()
+        sent = boot_clock()
         with redis_errors(f"renew the lease of job {self.job_id!r}", self.namespace, self.job_id):
             ok = bool(self._renew(keys=[self.keys.lease(self.job_id)], args=[fence_arg(token), self.ttl_ms]))
         if not ok:
             self._mark_lost()
+        else:
+            self.renewed_at = sent
         return ok
+
+    def held_for_sure(self, share: float) -> bool:
+        """Has less than ``share`` of the TTL passed since the last acquire or renewal was *sent*?
+
+        What an attempt that runs Spark in its own process checks to fence itself off before the
+        key can expire on the server (a partition from Redis leaves the renewer retrying until a
+        whole TTL passed, by which time a successor may run): the supervisor's rule, for
+        launchers that have no supervisor. On ``CLOCK_BOOTTIME``, which counts a suspend."""
+        return self.renewed_at is not None and boot_clock() - self.renewed_at < share * self.ttl
 
     def release(self) -> bool:
         """Give the lease back (no-op when already lost); stops renewal."""

@@ -56,14 +56,31 @@ def policy_for(op: Any, context: Mapping[str, Any]) -> AttemptPolicy:
     )
 
 
-def run_attempt(attempt: JobAttempt) -> Outcome:
-    """Run it; the protocol's outcomes that are not results become Airflow failures."""
+def run_attempt(op: Any, attempt: JobAttempt) -> Outcome:
+    """Run it as ``op``'s attempt; the protocol's outcomes that are not results become Airflow
+    failures. A kill that came while the task was still preparing the attempt (its fingerprint,
+    its arguments) is applied first: ``execute`` may carry on after ``on_kill`` (apache/airflow#73006),
+    and a killed task must not take the lease and launch."""
+    op._attempt = attempt
+    if getattr(op, "_kill_pending", False):
+        attempt.kill()
     try:
         return attempt.run()
     except JobEndedOnRequestError as exc:  # someone asked: a retry would undo it
         raise AirflowFailException(str(exc)) from None
     except (JobNotStartedError, DriverMayStillRunError, ApplicationFailedError) as exc:
         raise AirflowException(str(exc)) from exc.__cause__
+
+
+def kill_attempt(op: Any) -> bool:
+    """``on_kill``: kill ``op``'s attempt; ``False`` when there is none yet (the kill is then kept
+    for :func:`run_attempt`). Never raises: it runs in a signal handler."""
+    op._kill_pending = True
+    attempt = getattr(op, "_attempt", None)
+    if attempt is None:
+        return False
+    attempt.kill()
+    return True
 
 
 def task_payload(op: Any, context: Mapping[str, Any], outcome: Outcome) -> dict[str, Any]:

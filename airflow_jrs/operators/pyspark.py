@@ -52,7 +52,7 @@ from airflow_jrs.exceptions import (
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.hooks.store_failures import airflow_failures
 from airflow_jrs.identity import default_job_id, function_fingerprint
-from airflow_jrs.operators.guarded import attempt_from_context, policy_for, run_attempt, task_payload
+from airflow_jrs.operators.guarded import attempt_from_context, kill_attempt, policy_for, run_attempt, task_payload
 from airflow_jrs.operators.links import JobResultLink
 from airflow_jrs.operators.session_launcher import JobContext, SessionLauncher
 from airflow_jrs.protocol import JobAttempt, JobSpec
@@ -139,6 +139,7 @@ class JrsPySparkOperator(PySparkOperator):
         self.output_root = output_root
         self.predecessor = predecessor
         self._attempt: JobAttempt | None = None
+        self._kill_pending = False
 
     # -- the attempt --------------------------------------------------------------------------
     def execute(self, context: Any) -> dict[str, Any]:
@@ -146,6 +147,7 @@ class JrsPySparkOperator(PySparkOperator):
             self.jrs_conn_id, namespace=self.jrs_namespace, lease_ttl=self.lease_ttl, output_root=self.output_root
         )
         self._attempt = None
+        self._kill_pending = False
         try:
             with airflow_failures(hook):
                 return self._execute_guarded(context, hook)
@@ -173,8 +175,7 @@ class JrsPySparkOperator(PySparkOperator):
             launcher, policy=policy_for(self, context), log=self.log,
         )  # fmt: skip
         attempt.interrupts = (AirflowTaskTimeout, AirflowTaskTerminated)
-        self._attempt = attempt
-        return task_payload(self, context, run_attempt(attempt))
+        return task_payload(self, context, run_attempt(self, attempt))
 
     def _bind(self, kwargs: Mapping[str, Any]) -> Callable[[Any, JobContext], Any]:
         """The function bound to its arguments; the session keys it accepts are filled in at launch."""
@@ -229,9 +230,7 @@ class JrsPySparkOperator(PySparkOperator):
     def on_kill(self) -> None:
         """Stop the session and revoke the lease so that no result can be written after this point.
         Runs inside a signal handler on the thread that is executing: it must not raise."""
-        attempt = getattr(self, "_attempt", None)
-        if attempt is not None:
-            attempt.kill()
+        kill_attempt(self)
 
 
 def _qualified_name(fn: Any) -> str:

@@ -20,9 +20,12 @@ successor that takes over the lease of a dead holder finds no application to wai
 (:meth:`SessionLauncher.find_predecessors` still looks for another process's driver JVM of the
 job on this host, by the ``spark.jrs.*`` marks on its command line, in case one lingers for a
 moment). While the task process lives it renews its lease; when it
-*loses* the lease (Redis unreachable for a TTL, a takeover), the renewer calls :meth:`stop`,
-which cancels the session's jobs and stops the session, so the holder that lost its lease
-does no more work, and the fenced result write refuses what it might still try to record.
+*loses* the lease (a takeover, or Redis unreachable), the renewer calls :meth:`stop`, which
+cancels the session's jobs and stops the session, so the holder that lost its lease does no
+more work, and the fenced result write refuses what it might still try to record. A partition
+from Redis is the one case the renewer alone notices too late (it gives up after a whole TTL,
+when a successor on another host may already run): a watchdog stops the session once the lease
+went unrenewed for the supervisor's self-fencing share of the TTL (:meth:`_self_fence`).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from airflow_jrs.protocol.launcher import Launch, Launcher, Predecessor
 from airflow_jrs.protocol.processes import find_job_processes, process_alive
 from airflow_jrs.spark.commit import write_commit_marker
 from airflow_jrs.spark.conf import job_conf
+from airflow_jrs.supervisor import SELF_FENCE_SHARE
 
 #: The largest return value (as JSON) stored as the result's metrics; larger ones are not kept.
 MAX_METRICS_BYTES = 16 * 1024
@@ -104,7 +108,7 @@ class SessionLauncher(Launcher):
 
     def __init__(self, call: SessionCall, settings: SessionSettings, *, callable_name: str, log: Any) -> None:
         self.call, self.settings, self.callable_name, self.log = call, settings, callable_name, log
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # stop() runs from on_kill, a signal handler on the thread that may hold it
         self._session: Any = None
         self._stopped = False
         self._resolved: tuple[str, dict[str, str]] | None = None
@@ -147,16 +151,39 @@ class SessionLauncher(Launcher):
         with self._lock:
             self._session = spark
             stopped = self._stopped
+        done = threading.Event()
+        fence = threading.Thread(target=self._self_fence, args=(launch, done), name="jrs-self-fence", daemon=True)
+        fence.start()
         try:
             if stopped:
                 raise RuntimeError(f"job {launch.job_id}: stopped while the session started")
             metrics = metrics_of(self.call(spark, self.context(launch)), self.log)
-            # LAST: the marker vouches for every byte the function wrote (spark/commit.py).
-            write_commit_marker(spark, launch.staging, metrics)
+            with self._lock:
+                if self._stopped:  # a function that swallowed the cancel: its output is not complete
+                    raise RuntimeError(f"job {launch.job_id}: stopped before its commit marker was written")
+                # LAST: the marker vouches for every byte the function wrote (spark/commit.py).
+                write_commit_marker(spark, launch.staging, metrics)
         finally:
+            done.set()
             with self._lock:
                 self._session = None
             spark.stop()
+
+    def _self_fence(self, launch: Launch, done: threading.Event) -> None:
+        """Stop the session once the lease could not be renewed for most of its TTL, before the key
+        can expire on the server and a successor on another host may start (the supervisor's
+        self-fencing rule, :data:`airflow_jrs.supervisor.SELF_FENCE_SHARE`: the driver here has
+        no supervisor, and the renewer alone gives up only after a whole TTL)."""
+        lease = launch.run.lease
+        while not done.wait(min(lease.ttl / 6, 0.5)):
+            if not lease.held_for_sure(SELF_FENCE_SHARE):
+                self.log.error(
+                    "Job %s: the lease was not renewed for %.0f%% of its %.0fs TTL (Redis unreachable?); stopping "
+                    "the session before the lease can expire and a successor start.",
+                    launch.job_id, SELF_FENCE_SHARE * 100, lease.ttl,
+                )  # fmt: skip
+                self.stop()
+                return
 
     def find_predecessors(self, namespace: str, job_id: str, known_ids: Sequence[str]) -> list[Predecessor]:
         """The job's driver JVMs on this host, except this process's own: pyspark keeps its gateway

@@ -47,7 +47,7 @@ from airflow_jrs.hooks.store_failures import airflow_failures
 from airflow_jrs.identity import application_fingerprint, default_job_id
 from airflow_jrs.operators.deploy_mode_choice import deploy_mode_for
 from airflow_jrs.operators.deploy_modes import DeployMode
-from airflow_jrs.operators.guarded import attempt_from_context, policy_for, run_attempt, task_payload
+from airflow_jrs.operators.guarded import attempt_from_context, kill_attempt, policy_for, run_attempt, task_payload
 from airflow_jrs.operators.links import JobResultLink, SparkApplicationLink
 from airflow_jrs.operators.spark_launcher import SparkSubmitLauncher
 from airflow_jrs.operators.spark_target import SparkTarget, refuse_unsafe, resolve_target
@@ -155,6 +155,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         self.streaming = streaming
         self.stop_timeout = stop_timeout
         self._attempt: JobAttempt | None = None
+        self._kill_pending = False
 
     # -- helpers ----------------------------------------------------------------------------
     def _jrs_hook(self) -> JrsHook:
@@ -169,6 +170,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
         hook = self._jrs_hook()
         self._attempt = None
+        self._kill_pending = False
         try:
             with airflow_failures(hook):  # one clear line; no retries for what needs a person
                 return self._execute_guarded(context, hook)
@@ -187,8 +189,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             SparkSubmitLauncher(self, context, hook), policy=policy_for(self, context), log=self.log,
         )  # fmt: skip
         attempt.interrupts = (AirflowTaskTimeout, AirflowTaskTerminated)
-        self._attempt = attempt
-        return task_payload(self, context, run_attempt(attempt))
+        return task_payload(self, context, run_attempt(self, attempt))
 
     def _spark_target(self) -> tuple[SparkTarget, DeployMode]:
         """Where this attempt's Spark goes, from the connection and the operator's arguments (never
@@ -224,10 +225,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
         (:meth:`airflow_jrs.protocol.JobAttempt.kill`: the one stop path, then the hard kill).
 
         Runs inside a signal handler on the thread that is executing: it must not raise."""
-        attempt = getattr(self, "_attempt", None)
-        if attempt is not None:
-            attempt.kill()
-        elif self._hook is not None:
+        if not kill_attempt(self) and self._hook is not None:  # no attempt yet, or an unguarded run
             try:
                 super().on_kill()
             except Exception as exc:

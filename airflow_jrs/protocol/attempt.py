@@ -144,8 +144,8 @@ class JobAttempt:
     # -- the attempt ---------------------------------------------------------------------------
     def run(self) -> Outcome:
         """Decide, lease, recover or launch, record. Raises what the caller must report: a
-        :class:`~airflow_jrs.exceptions.JrsError` subclass or the launcher's own failure."""
-        self.killed = False
+        :class:`~airflow_jrs.exceptions.JrsError` subclass or the launcher's own failure. Once per
+        attempt: a :meth:`kill` that came before it (the task was killed while preparing) holds."""
         store, job_id, fp = self.jobs.results, self.job.job_id, self.job.fingerprint
         accept_changed = self.policy.accept_changed_fingerprint
         decision = decide(store.get_entry(job_id), fp, accept_changed_fingerprint=accept_changed)

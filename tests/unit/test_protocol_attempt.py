@@ -1,0 +1,73 @@
+"""JobAttempt driven directly, with a launcher that records what it was asked (real Redis)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from airflow_jrs.exceptions import JobKilledError
+from airflow_jrs.lease import JobLease
+from airflow_jrs.protocol import COMPUTED, SKIPPED, JobAttempt, JobNamespace, JobSpec, Launch, Launcher, settings_for
+from airflow_jrs.store import Attempt
+
+JOB = "d.t.2013-01-01"
+
+
+class Recording(Launcher):
+    """Runs nothing: counts launches (the protocol's own code decides whether to launch)."""
+
+    def __init__(self) -> None:
+        self.launched = 0
+
+    def prepare(self, launch: Launch) -> dict:
+        return {"application": "recording"}
+
+    def run(self, launch: Launch) -> None:
+        self.launched += 1
+
+    def read_marker(self, staging: str) -> None:
+        return None
+
+
+@pytest.fixture
+def jobs(redis_url, namespace, tmp_path):
+    settings = settings_for(namespace, output_root=str(tmp_path / "out"), spec_root=str(tmp_path / "specs"))
+    jobs = JobNamespace.from_url(redis_url, settings)
+    yield jobs
+    jobs.close()
+
+
+def attempt(jobs: JobNamespace, launcher: Launcher, try_number: int = 1) -> JobAttempt:
+    return JobAttempt(jobs, JobSpec(JOB, "fp"), Attempt("d", "t", "r", try_number), launcher)
+
+
+def test_a_kill_before_the_attempt_runs_holds_and_nothing_launches(jobs):
+    """on_kill can come while the task still prepares the attempt (apache/airflow#73006: execute
+    carries on afterwards): the attempt must not launch, and records nothing."""
+    launcher = Recording()
+    killed = attempt(jobs, launcher)
+    killed.kill()
+    with pytest.raises(JobKilledError):
+        killed.run()
+    assert launcher.launched == 0
+    assert jobs.results.get_entry(JOB) is None
+    assert JobLease(jobs.client, jobs.namespace, JOB).peek() is None, "the lease was not released"
+
+
+def test_a_computed_job_is_skipped_by_the_next_attempt(jobs):
+    launcher = Recording()
+    assert attempt(jobs, launcher).run().kind == COMPUTED
+    assert attempt(jobs, launcher, try_number=2).run().kind == SKIPPED
+    assert launcher.launched == 1
+
+
+def test_a_lease_is_held_for_sure_only_within_its_share_of_the_ttl(jobs):
+    lease = jobs.lease(JOB, ttl=1.0)
+    assert not lease.held_for_sure(0.7)  # never acquired
+    lease.acquire()
+    assert lease.held_for_sure(0.7)
+    time.sleep(0.75)
+    assert not lease.held_for_sure(0.7), "no renewal for 75% of the TTL: an in-process driver must stop"
+    assert lease.renew() and lease.held_for_sure(0.7)
+    lease.release()
