@@ -101,12 +101,17 @@ def test_recorder_amends_the_pid_then_the_yarn_application_id_and_stops_before_t
     from types import SimpleNamespace
 
     from airflow_jrs.operators.deploy_modes import YarnClusterMode
-    from airflow_jrs.operators.submission import SubmissionRecorder
+    from airflow_jrs.protocol.submission import SubmissionRecorder
 
     lease, intents, intent = held
     hook = SimpleNamespace(_submit_sp=None, _yarn_application_id=None)
     current: list[SimpleNamespace | None] = [None]
-    recorder = SubmissionRecorder(intents, intent, lambda: current[0], logging.getLogger("test"), YarnClusterMode())
+    mode = YarnClusterMode()
+
+    def submission() -> tuple[int | None, str | None]:  # what SparkSubmitLauncher.submission answers
+        return mode.submission(current[0]) if current[0] is not None else (None, None)
+
+    recorder = SubmissionRecorder(intents, intent, submission, logging.getLogger("test"))
     spark_submit = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         recorder.start()
