@@ -75,3 +75,21 @@ def _isolate_airflow() -> None:
 
 
 _isolate_airflow()
+
+
+#: What pyspark's ``SparkSession.builder.remote(...)`` leaves in this process's environment.
+_CONNECT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")
+
+
+@pytest.fixture(autouse=True)
+def _no_spark_connect_mode_leak() -> Iterator[None]:
+    """A Spark Connect test sets ``SPARK_CONNECT_MODE_ENABLED=1`` in the pytest process (pyspark's
+    builder does); every spark-submit a later test starts inherits it, and its application's
+    ``getOrCreate()`` then fails with CONNECT_URL_NOT_SET. Put the environment back after each test."""
+    saved = {key: os.environ.get(key) for key in _CONNECT_ENV}
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
