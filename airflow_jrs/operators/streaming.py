@@ -32,8 +32,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_jrs.exceptions import JobResultEntryAlreadyExistsError
-from airflow_jrs.intent import Heartbeats
-from airflow_jrs.lease import fresh_client
 from airflow_jrs.paths import checkpoint_path, control_path, stream_output_path
 from airflow_jrs.protocol.run import JobRun
 from airflow_jrs.spark.conf import streaming_conf
@@ -42,7 +40,7 @@ from airflow_jrs.spark.control import write_request as _write_request
 from airflow_jrs.store import JobResult, JobStatus
 from airflow_jrs.store.base import UNSUCCESSFUL_ONLY
 from airflow_jrs.store.fence import same_fence
-from airflow_jrs.store.stop_requests import StopRequest, StopRequests
+from airflow_jrs.store.stop_requests import StopRequest
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +129,7 @@ class StreamAttempt:
     def request_in_force(self) -> StopRequest | None:
         """The stop or cancel request for this attempt (:mod:`airflow_jrs.store.stop_requests`)."""
         try:
-            return StopRequests(self.run.store.client, self.run.store.namespace).get(self.run.job_id, self.fence)
+            return self.run.jobs.stop_requests.get(self.run.job_id, self.fence)
         except Exception:
             return None
 
@@ -171,18 +169,18 @@ class StreamAttempt:
         """Ask through the one stop path (the supervisor forwards a stop to the driver); on a
         connection of its own (this runs inside ``on_kill``). An attempt without a running
         supervisor gets the request in its control file directly."""
-        job_id, store = self.run.job_id, self.run.store
+        job_id = self.run.job_id
         supervised = False
         try:
-            client = fresh_client(store.client)
+            jobs = self.run.jobs.fresh()
             try:
-                StopRequests(client, store.namespace).ask(
+                jobs.stop_requests.ask(
                     job_id, self.fence, kind, by=by, reason="the task was killed", stop_timeout=self.stop_timeout
                 )
-                beat = Heartbeats(client, store.namespace).get(job_id)
+                beat = jobs.heartbeats.get(job_id)
                 supervised = beat is not None and beat.running and same_fence(beat.fence, self.fence)
             finally:
-                client.close()
+                jobs.close()
         except Exception as exc:  # the control file below, and the kill, still end the attempt
             log.warning("Job %s: could not record the %s request in the store: %s", job_id, kind, exc)
         if supervised:

@@ -17,11 +17,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_jrs.exceptions import JobEndedOnRequestError
-from airflow_jrs.lease import fresh_client
 from airflow_jrs.protocol.run import JobRun
 from airflow_jrs.store import JobResult, JobStatus
 from airflow_jrs.store.base import UNSUCCESSFUL_ONLY
-from airflow_jrs.store.stop_requests import CANCEL, StopRequest, StopRequests
+from airflow_jrs.store.stop_requests import CANCEL, StopRequest
 
 #: Seconds ``on_kill`` lets the supervisor terminate the launched process (SIGTERM, then SIGKILL)
 #: before it kills the supervisor itself.
@@ -31,7 +30,7 @@ ON_KILL_GRACE = 3.0
 def asked_to_end(run: JobRun, fence: int) -> StopRequest | None:
     """The stop or cancel request for this attempt, if one was made (``None`` when unreadable)."""
     try:
-        return StopRequests(run.store.client, run.store.namespace).get(run.job_id, fence)
+        return run.jobs.stop_requests.get(run.job_id, fence)
     except Exception:
         return None
 
@@ -58,13 +57,11 @@ def cancel_on_kill(run: JobRun | None, fence: int | None, alive: Callable[[], bo
     if run is None or fence is None or not alive():
         return
     try:
-        client = fresh_client(run.store.client)
+        jobs = run.jobs.fresh()
         try:
-            asked = StopRequests(client, run.store.namespace).ask(
-                run.job_id, fence, CANCEL, by="on_kill", reason="the task was killed"
-            )
+            asked = jobs.stop_requests.ask(run.job_id, fence, CANCEL, by="on_kill", reason="the task was killed")
         finally:
-            client.close()
+            jobs.close()
     except Exception as exc:
         log.warning("Job %s: could not record the cancel request: %s", run.job_id, exc)
         return
