@@ -255,13 +255,13 @@ class JrsHook(BaseHook):
 
     def jobs(self) -> JobNamespace:
         """Results, leases, intents and heartbeats of this connection's namespace, on one client
-        (what the Airflow-free protocol takes: :class:`airflow_jrs.protocol.JobNamespace`)."""
-        settings, client = self.settings, self.get_conn()  # a missing connection: JrsConfigError first
-        try:
-            connection: dict[str, Any] | None = self.async_connection_kwargs()
-        except JrsConfigError:
-            connection = None  # a supervisor cannot be handed this connection (see Supervision)
-        return JobNamespace(client, settings, connection)
+        (what the Airflow-free protocol takes: :class:`airflow_jrs.protocol.JobNamespace`).
+
+        Its ``connection`` stays unset: looking it up costs a connection lookup on every task,
+        the skip path included, and the spark-submit launcher asks the hook for it only when it
+        launches (:class:`~airflow_jrs.operators.submission.Supervision`)."""
+        settings = self.settings  # a missing connection: JrsConfigError first
+        return JobNamespace(self.get_conn(), settings)
 
     def get_lease(self, job_id: str, **owner: Any) -> JobLease:
         return JobLease(
