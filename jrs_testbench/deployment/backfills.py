@@ -65,28 +65,35 @@ class Backfills:
             raise ValueError(f"via must be 'cli' or 'rest', got {via!r}")
         self.wait_idle(dag_id, timeout=timeout)  # Airflow allows one active backfill per DAG
         expected = self.client.backfill_dry_run(dag_id, from_date, to_date, reprocess_behavior=reprocess)
-        if via == "rest":  # the client itself retries while SQLite is locked (HTTP 503)
-            doc = self.client.create_backfill(
-                dag_id, from_date, to_date, reprocess_behavior=reprocess, max_active_runs=max_active_runs
-            )
-            backfill_id = int(doc["id"])
-        else:
-            backfill_id = self._create_with_cli(dag_id, from_date, to_date, reprocess, max_active_runs)
+        backfill_id = self._create(dag_id, from_date, to_date, reprocess, max_active_runs, via)
         done = self._wait_for_runs(dag_id, backfill_id, expected, timeout)
         return self._result(dag_id, backfill_id, done)
 
-    def _create_with_cli(
+    def _create(
         self,
         dag_id: str,
         from_date: str | date | datetime,
         to_date: str | date | datetime,
         reprocess: str,
         max_active_runs: int,
+        via: str,
     ) -> int:
-        """``airflow backfill create``; retried while SQLite is locked by the scheduler."""
+        """Create the backfill; retried while SQLite is locked by the scheduler.
+
+        Airflow commits the backfill row before it creates the runs and, on SQLite, does not remove
+        it after a lock error (its cleanup knows PostgreSQL's and MySQL's lock codes only): a failed
+        try can leave an active backfill with no runs, and every retry then fails with
+        ``AlreadyRunningBackfill`` (CI saw exactly that). A backfill that appeared during a failed
+        try is that leftover: it is cancelled before the next try.
+        """
         for attempt in range(1, 11):
+            known = {b["id"] for b in self.client.backfills(dag_id)}
             try:
-                known = {b["id"] for b in self.client.backfills(dag_id)}
+                if via == "rest":
+                    doc = self.client.create_backfill(
+                        dag_id, from_date, to_date, reprocess_behavior=reprocess, max_active_runs=max_active_runs
+                    )
+                    return int(doc["id"])
                 self.airflow_cli(
                     "backfill", "create", "--dag-id", dag_id,
                     "--from-date", iso(from_date), "--to-date", iso(to_date),
@@ -97,9 +104,14 @@ class Backfills:
                     raise DeploymentError(f"expected one new backfill of {dag_id}, found {new}")
                 return int(new[0]["id"])
             except DeploymentError as exc:
+                leftovers = [
+                    b for b in self.client.backfills(dag_id) if b["id"] not in known and not b.get("completed_at")
+                ]
                 locked = (isinstance(exc, ApiError) and exc.status == 503) or "database is locked" in str(exc).lower()
-                if not locked or attempt == 10:
+                if not (locked or leftovers) or attempt == 10:
                     raise
+                for leftover in leftovers:
+                    self.client.cancel_backfill(int(leftover["id"]))
                 time.sleep(min(2.0 * attempt, 10.0))
         raise AssertionError("unreachable")
 

@@ -254,6 +254,9 @@ class AirflowClient:
     def backfill(self, backfill_id: int) -> dict[str, Any]:
         return self.request("GET", f"/api/v2/backfills/{backfill_id}")  # type: ignore[no-any-return]
 
+    def cancel_backfill(self, backfill_id: int) -> dict[str, Any]:
+        return self.request("PUT", f"/api/v2/backfills/{backfill_id}/cancel")  # type: ignore[no-any-return]
+
 
 def _q(part: str) -> str:
     return urllib.parse.quote(part, safe="")
