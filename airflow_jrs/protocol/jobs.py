@@ -18,7 +18,7 @@ import redis as redis_lib
 
 from airflow_jrs.config import JrsSettings
 from airflow_jrs.intent import Heartbeats, IntentStore
-from airflow_jrs.lease import DEFAULT_LEASE_TTL, JobLease, default_owner, fresh_client
+from airflow_jrs.lease import DEFAULT_LEASE_TTL, JobLease, LeaseHolder, default_owner, fresh_client, held_leases
 from airflow_jrs.store import RedisJobResultStore, validate_namespace
 from airflow_jrs.store.clients import client_from_url
 from airflow_jrs.store.requests import RecomputeRequests
@@ -102,6 +102,10 @@ class JobNamespace:
         return JobLease(
             self.client, self.namespace, job_id, ttl=ttl or self.settings.lease_ttl, owner=default_owner(**owner)
         )
+
+    def held_leases(self) -> dict[str, LeaseHolder]:
+        """Every lease held now, by job id: who computes what (a SCAN; see :func:`~airflow_jrs.lease.held_leases`)."""
+        return held_leases(self.client, self.namespace)
 
     def fresh(self) -> JobNamespace:
         """The same namespace and settings on a client of its own, with none of this one's

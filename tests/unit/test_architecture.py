@@ -38,6 +38,7 @@ AIRFLOW_FREE = (
     "airflow_jrs.config",
     "airflow_jrs.spark",
     "airflow_jrs.protocol",
+    "airflow_jrs.views",
 )
 #: Modules that adapt the store to Airflow: nothing Airflow-free may import them.
 AIRFLOW_FACING = (

@@ -1,0 +1,173 @@
+"""Everything known about a job, gathered once from its namespace.
+
+The Job results page, its task-instance tab and ``airflow-jrs show`` all answer "where is this
+job?". Each once gathered the answer itself and the copies drifted: the page showed a
+quarantined entry as a problem where the CLI raised, and only one of them read the heartbeat.
+:func:`inspect_job` gathers it here, Airflow-free, through
+:class:`~airflow_jrs.protocol.JobNamespace` (nothing here touches a Redis client); how a view
+reads as JSON is :mod:`airflow_jrs.views.json`, how it reads in a terminal is the CLI's.
+
+A view is a snapshot of several keys read one after another, not a transaction: a job may
+move between two reads (its lease released just after its entry was read). Every reader
+shows what it read; none decides anything from a view (the protocol does, under the lease).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from airflow_jrs.exceptions import CorruptIntentError, JobResultEntryError
+from airflow_jrs.intent import Heartbeat, Intent
+from airflow_jrs.lease import LeaseHolder
+from airflow_jrs.store import JobResultEntry
+from airflow_jrs.store.stop_requests import StopRequest
+
+if TYPE_CHECKING:
+    from airflow_jrs.protocol.jobs import JobNamespace
+
+
+def entry_dag(entry: JobResultEntry | None) -> str | None:
+    """The DAG of the attempt that wrote ``entry`` (what the UI authorizes a job against)."""
+    attempt = entry.result.attempt if entry is not None else None
+    return attempt.dag_id if attempt is not None else None
+
+
+def lease_dag(holder: LeaseHolder | None) -> str | None:
+    """The DAG the lease's holder names, for a job that has no entry yet."""
+    dag_id = holder.owner.get("dag_id") if holder is not None else None
+    return dag_id if isinstance(dag_id, str) else None
+
+
+def verdict(intent: Intent | CorruptIntentError, holder: LeaseHolder | None, beat: Heartbeat | None) -> str:
+    """What an intent means for the on-call engineer: running, or waiting for recovery."""
+    if isinstance(intent, CorruptIntentError):
+        return "unreadable intent: inspect it (see the error)"
+    if holder is not None and holder.token == intent.fence:
+        return "running: its attempt holds the lease"
+    if beat is not None and beat.running:
+        return "spark-submit still running (heartbeat) without a lease: the next attempt waits or stops it"
+    return "needs recovery: its attempt died; the job's next attempt adopts or recomputes"
+
+
+@dataclass(frozen=True)
+class JobView:
+    """One job as the store knows it now."""
+
+    job_id: str
+    namespace: str
+    entry: JobResultEntry | None
+    #: Why the entry could not be read (quarantined, corrupt, a newer schema): shown, never
+    #: hidden, and never taken for "no result" (that would mean the job may run again).
+    problem: JobResultEntryError | None
+    quarantined: bool
+    #: Earlier entries, newest first, each with the note of why it moved there.
+    history: list[JobResultEntry]
+    holder: LeaseHolder | None
+    intent: Intent | CorruptIntentError | None
+    heartbeat: Heartbeat | None
+    #: The last stop or cancel asked of the job (kept a day), for whichever attempt it named.
+    stop_request: StopRequest | None
+
+    @property
+    def dag_id(self) -> str | None:
+        """The DAG of the entry's attempt, else of the lease holder; ``None`` when neither names one."""
+        return entry_dag(self.entry) or lease_dag(self.holder)
+
+    @property
+    def running(self) -> bool:
+        """An attempt holds the lease, or a spark-submit it started still beats."""
+        beating = isinstance(self.intent, Intent) and self.heartbeat is not None and self.heartbeat.running
+        return self.holder is not None or beating
+
+    @property
+    def stop_pending(self) -> bool:
+        """The stop request names the attempt in flight (its intent's fence)."""
+        r = self.stop_request
+        return r is not None and isinstance(self.intent, Intent) and r.fence == self.intent.fence
+
+    @property
+    def summary(self) -> str:
+        """One word: the entry's state, else ``running``, ``forgotten`` (only history), ``missing``
+        or ``unreadable`` (see :attr:`problem`)."""
+        if self.entry is not None:
+            return self.entry.state.value
+        if self.problem is not None:
+            return "unreadable"
+        if self.running:
+            return "running"
+        return "forgotten" if self.history else "missing"
+
+    @property
+    def found(self) -> bool:
+        """Anything to show beyond history: an entry (readable or not), an attempt or an intent."""
+        return self.entry is not None or self.problem is not None or self.running or self.intent is not None
+
+
+def inspect_job(jobs: JobNamespace, job_id: str) -> JobView:
+    """Everything known about ``job_id`` in ``jobs``' namespace. An unreadable entry is kept as
+    :attr:`JobView.problem`; an unreachable store raises (fail closed, as every reader does)."""
+    results = jobs.results
+    entry: JobResultEntry | None = None
+    problem: JobResultEntryError | None = None
+    try:
+        entry = results.get_entry(job_id)
+    except JobResultEntryError as exc:
+        problem = exc
+    intent: Intent | CorruptIntentError | None
+    try:
+        intent = jobs.intents.get(job_id)
+    except CorruptIntentError as exc:
+        intent = exc
+    return JobView(
+        job_id=job_id,
+        namespace=jobs.namespace,
+        entry=entry,
+        problem=problem,
+        quarantined=job_id in results.get_quarantined(),
+        history=results.get_history(job_id),
+        holder=jobs.lease(job_id).peek(),
+        intent=intent,
+        heartbeat=jobs.heartbeats.get(job_id),
+        stop_request=jobs.stop_requests.get(job_id),
+    )
+
+
+@dataclass(frozen=True)
+class HeldLease:
+    """A lease held now, with the intent of its job (what the attempt started, if anything yet)."""
+
+    job_id: str
+    holder: LeaseHolder
+    intent: Intent | CorruptIntentError | None
+
+
+def held_leases(jobs: JobNamespace) -> list[HeldLease]:
+    """The namespace's held leases, by job id: who computes what."""
+    held = jobs.held_leases()
+    intents = jobs.intents.list_intents() if held else {}
+    return [HeldLease(job_id, holder, intents.get(job_id)) for job_id, holder in sorted(held.items())]
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """A job's intent, with its lease holder and heartbeat: running, or waiting for recovery."""
+
+    job_id: str
+    intent: Intent | CorruptIntentError
+    holder: LeaseHolder | None
+    heartbeat: Heartbeat | None
+
+    @property
+    def verdict(self) -> str:
+        return verdict(self.intent, self.holder, self.heartbeat)
+
+
+def in_flight(jobs: JobNamespace) -> list[InFlight]:
+    """Every intent of the namespace: the jobs in flight or needing recovery."""
+    intents = jobs.intents.list_intents()
+    held = jobs.held_leases() if intents else {}
+    return [
+        InFlight(job_id, intent, held.get(job_id), jobs.heartbeats.get(job_id))
+        for job_id, intent in sorted(intents.items())
+    ]

@@ -1,0 +1,93 @@
+"""The JSON shape of a job: one definition for the Job results API and ``airflow-jrs --json``.
+
+The page's API and the CLI once shaped an entry differently (the result flat in one, nested
+under ``result`` in the other) and a script written against one broke on the other. Every
+JSON answer about a job is built here; the page's script (``plugins/static/app.js``) reads
+these members, so a change here is a change there.
+
+Entries are flat: the result's members (:func:`~airflow_jrs.store.result_to_dict`) beside
+``state``, ``created_at``, ``spark_url`` and, for a history item, ``moved`` (why, when, by whom).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from airflow_jrs.exceptions import CorruptIntentError
+from airflow_jrs.intent import Heartbeat, Intent
+from airflow_jrs.lease import LeaseHolder
+from airflow_jrs.links import spark_app_url
+from airflow_jrs.store import JobResultEntry, result_to_dict
+from airflow_jrs.store.stop_requests import StopRequest
+from airflow_jrs.views.job import HeldLease, InFlight, JobView
+
+
+def entry_json(entry: JobResultEntry, spark_ui: str | None = None) -> dict[str, Any]:
+    """An entry or history item. ``spark_ui``: the ``[jrs] spark_ui_url`` template, for ``spark_url``."""
+    doc = {
+        **result_to_dict(entry.result),
+        "state": entry.state.value,
+        "created_at": entry.created_at.isoformat() if entry.created_at else None,
+        "spark_url": spark_app_url(spark_ui, entry.result.application_id),
+    }
+    if entry.moved is not None:  # a history item: why, when and by whom it moved there
+        doc["moved"] = entry.moved.to_json()
+    return doc
+
+
+def holder_json(holder: LeaseHolder | None) -> dict[str, Any] | None:
+    """The lease holder: its fencing token, the time left and who it is (host, pid, task)."""
+    return None if holder is None else {"token": holder.token, "ttl_ms": holder.ttl_ms, "owner": holder.owner}
+
+
+def intent_json(intent: Intent | CorruptIntentError | None) -> dict[str, Any] | None:
+    """The intent's members, or ``{"error": ...}`` for one that cannot be read."""
+    if intent is None:
+        return None
+    if isinstance(intent, CorruptIntentError):
+        return {"error": str(intent)}
+    return asdict(intent)
+
+
+def heartbeat_json(beat: Heartbeat | None) -> dict[str, Any] | None:
+    return None if beat is None else asdict(beat)
+
+
+def stop_request_json(request: StopRequest | None, *, pending: bool) -> dict[str, Any] | None:
+    """The last stop or cancel asked; ``pending``: it names the attempt in flight."""
+    return None if request is None else {**asdict(request), "pending": pending}
+
+
+def job_json(view: JobView, spark_ui: str | None = None) -> dict[str, Any]:
+    """Everything known about one job (:func:`~airflow_jrs.views.job.inspect_job`)."""
+    problem = view.problem
+    return {
+        "job_id": view.job_id,
+        "namespace": view.namespace,
+        "summary": view.summary,
+        "state": view.entry.state.value if view.entry is not None else None,
+        "running": view.running,
+        "entry": entry_json(view.entry, spark_ui) if view.entry is not None else None,
+        "problem": None if problem is None else {"error": type(problem).__name__, "detail": str(problem)},
+        "quarantined": view.quarantined,
+        "history": [entry_json(h, spark_ui) for h in view.history],
+        "lease": holder_json(view.holder),
+        "intent": intent_json(view.intent),
+        "heartbeat": heartbeat_json(view.heartbeat),
+        "stop_request": stop_request_json(view.stop_request, pending=view.stop_pending),
+    }
+
+
+def held_lease_json(held: HeldLease) -> dict[str, Any]:
+    return {"job_id": held.job_id, "lease": holder_json(held.holder), "intent": intent_json(held.intent)}
+
+
+def in_flight_json(found: InFlight) -> dict[str, Any]:
+    return {
+        "job_id": found.job_id,
+        "intent": intent_json(found.intent),
+        "lease": holder_json(found.holder),
+        "heartbeat": heartbeat_json(found.heartbeat),
+        "verdict": found.verdict,
+    }
