@@ -13,21 +13,21 @@ Security, in the order a request meets it:
 * Answers carry job data only: never the connection, and error texts have the connection's
   password masked should a driver ever print it.
 
+Who may see what, and the masking, live in :mod:`airflow_jrs.plugins.security`; what a job
+is and how it reads as JSON, in :mod:`airflow_jrs.views` (the CLI shows the same views); which
+job a task instance ran, in :mod:`airflow_jrs.plugins.task_instance`.
+
 Handlers are plain ``def``: FastAPI runs them in its threadpool, where the store's sync API may
 block without stalling the API server's event loop.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-import threading
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_authenticated
 from airflow.api_fastapi.logging.decorators import action_logging
 from airflow.configuration import conf
@@ -43,12 +43,13 @@ from airflow_jrs.exceptions import (
     NoSuchJobResultError,
     StoreUnavailableError,
 )
-from airflow_jrs.hooks.jrs import JrsHook
-from airflow_jrs.intent import Heartbeats, IntentStore
-from airflow_jrs.lease import JobLease, LeaseHolder, held_leases
-from airflow_jrs.links import SPARK_UI_OPTION, spark_app_url
-from airflow_jrs.store import Actor, EntryState, JobResultEntry, JobStatus, RedisJobResultStore, result_to_dict
-from airflow_jrs.store.query import EntryQuery
+from airflow_jrs.links import SPARK_UI_OPTION
+from airflow_jrs.plugins.security import Access, Backend, Connected, VisibleQuery, actor, who
+from airflow_jrs.plugins.task_instance import map_index as parse_map_index
+from airflow_jrs.plugins.task_instance import running_job, xcom_payload
+from airflow_jrs.store import EntryState, JobStatus
+from airflow_jrs.views.job import entry_dag, held_leases, inspect_job, lease_dag
+from airflow_jrs.views.json import entry_json, held_lease_json, job_json
 
 log = logging.getLogger(__name__)
 
@@ -63,107 +64,9 @@ CSP = (
 MAX_LIMIT = 500
 
 
-@dataclass
-class _Backend:
-    """The store of the jrs connection, built once per API server process (its client pools
-    connections across requests) and rebuilt after the store was unreachable."""
-
-    hook: JrsHook
-    store: RedisJobResultStore
-    password: str | None
-
-
-class Backend:
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._current: _Backend | None = None
-
-    def get(self) -> _Backend:
-        with self._lock:
-            if self._current is None:
-                hook = JrsHook()
-                try:
-                    password = hook.get_connection(hook.jrs_conn_id).password
-                except Exception:
-                    password = None
-                self._current = _Backend(hook, hook.get_store(), password)
-            return self._current
-
-    def reset(self) -> None:
-        with self._lock:
-            current, self._current = self._current, None
-        if current is not None:
-            current.hook.close()
-
-    def mask(self, text: str) -> str:
-        current = self._current
-        if current is not None and current.password:
-            text = text.replace(current.password, "***")
-        return text
-
-
-# -- authorization ------------------------------------------------------------------------------
-
-
-class Access:
-    """What one user may do, asked of Airflow's auth manager once per DAG and request."""
-
-    def __init__(self, user: Any) -> None:
-        self.user = user
-
-    @functools.cache  # noqa: B019 - one Access per request: the cache dies with it
-    def allowed(self, method: str, dag_id: str | None) -> bool:
-        from airflow.api_fastapi.app import get_auth_manager
-
-        team = None
-        if dag_id and conf.getboolean("core", "multi_team", fallback=False):
-            from airflow.models.dag import DagModel
-
-            team = DagModel.get_team_name(dag_id)
-        return bool(
-            get_auth_manager().is_authorized_dag(
-                method=method,  # type: ignore[arg-type]
-                details=DagDetails(id=dag_id, team_name=team),
-                user=self.user,
-            )
-        )
-
-    def require(self, method: str, dag_id: str | None) -> None:
-        if not self.allowed(method, dag_id):
-            what = f"DAG {dag_id!r}" if dag_id else "all DAGs (the job names none)"
-            verb = "read" if method == "GET" else "edit"
-            raise HTTPException(403, f"you may not {verb} {what}")
-
-
-def entry_dag(entry: JobResultEntry | None) -> str | None:
-    attempt = entry.result.attempt if entry is not None else None
-    return attempt.dag_id if attempt is not None else None
-
-
-def lease_dag(holder: LeaseHolder | None) -> str | None:
-    dag_id = holder.owner.get("dag_id") if holder is not None else None
-    return dag_id if isinstance(dag_id, str) else None
-
-
-# -- shapes -------------------------------------------------------------------------------------
-
-
-def entry_json(entry: JobResultEntry) -> dict[str, Any]:
-    result = result_to_dict(entry.result)
-    spark = spark_app_url(conf.get("jrs", SPARK_UI_OPTION, fallback=None), entry.result.application_id)
-    doc = {
-        **result,
-        "state": entry.state.value,
-        "created_at": entry.created_at.isoformat() if entry.created_at else None,
-        "spark_url": spark,
-    }
-    if entry.moved is not None:  # a history item: why, when and by whom it moved there
-        doc["moved"] = entry.moved.to_json()
-    return doc
-
-
-def holder_json(holder: LeaseHolder | None) -> dict[str, Any] | None:
-    return None if holder is None else {"token": holder.token, "ttl_ms": holder.ttl_ms, "owner": holder.owner}
+def spark_ui() -> str | None:
+    """The ``[jrs] spark_ui_url`` template, for the Spark links of entries."""
+    return conf.get("jrs", SPARK_UI_OPTION, fallback=None)
 
 
 def _parse_since(since: str | None) -> datetime | None:
@@ -178,16 +81,6 @@ def _parse_since(since: str | None) -> datetime | None:
 
         value = value.replace(tzinfo=UTC)
     return value
-
-
-@dataclass(frozen=True)
-class VisibleQuery(EntryQuery):
-    """The user's filters, plus: only entries of DAGs the user may read."""
-
-    access: Access | None = None
-
-    def matches(self, entry: JobResultEntry) -> bool:
-        return super().matches(entry) and (self.access is None or self.access.allowed("GET", entry_dag(entry)))
 
 
 ConfirmBody = Annotated[dict[str, Any], Body(examples=[{"confirm": "my_dag.my_task.2024-01-01"}])]
@@ -281,7 +174,7 @@ def create_app(backend: Backend | None = None) -> FastAPI:
         dirty = [e for e in store.get_dirty_entries() if access.allowed("GET", entry_dag(e))]
         return {
             "namespace": store.namespace,
-            "entries": [entry_json(e) for e in found[:limit]],
+            "entries": [entry_json(e, spark_ui()) for e in found[:limit]],
             "limit": limit,
             "offset": offset,
             "has_more": len(found) > limit,
@@ -303,21 +196,16 @@ def create_app(backend: Backend | None = None) -> FastAPI:
         map_index: Annotated[str | None, Query(description="an integer; missing or unfilled means -1")] = None,
     ) -> dict[str, Any]:
         """The job of one task instance (from its XCom, or its lease while it runs): reused or computed."""
-        index = _map_index(map_index)
+        index = parse_map_index(map_index)
         access = Access(user)
         access.require("GET", dag_id)
         b = backend.get()
-        payload = _ti_payload(dag_id, run_id, task_id, index)
+        payload = xcom_payload(dag_id, run_id, task_id, index)
         job_id = payload.get("job_id") if payload else None
-        running = None
+        running = False
         if not job_id:  # still running (or failed before it returned): its lease names it
-            for held_job, holder in held_leases(b.store.client, b.store.namespace).items():
-                o = holder.owner
-                if (o.get("dag_id"), o.get("run_id"), o.get("task_id")) == (dag_id, run_id, task_id) and (
-                    _same_map_index(held_job, o, index)
-                ):
-                    job_id, running = held_job, True
-                    break
+            job_id = running_job(b.jobs, dag_id, run_id, task_id, index)
+            running = job_id is not None
         if not job_id:
             return {
                 "job_id": None,
@@ -348,19 +236,7 @@ def create_app(backend: Backend | None = None) -> FastAPI:
         """Leases held now (who computes what), with the running attempt's intent."""
         b = backend.get()
         access = Access(user)
-        intents = IntentStore(b.store.client, b.store.namespace, spec_root="").list_intents()
-        out = []
-        for job_id, holder in sorted(held_leases(b.store.client, b.store.namespace).items()):
-            if not access.allowed("GET", lease_dag(holder)):
-                continue
-            intent = intents.get(job_id)
-            out.append(
-                {
-                    "job_id": job_id,
-                    "lease": holder_json(holder),
-                    "intent": _intent_json(intent),
-                }
-            )
+        out = [held_lease_json(h) for h in held_leases(b.jobs) if access.allowed("GET", lease_dag(h.holder))]
         return {"namespace": b.store.namespace, "leases": out}
 
     # -- actions -----------------------------------------------------------------------------
@@ -389,8 +265,8 @@ def create_app(backend: Backend | None = None) -> FastAPI:
                 job_id=job_id,
                 namespace=b.store.namespace,
             )
-        b.store.forget_result(job_id, expected=entry, actor=_actor(user))
-        log.warning("Job results: %s forgot job %r", _who(user), job_id)
+        b.store.forget_result(job_id, expected=entry, actor=actor(user))
+        log.warning("Job results: %s forgot job %r", who(user), job_id)
         return {"job_id": job_id, "done": "forgotten", "message": "forgotten (kept in history); the job runs again"}
 
     @app.post("/api/results/{job_id:path}/recompute", dependencies=[Depends(action_logging(event="jrs_recompute"))])
@@ -402,8 +278,8 @@ def create_app(backend: Backend | None = None) -> FastAPI:
         _confirmed(job_id, body)
         b = backend.get()
         Access(user).require("PUT", entry_dag(b.store.get_entry(job_id)))
-        done = recompute_job(b.store, job_id, body, request, _actor(user))
-        log.warning("Job results: %s recomputes job %r: %s", _who(user), job_id, done["message"])
+        done = recompute_job(b.jobs, job_id, body, request, actor(user))
+        log.warning("Job results: %s recomputes job %r: %s", who(user), job_id, done["message"])
         return done
 
     @app.post("/api/results/{job_id:path}/mark-clean", dependencies=[Depends(action_logging(event="jrs_mark_clean"))])
@@ -413,7 +289,7 @@ def create_app(backend: Backend | None = None) -> FastAPI:
         b = backend.get()
         Access(user).require("PUT", entry_dag(b.store.get_entry(job_id)))
         changed = b.store.mark_result_as_clean(job_id)
-        log.warning("Job results: %s marked job %r clean", _who(user), job_id)
+        log.warning("Job results: %s marked job %r clean", who(user), job_id)
         return {"job_id": job_id, "done": "clean", "changed": changed}
 
     @app.post(
@@ -424,8 +300,8 @@ def create_app(backend: Backend | None = None) -> FastAPI:
         """Drop a quarantined (corrupt) entry after inspection; returns its bytes."""
         _confirmed(job_id, body)
         Access(user).require("PUT", None)  # a corrupt entry names no DAG: only who may edit all
-        raw = backend.get().store.release_quarantine(job_id, actor=_actor(user))
-        log.warning("Job results: %s released job %r from quarantine", _who(user), job_id)
+        raw = backend.get().store.release_quarantine(job_id, actor=actor(user))
+        log.warning("Job results: %s released job %r from quarantine", who(user), job_id)
         return {"job_id": job_id, "done": "released", "bytes": raw.decode("utf-8", errors="replace")[:4000]}
 
     @app.post("/api/results/{job_id:path}/stop", dependencies=[Depends(action_logging(event="jrs_stop"))])
@@ -441,140 +317,25 @@ def create_app(backend: Backend | None = None) -> FastAPI:
     return app
 
 
-def _actor(user: Any) -> Actor:
-    """The person at the UI, for the history note."""
-    try:
-        name: str | None = user.get_name()
-    except Exception:
-        name = None
-    return Actor(via="ui", user=name)
+def job_detail(b: Connected, access: Access, job_id: str) -> dict[str, Any]:
+    """One job (:func:`~airflow_jrs.views.job.inspect_job`), if the user may read its DAG, and
+    whether the user may act on it."""
+    view = inspect_job(b.jobs, job_id)
+    access.require("GET", view.dag_id)
+    return {**job_json(view, spark_ui()), "can_edit": access.allowed("PUT", view.dag_id)}
 
 
-def _who(user: Any) -> str:
-    try:
-        return f"user {user.get_name()!r}"
-    except Exception:
-        return "a user"
-
-
-def _intent_json(intent: Any) -> dict[str, Any] | None:
-    if intent is None:
-        return None
-    if isinstance(intent, CorruptIntentError):
-        return {"error": str(intent)}
-    return {
-        "fence": intent.fence,
-        "app_name": intent.app_name,
-        "application_id": intent.application_id,
-        "host": intent.host,
-        "pid": intent.pid,
-        "submit_pid": intent.submit_pid,
-        "started_at": intent.started_at,
-        "staging": intent.staging,
-        "fingerprint": intent.fingerprint,
-    }
-
-
-def job_detail(b: _Backend, access: Access, job_id: str) -> dict[str, Any]:
-    """One job: entry, history, lease holder, intent and heartbeat. Authorized against the DAG of
-    the entry, else of the lease holder; a job that names no DAG needs access to all DAGs."""
-    store = b.store
-    entry: JobResultEntry | None = None
-    problem: dict[str, str] | None = None
-    try:
-        entry = store.get_entry(job_id)
-    except JobResultEntryError as exc:  # quarantined, corrupt, newer schema: show it, do not hide it
-        problem = {"error": type(exc).__name__, "detail": str(exc)}
-    holder = JobLease(store.client, store.namespace, job_id).peek()
-    access.require("GET", entry_dag(entry) or lease_dag(holder))
-    try:
-        intent: Any = IntentStore(store.client, store.namespace, spec_root="").get(job_id)
-    except CorruptIntentError as exc:
-        intent = exc
-    beat = Heartbeats(store.client, store.namespace).get(job_id)
-    dag_id = entry_dag(entry) or lease_dag(holder)
-    return {
-        "job_id": job_id,
-        "namespace": store.namespace,
-        "entry": entry_json(entry) if entry is not None else None,
-        "problem": problem,
-        "quarantined": job_id in store.get_quarantined(),
-        "history": [entry_json(h) for h in store.get_history(job_id)],
-        "lease": holder_json(holder),
-        "intent": _intent_json(intent),
-        "heartbeat": None
-        if beat is None
-        else {
-            "fence": beat.fence,
-            "host": beat.host,
-            "pid": beat.pid,
-            "state": beat.state,
-            "exit_code": beat.exit_code,
-            "stop_requested": beat.stop_requested,
-            "ttl_ms": beat.ttl_ms,
-        },
-        "can_edit": access.allowed("PUT", dag_id),
-    }
-
-
-def _stream_request(b: _Backend, access: Access, user: Any, job_id: str, body: Any, kind: str) -> dict[str, Any]:
+def _stream_request(b: Connected, access: Access, user: Any, job_id: str, body: Any, kind: str) -> dict[str, Any]:
     from airflow_jrs.stream_requests import request_stream
 
     _confirmed(job_id, body)
     store = b.store
-    holder = JobLease(store.client, store.namespace, job_id).peek()
+    holder = b.jobs.lease(job_id).peek()
     try:
         entry = store.get_entry(job_id)
     except JobResultEntryError:
         entry = None
     access.require("PUT", lease_dag(holder) or entry_dag(entry))
-    doc = request_stream(store, job_id, kind, by=f"Job results page ({_who(user)})")
-    log.warning("Job results: %s requested %s of job %r", _who(user), kind, job_id)
+    doc = request_stream(b.jobs, job_id, kind, by=f"Job results page ({who(user)})")
+    log.warning("Job results: %s requested %s of job %r", who(user), kind, job_id)
     return {"job_id": job_id, "done": kind, "fence": doc.get("fence")}
-
-
-#: What the UI leaves in a task instance view's link when the task is not mapped: Airflow 3.3
-#: fills ``{MAP_INDEX}`` only for mapped tasks and sends the placeholder itself otherwise.
-UNFILLED_MAP_INDEX = "{MAP_INDEX}"
-
-
-def _map_index(raw: str | None) -> int:
-    """The task instance's map index from the tab's link: -1 when missing or left unfilled."""
-    if raw is None or raw.strip() in ("", UNFILLED_MAP_INDEX):
-        return -1
-    try:
-        return int(raw)
-    except ValueError:
-        raise HTTPException(
-            400, f"map_index={raw!r} is not an integer: give the task instance's map index (-1 or none if unmapped)"
-        ) from None
-
-
-def _same_map_index(job_id: str, owner: dict[str, Any], index: int) -> bool:
-    """Is the lease of ``job_id`` held by map index ``index`` of the task? Every map index of a
-    mapped task holds a lease under the same DAG, run and task: the owner's ``map_index`` when it
-    names one, else the default job id's ``.map-<i>`` suffix (see :mod:`airflow_jrs.identity`)."""
-    if "map_index" in owner:
-        return owner["map_index"] == index
-    if index < 0:
-        return True
-    return job_id.endswith(f".map-{index}")
-
-
-def _ti_payload(dag_id: str, run_id: str, task_id: str, map_index: int) -> dict[str, Any]:
-    """What the task instance handed downstream (its job result payload), from Airflow's XCom table."""
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    from airflow_jrs.payload import SKIPPED_RESULT_KEY
-
-    with create_session() as session:
-        for key in ("return_value", SKIPPED_RESULT_KEY):
-            stmt = XComModel.get_many(
-                run_id=run_id, key=key, task_ids=task_id, dag_ids=dag_id, map_indexes=map_index, limit=1
-            )
-            row = session.scalars(stmt).first()
-            value = XComModel.deserialize_value(row) if row is not None else None
-            if isinstance(value, dict) and value.get("job_id"):
-                return value
-    return {}

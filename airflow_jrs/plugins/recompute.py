@@ -10,15 +10,17 @@ the new result (:mod:`airflow_jrs.recompute` on requests in a run's conf).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import HTTPException, Request
 
 from airflow_jrs.airflow_api import AirflowApi, AirflowApiError
 from airflow_jrs.exceptions import JobResultEntryChangedError, NoSuchJobResultError
-from airflow_jrs.lease import JobLease
-from airflow_jrs.store import Actor, RedisJobResultStore
+from airflow_jrs.store import Actor
 from airflow_jrs.store.model import HistoryReason
+
+if TYPE_CHECKING:
+    from airflow_jrs.protocol.jobs import JobNamespace
 
 #: Where the plugin app is mounted (:mod:`airflow_jrs.plugins`): stripped to reach Airflow's own API.
 URL_PREFIX = "/jrs"
@@ -44,10 +46,11 @@ def airflow_root(request: Request) -> str:
 
 
 def recompute_job(
-    store: RedisJobResultStore, job_id: str, body: dict[str, Any], request: Request, actor: Actor
+    jobs: JobNamespace, job_id: str, body: dict[str, Any], request: Request, actor: Actor
 ) -> dict[str, Any]:
     """Forget ``job_id``'s result and clear the task instance that computed it (the caller has
     checked the confirmation and that the user may edit the job's DAG)."""
+    store = jobs.results
     entry = store.get_entry(job_id)
     if entry is None:
         raise NoSuchJobResultError(
@@ -63,7 +66,7 @@ def recompute_job(
             job_id=job_id,
             namespace=store.namespace,
         )
-    holder = JobLease(store.client, store.namespace, job_id).peek()
+    holder = jobs.lease(job_id).peek()
     if holder is not None:
         raise HTTPException(409, f"job {job_id} is running now (lease token {holder.token}): its result will be new")
     attempt = entry.result.attempt
