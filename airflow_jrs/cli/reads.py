@@ -18,16 +18,16 @@ from airflow_jrs.cli.common import (
     Ctx,
     empty_namespace,
     empty_namespace_line,
-    entry_json,
     entry_row,
     history_row,
     stamp,
 )
 from airflow_jrs.exceptions import CorruptIntentError
-from airflow_jrs.intent import Heartbeats, Intent, IntentStore
-from airflow_jrs.lease import JobLease, LeaseHolder, held_leases
+from airflow_jrs.protocol.takeover import describe
 from airflow_jrs.store import EntryState, JobStatus
 from airflow_jrs.store.query import EntryQuery
+from airflow_jrs.views.job import JobView, held_leases, in_flight, inspect_job
+from airflow_jrs.views.json import entry_json, held_lease_json, in_flight_json, job_json
 
 
 def _entries(ctx: Ctx, what: str, entries: list[Any], doc: dict[str, Any], quarantined: list[str]) -> int:
@@ -111,111 +111,55 @@ def cmd_history(ctx: Ctx) -> int:
     return OK if history else NOT_FOUND
 
 
-def _holder_json(holder: LeaseHolder) -> dict[str, Any]:
-    return {"token": holder.token, "ttl_ms": holder.ttl_ms, "owner": holder.owner}
-
-
-def _holder_text(holder: LeaseHolder) -> str:
-    o = holder.owner
-    run = " ".join(str(o[k]) for k in ("dag_id", "task_id", "run_id") if o.get(k))
-    return f"{o.get('host', '?')} pid {o.get('pid', '?')} {run}".strip()
-
-
 def cmd_leases(ctx: Ctx) -> int:
-    held = held_leases(ctx.store.client, ctx.namespace)
+    held = held_leases(ctx.jobs)
     if ctx.out.as_json:
-        ctx.out.json(ctx.located({"leases": [{"job_id": j, **_holder_json(h)} for j, h in held.items()]}))
+        ctx.out.json(ctx.located({"leases": [held_lease_json(h) for h in held]}))
     elif not held:
         ctx.out.line(f"no leases held in {ctx.where()}: no attempt is working on a job")
     else:
         ctx.out.header(ctx, "Held leases")
-        rows = [[j, _holder_text(h), h.token, f"{h.ttl_ms / 1000:.1f}s"] for j, h in held.items()]
-        ctx.out.table(("job id", "holder (host, pid, run)", "token", "time left"), rows)
+        rows = [[h.job_id, describe(h.holder), f"{h.holder.ttl_ms / 1000:.1f}s"] for h in held]
+        ctx.out.table(("job id", "holder", "time left"), rows)
     return OK
 
 
-def _intent_json(intent: Intent) -> dict[str, Any]:
-    return {k: v for k, v in vars(intent).items()}
-
-
-def _verdict(intent: Intent | CorruptIntentError, holder: LeaseHolder | None, beat: Any) -> str:
-    if isinstance(intent, CorruptIntentError):
-        return "unreadable intent: inspect it (see the error)"
-    if holder is not None and holder.token == intent.fence:
-        return "running: its attempt holds the lease"
-    if beat is not None and beat.running:
-        return "spark-submit still running (heartbeat) without a lease: the next attempt waits or stops it"
-    return "needs recovery: its attempt died; the job's next attempt adopts or recomputes"
-
-
 def cmd_intents(ctx: Ctx) -> int:
-    intents = IntentStore(ctx.store.client, ctx.namespace, spec_root="").list_intents()
-    held = held_leases(ctx.store.client, ctx.namespace) if intents else {}
-    beats = Heartbeats(ctx.store.client, ctx.namespace)
-    rows: list[list[Any]] = []
-    docs: list[dict[str, Any]] = []
-    for job_id, intent in intents.items():
-        beat = beats.get(job_id)
-        verdict = _verdict(intent, held.get(job_id), beat)
-        if isinstance(intent, CorruptIntentError):
-            docs.append({"job_id": job_id, "error": str(intent), "verdict": verdict})
-            rows.append([job_id, "?", "?", "?", verdict])
-            continue
-        docs.append(
-            {"job_id": job_id, "intent": _intent_json(intent), "heartbeat": _beat_json(beat), "verdict": verdict}
-        )
-        started = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(intent.started_at))
-        rows.append([job_id, intent.fence, f"{intent.host} pid {intent.pid}", started, verdict])
+    found = in_flight(ctx.jobs)
     if ctx.out.as_json:
-        ctx.out.json(ctx.located({"intents": docs}))
-    elif not rows:
+        ctx.out.json(ctx.located({"intents": [in_flight_json(f) for f in found]}))
+    elif not found:
         ctx.out.line(f"no intents in {ctx.where()}: no job is in flight or waiting for recovery")
     else:
+        rows: list[list[Any]] = []
+        for f in found:
+            i = f.intent
+            if isinstance(i, CorruptIntentError):
+                rows.append([f.job_id, "?", "?", "?", f.verdict])
+            else:
+                started = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(i.started_at))
+                rows.append([f.job_id, i.fence, f"{i.host} pid {i.pid}", started, f.verdict])
         ctx.out.header(ctx, "Intents (jobs in flight or needing recovery)")
         ctx.out.table(("job id", "fence", "attempt", "started (UTC)", "verdict"), rows)
     return OK
 
 
-def _beat_json(beat: Any) -> dict[str, Any] | None:
-    return None if beat is None else {k: v for k, v in vars(beat).items()}
-
-
 def cmd_show(ctx: Ctx) -> int:
-    """One job, everything known about it. A corrupt, quarantined or newer entry raises (the
-    caller prints the one-line error): every reader of the store answers the same for it."""
-    job_id, store = ctx.args.job_id, ctx.store
-    entry = store.get_entry(job_id)
-    history = store.get_history(job_id)
-    holder = JobLease(store.client, ctx.namespace, job_id).peek()
-    try:
-        intent: Intent | str | None = IntentStore(store.client, ctx.namespace, spec_root="").get(job_id)
-    except CorruptIntentError as exc:
-        intent = str(exc)
-    beat = Heartbeats(store.client, ctx.namespace).get(job_id)
-    running = holder is not None or (isinstance(intent, Intent) and beat is not None and beat.running)
-    if entry is not None:
-        summary = entry.state.value
-    elif running:
-        summary = "running"
-    else:
-        summary = "forgotten" if history else "missing"
-    found = entry is not None or running or intent is not None
+    """One job, everything known about it (:func:`~airflow_jrs.views.job.inspect_job`). A corrupt,
+    quarantined or newer entry raises (the caller prints the one-line error): every reader of
+    the store answers the same for it."""
+    view = inspect_job(ctx.jobs, ctx.args.job_id)
+    if view.problem is not None:
+        raise view.problem
     if ctx.out.as_json:
-        doc = {
-            "job_id": job_id,
-            "summary": summary,
-            "state": entry.state.value if entry else None,
-            "created_at": entry.created_at.isoformat() if entry and entry.created_at else None,
-            "result": entry_json(entry)["result"] if entry else None,
-            "running": running,
-            "lease": _holder_json(holder) if holder else None,
-            "intent": _intent_json(intent) if isinstance(intent, Intent) else intent,
-            "heartbeat": _beat_json(beat),
-            "history": [entry_json(h) for h in history],
-        }
-        ctx.out.json(ctx.located(doc))
-        return OK if found else NOT_FOUND
-    out = ctx.out
+        ctx.out.json(ctx.located(job_json(view)))
+    else:
+        _print_job(ctx, view)
+    return OK if view.found else NOT_FOUND
+
+
+def _print_job(ctx: Ctx, view: JobView) -> None:
+    out, job_id, entry, history = ctx.out, view.job_id, view.entry, view.history
     out.header(ctx, f"Job {job_id}")
     if entry is not None:
         r = entry.result
@@ -233,7 +177,7 @@ def cmd_show(ctx: Ctx) -> int:
         if r.attempt:
             facts.append(("written by", f"{r.attempt.dag_id}/{r.attempt.task_id} {r.attempt.run_id}"))
         out.table(("field", "value"), [(k, v) for k, v in facts if v not in (None, "")])
-    elif running:
+    elif view.running:
         out.line("no result yet: the job is running")
     elif history:
         out.line(f"no result now: it was forgotten or superseded; {len(history)} earlier entries are kept (below)")
@@ -243,15 +187,17 @@ def cmd_show(ctx: Ctx) -> int:
             out.line(f"job {job_id!r} not found: {empty_namespace_line(ctx, empty)}")
         else:
             out.line(f"job {job_id!r} has no result, no history and no running attempt in {ctx.where()}")
+    holder, intent, beat, request = view.holder, view.intent, view.heartbeat, view.stop_request
     if holder is not None:
-        out.line(f"lease: held by {_holder_text(holder)}, token {holder.token}, {holder.ttl_ms / 1000:.1f}s left")
-    if intent is not None:
-        if isinstance(intent, Intent):
-            out.line(f"intent: fence {intent.fence}, {intent.host} pid {intent.pid}, staging {intent.staging}")
-        else:
-            out.line(f"intent: unreadable: {intent}")
+        out.line(f"lease: held by {describe(holder)}, {holder.ttl_ms / 1000:.1f}s left")
+    if isinstance(intent, CorruptIntentError):
+        out.line(f"intent: unreadable: {intent}")
+    elif intent is not None:
+        out.line(f"intent: fence {intent.fence}, {intent.host} pid {intent.pid}, staging {intent.staging}")
     if beat is not None:
         out.line(f"heartbeat: fence {beat.fence} on {beat.host}, {beat.state}, {beat.ttl_ms / 1000:.1f}s left")
+    if request is not None:
+        state = "pending" if view.stop_pending else "for an earlier attempt"
+        out.line(f"stop request ({state}): {request.describe()} for fence {request.fence}")
     if history:
         out.table(HISTORY_COLUMNS, [history_row(h) for h in history], title="History (newest first)")
-    return OK if found else NOT_FOUND

@@ -18,7 +18,6 @@ from airflow_jrs.cli.common import (
     CliError,
     Ctx,
     ask,
-    entry_json,
     entry_row,
     progress,
 )
@@ -27,6 +26,7 @@ from airflow_jrs.exceptions import JobResultEntryChangedError, JobResultEntryErr
 from airflow_jrs.store import Actor, EntryState, JobResultEntry
 from airflow_jrs.store.model import utcnow
 from airflow_jrs.store.query import EntryQuery
+from airflow_jrs.views.json import entry_json
 
 
 def _dry_run(ctx: Ctx, doc: dict[str, object]) -> int:

@@ -87,7 +87,8 @@ def test_list_json_names_the_namespace_and_filters(base, store, namespace, capsy
     doc = jout(capsys)
     assert doc["namespace"] == namespace and doc["server"].startswith("127.0.0.1:")
     assert [e["job_id"] for e in doc["entries"]] == ["b.t.2013-01-01", "a.t.2013-01-02", "a.t.2013-01-01"]
-    assert set(doc["entries"][0]) >= {"job_id", "state", "status", "created_at", "result"}
+    # the entry shape of the Job results API (airflow_jrs.views.json): the result's members, flat
+    assert set(doc["entries"][0]) >= {"job_id", "state", "status", "created_at", "attempt", "spark_url"}
     assert doc["quarantined"] == ["a.t.bad"]  # quarantined jobs appear in the listing too
 
     def ids(*args: str) -> list[str]:
@@ -148,7 +149,10 @@ def test_show_running_job_with_lease_and_intent(base, store, namespace, capsys):
 
     assert main([*base, "--json", "leases"]) == 0
     leases = jout(capsys)["leases"]
-    assert [(x["job_id"], x["token"], x["owner"]["host"]) for x in leases] == [("r.t.2013-01-01", token, "h1")]
+    assert [(x["job_id"], x["lease"]["token"], x["lease"]["owner"]["host"]) for x in leases] == [
+        ("r.t.2013-01-01", token, "h1")
+    ]
+    assert leases[0]["intent"]["fence"] == token
     assert main([*base, "--json", "intents"]) == 0
     intents = jout(capsys)["intents"]
     assert intents[0]["job_id"] == "r.t.2013-01-01" and intents[0]["verdict"].startswith("running")
