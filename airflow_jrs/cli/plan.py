@@ -38,8 +38,6 @@ from airflow_jrs.exceptions import (
     JrsConfigError,
 )
 from airflow_jrs.identity import application_fingerprint, default_job_id
-from airflow_jrs.intent import IntentStore
-from airflow_jrs.lease import held_leases
 from airflow_jrs.recompute import RECOMPUTE_KEY, read_request, verdict
 from airflow_jrs.store import JobResultEntry, validate_job_id
 from airflow_jrs.store.batch_read import read_entries
@@ -262,9 +260,9 @@ def plan_jobs(ctx: Ctx, dag: Any, start: datetime, end: datetime) -> tuple[list[
     runs, runs_note = existing_runs(dag.dag_id, start, end)
     if runs_note:
         notes.append(runs_note)
-    requests = RecomputeRequests(store.client, ctx.namespace)
-    leases = held_leases(store.client, ctx.namespace)
-    intents = IntentStore(store.client, ctx.namespace, spec_root="").list_intents()
+    requests = ctx.jobs.recompute_requests
+    leases = ctx.jobs.held_leases()
+    intents = ctx.jobs.intents.list_intents()
     fingerprints = {task.task_id: _fingerprint(task) for _, task, _ in jobs}
     planned = []
     answers = read_entries(store, [job_id for _, _, job_id in jobs])  # one round trip per 500 jobs

@@ -21,7 +21,6 @@ from airflow_jrs.airflow_api import AirflowApi, AirflowApiError
 from airflow_jrs.cli.common import NOT_FOUND, OK, UNREACHABLE, USAGE, CliError, Ctx, ask, stamp
 from airflow_jrs.cli.plan import load_dag, plan_jobs
 from airflow_jrs.exceptions import JobResultEntryChangedError, JobResultEntryError, NoSuchJobResultError
-from airflow_jrs.lease import JobLease
 from airflow_jrs.store import JobResultEntry
 from airflow_jrs.store.model import Actor, HistoryReason
 
@@ -110,7 +109,7 @@ def _ts(raw: Any) -> float:
 
 def _running(ctx: Ctx, targets: list[Target]) -> None:
     for t in targets:
-        holder = JobLease(ctx.store.client, ctx.namespace, t.job_id).peek()
+        holder = ctx.jobs.lease(t.job_id).peek()
         if holder is not None:
             who = f"{holder.owner.get('host', '?')} pid {holder.owner.get('pid', '?')}"
             t.note, t.left_alone = f"running now (lease held by {who}): left alone, its result will be new", True
