@@ -181,3 +181,18 @@ def function_fingerprint(
     h.update(b"\0")
     h.update((job_version or "").encode())
     return h.hexdigest()
+
+
+def sql_fingerprint(statements: Sequence[str], job_version: str | None) -> str:
+    """sha256 over what a Spark SQL job computes: its statements as they run (after Airflow's
+    templating, a file's content for a file, before the ``{jrs_...}`` placeholders are filled)
+    and ``job_version``. Splitting first means blank lines and comments *between* statements do
+    not count; everything inside one does. Conf and master are left out (where, not what); the
+    tables and files the SQL reads are not seen: bump ``job_version`` when a change there must
+    recompute."""
+    h = hashlib.sha256()
+    h.update(b"jrs-fp-sql-v1\0")
+    h.update(json.dumps(list(statements)).encode())
+    h.update(b"\0")
+    h.update((job_version or "").encode())
+    return h.hexdigest()

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from airflow_jrs.operators.factory import jrs_spark_job
     from airflow_jrs.operators.pyspark import JrsPySparkOperator
     from airflow_jrs.operators.spark import JrsSparkSubmitOperator
+    from airflow_jrs.operators.spark_sql import JrsSparkSqlOperator
     from airflow_jrs.operators.start_in_triggerer import (
         JrsStartInTriggererCleanupOperator,
         JrsStartInTriggererSparkSubmitOperator,
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "JrsCleanupOperator": "airflow_jrs.operators.cleanup",
     "JrsPySparkOperator": "airflow_jrs.operators.pyspark",
+    "JrsSparkSqlOperator": "airflow_jrs.operators.spark_sql",
     "JrsSparkSubmitOperator": "airflow_jrs.operators.spark",
     "JrsStartInTriggererCleanupOperator": "airflow_jrs.operators.start_in_triggerer",
     "JrsStartInTriggererSparkSubmitOperator": "airflow_jrs.operators.start_in_triggerer",
@@ -41,6 +43,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "JrsCleanupOperator",
     "JrsPySparkOperator",
+    "JrsSparkSqlOperator",
     "JrsSparkSubmitOperator",
     "JrsStartInTriggererCleanupOperator",
     "JrsStartInTriggererSparkSubmitOperator",

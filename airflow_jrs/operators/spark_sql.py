@@ -1,0 +1,282 @@
+"""JrsSparkSqlOperator: the Spark provider's ``SparkSqlOperator``, guarded by the job result store.
+
+The provider's operator runs the ``spark-sql`` CLI. This one takes the same arguments (``sql``,
+a string or a ``.sql``/``.hql`` file, templated the same way; ``conf``; ``conn_id``; ``master``
+and the executor settings) plus the job's (``job_id``, ``job_version``, ``outputs``,
+``skip_when_done``, ...), and runs the statements through the same protocol as every guarded
+operator (:class:`airflow_jrs.protocol.JobAttempt`: decide, lease, recover, intent, launch,
+fenced dirty result, release), with :class:`~.session_launcher.SessionLauncher` as the launcher,
+the one ``JrsPySparkOperator`` uses: a SparkSession in the task process, ``spark.sql()`` per
+statement. A committed job runs no statement and starts no session (no JVM).
+
+Why a session in the task process and not the ``spark-sql`` CLI: the CLI is a driver JVM in a
+process of its own, which survives a SIGKILLed task and would need the spark-submit launcher's
+supervisor to be fenced, and it reports a failed statement only as an exit code. In the task
+process the driver dies with the task (the lease alone fences it, see
+:mod:`.session_launcher`), the self-fencing watchdog and ``on_kill`` stop it, the commit marker
+is written after the last statement by the same code as for a PySpark function, and a failed
+statement is raised naming it. The price is the CLI's reach: ``local[...]`` and ``spark://``
+masters only (YARN and Kubernetes are refused, as for ``JrsPySparkOperator``).
+
+Where a SQL job may write (see docs/how-to/spark-sql.md):
+
+* **paths** under the attempt's fenced folder, named by placeholders filled in at launch
+  (:mod:`.sql_script`): ``INSERT OVERWRITE DIRECTORY '{jrs_output.daily}' USING parquet SELECT ...``,
+  ``CREATE TABLE t USING parquet LOCATION '{jrs_output}/t' AS SELECT ...``. Fenced like a PySpark
+  function's output: another attempt has another folder, and the result names the winner's.
+* **tables** in a metastore (``INSERT INTO db.t``, ``CREATE TABLE db.t AS``) cannot be fenced by
+  folder: a zombie attempt's late write lands in the same table. What holds is the decision and
+  the lease (one live holder at a time; a holder that lost its lease stops its session). Name
+  them in ``tables`` so the result records them; prefer path outputs and expose them as tables
+  downstream.
+
+The fingerprint (:func:`airflow_jrs.identity.sql_fingerprint`) covers the statements as run,
+before placeholders, and ``job_version``. The result's metrics: ``statements`` (how many ran),
+``tables`` (when named), and the columns of the last statement when it returns one row
+(``SELECT count(*) AS flights FROM ...``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_sql import SparkSqlOperator
+from airflow.sdk.exceptions import AirflowTaskTerminated, AirflowTaskTimeout
+
+from airflow_jrs.exceptions import JrsConfigError, JrsError, StoreUnavailableError
+from airflow_jrs.hooks.jrs import JrsHook
+from airflow_jrs.hooks.store_failures import airflow_failures
+from airflow_jrs.identity import default_job_id, sql_fingerprint
+from airflow_jrs.operators.guarded import attempt_from_context, kill_attempt, policy_for, run_attempt, task_payload
+from airflow_jrs.operators.links import JobResultLink
+from airflow_jrs.operators.session_launcher import JobContext, SessionLauncher
+from airflow_jrs.operators.session_settings import in_process_session
+from airflow_jrs.operators.sql_script import check_placeholders, fill_placeholders, script_text, split_statements
+from airflow_jrs.protocol import JobAttempt, JobSpec
+from airflow_jrs.protocol.recovery import PREDECESSOR_POLICIES
+
+__all__ = ["JrsSparkSqlOperator", "SparkSqlStatementError"]
+
+#: Rows of each statement's result shown in the task log (the CLI prints them all).
+SHOWN_ROWS = 20
+
+
+class SparkSqlStatementError(JrsError):
+    """A statement of the script failed: names it (number, text) and carries Spark's message."""
+
+
+class _SqlSessionLauncher(SessionLauncher):
+    """The session launcher, remembering that it was stopped: a statement's error after that is
+    the stop's effect (a kill, a lost lease), not bad SQL, and must not be reported as such."""
+
+    stop_requested = False
+
+    def stop(self) -> None:
+        self.stop_requested = True
+        super().stop()
+
+
+class JrsSparkSqlOperator(SparkSqlOperator):
+    """Run a Spark SQL script once per job; later attempts reuse the stored result.
+
+    Takes what the provider's ``SparkSqlOperator`` takes, and:
+
+    :param sql: the statements, ``;``-separated, or a ``.sql``/``.hql`` file (templated). Write
+        under ``{jrs_output}`` or ``{jrs_output.NAME}`` (the attempt's fenced folder, an output's
+        path in it); ``{jrs_job_id}`` and ``{jrs_fence}`` are filled in too
+    :param conn_id: a Spark connection (``spark_sql``/``spark`` type: its host and port are the
+        master). Default: none, ``local[*]``
+    :param conf: Spark conf, a dict or ``"key=value,key=value"`` as the provider takes it
+    :param tables: tables the statements write, recorded in the result's metrics (they are not
+        fenced: see the how-to)
+    :param job_id: the job's id (templated). Default: ``{dag_id}.{task_id}.{date or partition}``
+    :param job_version: bump it to recompute although the SQL is unchanged (e.g. a table it reads
+        was rebuilt)
+    :param outputs: logical output name -> sub-path of the fenced output folder recorded in the
+        result (default ``{"output": ""}``: the folder itself)
+    :param skip_when_done: raise ``AirflowSkipException`` instead of succeeding when skipping
+    :param jrs_conn_id: the job result store connection (default ``[jrs] conn_id``)
+    :param jrs_namespace: overrides the connection's/config's namespace
+    :param lease_ttl: seconds (default ``[jrs] lease_ttl``)
+    :param lease_wait_timeout: how long to wait for another attempt's lease before failing
+    :param accept_changed_fingerprint: skip on any SUCCEEDED result, even for another SQL
+    :param output_root: where fenced output folders live (default ``[jrs] output_root``)
+    :param predecessor: ``"wait"`` (default) or ``"stop"``: a predecessor's driver still on this
+        host (it dies with its task process; this covers the moment it takes)
+    """
+
+    template_fields: Sequence[str] = (*SparkSqlOperator.template_fields, "job_id", "job_version", "outputs", "tables")
+    ui_color = "#fdd9b5"
+    operator_extra_links = (JobResultLink(),)
+
+    def __init__(
+        self,
+        *,
+        sql: str,
+        conn_id: str | None = None,
+        tables: Sequence[str] = (),
+        job_id: str | None = None,
+        job_version: str | None = None,
+        outputs: dict[str, str] | None = None,
+        skip_when_done: bool = False,
+        jrs_conn_id: str | None = None,
+        jrs_namespace: str | None = None,
+        lease_ttl: float | None = None,
+        lease_wait_timeout: float = 0.0,
+        accept_changed_fingerprint: bool = False,
+        output_root: str | None = None,
+        predecessor: str = "wait",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(sql=sql, conn_id=conn_id or "", **kwargs)
+        if predecessor not in PREDECESSOR_POLICIES:
+            raise JrsConfigError(
+                f"{self.task_id}: predecessor must be one of {list(PREDECESSOR_POLICIES)}, got {predecessor!r}"
+            )
+        self.conn_id = conn_id
+        self.tables = list(tables)
+        self.job_id = job_id
+        self.job_version = job_version
+        self.outputs = outputs
+        self.skip_when_done = skip_when_done
+        self.jrs_conn_id = jrs_conn_id
+        self.jrs_namespace = jrs_namespace
+        self.lease_ttl = lease_ttl
+        self.lease_wait_timeout = lease_wait_timeout
+        self.accept_changed_fingerprint = accept_changed_fingerprint
+        self.output_root = output_root
+        self.predecessor = predecessor
+        self._attempt: JobAttempt | None = None
+        self._launcher: _SqlSessionLauncher | None = None
+        self._kill_pending = False
+
+    # -- the attempt --------------------------------------------------------------------------
+    def statements(self) -> list[str]:
+        """The rendered script's statements (a file's content for a file): what the fingerprint covers."""
+        statements = split_statements(script_text(self.sql))
+        if not statements:
+            raise JrsConfigError(f"{self.task_id}: sql holds no statement (only blanks or comments): {self.sql!r}")
+        return statements
+
+    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]  # the job payload, as every guarded operator
+        hook = JrsHook(
+            self.jrs_conn_id, namespace=self.jrs_namespace, lease_ttl=self.lease_ttl, output_root=self.output_root
+        )
+        self._attempt = None
+        self._kill_pending = False
+        try:
+            with airflow_failures(hook):
+                return self._execute_guarded(context, hook)
+        except StoreUnavailableError:
+            if hook.settings.on_store_unavailable == "run" and not (self._attempt and self._attempt.guarded):
+                self.log.error(
+                    "[jrs] on_store_unavailable=run is not supported by JrsSparkSqlOperator: failing closed "
+                    "(Airflow retries). Use JrsSparkSubmitOperator for jobs that must run without the store."
+                )
+            raise
+
+    def _execute_guarded(self, context: Any, hook: JrsHook) -> dict[str, Any]:
+        job_id = self.job_id = self.job_id or default_job_id(context)
+        outputs = self.outputs or {"output": ""}
+        statements = self.statements()
+        check_placeholders(statements, outputs)
+        launcher = self._launcher = _SqlSessionLauncher(
+            self._runner(statements), self._session_settings, callable_name=f"spark-sql ({len(statements)} statements)",
+            log=self.log,
+        )  # fmt: skip
+        attempt = JobAttempt(
+            hook.jobs(), JobSpec(job_id, sql_fingerprint(statements, self.job_version), outputs),
+            attempt_from_context(context), launcher, policy=policy_for(self, context), log=self.log,
+        )  # fmt: skip
+        attempt.interrupts = (AirflowTaskTimeout, AirflowTaskTerminated)
+        return task_payload(self, context, run_attempt(self, attempt))
+
+    def _runner(self, statements: list[str]) -> Any:
+        """What the session launcher calls: every statement in order; the metrics (the launcher
+        writes the commit marker with them after this returns, i.e. after the last statement)."""
+
+        def run(spark: Any, job: JobContext) -> dict[str, Any]:
+            filled = fill_placeholders(
+                statements, output=job.output, outputs=job.outputs, job_id=job.job_id, fence=job.fence
+            )
+            rows: list[Any] = []
+            for number, statement in enumerate(filled, 1):
+                self.log.info("Statement %d of %d:\n%s", number, len(filled), statement)
+                rows = self._run_statement(spark, statement, number, len(filled))
+            metrics: dict[str, Any] = {"statements": len(filled)}
+            if self.tables:
+                metrics["tables"] = list(self.tables)
+            if len(rows) == 1:  # the last statement's one row: its columns are the job's figures
+                metrics.update({str(k): _plain(v) for k, v in rows[0].asDict().items()})
+            return metrics
+
+        return run
+
+    def _run_statement(self, spark: Any, statement: str, number: int, total: int) -> list[Any]:
+        try:
+            rows = spark.sql(statement).take(SHOWN_ROWS + 1)
+        except Exception as exc:
+            if self._launcher is not None and self._launcher.stop_requested:
+                raise  # the session was stopped (a kill, a lost lease): the protocol says so
+            message = str(exc).strip().splitlines()
+            raise SparkSqlStatementError(
+                f"{self.task_id}: statement {number} of {total} failed ({type(exc).__name__}): "
+                f"{' '.join(message[:3])[:1500]}\nThe statement:\n{statement}\nFix it in sql (the Rendered "
+                "Template tab shows the SQL as run); the statements before it ran and nothing was recorded."
+            ) from exc
+        for row in rows[:SHOWN_ROWS]:
+            self.log.info("  %s", row)
+        if len(rows) > SHOWN_ROWS:
+            self.log.info("  ... (first %d rows shown)", SHOWN_ROWS)
+        return rows
+
+    # -- the session --------------------------------------------------------------------------
+    def _session_settings(self) -> tuple[str, dict[str, str]]:
+        """(master, conf) as the provider's ``spark-sql`` would get them: ``master``, else the
+        connection's host (and port), else ``local[*]``; ``conf`` and the executor settings as
+        Spark conf (the connection's extra holds a YARN queue, not conf)."""
+        conf: dict[str, Any] = {}
+        raw = self._conf
+        if isinstance(raw, str):
+            for item in (part.strip() for part in raw.split(",") if part.strip()):
+                key, sep, value = item.partition("=")
+                if not sep:
+                    raise JrsConfigError(
+                        f"{self.task_id}: conf item {item!r} is not key=value. Pass conf as a dict or as "
+                        "'key=value,key=value'."
+                    )
+                conf[key.strip()] = value.strip()
+        elif raw:
+            conf.update(raw)
+        executor = {
+            "spark.cores.max": self._total_executor_cores,
+            "spark.executor.cores": self._executor_cores,
+            "spark.executor.memory": self._executor_memory,
+            "spark.executor.instances": self._num_executors,
+            "spark.kerberos.keytab": self._keytab,
+            "spark.kerberos.principal": self._principal,
+        }
+        conf.update({key: value for key, value in executor.items() if value})
+        return in_process_session(
+            task_id=self.task_id, operator="JrsSparkSqlOperator", conn_id=self.conn_id, conf=conf,
+            app_name=f"{self.dag_id}-{self.task_id}", master=self._master, extras_as_conf=False,
+        )  # fmt: skip
+
+    # -- kill ---------------------------------------------------------------------------------
+    def on_kill(self) -> None:
+        """Stop the session and revoke the lease so that no result can be written after this point.
+        Runs inside a signal handler on the thread that is executing: it must not raise."""
+        kill_attempt(self)
+
+
+def _plain(value: Any) -> Any:
+    """A JSON form of a result column: numbers, strings, booleans and nulls as they are; dates and
+    decimals as text (metrics are JSON)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, dt.date | dt.datetime | decimal.Decimal):
+        return str(value)
+    return repr(value)
