@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -188,3 +189,34 @@ def test_only_sessions_in_the_task_process_are_accepted_and_conf_takes_the_provi
         JrsSparkSqlOperator(task_id="t", sql="SELECT 1", master="yarn")._session_settings()
     with pytest.raises(JrsConfigError, match="not key=value"):
         JrsSparkSqlOperator(task_id="t", sql="SELECT 1", conf="oops")._session_settings()
+
+
+@pytest.mark.spark
+def test_on_kill_mid_statement_stops_the_session_and_records_nothing(jrs_env):
+    import threading
+
+    import pyspark
+
+    from airflow_jrs.exceptions import JobKilledError
+
+    # statement 2 holds its one Spark task (a JVM sleep) until the kill cancels its job
+    sql = "SELECT 1 AS warmup;\nSELECT reflect('java.lang.Thread', 'sleep', bigint(8000)) FROM range(1)"
+    op = operator(jrs_env, sql)
+
+    def kill_once_running() -> None:
+        while True:
+            launcher = op._launcher
+            spark = launcher._session if launcher is not None else None
+            if spark is not None and spark.sparkContext.statusTracker().getActiveJobsIds():
+                break
+            time.sleep(0.1)
+        op.on_kill()  # what Airflow's SIGTERM handler calls (here from another thread)
+
+    killer = threading.Thread(target=kill_once_running, daemon=True)
+    killer.start()
+    with pytest.raises(JobKilledError):
+        op.execute(context())  # not SparkSqlStatementError: the kill, not the SQL, ended it
+    killer.join()
+    assert jrs_env.store.get_entry(JOB) is None  # no result of any kind
+    assert not list(jrs_env.output_root.rglob("_JRS_COMMIT.json"))  # no marker: nothing vouched for
+    assert pyspark.SparkContext._active_spark_context is None
