@@ -1,8 +1,9 @@
 """airflow-jrs: Spark jobs from Airflow, computed once (a job result store after Flink's FLIP-194).
 
-The public surface is re-exported here; everything else is internal. Airflow-facing classes
-(operators, sensors, hooks) are imported lazily so that ``import airflow_jrs`` stays cheap and
-usable inside a PySpark driver without Airflow.
+The public surface is re-exported here; everything else is internal. Only the errors are
+imported eagerly (standard library only); the store and the lease (``redis``) and the
+Airflow-facing classes (operators, sensors, hooks) are imported on first use (PEP 562), so
+``import airflow_jrs`` stays cheap and a PySpark driver imports neither Redis nor Airflow.
 """
 
 from __future__ import annotations
@@ -27,28 +28,39 @@ from airflow_jrs.exceptions import (
     StoreUnavailableError,
     UnsupportedSchemaVersionError,
 )
-from airflow_jrs.lease import JobLease
-from airflow_jrs.store import (
-    Attempt,
-    EntryState,
-    JobResult,
-    JobResultEntry,
-    JobResultStore,
-    JobStatus,
-    RedisJobResultStore,
-)
 
 if TYPE_CHECKING:
     from airflow_jrs.hooks.jrs import JrsHook
+    from airflow_jrs.lease import JobLease
     from airflow_jrs.operators.cleanup import JrsCleanupOperator
     from airflow_jrs.operators.factory import jrs_spark_job
     from airflow_jrs.operators.spark import JrsSparkSubmitOperator
     from airflow_jrs.sensors.job_result import JobResultSensor
+    from airflow_jrs.store import (
+        Attempt,
+        EntryState,
+        JobResult,
+        JobResultEntry,
+        JobResultStore,
+        JobStatus,
+        RedisJobResultStore,
+    )
     from airflow_jrs.triggers.job_result import JobResultTrigger
 
 __version__ = "0.1.0"
 
+#: Imported on first use: the store and the lease import ``redis``, the rest Airflow too. So
+#: ``import airflow_jrs.spark`` inside a PySpark driver imports neither (the errors below are
+#: standard library only).
 _LAZY = {
+    "Attempt": "airflow_jrs.store",
+    "EntryState": "airflow_jrs.store",
+    "JobResult": "airflow_jrs.store",
+    "JobResultEntry": "airflow_jrs.store",
+    "JobResultStore": "airflow_jrs.store",
+    "JobStatus": "airflow_jrs.store",
+    "RedisJobResultStore": "airflow_jrs.store",
+    "JobLease": "airflow_jrs.lease",
     "JrsHook": "airflow_jrs.hooks.jrs",
     "JrsSparkSubmitOperator": "airflow_jrs.operators.spark",
     "JrsCleanupOperator": "airflow_jrs.operators.cleanup",

@@ -2,12 +2,16 @@
 
 ::
 
-    JrsError
+    JrsError                           (defined in spark/errors.py: a PySpark driver raises it too)
     ├── InvalidJobIdError              a job id breaks the charset/length rules (ValueError too)
     ├── JrsConfigError                 a connection or [jrs] setting is missing or invalid
     ├── StoreUnavailableError          Redis could not be reached or answered with an error
     ├── CorruptIntentError             a running job's intent cannot be read (operator action needed)
-    ├── CorruptCommitMarkerError       a commit marker exists but is not valid (ValueError too)
+    ├── CorruptCommitMarkerError       a commit marker exists but is not valid (ValueError too;
+    │                                  defined in spark/errors.py)
+    ├── EntryDecodeError               stored bytes are not an entry this version reads (inside the
+    │                                  store only: it becomes CorruptJobResultError or
+    │                                  UnsupportedSchemaVersionError; defined in store/serde.py)
     ├── JobResultEntryError            something about one job's entry
     │   ├── JobResultEntryAlreadyExistsError   create_dirty_result on a job that has a result
     │   ├── NoSuchJobResultError               clean/forget on a job without a result
@@ -18,33 +22,59 @@
     ├── LeaseError                     lease problems
     │   ├── LeaseHeldError             another live attempt holds the job's lease (never had it)
     │   └── LeaseLostError             we held it and lost it: stop, write nothing (fence is stale)
+    ├── StaleHeartbeat                 a newer fence owns the job's heartbeat: the supervisor stops
+    │   └── HeartbeatGone              the heartbeat expired early: a successor may run
     ├── JobKilledError                 the attempt was killed (on_kill/SIGTERM); it must not succeed
     ├── JobNotStartedError             another attempt works on the job; this one gave up waiting
     ├── JobEndedOnRequestError         stopped or canceled on request: recorded, never retried
     ├── DriverMayStillRunError         the launch ended, its cluster driver may not have: intent kept
     ├── ApplicationFailedError         the application failed (what the FAILED result says)
+    ├── NoRunningStreamError           stop/cancel of a job with no running attempt to ask
     └── CleanupError                   cleanup actions failed after every retry
 
 Every error carries the identifiers an on-call engineer searches for (``job_id``,
 ``namespace``, ``fence``, ``key``) and its message says what to do next.
 
 Redis exceptions never escape: the store, the lease and the intent wrap their I/O in
-:func:`redis_errors`, the one place that maps them to :class:`StoreUnavailableError`
-(``raise ... from exc``), so callers fail closed on one type (DESIGN.md invariant 7).
+:func:`airflow_jrs.store.errors.redis_errors`, the one place that maps them to
+:class:`StoreUnavailableError` (``raise ... from exc``), so callers fail closed on one type
+(DESIGN.md invariant 7). This module imports the standard library only.
+
+Not an error, so not here: ``NeedsQuarantine`` (:mod:`airflow_jrs.store.entries`) tells the
+store's own caller to quarantine bytes it read and never leaves the store.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from airflow_jrs.spark.errors import CorruptCommitMarkerError, JrsError
 
-import redis as redis_lib
-
-from airflow_jrs.redis_diagnosis import diagnose
-
-
-class JrsError(Exception):
-    """Base class of every airflow-jrs error."""
+__all__ = [
+    "ApplicationFailedError",
+    "CleanupError",
+    "CorruptCommitMarkerError",
+    "CorruptIntentError",
+    "CorruptJobResultError",
+    "DriverMayStillRunError",
+    "HeartbeatGone",
+    "InvalidJobIdError",
+    "JobEndedOnRequestError",
+    "JobKilledError",
+    "JobNotStartedError",
+    "JobResultEntryAlreadyExistsError",
+    "JobResultEntryChangedError",
+    "JobResultEntryError",
+    "JobResultQuarantinedError",
+    "JrsConfigError",
+    "JrsError",
+    "LeaseError",
+    "LeaseHeldError",
+    "LeaseLostError",
+    "NoRunningStreamError",
+    "NoSuchJobResultError",
+    "StaleHeartbeat",
+    "StoreUnavailableError",
+    "UnsupportedSchemaVersionError",
+]
 
 
 class InvalidJobIdError(JrsError, ValueError):
@@ -62,7 +92,7 @@ class StoreUnavailableError(JrsError):
     (wrong password, missing ACL permission, a script error): waiting cannot fix those.
 
     ``what`` completes "could not ..." and ``kind`` names the case of
-    :mod:`airflow_jrs.redis_diagnosis` (``refused``, ``timeout``, ``auth``, ...) when Redis failed.
+    :mod:`airflow_jrs.store.diagnosis` (``refused``, ``timeout``, ``auth``, ...) when Redis failed.
     """
 
     def __init__(
@@ -91,14 +121,6 @@ class CorruptIntentError(JrsError):
         self.job_id = job_id
         self.namespace = namespace
         self.key = key
-
-
-class CorruptCommitMarkerError(JrsError, ValueError):
-    """A commit marker exists but is not a valid marker document; ``path`` names it."""
-
-    def __init__(self, message: str, *, path: str) -> None:
-        super().__init__(message)
-        self.path = path
 
 
 class JobResultEntryError(JrsError):
@@ -172,6 +194,27 @@ class LeaseLostError(LeaseError):
         self.fence = fence
 
 
+class StaleHeartbeat(JrsError):
+    """A newer fence owns the job's heartbeat: this supervisor's spark-submit must stop."""
+
+    def __init__(self, job_id: str, fence: int) -> None:
+        super().__init__(f"job {job_id!r}: a newer attempt owns the heartbeat; fence {fence} stops")
+        self.job_id = job_id
+        self.fence = fence
+
+
+class HeartbeatGone(StaleHeartbeat):
+    """A later beat found its heartbeat gone: it expired before its TTL (a clock step on the
+    Redis host, a failover to a replica with another clock, a pause), so a successor may run."""
+
+    def __init__(self, job_id: str, fence: int) -> None:
+        JrsError.__init__(
+            self, f"job {job_id!r}: the heartbeat of fence {fence} is gone (expired early); fence {fence} stops"
+        )
+        self.job_id = job_id
+        self.fence = fence
+
+
 class JobKilledError(JrsError):
     """The attempt was killed while it ran; it records nothing and must not report success."""
 
@@ -222,48 +265,10 @@ class CleanupError(JrsError):
         self.namespace = namespace
 
 
-#: A connection that failed or timed out: trying again may work.
-_LOST = (
-    # Not a RedisError: what a cluster client raises when no node answers (or none knows the slot).
-    redis_lib.exceptions.RedisClusterException,
-    redis_lib.exceptions.ConnectionError,
-    redis_lib.exceptions.TimeoutError,
-    redis_lib.exceptions.BusyLoadingError,
-    ConnectionError,
-    TimeoutError,
-)
-#: Subclasses of ConnectionError that no retry fixes.
-_REFUSED = (redis_lib.exceptions.AuthenticationError, redis_lib.exceptions.AuthorizationError)
+class NoRunningStreamError(JrsError):
+    """The job has no running attempt of a streaming application to stop or cancel."""
 
-
-@contextmanager
-def redis_errors(what: str, namespace: str, job_id: str | None = None) -> Iterator[None]:
-    """Map redis-py errors raised inside the block to :class:`StoreUnavailableError`.
-
-    ``what`` completes "could not ...". Works around ``await`` too: the mapping happens where
-    the exception surfaces. ``NoScriptError`` passes through (redis-py reloads the script).
-    """
-    try:
-        yield
-    except redis_lib.exceptions.NoScriptError:
-        raise
-    except (
-        redis_lib.exceptions.RedisError,
-        redis_lib.exceptions.RedisClusterException,
-        ConnectionError,
-        TimeoutError,
-    ) as exc:
-        # The server's words are not shown as they are: diagnose() says what is wrong and what
-        # to do (the Airflow-facing layer says it again with the connection id and host).
-        problem = diagnose(exc)
-        retryable = problem.retryable
-        if problem.kind == "other":
-            retryable = isinstance(exc, _LOST) and not isinstance(exc, _REFUSED)
-        raise StoreUnavailableError(
-            f"job result store (namespace {namespace!r}) could not {what}: {problem.sentence()}",
-            namespace=namespace,
-            job_id=job_id,
-            retryable=retryable,
-            what=what,
-            kind=problem.kind,
-        ) from exc
+    def __init__(self, message: str, *, job_id: str, namespace: str) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+        self.namespace = namespace

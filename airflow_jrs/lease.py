@@ -34,9 +34,10 @@ from typing import Any
 
 import redis as redis_lib
 
-from airflow_jrs.exceptions import JrsConfigError, LeaseHeldError, LeaseLostError, redis_errors
+from airflow_jrs.exceptions import JrsConfigError, LeaseHeldError, LeaseLostError
 from airflow_jrs.store import scripts
 from airflow_jrs.store.entries import as_str
+from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.fence import Fence, fence_arg, new_nonce
 from airflow_jrs.store.keys import KeySpace
 from airflow_jrs.store.model import validate_job_id

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import hashlib
 
-from airflow_jrs.store.fence import nonce_of
+# Defined beside the driver's helpers (a PySpark driver names its control files by them), and
+# read from here by everyone else.
+from airflow_jrs.spark.fence import FENCE_PREFIX as FENCE_PREFIX
+from airflow_jrs.spark.fence import fence_name as fence_name
 from airflow_jrs.store.model import validate_job_id
 
-FENCE_PREFIX = "fence-"
 #: The folder of a streaming job beside its attempts' ``fence-N`` folders (see :func:`stream_root`).
 STREAM_DIR = "stream"
 
@@ -34,13 +36,6 @@ STREAM_DIR = "stream"
 def job_dir(job_id: str) -> str:
     """The job's folder name under a root: its id with ``/`` replaced by ``_``."""
     return validate_job_id(job_id).replace("/", "_")
-
-
-def fence_name(fence: int) -> str:
-    """``fence-<token>-<nonce>``: the name of one attempt's staging folder (and spec, plus
-    ``.json``); ``fence-<token>`` for a fence without a nonce (a plain ``int``)."""
-    nonce = nonce_of(fence)
-    return f"{FENCE_PREFIX}{int(fence)}-{nonce}" if nonce else f"{FENCE_PREFIX}{int(fence)}"
 
 
 def fence_token_of(name: str) -> int | None:

@@ -13,28 +13,19 @@ from __future__ import annotations
 import getpass
 import socket
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_jrs.exceptions import JrsError
-from airflow_jrs.intent import Heartbeats, IntentStore
+from airflow_jrs.exceptions import NoRunningStreamError
 from airflow_jrs.paths import control_path_of_output
 from airflow_jrs.spark.control import write_request
-from airflow_jrs.store import RedisJobResultStore
 from airflow_jrs.store.fence import same_fence
-from airflow_jrs.store.stop_requests import StopRequests
 
-
-class NoRunningStreamError(JrsError):
-    """The job has no running attempt of a streaming application to stop or cancel."""
-
-    def __init__(self, message: str, *, job_id: str, namespace: str) -> None:
-        super().__init__(message)
-        self.job_id = job_id
-        self.namespace = namespace
+if TYPE_CHECKING:
+    from airflow_jrs.protocol.jobs import JobNamespace
 
 
 def request_stream(
-    store: RedisJobResultStore, job_id: str, kind: str, *, by: str | None = None, reason: str = ""
+    jobs: JobNamespace, job_id: str, kind: str, *, by: str | None = None, reason: str = ""
 ) -> dict[str, Any]:
     """Ask the running attempt of ``job_id`` to stop or cancel, through the one stop path
     (:mod:`airflow_jrs.store.stop_requests`); returns the request in force.
@@ -44,16 +35,16 @@ def request_stream(
     terminated (SIGTERM, then SIGKILL after a grace period). A stream without a running
     supervisor (an attempt of an older airflow-jrs) also gets the request in its control file,
     which its driver polls."""
-    intent = IntentStore(store.client, store.namespace, spec_root="").get(job_id)
+    intent = jobs.intents.get(job_id)
     if intent is None:
         raise NoRunningStreamError(
-            f"job {job_id!r} has no running attempt in namespace {store.namespace!r} (no intent): nothing "
+            f"job {job_id!r} has no running attempt in namespace {jobs.namespace!r} (no intent): nothing "
             "to stop. `airflow-jrs show` tells its last result.",
             job_id=job_id,
-            namespace=store.namespace,
+            namespace=jobs.namespace,
         )
     control = control_path_of_output(intent.staging)
-    beat = Heartbeats(store.client, store.namespace).get(job_id)
+    beat = jobs.heartbeats.get(job_id)
     supervised = beat is not None and beat.running and same_fence(beat.fence, intent.fence)
     if control is None and not supervised:
         raise NoRunningStreamError(
@@ -61,16 +52,16 @@ def request_stream(
             "spark-submit ended, or runs bare); stop it by marking its Airflow task failed, which kills "
             "spark-submit.",
             job_id=job_id,
-            namespace=store.namespace,
+            namespace=jobs.namespace,
         )
     who = by or f"airflow-jrs {kind} ({getpass.getuser()}@{socket.gethostname()})"
-    request = StopRequests(store.client, store.namespace).ask(job_id, intent.fence, kind, by=who, reason=reason)
+    request = jobs.stop_requests.ask(job_id, intent.fence, kind, by=who, reason=reason)
     if request is None:
         raise NoRunningStreamError(
             f"job {job_id!r}: the attempt of fence {intent.fence} ended meanwhile; nothing to {kind}. "
             "`airflow-jrs show` tells its result.",
             job_id=job_id,
-            namespace=store.namespace,
+            namespace=jobs.namespace,
         )
     if control is not None and not supervised:
         write_request(control, request.kind, intent.fence, by=who)
@@ -82,6 +73,6 @@ def request_stream(
         "requested_at": datetime.fromtimestamp(request.at, UTC).isoformat(),
         "by": request.by,
         "job_id": job_id,
-        "control": control or store.keys.control(job_id),
+        "control": control or jobs.stop_requests.keys.control(job_id),
         "relay": relay,
     }

@@ -21,8 +21,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from airflow_jrs.exceptions import StoreUnavailableError
-from airflow_jrs.redis_diagnosis import describe_server, diagnose
+from airflow_jrs.protocol.jobs import JobNamespace, settings_for
 from airflow_jrs.store import JobResultEntry, RedisJobResultStore, result_to_dict, validate_namespace
+from airflow_jrs.store.diagnosis import describe_server, unavailable_line
 
 #: Exit codes, as the help's epilog and the package docstring document them.
 OK, NOT_FOUND, USAGE, UNREACHABLE = 0, 1, 2, 3
@@ -104,17 +105,22 @@ def namespace(text: str) -> str:
 # -- where the store is -------------------------------------------------------------------------
 @dataclass
 class Ctx:
-    """One command's store and where it is, said the same way in every answer."""
+    """One command's jobs (:class:`~airflow_jrs.protocol.jobs.JobNamespace`: its results, leases,
+    intents, heartbeats and requests) and where they are, said the same way in every answer."""
 
     args: argparse.Namespace
-    store: RedisJobResultStore
+    jobs: JobNamespace
     server: str
     origin: str
     out: Output
 
     @property
+    def store(self) -> RedisJobResultStore:
+        return self.jobs.results
+
+    @property
     def namespace(self) -> str:
-        return self.store.namespace
+        return self.jobs.namespace
 
     def where(self) -> str:
         """``namespace 'x' on Redis host:port (origin)``: what an answer read."""
@@ -137,24 +143,16 @@ def url_server(url: str) -> str:
 
 def open_store(args: argparse.Namespace, out: Output) -> Ctx:
     if args.redis_url:
-        import redis as redis_lib
-        from redis.backoff import ExponentialBackoff
-        from redis.retry import Retry
-
-        # Bounded waits, as [jrs]'s defaults give the connection's client: a paused server must
-        # not hang the on-call engineer's terminal.
-        client = redis_lib.Redis.from_url(
-            args.redis_url,
-            socket_connect_timeout=5,
-            socket_timeout=10,
-            retry=Retry(ExponentialBackoff(cap=2, base=0.2), 3),
+        # The [jrs] defaults' bounded waits and retries, as the connection's client has them
+        # (store/clients.py builds every client): a paused server must not hang the terminal.
+        settings = settings_for(args.namespace or "default", output_root="", spec_root="")
+        return Ctx(
+            args, JobNamespace.from_url(args.redis_url, settings), url_server(args.redis_url), "--redis-url", out
         )
-        store = RedisJobResultStore(client, args.namespace or "default")
-        return Ctx(args, store, url_server(args.redis_url), "--redis-url", out)
     from airflow_jrs.hooks.jrs import JrsHook
 
     hook = JrsHook(args.conn_id, namespace=args.namespace)
-    return Ctx(args, hook.get_store(), hook.server(), f"connection {hook.jrs_conn_id!r}", out)
+    return Ctx(args, hook.jobs(), hook.server(), f"connection {hook.jrs_conn_id!r}", out)
 
 
 def store_failure(exc: StoreUnavailableError, args: argparse.Namespace) -> str:
@@ -170,26 +168,17 @@ def store_failure(exc: StoreUnavailableError, args: argparse.Namespace) -> str:
             password = hook.get_connection(hook.jrs_conn_id).password
         except Exception:
             password = None
-    cause = exc.__cause__
     # retry=None: in a terminal nobody retries but the user (a task's message says Airflow will)
-    sentence = diagnose(cause, conn=conn, server=server, retry=None).sentence() if cause is not None else str(exc)
-    ns = args.namespace or ("default" if args.redis_url else "of the connection")
-    line = (
-        f"job result store unavailable: could not {exc.what or 'use it'} "
-        f"(namespace {ns!r}, {conn}, Redis {server}): {sentence}"
-    )
-    return line.replace(password, "***") if password else line
+    return unavailable_line(exc, conn=conn, server=server, password=password, retry=None)
 
 
 def empty_namespace(ctx: Ctx) -> dict[str, Any] | None:
     """When the namespace holds no key at all, which namespaces the server has (a bounded SCAN):
     the commonest on-call mistake is a wrong namespace, and it must not read as an empty store.
     ``None`` when the namespace is in use (then "no results" means what it says)."""
-    from airflow_jrs.store.server import find_namespaces, namespace_has_keys
-
-    if namespace_has_keys(ctx.store.client, ctx.namespace):
+    if ctx.jobs.in_use():
         return None
-    found = find_namespaces(ctx.store.client, ctx.namespace)
+    found = ctx.jobs.namespaces_on_server()
     return {"namespace_empty": True, "namespaces_on_server": found.names, "namespaces_scan_complete": found.complete}
 
 

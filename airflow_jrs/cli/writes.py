@@ -174,7 +174,7 @@ def cmd_stream(ctx: Ctx) -> int:
 
     kind, job_id = ctx.args.command, ctx.args.job_id
     try:
-        doc = request_stream(ctx.store, job_id, kind)
+        doc = request_stream(ctx.jobs, job_id, kind)
     except NoRunningStreamError as exc:  # nothing running to stop: "not found" (exit 1), in plain words
         raise CliError(str(exc), NOT_FOUND) from None
     if ctx.out.as_json:

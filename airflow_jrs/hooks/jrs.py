@@ -24,10 +24,10 @@ from airflow_jrs.config import CONFIG_OPTIONS, DEFAULT_CONN_ID, ON_STORE_UNAVAIL
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.lease import JobLease, default_owner
 from airflow_jrs.protocol.jobs import JobNamespace
-from airflow_jrs.redis_diagnosis import describe_server
 from airflow_jrs.store import AsyncRedisJobResultStore, RedisJobResultStore, validate_namespace
 from airflow_jrs.store.aio import CONNECTION_KEYS
 from airflow_jrs.store.clients import apply_client_policy
+from airflow_jrs.store.diagnosis import describe_server
 from airflow_jrs.store.durability import Durability
 
 __all__ = ["JrsHook", "JrsSettings", "async_connection_kwargs"]

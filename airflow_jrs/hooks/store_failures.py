@@ -39,8 +39,8 @@ from airflow_jrs.exceptions import (
     StoreUnavailableError,
     UnsupportedSchemaVersionError,
 )
-from airflow_jrs.redis_diagnosis import diagnose
 from airflow_jrs.store.clients import apply_client_policy, client_retry
+from airflow_jrs.store.diagnosis import unavailable_line
 
 if TYPE_CHECKING:
     from airflow_jrs.hooks.jrs import JrsHook
@@ -61,20 +61,7 @@ NEEDS_A_PERSON: tuple[type[Exception], ...] = (
 
 def explain(exc: StoreUnavailableError, *, conn_id: str, server: str, password: str | None = None) -> str:
     """One line: the connection id and host, what failed, what is wrong and what to do."""
-    cause = exc.__cause__
-    what = exc.what or "use the job result store"
-    if cause is not None:
-        sentence = diagnose(cause, conn=f"connection {conn_id!r}", server=server).sentence()
-    else:  # raised by the store itself (e.g. an entry that changed under a write): its words
-        sentence = str(exc).rstrip(" .") + "."
-    line = (
-        f"job result store unavailable: could not {what} (namespace {exc.namespace!r}, "
-        f"connection {conn_id!r}, Redis {server}): {sentence}"
-    )
-    line = " ".join(line.split())
-    if password:
-        line = line.replace(password, "***")
-    return line
+    return unavailable_line(exc, conn=f"connection {conn_id!r}", server=server, password=password)
 
 
 def _password(hook: JrsHook) -> str | None:

@@ -84,10 +84,12 @@ def kill_attempt(op: Any) -> bool:
 
 
 def task_payload(op: Any, context: Mapping[str, Any], outcome: Outcome) -> dict[str, Any]:
-    """The task's return value; a reused result raises ``AirflowSkipException`` with ``skip_when_done``."""
+    """The task's return value; a reused result raises ``AirflowSkipException`` with ``skip_when_done``.
+
+    The reuse line (which run computed it, how to recompute) is logged once, by the attempt
+    (:meth:`~airflow_jrs.protocol.attempt.JobAttempt.run`), into the task log it was handed."""
     if outcome.kind == SKIPPED and outcome.entry is not None:
         entry = outcome.entry
-        op.log.info("%s (%s)", recompute.describe_reuse(outcome.job_id, entry), outcome.reason)
         payload = entry_payload(entry, skipped=True)
         if op.skip_when_done:
             context["ti"].xcom_push(key=SKIPPED_RESULT_KEY, value=payload)

@@ -22,6 +22,7 @@ from airflow_jrs.lease import DEFAULT_LEASE_TTL, JobLease, LeaseHolder, default_
 from airflow_jrs.store import RedisJobResultStore, validate_namespace
 from airflow_jrs.store.clients import client_from_url
 from airflow_jrs.store.requests import RecomputeRequests
+from airflow_jrs.store.server import Namespaces, find_namespaces, namespace_has_keys
 from airflow_jrs.store.stop_requests import StopRequests
 
 
@@ -106,6 +107,14 @@ class JobNamespace:
     def held_leases(self) -> dict[str, LeaseHolder]:
         """Every lease held now, by job id: who computes what (a SCAN; see :func:`~airflow_jrs.lease.held_leases`)."""
         return held_leases(self.client, self.namespace)
+
+    def in_use(self) -> bool:
+        """Does the namespace hold any key? A wrong namespace must not read as an empty store."""
+        return namespace_has_keys(self.client, self.namespace)
+
+    def namespaces_on_server(self) -> Namespaces:
+        """The namespaces the server holds (a bounded SCAN): which one a user may have meant."""
+        return find_namespaces(self.client, self.namespace)
 
     def fresh(self) -> JobNamespace:
         """The same namespace and settings on a client of its own, with none of this one's

@@ -6,9 +6,11 @@ import ``airflow_jrs``: install the package there (``pip install airflow-jrs`` i
 environment or image; in local and client mode the driver is the worker's Python, where the
 provider is installed already), or ship a zip of the package with ``py_files``/``--py-files``.
 
-Note: ``import airflow_jrs.spark`` first runs ``airflow_jrs/__init__.py``, which imports the job
-result store and therefore the ``redis`` client library (but not Airflow). The driver's Python
-needs ``redis`` installed as well.
+``import airflow_jrs.spark`` runs ``airflow_jrs/__init__.py`` first, which imports the store,
+the lease and Airflow's classes lazily: the driver's Python needs neither ``redis`` nor
+``psutil`` nor Airflow. What the driver shares with the rest (the fence and the file names it
+gives, the commit-marker error) is defined in this subpackage and imported from here by the
+rest, never the other way round (a test in ``tests/unit/test_architecture.py`` holds it).
 
 The one contract between an application and the operator is the commit marker written by
 :func:`write_commit_marker` (see :mod:`airflow_jrs.spark.commit` for why it exists);

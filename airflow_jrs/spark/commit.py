@@ -41,8 +41,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from airflow_jrs.exceptions import CorruptCommitMarkerError
 from airflow_jrs.spark.conf import CONF_FENCE, CONF_JOB_ID, CONF_NAMESPACE, CONF_OUTPUT_DIR
+from airflow_jrs.spark.errors import CorruptCommitMarkerError
 
 MARKER_NAME = "_JRS_COMMIT.json"
 MARKER_VERSION = 1

@@ -11,12 +11,12 @@ client or cluster deploy mode: the driver can always read its own checkpoint are
     {"v": 1, "kind": "stop" | "cancel", "fence": 7, "nonce": "a1..", "requested_at": "...", "by": "on_kill"}
 
 A request names the fence of the attempt it is meant for: the token and, when the lease has
-one, its owner nonce (:mod:`airflow_jrs.store.fence`). A driver ignores a request for another
+one, its owner nonce (:mod:`airflow_jrs.spark.fence`). A driver ignores a request for another
 fence, so a stale request never stops the next attempt, nor another holder a failover handed
 the same token. A cancel is never downgraded to a stop (:func:`write_request`).
 
 ``ended-fence-<N>-<nonce>.json`` (``ended-fence-<N>.json`` for a fence without a nonce: the
-name is ``ended-`` + :func:`airflow_jrs.paths.fence_name`) -- written by the driver of that
+name is ``ended-`` + :func:`airflow_jrs.spark.fence.fence_name`) -- written by the driver of that
 fence when its query ended on its own terms, before the application exits. Named by the whole
 identity: after a failover re-issued token ``N``, the earlier holder's file is not this one's::
 
@@ -36,8 +36,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_jrs.paths import fence_name
-from airflow_jrs.store.fence import nonce_of
+from airflow_jrs.spark.fence import fence_name, nonce_of
 
 STOP = "stop"
 CANCEL = "cancel"

@@ -54,7 +54,7 @@ from airflow_jrs.spark.control import (
     outcome_path,
     request_path,
 )
-from airflow_jrs.store.fence import Fence
+from airflow_jrs.spark.fence import Fence
 
 log = logging.getLogger(__name__)
 

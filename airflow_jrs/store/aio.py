@@ -20,7 +20,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from airflow_jrs.exceptions import JrsConfigError, redis_errors
+from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.store import scripts
 from airflow_jrs.store.entries import (
     READ_CHUNK,
@@ -31,6 +31,7 @@ from airflow_jrs.store.entries import (
     quarantine_call,
     quarantined_error,
 )
+from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.keys import KeySpace
 from airflow_jrs.store.model import JobResultEntry, validate_job_id
 from airflow_jrs.store.serde import event_job_id

@@ -19,8 +19,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from airflow_jrs.exceptions import JobResultEntryError, redis_errors
+from airflow_jrs.exceptions import JobResultEntryError
 from airflow_jrs.store.entries import READ_CHUNK, NeedsQuarantine, as_bytes, decode_stored, quarantined_error
+from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.model import JobResultEntry, validate_job_id
 
 if TYPE_CHECKING:

@@ -34,7 +34,11 @@ READ_CHUNK = 500
 
 
 class NeedsQuarantine(Exception):
-    """The bytes are not an entry of this job; the caller moves them to quarantine."""
+    """The bytes are not an entry of this job; the caller moves them to quarantine.
+
+    A control-flow signal inside the store, not an error: it never leaves it (the caller
+    quarantines the bytes and raises :class:`~airflow_jrs.exceptions.CorruptJobResultError`),
+    so it is no :class:`~airflow_jrs.exceptions.JrsError`."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)

@@ -16,49 +16,22 @@ fenced script compares both (``fence_ok`` in :mod:`~airflow_jrs.store.scripts`):
 so everything that shows or orders fences is unchanged) that also carries the nonce. What a
 script receives is :func:`fence_arg`: ``"<token>:<nonce>"`` in ONE argument, or the bare token
 for a lease taken by a version without nonces (a rolling upgrade), or ``''`` for no fence.
+:class:`Fence` and :func:`nonce_of` are defined in :mod:`airflow_jrs.spark.fence`: a PySpark
+driver needs them without the store.
 """
 
 from __future__ import annotations
 
-import re
 import secrets
-from typing import Any
 
-_IDENTITY = re.compile(r"^(\d+)(?::([0-9a-f]+))?$")
+from airflow_jrs.spark.fence import Fence, nonce_of
+
+__all__ = ["Fence", "fence_arg", "new_nonce", "nonce_of", "same_fence"]
 
 
 def new_nonce() -> str:
     """A fresh owner nonce: 16 hex digits, never meant to repeat (64 random bits)."""
     return secrets.token_hex(8)
-
-
-class Fence(int):
-    """A fencing token (the ``int``) and the owner nonce of the lease that handed it out."""
-
-    nonce: str | None
-
-    def __new__(cls, token: int, nonce: str | None = None) -> Fence:
-        self = super().__new__(cls, int(token))
-        if nonce is not None and not re.fullmatch(r"[0-9a-f]+", nonce):
-            raise ValueError(f"an owner nonce is lower-case hex, got {nonce!r}")
-        self.nonce = nonce or None
-        return self
-
-    @property
-    def identity(self) -> str:
-        """``"<token>:<nonce>"`` (or the bare token without a nonce): what fenced scripts compare."""
-        return f"{int(self)}:{self.nonce}" if self.nonce else str(int(self))
-
-    @classmethod
-    def parse(cls, raw: str) -> Fence:
-        """The inverse of :attr:`identity`; raises ``ValueError`` for anything else."""
-        match = _IDENTITY.match(raw.strip())
-        if match is None:
-            raise ValueError(f"not a fence (<token> or <token>:<nonce>): {raw!r}")
-        return cls(int(match.group(1)), match.group(2))
-
-    def __reduce__(self) -> tuple[Any, ...]:  # copy, deepcopy (dataclasses.asdict), pickle
-        return (Fence, (int(self), self.nonce))
 
 
 def fence_arg(fence: int | None) -> str:
@@ -69,11 +42,6 @@ def fence_arg(fence: int | None) -> str:
     if isinstance(fence, Fence):
         return fence.identity
     return str(int(fence))
-
-
-def nonce_of(fence: int | None) -> str | None:
-    """The owner nonce ``fence`` carries, if any."""
-    return fence.nonce if isinstance(fence, Fence) else None
 
 
 def same_fence(a: int | None, b: int | None) -> bool:

@@ -24,7 +24,6 @@ from airflow_jrs.exceptions import (
     LeaseLostError,
     NoSuchJobResultError,
     StoreUnavailableError,
-    redis_errors,
 )
 from airflow_jrs.store import scripts
 from airflow_jrs.store.base import UNSUCCESSFUL_ONLY, JobResultStore, Supersede
@@ -39,6 +38,7 @@ from airflow_jrs.store.entries import (
     quarantine_call,
     quarantined_error,
 )
+from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.fence import fence_arg
 from airflow_jrs.store.keys import KeySpace
 from airflow_jrs.store.model import Actor, EntryState, HistoryReason, JobResult, JobResultEntry, utcnow

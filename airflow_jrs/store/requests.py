@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_jrs.exceptions import redis_errors
 from airflow_jrs.store.entries import as_str
+from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.keys import KeySpace
 
 #: Seconds a job's request marks are kept after the last request was recorded (400 days).

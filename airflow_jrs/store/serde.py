@@ -39,6 +39,7 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from airflow_jrs.exceptions import JrsError
 from airflow_jrs.store.model import Actor, Attempt, EntryState, HistoryNote, JobResult, JobResultEntry, JobStatus
 
 SCHEMA_VERSION = 2
@@ -76,7 +77,7 @@ def _fingerprint_from_compact(value: object) -> str:
         raise ValueError(f"'F' is not base64url: {value!r}") from None
 
 
-class EntryDecodeError(Exception):
+class EntryDecodeError(JrsError):
     """Stored bytes are not an entry this version understands (``version`` set when newer)."""
 
     def __init__(self, reason: str, version: object = None) -> None:

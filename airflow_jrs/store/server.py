@@ -21,8 +21,8 @@ from typing import Any
 
 import redis as redis_lib
 
-from airflow_jrs.exceptions import redis_errors
 from airflow_jrs.store.entries import as_str
+from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.keys import PREFIX, KeySpace
 
 

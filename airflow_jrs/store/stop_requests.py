@@ -27,9 +27,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_jrs.exceptions import redis_errors
 from airflow_jrs.store import scripts
 from airflow_jrs.store.entries import as_str
+from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.keys import KeySpace
 
 STOP = "stop"

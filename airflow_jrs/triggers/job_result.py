@@ -153,7 +153,7 @@ class JobResultTrigger(BaseTrigger):
                         self.log.warning(
                             "Lost Redis (%s) while waiting for %s in namespace %r; reconnecting in %.2fs "
                             "and re-reading the store",
-                            exc,  # our words (redis_diagnosis), not the server's
+                            exc,  # our words (store.diagnosis), not the server's
                             self.job_ids,
                             self.namespace,
                             delay,

@@ -68,7 +68,9 @@ def test_a_reused_result_says_which_run_computed_it_and_how_to_recompute(jrs_env
     assert payload["reused"] is True and payload["skipped"] is True
     assert payload["attempt"]["run_id"] == RUN
     out, err = capfd.readouterr()
-    line = next(line for line in (out + err).splitlines() if "reusing" in line)
+    lines = [line for line in (out + err).splitlines() if "reusing" in line]
+    assert len(lines) == 1, lines  # once, not by the attempt and again by the operator
+    line = lines[0]
     assert f"Job {JOB}: reusing its SUCCEEDED result (clean)" in line and f"by run {RUN}" in line
     assert f"airflow-jrs recompute {JOB}" in line and "Recompute button" in line
     assert committed._hook is None and jrs_env.launches() == 0

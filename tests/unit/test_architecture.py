@@ -3,6 +3,8 @@
 * the import graph of ``airflow_jrs`` has no circle;
 * the store, the lease, the pure job rules and the PySpark helpers import no Airflow;
 * triggers never import operators;
+* the PySpark helpers (``airflow_jrs.spark``) import nothing of airflow_jrs outside themselves,
+  and importing them in a fresh interpreter loads neither Redis, Airflow, psutil nor the store;
 * only ``store/``, ``lease.py`` and ``intent.py`` talk to Redis: nobody else imports the key
   layout, the scripts or the encoding, builds keys, or sends raw commands.
 """
@@ -10,6 +12,9 @@
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,7 +34,6 @@ AIRFLOW_FREE = (
     "airflow_jrs.supervisor",
     "airflow_jrs.stream_requests",
     "airflow_jrs.exceptions",
-    "airflow_jrs.redis_diagnosis",
     "airflow_jrs.identity",
     "airflow_jrs.paths",
     "airflow_jrs.payload",
@@ -156,6 +160,30 @@ def test_only_the_store_the_lease_and_the_intent_talk_to_redis(name):
         }
     )
     assert not calls, f"{name} sends raw Redis commands: {calls}"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if _within(n, ("airflow_jrs.spark",))))
+def test_the_spark_helpers_import_only_themselves(name):
+    outside = sorted(m for m in _edges(name) if not _within(m, ("airflow_jrs.spark",)))
+    assert not outside, f"{name} imports {outside}: a PySpark driver may lack what they import"
+
+
+def test_importing_the_spark_helpers_loads_no_redis_airflow_psutil_or_store():
+    # A fresh interpreter: this one has imported everything already. The package root runs
+    # first, so this proves its laziness too.
+    helpers = sorted(n for n in MODULES if _within(n, ("airflow_jrs.spark",)))
+    forbidden = ["redis", "airflow", "psutil", "airflow_jrs.store"]
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {helpers!r}:\n"
+        "    importlib.import_module(name)\n"
+        f"print(json.dumps(sorted(m for m in sys.modules "
+        f"if any(m == f or m.startswith(f + '.') for f in {forbidden!r}))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent)
+    assert done.returncode == 0, done.stderr
+    assert len(helpers) >= 6
+    assert json.loads(done.stdout) == []
 
 
 def test_the_checks_see_what_they_check():

@@ -13,8 +13,9 @@ import pytest
 import redis
 from redis._parsers.base import BaseParser
 
-from airflow_jrs.exceptions import StoreUnavailableError, redis_errors
-from airflow_jrs.redis_diagnosis import diagnose
+from airflow_jrs.exceptions import StoreUnavailableError
+from airflow_jrs.store.diagnosis import diagnose
+from airflow_jrs.store.errors import redis_errors
 
 CONN, SERVER = "connection 'jrs_default'", "redis.internal:6380"
 

@@ -28,6 +28,7 @@ case              when                                        retryable  what to
 
 "Retryable" means waiting (a failover, a restart, an eviction, a freed connection) can fix
 it without anyone changing a setting; the rest needs a person. No Airflow, no I/O here.
+:func:`unavailable_line` is the one line a task's log and the CLI print for a failed store.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ import ssl
 from dataclasses import dataclass
 
 import redis as redis_lib
+
+from airflow_jrs.exceptions import StoreUnavailableError
 
 #: getaddrinfo's "no such name" codes: EAI_NONAME, EAI_AGAIN, EAI_NODATA (-5 on glibc).
 _DNS_ERRNOS = {socket.EAI_NONAME, socket.EAI_AGAIN, -5}
@@ -88,6 +91,31 @@ def quote_server_text(text: str, limit: int = 160) -> str:
     return f'"{one_line}"'
 
 
+#: The refusals the server words itself, in the order they are told apart: the case, redis-py's
+#: exception classes for it, the error codes its reply starts with (also inside a script's
+#: error, see :func:`_code`), and phrases of replies that carry no code.
+_REPLIES: tuple[tuple[str, tuple[type[BaseException], ...], tuple[str, ...], tuple[str, ...]], ...] = (
+    ("noperm", (redis_lib.exceptions.NoPermissionError,), ("NOPERM",), ()),
+    (
+        "auth",
+        (redis_lib.exceptions.AuthenticationError, redis_lib.exceptions.AuthorizationError),
+        ("NOAUTH", "WRONGPASS"),
+        ("HELLO MUST BE CALLED", "INVALID PASSWORD", "AUTH <PASSWORD> CALLED WITHOUT ANY PASSWORD"),
+    ),
+    ("readonly", (redis_lib.exceptions.ReadOnlyError,), ("READONLY",), ()),
+    ("oom", (redis_lib.exceptions.OutOfMemoryError,), ("OOM",), ()),
+    ("loading", (redis_lib.exceptions.BusyLoadingError,), ("LOADING",), ()),
+)
+
+
+def _reply_kind(exc: BaseException, upper: str) -> str | None:
+    """The case of :data:`_REPLIES` that ``exc`` (whose chain's text is ``upper``) is, if any."""
+    for kind, classes, codes, phrases in _REPLIES:
+        if isinstance(exc, classes) or any(_code(upper, c) for c in codes) or any(p in upper for p in phrases):
+            return kind
+    return None
+
+
 #: What a task's reader is told about a passing fault; a terminal's reader is not (``retry=None``).
 AIRFLOW_RETRIES = "Airflow will retry"
 
@@ -114,7 +142,8 @@ def diagnose(
     chain = _chain(exc)
     words = " ".join(_text(e) for e in chain)
     upper = words.upper()
-    if isinstance(exc, redis_lib.exceptions.NoPermissionError) or _code(upper, "NOPERM"):
+    kind = _reply_kind(exc, upper)
+    if kind == "noperm":
         denied = re.search(r"permissions? to (?:run|access) (.*?)(?:$|\.)", words, re.IGNORECASE)
         what = f" ({denied.group(0).rstrip('.')})" if denied else ""
         return Problem(
@@ -123,21 +152,14 @@ def diagnose(
             f"Redis refused the command: the ACL user of {conn} lacks a permission{what}",
             f"grant that user the rule in docs/security.md for this namespace, or fix the namespace of {conn}",
         )
-    if (
-        isinstance(exc, redis_lib.exceptions.AuthenticationError | redis_lib.exceptions.AuthorizationError)
-        or _code(upper, "NOAUTH")
-        or _code(upper, "WRONGPASS")
-        or "HELLO MUST BE CALLED" in upper
-        or "INVALID PASSWORD" in upper
-        or "AUTH <PASSWORD> CALLED WITHOUT ANY PASSWORD" in upper
-    ):
+    if kind == "auth":
         return Problem(
             "auth",
             False,
             f"the Redis server{at} needs a password (or the user or password is wrong)",
             f"set the ACL user and password in {conn} (login and password fields, or redis://user:password@host)",
         )
-    if isinstance(exc, redis_lib.exceptions.ReadOnlyError) or _code(upper, "READONLY"):
+    if kind == "readonly":
         return Problem(
             "readonly",
             True,
@@ -149,14 +171,14 @@ def diagnose(
                 else "running the command again may reach the new one)"
             ),
         )
-    if isinstance(exc, redis_lib.exceptions.OutOfMemoryError) or _code(upper, "OOM"):
+    if kind == "oom":
         return Problem(
             "oom",
             True,
             f"Redis{at} is out of memory (maxmemory with noeviction) and refuses writes",
             then("free memory or raise maxmemory (keep noeviction: evicting results would re-run jobs)"),
         )
-    if isinstance(exc, redis_lib.exceptions.BusyLoadingError) or _code(upper, "LOADING"):
+    if kind == "loading":
         return Problem(
             "loading",
             True,
@@ -229,3 +251,28 @@ def diagnose(
 def describe_server(host: object, port: object) -> str:
     """``host:port`` for messages (never credentials)."""
     return f"{host}:{port}"
+
+
+def unavailable_line(
+    exc: StoreUnavailableError,
+    *,
+    conn: str,
+    server: str,
+    password: str | None = None,
+    retry: str | None = AIRFLOW_RETRIES,
+) -> str:
+    """One line for a store that failed: where it is (``conn`` and ``server``, never the
+    password: ``password`` is masked should the server's words carry it), what could not be
+    done, what is wrong and what to do. A task's log (``retry`` as is) and a terminal
+    (``retry=None``) say it alike."""
+    cause = exc.__cause__
+    if cause is not None:
+        sentence = diagnose(cause, conn=conn, server=server, retry=retry).sentence()
+    else:  # raised by the store itself (an entry that changed under a write): its own words
+        sentence = str(exc).rstrip(" .") + "."
+    line = (
+        f"job result store unavailable: could not {exc.what or 'use the job result store'} "
+        f"(namespace {exc.namespace!r}, {conn}, Redis {server}): {sentence}"
+    )
+    line = " ".join(line.split())
+    return line.replace(password, "***") if password else line
