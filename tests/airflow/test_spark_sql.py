@@ -220,3 +220,34 @@ def test_on_kill_mid_statement_stops_the_session_and_records_nothing(jrs_env):
     assert jrs_env.store.get_entry(JOB) is None  # no result of any kind
     assert not list(jrs_env.output_root.rglob("_JRS_COMMIT.json"))  # no marker: nothing vouched for
     assert pyspark.SparkContext._active_spark_context is None
+
+
+@pytest.mark.spark
+def test_the_flights_sql_dag_computes_a_day_once_and_its_second_run_starts_no_session(jrs_env, monkeypatch, tmp_path):
+    import importlib.util
+
+    from jrs_testbench.helpers import ROOT
+
+    monkeypatch.setenv("JRS_SPARK_EVENT_LOG_DIR", jrs_env.spark.uri)
+    monkeypatch.setenv("JRS_FLIGHTS_LANDING", str(tmp_path / "landing"))
+
+    def dag() -> Any:
+        spec = importlib.util.spec_from_file_location(
+            f"flights_sql_{time.monotonic_ns()}", ROOT / "dags" / "flights_sql.py"
+        )
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.dag
+
+    run = dag().test(logical_date=DAY)
+    states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+    assert set(states.values()) == {"success"}, states
+    (entry,) = assert_clean_outputs_exist(jrs_env.store)
+    assert entry.job_id == "flights_sql.carriers.2013-01-01"
+    assert entry.result.metrics["flights"] == 842 and entry.result.metrics["statements"] == 3
+    assert jrs_env.launches() == 1
+
+    run = dag().test(logical_date=DAY)  # the same date again: committed
+    assert {str(ti.state) for ti in run.get_task_instances()} == {"success"}
+    assert jrs_env.launches() == 1, "a session started for a committed job"
