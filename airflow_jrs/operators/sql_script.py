@@ -29,10 +29,10 @@ _PLACEHOLDER = re.compile(r"\{jrs_[A-Za-z0-9_.\-]*\}")
 def script_text(sql: str) -> str:
     """The SQL to run: ``sql`` itself, or the content of the file it names.
 
-    Airflow reads a ``.sql``/``.hql`` file it finds in the DAG's template search path and
-    templates its content before the task runs (``template_ext``); what still names a file
-    after that (an absolute path outside the search path) is read here, as the provider's
-    ``spark-sql -f`` would, without templating."""
+    In a task Airflow has already replaced a ``.sql``/``.hql`` name by the file's templated
+    content (``template_ext``; a name it cannot find fails the rendering). What still names a
+    file here was not rendered (``execute`` called directly, as in tests): it is read as the
+    provider's ``spark-sql -f`` would, without templating."""
     candidate = sql.strip()
     if candidate.endswith(SQL_FILE_SUFFIXES) and not any(ch.isspace() for ch in candidate):
         if not os.path.isfile(candidate):
