@@ -27,10 +27,13 @@ function calls from other modules: bump ``job_version`` when that changes.
 
 Sessions: ``local[*]`` (no connection), or the connection's master (``local[N]``,
 ``spark://host:port``) as the provider resolves it, with its extras and then
-``config_kwargs`` as Spark conf. Spark Connect (``sc://``, a ``spark_connect`` connection) and
-other masters (YARN, Kubernetes) are refused with :class:`~airflow_jrs.exceptions.JrsConfigError`
-for now: the driver must live in the task process for the lease alone to be enough (see
-:mod:`.session_launcher`).
+``config_kwargs`` as Spark conf. Spark Connect: a ``spark_connect`` connection (or
+``spark.remote`` in ``config_kwargs``) runs the function on a remote session of its own,
+recorded in the job's intent and tagged with the job and fence, which a retry reattaches to
+(:mod:`.connect_launcher`); ``config_kwargs`` are then runtime session conf and ``sc`` is
+``None`` (a Connect session has no SparkContext). Other masters (YARN, Kubernetes) are refused
+with :class:`~airflow_jrs.exceptions.JrsConfigError`: the driver must live in the task process
+for the lease alone to be enough (see :mod:`.session_launcher`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.providers.apache.spark.operators.spark_pyspark import PySparkOperator
 from airflow.providers.common.compat.sdk import BaseHook
 from airflow.sdk.exceptions import (
@@ -52,11 +56,13 @@ from airflow_jrs.exceptions import (
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.hooks.store_failures import airflow_failures
 from airflow_jrs.identity import default_job_id, function_fingerprint
+from airflow_jrs.operators.connect_launcher import ConnectLauncher
 from airflow_jrs.operators.guarded import attempt_from_context, kill_attempt, policy_for, run_attempt, task_payload
 from airflow_jrs.operators.links import JobResultLink
-from airflow_jrs.operators.session_launcher import JobContext, SessionLauncher
+from airflow_jrs.operators.session_launcher import JobContext
 from airflow_jrs.protocol import JobAttempt, JobSpec
 from airflow_jrs.protocol.recovery import PREDECESSOR_POLICIES
+from airflow_jrs.spark.commit import is_connect_session
 
 __all__ = ["SESSION_KEYS", "JrsPySparkOperator"]
 
@@ -97,7 +103,9 @@ class JrsPySparkOperator(PySparkOperator):
     :param accept_changed_fingerprint: skip on any SUCCEEDED result, even for other code/arguments
     :param output_root: where fenced output folders live (default ``[jrs] output_root``)
     :param predecessor: ``"wait"`` (default) or ``"stop"``: a predecessor's driver still on this
-        host (it dies with its task process; this covers the moment it takes)
+        host (it dies with its task process; this covers the moment it takes), or, with Spark
+        Connect, a dead predecessor's operations still running in its session on the server
+        (``"stop"`` interrupts them; ``"wait"`` waits, then adopts its output if it committed)
     """
 
     template_fields: Sequence[str] = (*PySparkOperator.template_fields, "job_id", "job_version", "outputs")
@@ -166,7 +174,7 @@ class JrsPySparkOperator(PySparkOperator):
         fp = function_fingerprint(self.python_callable, self.op_args, self.op_kwargs, self.job_version)
         context_merge(context, self.op_kwargs, templates_dict=self.templates_dict)
         kwargs = dict(self.determine_kwargs(context))
-        launcher = SessionLauncher(
+        launcher = ConnectLauncher(
             self._bind(kwargs), self._session_settings, callable_name=_qualified_name(self.python_callable),
             log=self.log,
         )  # fmt: skip
@@ -187,7 +195,9 @@ class JrsPySparkOperator(PySparkOperator):
         args = list(self.op_args)
 
         def call(spark: Any, job: JobContext) -> Any:
-            given = {"spark": spark, "sc": spark.sparkContext, "jrs": job}
+            given = {"spark": spark, "jrs": job}
+            if "sc" in wanted:  # a Spark Connect session has no SparkContext (its property raises)
+                given["sc"] = None if is_connect_session(spark) else spark.sparkContext
             return self.python_callable(*args, **{**kwargs, **{key: given[key] for key in wanted}})
 
         return call
@@ -197,7 +207,11 @@ class JrsPySparkOperator(PySparkOperator):
         """(master, conf) the way the provider's ``PySparkOperator.execute_callable`` resolves them:
         ``local[*]``, else the connection's ``host:port`` or host, its extras as conf, then
         ``config_kwargs``; ``spark.master`` in either wins. Refuses what this launcher cannot
-        make safe (the driver must live in this process)."""
+        make safe (the driver must live in this process). Or the Spark Connect URL and session
+        conf (:meth:`_connect_settings`)."""
+        remote = self._connect_settings()
+        if remote is not None:
+            return remote
         conf: dict[str, str] = {"spark.app.name": f"{self.dag_id}-{self.task_id}"}
         url = "local[*]"
         if self.conn_id:
@@ -225,6 +239,21 @@ class JrsPySparkOperator(PySparkOperator):
                 "and Kubernetes."
             )
         return master, conf
+
+    def _connect_settings(self) -> tuple[str, dict[str, str]] | None:
+        """(``sc://`` URL, session conf) when the session is remote, as the provider resolves it:
+        a ``spark_connect`` connection's URL (host, port, login as ``user_id``, password as
+        ``token``, ``use_ssl``), then ``spark.remote`` in ``config_kwargs``. Its other extras and
+        ``config_kwargs`` become runtime conf of the session; ``None``: not Spark Connect."""
+        conf = {str(k): str(v) for k, v in (self.config_kwargs or {}).items()}
+        remote = conf.pop("spark.remote", None)
+        if self.conn_id:
+            conn = BaseHook.get_connection(self.conn_id)
+            if conn.conn_type == SparkConnectHook.conn_type:
+                url = SparkConnectHook(self.conn_id).get_connection_url()
+                extras = {str(k): str(v) for k, v in conn.extra_dejson.items() if k != SparkConnectHook.PARAM_USE_SSL}
+                return remote or url, {**extras, **conf}
+        return (remote, conf) if remote else None
 
     # -- kill ---------------------------------------------------------------------------------
     def on_kill(self) -> None:

@@ -151,9 +151,7 @@ class SessionLauncher(Launcher):
         with self._lock:
             self._session = spark
             stopped = self._stopped
-        done = threading.Event()
-        fence = threading.Thread(target=self._self_fence, args=(launch, done), name="jrs-self-fence", daemon=True)
-        fence.start()
+        done = self._start_self_fence(launch)
         try:
             if stopped:
                 raise RuntimeError(f"job {launch.job_id}: stopped while the session started")
@@ -168,6 +166,12 @@ class SessionLauncher(Launcher):
             with self._lock:
                 self._session = None
             spark.stop()
+
+    def _start_self_fence(self, launch: Launch) -> threading.Event:
+        """Start :meth:`_self_fence`; set the event it returns once the session is gone."""
+        done = threading.Event()
+        threading.Thread(target=self._self_fence, args=(launch, done), name="jrs-self-fence", daemon=True).start()
+        return done
 
     def _self_fence(self, launch: Launch, done: threading.Event) -> None:
         """Stop the session once the lease could not be renewed for most of its TTL, before the key

@@ -248,7 +248,7 @@ class JobAttempt:
         intent = Intent(
             job_id=job_id, fence=token, spec_uri=intents.spec_uri(job_id, token), staging=staging,
             app_name=launch.app_name, host=socket.gethostname(), pid=os.getpid(), started_at=time.time(),
-            fingerprint=run.fingerprint,
+            fingerprint=run.fingerprint, **launcher.intent_fields(),
         )  # fmt: skip
         intents.record(intent, {**spec, "fingerprint": run.fingerprint, "attempt": run.attempt.__dict__})
         reached("after_intent")

@@ -118,6 +118,18 @@ class Launcher:
         launches on this host, by their command line (:func:`local_predecessors`)."""
         return local_predecessors(namespace, job_id)
 
+    def predecessors_of(self, namespace: str, stale: Intent) -> list[Predecessor]:
+        """Live applications of the attempt whose intent ``stale`` is: by default
+        :meth:`find_predecessors` with the application id it recorded. A launcher that records
+        more in the intent (:meth:`intent_fields`: a Spark Connect session) looks there."""
+        known = [stale.application_id] if stale.application_id else []
+        return self.find_predecessors(namespace, stale.job_id, known)
+
+    def intent_fields(self) -> dict[str, Any]:
+        """Fields of :class:`~airflow_jrs.intent.Intent` this launch fills in before it runs
+        (after :meth:`prepare`), for a successor's :meth:`predecessors_of`."""
+        return {}
+
     def before_resubmit(self, stale: Intent) -> None:
         """Raise when a predecessor's application may run unseen and a new launch could run beside it."""
 

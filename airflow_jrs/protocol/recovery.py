@@ -101,8 +101,7 @@ def recover(run: JobRun, *, launcher: Launcher, predecessor: str, log: Any) -> t
         job_id, stale.fence, stale.pid, stale.host, stale.submit_pid, stale.application_id,
     )  # fmt: skip
     beat = _settle_supervised_predecessor(run, stale.fence, predecessor, log)
-    known = [stale.application_id] if stale.application_id else []
-    predecessors = launcher.find_predecessors(run.jobs.namespace, job_id, known)
+    predecessors = launcher.predecessors_of(run.jobs.namespace, stale)
     if predecessors:
         names = [p.description for p in predecessors]
         if predecessor == "stop":

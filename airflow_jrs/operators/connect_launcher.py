@@ -1,0 +1,248 @@
+"""A Spark Connect session as the protocol's launcher (``@task.jrs_pyspark`` on a ``spark_connect`` connection).
+
+With Spark Connect the driver is a long-running server and the task process a thin client, so
+the lease alone is not enough, unlike :mod:`.session_launcher`: a task process that dies (SIGKILL,
+a lost worker) leaves its query running on the server, for minutes (until the server's detached
+timeout), and a retry must never run beside it. What the server offers for that, proved on a
+real server by ``tests/spark/test_spark_connect.py``:
+
+* a session is a UUID the *client* picks. :class:`ConnectLauncher` picks it before the launch and
+  records it in the job's intent (:attr:`airflow_jrs.intent.Intent.session_id`), before the
+  session exists on the server (intent before side effect);
+* every operation the attempt starts carries a tag naming the job and fence (:func:`job_tag`);
+* only a client of the SAME session reaches its operations: a successor reattaches with
+  ``sc://host:port/;session_id=<id>`` and asks the server (``GetStatus``) whether the session
+  still runs an operation, or interrupts the tag (``predecessor="stop"``). It closes its channel
+  and never releases the predecessor's session (``spark.stop()`` would, interrupting it);
+* ``INVALID_HANDLE.SESSION_NOT_FOUND`` / ``SESSION_CLOSED``: nothing of the predecessor runs.
+
+A committed job builds no client at all (the protocol decides before :meth:`prepare`): an unused
+Connect client still opens its session at process exit (pyspark's ``atexit`` ML-cache cleanup).
+The attempt's own session is released when it ends, and on a kill or a lost lease
+(:meth:`ConnectLauncher.stop`: interrupt the tag, then release, so no further operation can start).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.operators.session_launcher import SessionLauncher, metrics_of
+from airflow_jrs.protocol.launcher import Launch, Predecessor
+from airflow_jrs.spark.commit import is_connect_session, write_commit_marker
+from airflow_jrs.spark.conf import job_conf
+
+if TYPE_CHECKING:
+    from airflow_jrs.intent import Intent
+
+#: Operation states in which an operation does no more Spark work (TERMINATING: its work is done,
+#: its results wait for a client).
+ENDED_STATES = frozenset(
+    {"OPERATION_STATE_TERMINATING", "OPERATION_STATE_SUCCEEDED", "OPERATION_STATE_FAILED", "OPERATION_STATE_CANCELLED"}
+)
+#: What the server answers for a session it does not hold (never opened, released, expired).
+GONE = ("SESSION_NOT_FOUND", "SESSION_CLOSED")
+#: Conf the Connect builder cannot apply to a running session (and the provider sets for classic ones).
+NOT_SESSION_CONF = ("spark.remote", "spark.master", "spark.app.name")
+
+
+def job_tag(namespace: str, job_id: str, fence: int) -> str:
+    """The tag on every operation of one attempt: ``jrs-<ns>-<job>-f<fence>`` (Spark refuses a
+    tag with a comma, so commas become ``_``)."""
+    return re.sub(r",", "_", f"jrs-{namespace}-{job_id}-f{int(fence)}")
+
+
+def session_url(url: str, session_id: str) -> str:
+    """``url`` (``sc://host:port[/;params]``) with ``session_id=<id>`` added to its parameters."""
+    base, _, params = url.partition("/;")
+    kept = [p for p in params.split(";") if p]
+    return f"{base.rstrip('/')}/;" + ";".join([*kept, f"session_id={session_id}"])
+
+
+def redacted(url: str) -> str:
+    """``url`` without its ``token=`` parameter: what the spec and the logs may keep."""
+    return re.sub(r"(;|/;)token=[^;]*", r"\1token=***", url)
+
+
+def _client(url: str) -> Any:
+    """A bare Connect client: no default/active session is set, no RPC until one is called."""
+    from pyspark.sql.connect.client import SparkConnectClient
+
+    return SparkConnectClient(connection=url)
+
+
+def session_running(url: str) -> bool:
+    """Does the session of ``url`` (it names a ``session_id``) still run an operation?
+
+    Asks the server (``GetStatus``); a session the server does not hold runs nothing. Closes the
+    channel (never releases the session: that would interrupt what it runs). Raises on any other
+    error: unknown is not "no"."""
+    from pyspark.errors.exceptions.connect import SparkConnectException
+    from pyspark.sql.connect.proto import base_pb2
+
+    names = base_pb2.GetStatusResponse.OperationStatus.OperationState
+    client = _client(url)
+    try:
+        resp = client._get_operation_statuses()
+    except SparkConnectException as exc:
+        if any(gone in str(exc) for gone in GONE):
+            return False
+        raise
+    finally:
+        client.close()
+    return any(names.Name(s.state) not in ENDED_STATES for s in resp.operation_statuses)
+
+
+def interrupt_tag(url: str, tag: str) -> list[str]:
+    """Interrupt the operations tagged ``tag`` in the session of ``url``; their operation ids.
+    Only when the session exists (an Interrupt RPC must not open a session that never was)."""
+    if not session_running(url):
+        return []
+    client = _client(url)
+    try:
+        return list(client.interrupt_tag(tag) or [])
+    finally:
+        client.close()
+
+
+class ConnectLauncher(SessionLauncher):
+    """One attempt's Spark Connect session: open (under a recorded id), tag, call, commit marker, release.
+
+    The operator hands it every attempt: when the settings (resolved at launch only, so a
+    committed job looks up no connection) name no ``sc://`` URL, it is the in-process
+    :class:`SessionLauncher` it extends."""
+
+    name = "spark connect"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.session_id: str | None = None
+        self.tag: str | None = None
+
+    def _remote(self) -> bool:
+        """Is the session remote? Resolves the settings once (a connection look-up)."""
+        if self._resolved is None:
+            self._resolved = self.settings()
+        return self._resolved[0].startswith("sc://")
+
+    def prepare(self, launch: Launch) -> dict[str, Any]:
+        self._resolved = None  # resolved anew for each launch, like the session launcher's
+        if not self._remote():
+            return super().prepare(launch)
+        assert self._resolved is not None
+        url, conf = self._resolved
+        if "session_id=" in url:
+            raise JrsConfigError(
+                f"job {launch.job_id}: the Spark Connect URL {redacted(url)} names a session_id; each attempt "
+                "opens a session of its own (recorded in the intent so that a retry can reach it). Remove "
+                "session_id from the connection."
+            )
+        self.session_id = str(uuid.uuid4())
+        self.tag = job_tag(launch.namespace, launch.job_id, launch.fence)
+        return {
+            "launcher": "spark-connect", "callable": self.callable_name, "remote": redacted(url),
+            "conf": conf, "session_id": self.session_id, "tag": self.tag,
+        }  # fmt: skip
+
+    def intent_fields(self) -> dict[str, Any]:
+        return {"session_id": self.session_id} if self.session_id else {}
+
+    def run(self, launch: Launch) -> None:
+        if not self._remote():
+            return super().run(launch)
+        from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+        assert self._resolved is not None
+        url, conf = self._resolved
+        assert self.session_id is not None and self.tag is not None, "prepare() picks the session id"
+        with self._lock:
+            if self._stopped:  # killed or lost the lease before the session existed
+                raise RuntimeError(f"job {launch.job_id}: stopped before the session started")
+            # the builder of pyspark.sql.connect, not pyspark.sql's: that one sets SPARK_REMOTE and
+            # SPARK_CONNECT_MODE_ENABLED in os.environ, which every later spark-submit would inherit
+            spark = RemoteSparkSession.builder.remote(session_url(url, self.session_id)).create()
+            self._session = spark
+        self.log.info(
+            "Job %s: Spark Connect session %s on %s, operations tagged %s.",
+            launch.job_id, self.session_id, redacted(url), self.tag,
+        )  # fmt: skip
+        done = self._start_self_fence(launch)
+        try:
+            settings = {k: v for k, v in conf.items() if k not in NOT_SESSION_CONF}
+            fenced = job_conf(job_id=launch.job_id, namespace=launch.namespace, fence=launch.fence,
+                              output_dir=launch.staging)  # fmt: skip
+            for key, value in {**settings, **fenced}.items():
+                spark.conf.set(key, str(value))  # runtime conf only: a static key fails here, naming itself
+            spark.addTag(self.tag)
+            with self._lock:
+                if self._stopped:
+                    raise RuntimeError(f"job {launch.job_id}: stopped while the session started")
+            metrics = metrics_of(self.call(spark, self.context(launch)), self.log)
+            with self._lock:
+                if self._stopped:  # a function that swallowed the interrupt: its output is not complete
+                    raise RuntimeError(f"job {launch.job_id}: stopped before its commit marker was written")
+                self._marker_folder(launch.staging)
+                # LAST: the marker vouches for every byte the function wrote (spark/commit.py).
+                write_commit_marker(spark, launch.staging, metrics)
+        finally:
+            done.set()
+            with self._lock:
+                self._session = None
+            spark.stop()  # releases the session: whatever still runs in it (another thread's) ends
+
+    def _marker_folder(self, staging: str) -> None:
+        """The client writes the marker: its folder must exist here. A function that wrote nothing
+        under ``jrs.output`` leaves none; one that wrote through the server where this worker does
+        not see it is the misconfiguration to name (the marker would vouch for unseen data)."""
+        local = staging[len("file://") :] if staging.startswith("file://") else staging
+        if "://" in local or os.path.isdir(local):
+            return
+        self.log.warning(
+            "The output folder %s does not exist on this worker; creating it for the commit marker. If the "
+            "function wrote data there through the Spark Connect server, the server and this worker do not "
+            "share that path: put the output root on storage both see (shared disk, NFS, a mounted bucket).",
+            staging,
+        )
+        os.makedirs(local, exist_ok=True)
+
+    def predecessors_of(self, namespace: str, stale: Intent) -> list[Predecessor]:
+        """The predecessor's Connect session while it still runs an operation; a predecessor
+        that recorded no session (it ran with another launcher) is looked for as a local driver."""
+        if not stale.session_id or not self._remote():
+            return super().predecessors_of(namespace, stale)
+        assert self._resolved is not None
+        url = self._resolved[0]
+        remote = session_url(url, stale.session_id)
+        if not session_running(remote):
+            return []
+        tag = job_tag(namespace, stale.job_id, stale.fence)
+
+        def stop() -> None:
+            interrupted = interrupt_tag(remote, tag)
+            self.log.warning("Interrupted the predecessor's operations %s (tag %s).", interrupted, tag)
+
+        description = f"Spark Connect session {stale.session_id} (tag {tag}) on {redacted(url)}"
+        return [Predecessor(description=description, alive=lambda: session_running(remote), stop=stop)]
+
+    def stop(self) -> None:
+        """Interrupt the attempt's tagged operations, then release its session (no further
+        operation can start in it). From a signal handler or the lease renewer's thread, on
+        RPCs of their own. Never raises."""
+        with self._lock:
+            spark = self._session
+            remote = spark is not None and is_connect_session(spark)
+            if remote:
+                self._stopped = True
+        if not remote:
+            return super().stop()  # nothing runs yet (it marks the launcher stopped), or an in-process session
+        try:
+            spark.interruptTag(self.tag)
+        except Exception as exc:
+            self.log.warning("Could not interrupt the Spark Connect operations tagged %s: %s", self.tag, exc)
+        try:
+            spark.stop()
+        except Exception as exc:
+            self.log.warning("Could not release the Spark Connect session %s: %s", self.session_id, exc)
