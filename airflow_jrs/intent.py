@@ -20,10 +20,11 @@ from typing import Any
 import fsspec
 import redis as redis_lib
 
-from airflow_jrs.exceptions import CorruptIntentError, LeaseLostError, redis_errors
+from airflow_jrs.exceptions import CorruptIntentError, HeartbeatGone, LeaseLostError, StaleHeartbeat
 from airflow_jrs.paths import fence_name, spec_path
 from airflow_jrs.store import scripts
 from airflow_jrs.store.entries import as_str
+from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.fence import Fence, fence_arg, nonce_of
 from airflow_jrs.store.keys import KeySpace
 
@@ -315,24 +316,3 @@ class Heartbeats:
             stop_requested=bool(doc.get("stop")),
             ttl_ms=int(ttl_ms),
         )
-
-
-class StaleHeartbeat(Exception):
-    """A newer fence owns the job's heartbeat: this supervisor's spark-submit must stop."""
-
-    def __init__(self, job_id: str, fence: int) -> None:
-        super().__init__(f"job {job_id!r}: a newer attempt owns the heartbeat; fence {fence} stops")
-        self.job_id = job_id
-        self.fence = fence
-
-
-class HeartbeatGone(StaleHeartbeat):
-    """A later beat found its heartbeat gone: it expired before its TTL (a clock step on the
-    Redis host, a failover to a replica with another clock, a pause), so a successor may run."""
-
-    def __init__(self, job_id: str, fence: int) -> None:
-        Exception.__init__(
-            self, f"job {job_id!r}: the heartbeat of fence {fence} is gone (expired early); fence {fence} stops"
-        )
-        self.job_id = job_id
-        self.fence = fence
