@@ -61,6 +61,14 @@ def default_job_id(context: Mapping[str, Any]) -> str:
     return validate_job_id(job_id)
 
 
+def job_id_for(job_id: str | None, context: Mapping[str, Any]) -> str:
+    """The job id of a task instance: its rendered ``job_id`` when it has one, else
+    :func:`default_job_id` of ``context``. The one rule the operators, the start-in-triggerer
+    trigger and ``airflow-jrs plan`` apply, so they can never name one job differently (an empty
+    rendering counts as none, as Airflow's ``or`` in the operators always had it)."""
+    return validate_job_id(job_id) if job_id else default_job_id(context)
+
+
 def fingerprint(
     *,
     application_bytes: bytes | None,

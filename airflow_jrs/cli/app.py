@@ -60,7 +60,7 @@ def _destructive(p: argparse.ArgumentParser) -> None:
 
 
 def _dag_range(p: argparse.ArgumentParser, required: bool) -> None:
-    p.add_argument("--dag-id", required=required, help="the DAG whose JrsSparkSubmitOperator tasks define the jobs")
+    p.add_argument("--dag-id", required=required, help="the DAG whose guarded Spark tasks define the jobs")
     p.add_argument("--from-date", type=common.when, required=required, help="first logical date, e.g. 2013-01-01")
     p.add_argument("--to-date", type=common.when, required=required, help="last logical date (inclusive)")
     p.add_argument("--dags-folder", help="where the DAG file is (default: \\[core] dags_folder)")

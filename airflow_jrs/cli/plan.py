@@ -1,20 +1,24 @@
 """``plan``: what a backfill would compute, before anyone starts it; and the jobs of a date range.
 
 A backfill with ``--reprocess-behavior completed`` creates a run for every interval in the
-range; each JrsSparkSubmitOperator task then asks the store and runs Spark or not by the
-decision table (:mod:`airflow_jrs.decision`). ``plan`` asks the same questions without running
-anything, so the cost of a backfill is known before it is paid. A run that exists already is
-run again with its conf: when that conf asks to recompute (``jrs_recompute``), ``plan`` applies
-the task's own rule (:func:`airflow_jrs.recompute.verdict`: a request acts once) to say "run"
-or "skip", reading from Airflow's metadata DB which runs exist.
+range; each guarded task (JrsSparkSubmitOperator, JrsPySparkOperator, ``@task.jrs_pyspark``,
+JrsSparkSqlOperator and their start-in-triggerer variants) then asks the store and runs Spark
+or not by the decision table (:mod:`airflow_jrs.decision`). ``plan`` asks the same questions
+without running anything, so the cost of a backfill is known before it is paid. A run that
+exists already is run again with its conf: when that conf asks to recompute
+(``jrs_recompute``), ``plan`` applies the task's own rule (:func:`airflow_jrs.recompute.verdict`:
+a request acts once) to say "run" or "skip", reading from Airflow's metadata DB which runs exist.
 
-The job ids come from the DAG itself (loaded with Airflow's DagBag) and the operator's own
-rule: :func:`airflow_jrs.identity.default_job_id` for tasks without ``job_id``; a templated
-``job_id`` is rendered with the interval's values (``ds``, ``ds_nodash``, ``ts``,
-``logical_date``, ``data_interval_start``/``end``, ``dag``, ``task``, ``ti.dag_id``/
-``ti.task_id``, ``dag_id``, ``task_id``). A template needing anything else (XCom, a Variable,
-a macro) is refused by name rather than guessed. Mapped tasks are left out: their job ids
-depend on an expansion known only at run time.
+The guarded tasks are found by their marker (:mod:`airflow_jrs.protocol.guarded_task`), not
+by importing operator classes. The job ids come from the DAG itself (loaded with Airflow's
+DagBag) and the operators' own rule (:func:`airflow_jrs.identity.job_id_for`): the default
+id for tasks without ``job_id``; a templated ``job_id`` is rendered with the interval's
+values (``ds``, ``ds_nodash``, ``ts``, ``logical_date``, ``data_interval_start``/``end``,
+``dag``, ``task``, ``ti.dag_id``/``ti.task_id``, ``dag_id``, ``task_id``). A template needing
+anything else (XCom, a Variable, a macro) is refused by name rather than guessed. Mapped tasks
+(and tasks in mapped groups) are left out, and named: their job ids depend on an expansion
+known only at run time. Fingerprints follow each kind's rule
+(:func:`~airflow_jrs.protocol.guarded_task.planned_fingerprint`).
 """
 
 from __future__ import annotations
@@ -37,12 +41,15 @@ from airflow_jrs.exceptions import (
     JobResultQuarantinedError,
     JrsConfigError,
 )
-from airflow_jrs.identity import application_fingerprint, default_job_id
+from airflow_jrs.identity import job_id_for
+from airflow_jrs.protocol.guarded_task import guarded_kind, is_templated, planned_fingerprint
 from airflow_jrs.recompute import RECOMPUTE_KEY, read_request, verdict
-from airflow_jrs.store import JobResultEntry, validate_job_id
+from airflow_jrs.store import JobResultEntry
 from airflow_jrs.store.batch_read import read_entries
 from airflow_jrs.store.requests import RecomputeRequests
 
+#: What the error for a DAG without one names (the marker, not this list, decides what counts).
+GUARDED_OPERATORS = "JrsSparkSubmitOperator, JrsPySparkOperator, @task.jrs_pyspark, JrsSparkSqlOperator"
 RENDERABLE = "ds, ds_nodash, ts, ts_nodash, logical_date, data_interval_start/end, dag, task, ti, dag_id, task_id"
 
 
@@ -141,25 +148,40 @@ def _render(template: str, dag: Any, task: Any, info: Any, compiled: dict[str, A
         ) from None
 
 
+def _is_mapped(task: Any) -> bool:
+    """Mapped itself, or inside a mapped task group: its job ids carry a map index known at run time."""
+    if getattr(task, "is_mapped", False):
+        return True
+    group = getattr(task, "get_closest_mapped_task_group", None)
+    return group is not None and group() is not None
+
+
+def guarded_tasks(dag: Any) -> tuple[list[Any], list[str]]:
+    """The DAG's guarded tasks (:mod:`airflow_jrs.protocol.guarded_task`: whatever runs Spark
+    through the job result store, operators and ``@task.jrs_pyspark`` alike), and the task ids of
+    the mapped ones, which are left out. Asks the marker, not the operator classes."""
+    tasks, mapped = [], []
+    for task in dag.tasks:
+        if not _is_mapped(task):
+            if guarded_kind(task):
+                tasks.append(task)
+        elif guarded_kind(getattr(task, "operator_class", None)) or guarded_kind(task):
+            mapped.append(task.task_id)
+    return tasks, mapped
+
+
 def job_ids(dag: Any, start: datetime, end: datetime) -> tuple[list[tuple[Any, Any, str]], list[str]]:
-    """``(interval, task, job id)`` for every JrsSparkSubmitOperator task and interval, and notes."""
-    from airflow_jrs.operators.spark import JrsSparkSubmitOperator
-
+    """``(interval, task, job id)`` for every guarded task and interval, and notes."""
     notes: list[str] = []
-    tasks = [t for t in dag.tasks if isinstance(t, JrsSparkSubmitOperator)]
-    from airflow.sdk.definitions.mappedoperator import MappedOperator
-
-    mapped = [
-        t.task_id
-        for t in dag.tasks
-        if isinstance(t, MappedOperator)
-        and isinstance(t.operator_class, type)
-        and issubclass(t.operator_class, JrsSparkSubmitOperator)
-    ]
+    tasks, mapped = guarded_tasks(dag)
     if mapped:
         notes.append(f"left out mapped tasks {mapped}: their job ids depend on the run's expansion")
     if not tasks:
-        raise CliError(f"DAG {dag.dag_id!r} has no JrsSparkSubmitOperator task; nothing to plan", NOT_FOUND)
+        raise CliError(
+            f"DAG {dag.dag_id!r} has no guarded task ({GUARDED_OPERATORS}){' besides mapped ones' if mapped else ''}; "
+            "nothing to plan",
+            NOT_FOUND,
+        )
     infos = _intervals(dag, start, end)
     if not infos:
         raise CliError(
@@ -171,31 +193,24 @@ def job_ids(dag: Any, start: datetime, end: datetime) -> tuple[list[tuple[Any, A
     compiled: dict[str, Any] = {}
     for info in infos:
         for task in tasks:
-            if task.job_id:
-                templated = "{{" in task.job_id or "{%" in task.job_id
-                raw = _render(task.job_id, dag, task, info, compiled) if templated else task.job_id
-                job_id = validate_job_id(raw)
-            else:
-                interval = info.data_interval
-                context = {
-                    "ti": SimpleNamespace(dag_id=dag.dag_id, task_id=task.task_id, map_index=-1),
-                    "partition_key": getattr(info, "partition_key", None),
-                    "data_interval_start": interval.start if interval else None,
-                    "logical_date": info.logical_date,
-                    "run_id": f"backfill__{info.run_after.isoformat()}",
-                }
-                job_id = default_job_id(context)
-            out.append((info, task, job_id))
+            template = task.job_id
+            rendered = _render(template, dag, task, info, compiled) if is_templated(template) else template
+            interval = info.data_interval
+            context = {
+                "ti": SimpleNamespace(dag_id=dag.dag_id, task_id=task.task_id, map_index=-1),
+                "partition_key": getattr(info, "partition_key", None),
+                "data_interval_start": interval.start if interval else None,
+                "logical_date": info.logical_date,
+                "run_id": f"backfill__{info.run_after.isoformat()}",
+            }
+            out.append((info, task, job_id_for(rendered, context)))
     return out, notes
 
 
 def _fingerprint(task: Any) -> str | None:
     """The task's fingerprint when it does not depend on templating; ``None`` (counts as the same
     job, as the decision table says for unknown fingerprints) otherwise."""
-    parts = [task.application, *(task.application_args or []), task.job_version or ""]
-    if any("{{" in str(p) or "{%" in str(p) for p in parts):
-        return None
-    return application_fingerprint(task.application, task.application_args, task.job_version)
+    return planned_fingerprint(task)
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,7 @@ def _by_dates(ctx: Ctx, api: AirflowApi) -> list[Target]:
     if a.task:
         unknown = sorted(set(a.task) - {p.task_id for p in planned})
         if unknown:
-            raise CliError(f"DAG {a.dag_id!r} has no JrsSparkSubmitOperator task {unknown}; check --task", USAGE)
+            raise CliError(f"DAG {a.dag_id!r} has no guarded Spark task named {unknown}; check --task", USAGE)
         planned = [p for p in planned if p.task_id in a.task]
     if a.dry_run and not api.has_credentials:  # a preview without credentials: no run ids
         runs: dict[float, str] = {}

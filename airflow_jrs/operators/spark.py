@@ -44,7 +44,7 @@ from airflow_jrs.exceptions import (
 )
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.hooks.store_failures import airflow_failures
-from airflow_jrs.identity import application_fingerprint, default_job_id
+from airflow_jrs.identity import application_fingerprint, job_id_for
 from airflow_jrs.operators.deploy_mode_choice import deploy_mode_for
 from airflow_jrs.operators.deploy_modes import DeployMode
 from airflow_jrs.operators.guarded import attempt_from_context, kill_attempt, policy_for, run_attempt, task_payload
@@ -100,6 +100,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
     )
     ui_color = "#fdd9b5"
     operator_extra_links = (JobResultLink(), SparkApplicationLink())
+    jrs_guarded = "application"  # what the fingerprint covers; the CLI plans by it (protocol/guarded_task.py)
 
     def __init__(
         self,
@@ -181,7 +182,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             return run_unguarded(self, context, hook, exc)
 
     def _execute_guarded(self, context: Any, hook: JrsHook) -> dict[str, Any]:
-        job_id = self.job_id or default_job_id(context)
+        job_id = job_id_for(self.job_id, context)
         self.job_id = job_id
         fp = application_fingerprint(self.application, self.application_args, self.job_version)
         attempt = JobAttempt(

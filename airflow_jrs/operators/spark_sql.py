@@ -49,7 +49,7 @@ from airflow.sdk.exceptions import AirflowTaskTerminated, AirflowTaskTimeout
 from airflow_jrs.exceptions import JrsConfigError, JrsError, StoreUnavailableError
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.hooks.store_failures import airflow_failures
-from airflow_jrs.identity import default_job_id, sql_fingerprint
+from airflow_jrs.identity import job_id_for, sql_fingerprint
 from airflow_jrs.operators.guarded import attempt_from_context, kill_attempt, policy_for, run_attempt, task_payload
 from airflow_jrs.operators.links import JobResultLink
 from airflow_jrs.operators.session_launcher import JobContext, SessionLauncher
@@ -111,6 +111,7 @@ class JrsSparkSqlOperator(SparkSqlOperator):
     template_fields: Sequence[str] = (*SparkSqlOperator.template_fields, "job_id", "job_version", "outputs", "tables")
     ui_color = "#fdd9b5"
     operator_extra_links = (JobResultLink(),)
+    jrs_guarded = "sql"  # what the fingerprint covers; the CLI plans by it (protocol/guarded_task.py)
 
     def __init__(
         self,
@@ -179,7 +180,7 @@ class JrsSparkSqlOperator(SparkSqlOperator):
             raise
 
     def _execute_guarded(self, context: Any, hook: JrsHook) -> dict[str, Any]:
-        job_id = self.job_id = self.job_id or default_job_id(context)
+        job_id = self.job_id = job_id_for(self.job_id, context)
         outputs = self.outputs or {"output": ""}
         statements = self.statements()
         check_placeholders(statements, outputs)

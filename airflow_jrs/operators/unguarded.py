@@ -26,7 +26,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 from airflow_jrs.exceptions import StoreUnavailableError
 from airflow_jrs.hooks.jrs import JrsHook
-from airflow_jrs.identity import default_job_id
+from airflow_jrs.identity import job_id_for
 from airflow_jrs.paths import staging_root
 from airflow_jrs.spark.conf import fill_placeholders, job_conf
 
@@ -36,7 +36,7 @@ UNGUARDED_PREFIX = "unguarded-"
 
 def run_unguarded(op: Any, context: Any, hook: JrsHook, exc: StoreUnavailableError) -> dict[str, Any]:
     """Run ``op``'s Spark application without lease, intent or result; return its payload."""
-    job_id = op.job_id or default_job_id(context)
+    job_id = job_id_for(op.job_id, context)
     s = hook.settings
     op.log.error(
         "Job %s: RUNNING SPARK WITHOUT THE JOB RESULT STORE (on_store_unavailable=run): %s "

@@ -31,7 +31,7 @@ task instance in the triggerer because they appear in ``start_trigger_args.trigg
 *and* in the operator's ``template_fields`` (``BaseTrigger.task_instance`` setter). The
 default job id needs the task instance's context (dag id, task id, data interval, map
 index); the trigger keeps the context it was rendered with and calls
-:func:`~airflow_jrs.identity.default_job_id`, the worker's own rule.
+:func:`~airflow_jrs.identity.job_id_for`, the worker's own rule.
 
 Fingerprint: computed exactly as the worker does (application file content when
 ``application`` is a local file readable *by the triggerer*, else its path string). When the
@@ -53,7 +53,7 @@ from airflow.triggers.base import BaseTrigger, TaskSkippedEvent, TaskSuccessEven
 from airflow_jrs import recompute
 from airflow_jrs.decision import decide
 from airflow_jrs.exceptions import CleanupError, JobResultEntryError, JrsConfigError
-from airflow_jrs.identity import application_fingerprint, default_job_id
+from airflow_jrs.identity import application_fingerprint, job_id_for
 from airflow_jrs.payload import DECIDED_IN_TRIGGERER, SKIPPED_RESULT_KEY, entry_payload, submitted_job_ids
 from airflow_jrs.store import AsyncRedisJobResultStore, JobResultEntry, validate_job_id
 from airflow_jrs.store.requests import seen_async
@@ -266,9 +266,7 @@ class StartInTriggererSubmitTrigger(StartInTriggererTrigger):
         }
 
     def _job_id(self) -> str:
-        if self.job_id:
-            return validate_job_id(self.job_id)
-        return default_job_id(self._task_context())
+        return job_id_for(self.job_id, self._task_context())
 
     async def _decide(self) -> TriggerEvent:
         job_id = self._job_id()  # the worker's own rules, for identity and fingerprint
