@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from jrs_testbench.redis_server import EmbeddedRedis
+from jrs_testbench.spark_connect import SparkConnectServer
 
 
 @pytest.fixture(scope="session")
@@ -93,3 +94,21 @@ def _no_spark_connect_mode_leak() -> Iterator[None]:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkConnectServer]:
+    """A Spark Connect server (pyspark's own, ``local[2]``, 512 MB driver) on free ports.
+
+    Started only by the tests that ask for it (tests/spark and tests/airflow share this one),
+    stopped at the end of the session whatever the outcome (its whole process group is killed
+    if SIGTERM does not end it). Its log is printed with a failing startup; ``server.log_path``
+    points at it otherwise.
+    """
+    server = SparkConnectServer(tmp_path_factory.mktemp("spark-connect"))
+    server.start()
+    print(f"\nSpark Connect server {server.url} up in {server.startup_seconds:.1f}s (UI {server.ui_url})")
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -199,7 +199,7 @@ def test_the_fingerprint_follows_the_source_the_arguments_and_job_version():
     )
 
 
-def test_the_provider_registers_task_jrs_pyspark_and_refuses_spark_connect(monkeypatch):
+def test_the_provider_registers_task_jrs_pyspark_on_spark_connect_and_refuses_yarn(monkeypatch):
     from airflow.sdk import DAG, task
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_T", json.dumps({"conn_type": "spark_connect", "host": "sc://h"}))
@@ -215,8 +215,7 @@ def test_the_provider_registers_task_jrs_pyspark_and_refuses_spark_connect(monke
     assert function_source(op.python_callable).startswith("def job(")  # the decorator line is not the computation
     from airflow_jrs.exceptions import JrsConfigError
 
-    with pytest.raises(JrsConfigError, match=r"Spark Connect .* not supported"):
-        op._session_settings()
+    assert op._session_settings() == ("sc://h/", {})  # the Connect launcher's remote session
     op.conn_id, op.config_kwargs = None, {"spark.master": "yarn"}
     with pytest.raises(JrsConfigError, match="only local"):
         op._session_settings()
