@@ -2,8 +2,9 @@
 
 Airflow decides what a backfill runs from its metadata DB (which DAG runs exist), not from
 results: after a metadata-DB reset, a move to a new deployment, a renamed DAG or a moved
-namespace, ``airflow backfill create`` runs every date again, and each JrsSparkSubmitOperator
-task then skips its committed job: cheap, but one scheduled task instance per job and date.
+namespace, ``airflow backfill create`` runs every date again, and each guarded task
+(:mod:`airflow_jrs.protocol.guarded_task`) then skips its committed job: cheap, but one
+scheduled task instance per job and date.
 This command asks the store first, with the job ids ``airflow-jrs plan`` derives
 (:func:`airflow_jrs.cli.plan.job_ids`: the operator's own rule), one pipelined read per batch
 of dates (:func:`airflow_jrs.store.batch_read.read_entries`), and creates runs only for the
@@ -274,8 +275,8 @@ def _explain(ctx: Ctx, plans: list[DatePlan], summary: dict[str, int]) -> int:
         f"without --missing-only nothing is created. `airflow backfill create --dag-id {a.dag_id} "
         f"--from-date {a.from_date.date()} --to-date {a.to_date.date()}` creates a run for each of the "
         f"{summary['dates']} dates that has none in Airflow's metadata DB (it looks at runs, not results): "
-        f"every JrsSparkSubmitOperator task of those runs is scheduled and skips a committed job "
-        f"({tasks} submit tasks at most). `airflow-jrs backfill --missing-only` asks the store and creates "
+        f"every guarded task of those runs is scheduled and skips a committed job "
+        f"({tasks} guarded tasks at most). `airflow-jrs backfill --missing-only` asks the store and creates "
         f"runs for the {summary['dates_to_run']} dates where some job is not committed, in "
         f"{summary['backfills']} Airflow backfills; add --dry-run to see only this table"
     )

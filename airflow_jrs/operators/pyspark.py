@@ -55,7 +55,7 @@ from airflow_jrs.exceptions import (
 )
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.hooks.store_failures import airflow_failures
-from airflow_jrs.identity import default_job_id, function_fingerprint
+from airflow_jrs.identity import function_fingerprint, job_id_for
 from airflow_jrs.operators.connect_launcher import ConnectLauncher
 from airflow_jrs.operators.guarded import attempt_from_context, kill_attempt, policy_for, run_attempt, task_payload
 from airflow_jrs.operators.links import JobResultLink
@@ -111,6 +111,7 @@ class JrsPySparkOperator(PySparkOperator):
     template_fields: Sequence[str] = (*PySparkOperator.template_fields, "job_id", "job_version", "outputs")
     ui_color = "#fdd9b5"
     operator_extra_links = (JobResultLink(),)
+    jrs_guarded = "function"  # what the fingerprint covers; the CLI plans by it (protocol/guarded_task.py)
 
     def __init__(
         self,
@@ -170,7 +171,7 @@ class JrsPySparkOperator(PySparkOperator):
     def _execute_guarded(self, context: Any, hook: JrsHook) -> dict[str, Any]:
         from airflow.providers.common.compat.sdk import context_merge
 
-        job_id = self.job_id = self.job_id or default_job_id(context)
+        job_id = self.job_id = job_id_for(self.job_id, context)
         fp = function_fingerprint(self.python_callable, self.op_args, self.op_kwargs, self.job_version)
         context_merge(context, self.op_kwargs, templates_dict=self.templates_dict)
         kwargs = dict(self.determine_kwargs(context))
