@@ -278,3 +278,48 @@ def test_on_kill_interrupts_the_attempts_query_and_releases_its_session(
     assert not session_running(session_url(connect_server.url, intent.session_id))  # released: SESSION_CLOSED
     assert lines(control / "done") == [] and connect_env.store.get_entry(JOB) is None
     print(f"\non_kill -> no running Spark job of the attempt's tag: {latency:.2f}s ({type(raised[0]).__name__})")
+
+
+#: A task process whose SIGTERM handler calls ``on_kill`` on the executing (main) thread, as
+#: Airflow's task runner does: the handler runs while that thread waits in the query's gRPC stream.
+SIGTERM_TASK = """
+import signal, sys
+sys.path.insert(0, sys.argv[1])
+import test_connect_task as t
+op = t.operator(sys.argv[2])
+signal.signal(signal.SIGTERM, lambda *_: op.on_kill())
+try:
+    op.execute(t.context(1))
+except BaseException as exc:
+    print("RAISED", type(exc).__name__, flush=True)
+    sys.exit(3)
+print("SUCCEEDED", flush=True)
+"""
+
+
+def test_on_kill_from_a_sigterm_handler_on_the_querying_thread_ends_the_query(
+    connect_env: Any, connect_server: SparkConnectServer, control: Path
+) -> None:
+    (control / "seconds").write_text("60")
+    task = subprocess.Popen(
+        [sys.executable, "-W", "ignore", "-c", SIGTERM_TASK, str(HERE), str(control)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        intent = wait_until(lambda: task.poll() is None and intent_of(connect_env), "the attempt's intent")
+        tag = job_tag(connect_env.namespace, JOB, intent.fence)
+
+        def running() -> bool:
+            assert task.poll() is None, task.communicate()[1][-3000:]
+            return bool(connect_server.running_jobs(intent.session_id, tag))
+
+        wait_until(running, "the tagged query on the server")
+        task.send_signal(signal.SIGTERM)
+        out, err = task.communicate(timeout=120)
+    finally:
+        if task.poll() is None:
+            task.kill()
+    assert task.returncode == 3 and "RAISED" in out, (out, err[-3000:])
+    wait_until(lambda: not connect_server.running_jobs(intent.session_id, tag), "the query to end")
+    assert "SUCCEEDED" not in {j["status"] for j in connect_server.jobs(intent.session_id, tag)}
+    assert lines(control / "done") == [] and connect_env.store.get_entry(JOB) is None
