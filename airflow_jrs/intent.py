@@ -22,11 +22,12 @@ import redis as redis_lib
 
 from airflow_jrs.exceptions import CorruptIntentError, HeartbeatGone, LeaseLostError, StaleHeartbeat
 from airflow_jrs.paths import fence_name, spec_path
-from airflow_jrs.store import scripts
-from airflow_jrs.store.entries import as_str
+from airflow_jrs.store import intent_scripts as scripts
+from airflow_jrs.store import lua
 from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.fence import Fence, fence_arg, nonce_of
 from airflow_jrs.store.keys import KeySpace
+from airflow_jrs.store.read_rules import as_str
 
 INTENT_VERSION = 1
 
@@ -108,7 +109,7 @@ class IntentStore:
                 keys=[self.keys.lease(intent.job_id), self.keys.intent(intent.job_id)],
                 args=[fence_arg(intent.fence), intent.to_json()],
             )
-        if code == scripts.STALE_FENCE:
+        if code == lua.STALE_FENCE:
             raise LeaseLostError(
                 f"job {intent.job_id!r}: fencing token {intent.fence} lost the lease before "
                 "its intent was recorded; not submitting Spark.",
@@ -183,20 +184,20 @@ class IntentStore:
                 keys=[self.keys.lease(intent.job_id), self.keys.intent(intent.job_id)],
                 args=[fence_arg(intent.fence), intent.to_json()],
             )
-        if code == scripts.STALE_FENCE:
+        if code == lua.STALE_FENCE:
             raise LeaseLostError(
                 f"job {intent.job_id!r}: fencing token {intent.fence} no longer holds the lease; "
                 "its intent is left to the holder",
                 job_id=intent.job_id,
                 fence=intent.fence,
             )
-        return bool(code == scripts.OK)
+        return bool(code == lua.OK)
 
     def clear(self, job_id: str, fence: int) -> None:
         """Drop the intent of an attempt that ends without a result (fenced)."""
         with redis_errors(f"clear the intent of job {job_id!r}", self.namespace, job_id):
             code = self._clear(keys=[self.keys.lease(job_id), self.keys.intent(job_id)], args=[fence_arg(fence)])
-        if code == scripts.STALE_FENCE:
+        if code == lua.STALE_FENCE:
             raise LeaseLostError(
                 f"job {job_id!r}: fencing token {fence} no longer holds the lease; intent left to the holder",
                 job_id=job_id,
@@ -283,9 +284,9 @@ class Heartbeats:
         with redis_errors(f"renew the heartbeat of job {job_id!r}", self.namespace, job_id):
             args: list[str | int] = [fence_arg(fence), ttl_ms, host, pid, child, "1" if first else "0"]
             code, request = self._beat(keys=keys, args=args)
-        if int(code) == scripts.STALE_FENCE:
+        if int(code) == lua.STALE_FENCE:
             raise StaleHeartbeat(job_id, fence)
-        if int(code) == scripts.HEARTBEAT_GONE:
+        if int(code) == lua.HEARTBEAT_GONE:
             raise HeartbeatGone(job_id, fence)
         return as_str(request) or None
 

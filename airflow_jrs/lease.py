@@ -35,12 +35,13 @@ from typing import Any
 import redis as redis_lib
 
 from airflow_jrs.exceptions import JrsConfigError, LeaseHeldError, LeaseLostError
-from airflow_jrs.store import scripts
-from airflow_jrs.store.entries import as_str
+from airflow_jrs.store import lease_scripts as scripts
 from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.fence import Fence, fence_arg, new_nonce
 from airflow_jrs.store.keys import KeySpace
+from airflow_jrs.store.lua import ACQUIRED
 from airflow_jrs.store.model import validate_job_id
+from airflow_jrs.store.read_rules import as_str
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +160,7 @@ class JobLease:
 
     def _acquire_keys(self) -> list[str]:
         """The keys of ACQUIRE_LEASE; TAKE_OVER_LEASE uses the same, so both count on one fence."""
-        return [self.keys.lease(self.job_id), self.keys.fence_counter, self.keys.fence(self.job_id)]
+        return [self.keys.lease(self.job_id), self.keys.fence_counter]
 
     def acquire(self) -> Fence:
         """Take the lease and return its fence (the token, carrying this lease's nonce), or raise
@@ -170,7 +171,7 @@ class JobLease:
                 keys=self._acquire_keys(),
                 args=[json.dumps(self.owner), self.ttl_ms, int(time.time() * 1000), self.nonce],
             )
-        if int(reply[0]) == scripts.ACQUIRED:
+        if int(reply[0]) == ACQUIRED:
             self.token = Fence(int(reply[1]), self.nonce)
             self.renewed_at = sent
             return self.token
@@ -191,7 +192,7 @@ class JobLease:
                 keys=self._acquire_keys(),
                 args=[fence_arg(dead.fence), json.dumps(self.owner), self.ttl_ms, int(time.time() * 1000), self.nonce],
             )
-        if int(reply[0]) == scripts.ACQUIRED:
+        if int(reply[0]) == ACQUIRED:
             self.token = Fence(int(reply[1]), self.nonce)
             self.renewed_at = sent
             return self.token

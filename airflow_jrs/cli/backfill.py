@@ -42,7 +42,7 @@ from airflow_jrs.cli.plan import RENDERABLE, _fingerprint, job_ids, load_dag
 from airflow_jrs.decision import decide
 from airflow_jrs.exceptions import JobResultEntryError
 from airflow_jrs.store.batch_read import read_entries
-from airflow_jrs.store.entries import READ_CHUNK
+from airflow_jrs.store.read_rules import READ_CHUNK
 
 #: How often the command looks at a backfill's runs while it waits for them.
 POLL_SECONDS = 2.0

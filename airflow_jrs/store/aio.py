@@ -2,7 +2,7 @@
 
 Triggers run in Airflow's triggerer, one event loop shared by every deferred task: a blocking
 read would stall them all. This class reads with the same keys and the same rules as
-:class:`~airflow_jrs.store.redis.RedisJobResultStore` (:mod:`.entries`: a corrupt entry is
+:class:`~airflow_jrs.store.redis.RedisJobResultStore` (:mod:`.read_rules`: a corrupt entry is
 quarantined and raises, a quarantined one raises, a newer schema raises; never "missing"),
 and errors are the same :mod:`airflow_jrs.exceptions` (``StoreUnavailableError.retryable``
 tells a lost connection from a refusal). It writes nothing but the quarantine move.
@@ -21,8 +21,11 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from airflow_jrs.exceptions import JrsConfigError
-from airflow_jrs.store import scripts
-from airflow_jrs.store.entries import (
+from airflow_jrs.store import result_scripts
+from airflow_jrs.store.errors import redis_errors
+from airflow_jrs.store.keys import KeySpace
+from airflow_jrs.store.model import JobResultEntry, validate_job_id
+from airflow_jrs.store.read_rules import (
     READ_CHUNK,
     NeedsQuarantine,
     as_bytes,
@@ -31,9 +34,6 @@ from airflow_jrs.store.entries import (
     quarantine_call,
     quarantined_error,
 )
-from airflow_jrs.store.errors import redis_errors
-from airflow_jrs.store.keys import KeySpace
-from airflow_jrs.store.model import JobResultEntry, validate_job_id
 from airflow_jrs.store.serde import event_job_id
 
 #: Connection kwargs accepted from plain JSON (what a trigger can serialize): no client objects.
@@ -116,7 +116,7 @@ class AsyncRedisJobResultStore:
                 self.client = aioredis.RedisCluster(**kwargs, **client_options)
             else:
                 self.client = aioredis.Redis(**kwargs, **client_options)
-        self._quarantine = self.client.register_script(scripts.QUARANTINE_ENTRY)
+        self._quarantine = self.client.register_script(result_scripts.QUARANTINE_ENTRY)
 
     def __repr__(self) -> str:  # the client's repr may hold a password
         return f"AsyncRedisJobResultStore(namespace={self.namespace!r})"

@@ -2,16 +2,15 @@
 
 ``store.get_entry`` is one round trip per job: right for a task deciding its own job, too slow
 for ten years of a hundred jobs read from one CLI (36,500 round trips instead of 73). Here
-each batch of at most :data:`~airflow_jrs.store.entries.READ_CHUNK` jobs is one pipeline
+each batch of at most :data:`~airflow_jrs.store.read_rules.READ_CHUNK` jobs is one pipeline
 (``GET result`` and ``EXISTS quarantine`` per job, not a transaction: a read needs no
 atomicity across jobs). Every key of a namespace hashes to one slot, so on Redis Cluster the
 pipeline goes to one node as well.
 
-The bytes are read by the rules every reader shares (:mod:`airflow_jrs.store.entries`), so a
-job reads the same here as in the task; unlike ``get_entries`` of the async store, one bad
+The bytes are decoded by the store's own decoder (``store.entry_from``, by the rules of
+:mod:`airflow_jrs.store.read_rules`), so a job reads the same here as in the task, corrupt
+entries are quarantined the same way; unlike ``get_entries`` of the async store, one bad
 entry does not hide the others: its error is that job's answer, and the caller decides.
-A corrupt entry is quarantined through ``store.get_entry`` (the store's own path), which
-re-reads it: rare, and the quarantine must not be written twice.
 """
 
 from __future__ import annotations
@@ -20,9 +19,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from airflow_jrs.exceptions import JobResultEntryError
-from airflow_jrs.store.entries import READ_CHUNK, NeedsQuarantine, as_bytes, decode_stored, quarantined_error
 from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.model import JobResultEntry, validate_job_id
+from airflow_jrs.store.read_rules import READ_CHUNK
 
 if TYPE_CHECKING:
     from airflow_jrs.store.redis import RedisJobResultStore
@@ -53,19 +52,8 @@ def read_entries(store: RedisJobResultStore, job_ids: Sequence[str], *, batch: i
             replies = pipe.execute()
         for i, job_id in enumerate(chunk):
             raw, quarantined = replies[2 * i], replies[2 * i + 1]
-            answers[job_id] = _answer(store, job_id, raw, bool(quarantined))
+            try:
+                answers[job_id] = store.entry_from(job_id, raw, bool(quarantined))
+            except JobResultEntryError as exc:  # quarantined, corrupt (now quarantined), newer schema
+                answers[job_id] = exc
     return answers
-
-
-def _answer(store: RedisJobResultStore, job_id: str, raw: bytes | None, quarantined: bool) -> Answer:
-    if raw is None:
-        return quarantined_error(store.keys, job_id) if quarantined else None
-    try:
-        return decode_stored(store.keys, job_id, as_bytes(raw))
-    except NeedsQuarantine:
-        try:
-            return store.get_entry(job_id)  # moves it to quarantine and raises, as the task would
-        except JobResultEntryError as exc:
-            return exc
-    except JobResultEntryError as exc:  # a newer schema: left where it is
-        return exc

@@ -7,17 +7,14 @@ script may update them together. Tests pin these literals: change them only with
 ========================================  =====================================================
 ``jrs:{ns}:result:<job id>``              string: the entry (versioned JSON, see ``serde``)
 ``jrs:{ns}:dirty``                        set: job ids whose SUCCEEDED entry is dirty (cleanup pending)
-                                          (older versions added FAILED ones too: readers filter)
 ``jrs:{ns}:unsuccessful``                 set: job ids whose entry is FAILED, CANCELED or STOPPED
 ``jrs:{ns}:index``                        sorted set: job ids by creation time (ms), the most recent
-                                          ``index_limit`` creations only (older ones are trimmed)
+                                          ``index_limit`` creations only (a create trims older ones)
 ``jrs:{ns}:history:<job id>``             list: earlier entries of the job, newest first
 ``jrs:{ns}:quarantine:<job id>``          string: raw bytes of a corrupt entry
 ``jrs:{ns}:quarantined``                  set: job ids in quarantine
 ``jrs:{ns}:lease:<job id>``               hash: holder of the job's lease (token, owner), with a TTL
 ``jrs:{ns}:fence``                        counter: last fencing token handed out in the namespace
-``jrs:{ns}:fence:<job id>``               legacy counter (written by versions before the namespace
-                                          counter; still honoured, folded away by a purge)
 ``jrs:{ns}:intent:<job id>``              string: reference to the running job's spec (JSON)
 ``jrs:{ns}:heartbeat:<job id>``           hash: the supervisor beside spark-submit (fence, host, state), TTL
 ``jrs:{ns}:recompute:<job id>``           hash: request key (a DAG run) -> its first meeting with the job
@@ -64,10 +61,6 @@ class KeySpace:
 
     def lease(self, job_id: str) -> str:
         return self._job("lease", job_id)
-
-    def fence(self, job_id: str) -> str:
-        """The legacy per-job counter: read (never created) so tokens stay above its value."""
-        return self._job("fence", job_id)
 
     @property
     def fence_counter(self) -> str:

@@ -2,12 +2,12 @@
 
 Why Redis: every Airflow deployment that runs Spark already reaches a Redis (or can run one),
 a state change is one round trip, and ``appendonly`` makes entries outlive a restart.
-Key layout: :mod:`airflow_jrs.store.keys`; scripts: :mod:`airflow_jrs.store.scripts`.
+Key layout: :mod:`airflow_jrs.store.keys`; scripts: :mod:`airflow_jrs.store.result_scripts`;
+what a refused write raises: :mod:`airflow_jrs.store.refusals`.
 """
 
 from __future__ import annotations
 
-import logging
 import socket
 import time
 from dataclasses import replace
@@ -18,45 +18,32 @@ import redis as redis_lib
 
 from airflow_jrs.exceptions import (
     JobResultEntryAlreadyExistsError,
-    JobResultEntryChangedError,
-    JobResultEntryError,
     JrsConfigError,
-    LeaseLostError,
     NoSuchJobResultError,
     StoreUnavailableError,
 )
-from airflow_jrs.store import scripts
+from airflow_jrs.store import lua
+from airflow_jrs.store import result_scripts as scripts
 from airflow_jrs.store.base import UNSUCCESSFUL_ONLY, JobResultStore, Supersede
 from airflow_jrs.store.durability import Durability
-from airflow_jrs.store.entries import (
-    READ_CHUNK,
-    NeedsQuarantine,
-    as_bytes,
-    as_str,
-    corrupt_error,
-    decode_stored,
-    quarantine_call,
-    quarantined_error,
-)
 from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.fence import fence_arg
 from airflow_jrs.store.keys import KeySpace
 from airflow_jrs.store.model import Actor, EntryState, HistoryReason, JobResult, JobResultEntry, utcnow
+from airflow_jrs.store.read_rules import READ_CHUNK, as_bytes, as_str
+from airflow_jrs.store.redis_reads import RedisReads
+from airflow_jrs.store.refusals import refusal
 from airflow_jrs.store.serde import (
     CLEAN_PREFIX,
     DIRTY_VERSION_PREFIX,
     SCHEMA_VERSION,
-    V1_CLEAN_PREFIX,
     EntryDecodeError,
     compact_fingerprint,
     decode_entry,
-    decode_history_item,
     encode_entry,
     event_message,
     history_note,
 )
-
-log = logging.getLogger(__name__)
 
 #: The index keeps the most recent creations only (docs/store-lifecycle.md): at a million
 #: entries it would otherwise cost ~148 B per job for a listing nobody pages through.
@@ -75,7 +62,7 @@ def _read_timeout(client: Any) -> float | None:
     return float(timeout) if timeout is not None else None
 
 
-class RedisJobResultStore(JobResultStore):
+class RedisJobResultStore(RedisReads, JobResultStore):
     """Job result store on Redis (standalone, Sentinel-managed or Cluster).
 
     :param client: a redis-py client, or a ``redis://`` / ``rediss://`` URL
@@ -192,30 +179,16 @@ class RedisJobResultStore(JobResultStore):
                     history_note(HistoryReason.SUPERSEDED, mover, created),
                 ],
             )
-        if code == scripts.OK:
+        if code == lua.OK:
             return JobResultEntry(result=result, state=EntryState.DIRTY, created_at=created, stored=raw.encode())
-        if code == scripts.NOOP:
-            raise JobResultEntryAlreadyExistsError(
-                f"job {job_id!r} already has a result in namespace {self.namespace!r}; a job's "
-                "result is written once. Use forget_result() (or `airflow-jrs forget`) to run it again.",
-                job_id=job_id,
-                namespace=self.namespace,
-            )
-        if code == scripts.STALE_FENCE:
-            raise LeaseLostError(
-                f"job {job_id!r}: fencing token {fence} no longer holds the lease; the result was "
-                "not written (another attempt owns the job now).",
-                job_id=job_id,
-                fence=fence or 0,
-            )
-        if code == scripts.UNRECOGNISED:
+        if code == lua.UNRECOGNISED:
             self.get_entry(job_id)  # quarantines a corrupt entry and raises; refuses a newer one
             raise JobResultEntryAlreadyExistsError(
                 f"job {job_id!r} has an entry the store could not compare; it was not replaced.",
                 job_id=job_id,
                 namespace=self.namespace,
             )
-        raise quarantined_error(self.keys, job_id)
+        raise refusal(code, self.keys, job_id, "create", fence)
 
     def _mark_result_as_clean(self, job_id: str, expected: JobResultEntry | None, _retry: bool = True) -> bool:
         k = self.keys
@@ -234,32 +207,22 @@ class RedisJobResultStore(JobResultStore):
                     DIRTY_VERSION_PREFIX,
                     self.history_limit,
                     CLEAN_PREFIX,
-                    V1_CLEAN_PREFIX,
                     expected.stored if expected is not None and expected.stored is not None else "",
                     history_note(HistoryReason.COMMITTED, None, utcnow()),
                 ],
             )
-        if code == scripts.OK:
+        if code == lua.OK:
             return True
-        if code == scripts.ALREADY_CLEAN:
+        if code == lua.ALREADY_CLEAN:
             return False
-        if code == scripts.NOOP:
-            raise NoSuchJobResultError(
-                f"job {job_id!r} has no result in namespace {self.namespace!r} to mark clean; "
-                "check the job id (and the namespace of the jrs connection).",
-                job_id=job_id,
-                namespace=self.namespace,
-            )
-        if code == scripts.CHANGED:
-            raise self._changed_before_clean(job_id)
-        if code == scripts.UNRECOGNISED and _retry:
+        if code == lua.UNRECOGNISED and _retry:
             # Readable but not byte-canonical (edited by hand?): rewrite it canonically, retry once.
             # A corrupt entry is quarantined (and raises) by the read.
             with redis_errors(f"read the result of job {job_id!r}", self.namespace, job_id):
                 raw = self.client.get(k.result(job_id))
             if raw is not None:
                 if expected is not None and as_bytes(raw) != expected.stored:
-                    raise self._changed_before_clean(job_id)
+                    raise refusal(lua.CHANGED, self.keys, job_id, "clean")
                 entry = self._decode_or_quarantine(job_id, as_bytes(raw))
                 canonical = encode_entry(entry.result, entry.state, entry.created_at or utcnow())
                 with redis_errors(f"rewrite the entry of job {job_id!r}", self.namespace, job_id):
@@ -267,22 +230,13 @@ class RedisJobResultStore(JobResultStore):
                 if expected is not None and rewritten:  # the same entry, now in canonical bytes
                     expected = replace(expected, stored=canonical.encode())
             return self._mark_result_as_clean(job_id, expected, _retry=False)
-        if code == scripts.UNRECOGNISED:
+        if code == lua.UNRECOGNISED:
             raise StoreUnavailableError(
                 f"job {job_id!r}: the entry changed while it was being marked clean; retry the cleanup.",
                 namespace=self.namespace,
                 job_id=job_id,
             )
-        raise quarantined_error(self.keys, job_id)
-
-    def _changed_before_clean(self, job_id: str) -> JobResultEntryChangedError:
-        return JobResultEntryChangedError(
-            f"job {job_id!r}: its result changed since this cleanup read it (a newer result was "
-            f"written, or another cleanup committed it); it was not marked clean in namespace "
-            f"{self.namespace!r}. Read the entry again and clean up for what is there now.",
-            job_id=job_id,
-            namespace=self.namespace,
-        )
+        raise refusal(code, self.keys, job_id, "clean")
 
     def _forget_result(
         self, job_id: str, expected: JobResultEntry | None, fence: int | None, reason: str, actor: Actor | None
@@ -290,7 +244,7 @@ class RedisJobResultStore(JobResultStore):
         k = self.keys
         with redis_errors(f"forget job {job_id!r}", self.namespace, job_id):
             raw = expected.stored if expected is not None else self.client.get(k.result(job_id))
-            code = scripts.NOOP
+            code = lua.NOOP
             if raw is not None:
                 code = self._forget(
                     keys=[k.result(job_id), k.history(job_id), k.dirty, k.index, k.unsuccessful, k.lease(job_id)],
@@ -304,27 +258,8 @@ class RedisJobResultStore(JobResultStore):
                         history_note(reason, actor, utcnow()),
                     ],
                 )
-        if code == scripts.STALE_FENCE:
-            raise LeaseLostError(
-                f"job {job_id!r}: fencing token {fence} no longer holds the lease; its result was not "
-                "forgotten (another attempt owns the job now, and may have written a newer result).",
-                job_id=job_id,
-                fence=fence or 0,
-            )
-        if code == scripts.CHANGED:
-            raise JobResultEntryChangedError(
-                f"job {job_id!r}: its result changed since it was read (a newer result, or its cleanup "
-                f"ran); nothing was forgotten in namespace {self.namespace!r}. Look at it again "
-                f"(`airflow-jrs show {job_id}`) and forget what is there now if that is still wanted.",
-                job_id=job_id,
-                namespace=self.namespace,
-            )
-        if code != scripts.OK:
-            raise NoSuchJobResultError(
-                f"job {job_id!r} has no result in namespace {self.namespace!r}; nothing to forget.",
-                job_id=job_id,
-                namespace=self.namespace,
-            )
+        if code != lua.OK:
+            raise refusal(code, self.keys, job_id, "forget", fence)
         if expected is not None:
             return expected
         try:
@@ -370,22 +305,10 @@ class RedisJobResultStore(JobResultStore):
                     continue  # a read quarantines it (or a newer version owns it): not purge's to judge
                 if not entry.is_clean or entry.created_at is None or entry.created_at > cutoff:
                     continue
-                keys = [name, k.index, k.history(job_id), k.unsuccessful, k.fence(job_id), k.fence_counter]
+                keys = [name, k.history(job_id), k.dirty, k.index, k.unsuccessful]
                 with redis_errors(f"purge job {job_id!r}", self.namespace, job_id):
-                    purged += self._purge(keys=keys, args=[job_id, raw]) == scripts.OK
-        self._trim_index()
+                    purged += self._purge(keys=keys, args=[job_id, raw]) == lua.OK
         return purged
-
-    def _trim_index(self) -> None:
-        """Trim an index written before ``index_limit`` existed, in bounded steps."""
-        if self.index_limit is None:
-            return
-        while True:
-            with redis_errors("trim the index", self.namespace):
-                excess = int(self.client.zcard(self.keys.index)) - self.index_limit
-                if excess <= 0:
-                    return
-                self.client.zremrangebyrank(self.keys.index, 0, min(excess, READ_CHUNK) - 1)
 
     # -- durability -----------------------------------------------------------------------
     def _durable_write(self, script: Any, what: str, job_id: str, *, keys: list[str], args: list[Any]) -> Any:
@@ -405,7 +328,7 @@ class RedisJobResultStore(JobResultStore):
         script(keys=keys, args=args, client=pipe)
         self.durability.wait(pipe, self.durability_timeout_ms)
         code, acked = pipe.execute()
-        if code in (scripts.OK, scripts.ALREADY_CLEAN):
+        if code in (lua.OK, lua.ALREADY_CLEAN):
             self.durability.require(acked, what, self.namespace, job_id, self.durability_timeout_ms)
         return code
 
@@ -413,94 +336,3 @@ class RedisJobResultStore(JobResultStore):
         if isinstance(self.client, redis_lib.RedisCluster):
             return self.client.get_node_from_key(self.keys.dirty).redis_connection
         return self.client
-
-    # -- reads ----------------------------------------------------------------------------
-    def _get_entry(self, job_id: str) -> JobResultEntry | None:
-        k = self.keys
-        with redis_errors(f"read the result of job {job_id!r}", self.namespace, job_id):
-            pipe = self.client.pipeline(transaction=False)
-            pipe.get(k.result(job_id))
-            pipe.exists(k.quarantine(job_id))
-            raw, quarantined = pipe.execute()
-        if raw is None:
-            if quarantined:
-                raise quarantined_error(self.keys, job_id)
-            return None
-        return self._decode_or_quarantine(job_id, raw)
-
-    def _decode_or_quarantine(self, job_id: str, raw: bytes) -> JobResultEntry:
-        """Decode ``raw`` (rules: :mod:`.entries`); move it to quarantine, then raise, when corrupt."""
-        try:
-            return decode_stored(self.keys, job_id, raw)
-        except NeedsQuarantine as exc:
-            keys, args = quarantine_call(self.keys, job_id, raw)
-            with redis_errors(f"quarantine the entry of job {job_id!r}", self.namespace, job_id):
-                moved = bool(self._quarantine(keys=keys, args=args))
-            if moved:
-                log.error("Quarantined the corrupt entry of job %r at %r", job_id, self.keys.quarantine(job_id))
-            raise corrupt_error(self.keys, job_id, exc.reason, moved) from None
-
-    def _read_many(self, job_ids: list[str]) -> list[JobResultEntry]:
-        """Entries of ``job_ids`` (in order), skipping missing ones and quarantining corrupt ones."""
-        entries: list[JobResultEntry] = []
-        for start in range(0, len(job_ids), READ_CHUNK):
-            chunk = job_ids[start : start + READ_CHUNK]
-            with redis_errors("read results", self.namespace):
-                raws = self.client.mget([self.keys.result(j) for j in chunk])
-            for job_id, raw in zip(chunk, raws, strict=False):
-                if raw is None:
-                    continue
-                try:
-                    entries.append(self._decode_or_quarantine(job_id, as_bytes(raw)))
-                except JobResultEntryError as exc:
-                    log.error("Left out of the listing: %s", exc)
-        return entries
-
-    def _get_dirty_entries(self) -> list[JobResultEntry]:
-        with redis_errors("list dirty results", self.namespace):
-            members = self.client.smembers(self.keys.dirty)
-        job_ids = sorted(m.decode() if isinstance(m, bytes) else m for m in members)
-        # A store written before the unsuccessful set holds FAILED jobs in the dirty set too.
-        return [e for e in self._read_many(job_ids) if e.is_dirty and e.result.status.is_success]
-
-    def _get_unsuccessful_entries(self) -> list[JobResultEntry]:
-        with redis_errors("list unsuccessful results", self.namespace):
-            pipe = self.client.pipeline(transaction=False)
-            pipe.smembers(self.keys.unsuccessful)
-            pipe.smembers(self.keys.dirty)  # where older versions put them
-            unsuccessful, dirty = pipe.execute()
-        job_ids = sorted({as_str(m) for m in unsuccessful} | {as_str(m) for m in dirty})
-        return [e for e in self._read_many(job_ids) if not e.result.status.is_success]
-
-    def _list_entries(self, limit: int, offset: int) -> list[JobResultEntry]:
-        with redis_errors("list results", self.namespace):
-            members = self.client.zrevrange(self.keys.index, offset, offset + limit - 1)
-        job_ids = [as_str(m) for m in members]
-        entries = self._read_many(job_ids)
-        found = {e.job_id for e in entries}
-        unread = [j for j in job_ids if j not in found]
-        if unread:  # clean entries that reached their TTL: drop them from the index too
-            with redis_errors("prune the index", self.namespace):
-                pipe = self.client.pipeline(transaction=False)
-                for job_id in unread:
-                    pipe.exists(self.keys.result(job_id))
-                gone = [j for j, exists in zip(unread, pipe.execute(), strict=True) if not exists]
-                if gone:
-                    self.client.zrem(self.keys.index, *gone)
-        return entries
-
-    def _get_history(self, job_id: str) -> list[JobResultEntry]:
-        with redis_errors(f"read the history of job {job_id!r}", self.namespace, job_id):
-            raws = self.client.lrange(self.keys.history(job_id), 0, -1)
-        out = []
-        for raw in raws:
-            try:
-                out.append(decode_history_item(raw, job_id))
-            except EntryDecodeError as exc:
-                log.error("History of job %r holds an unreadable entry (%s); kept as is", job_id, exc)
-        return out
-
-    def _get_quarantined(self) -> list[str]:
-        with redis_errors("list quarantined jobs", self.namespace):
-            members = self.client.smembers(self.keys.quarantined)
-        return sorted(m.decode() if isinstance(m, bytes) else m for m in members)

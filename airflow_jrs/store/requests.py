@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_jrs.store.entries import as_str
 from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.keys import KeySpace
+from airflow_jrs.store.read_rules import as_str
 
 #: Seconds a job's request marks are kept after the last request was recorded (400 days).
 REQUEST_TTL = 400 * 24 * 3600

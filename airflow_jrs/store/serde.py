@@ -22,10 +22,10 @@ member appended by the script that moved it: ``"h":{"v":1,"r":"forgotten","t":<m
 :func:`decode_history_item`). Appended rather than wrapped, so an item still starts with its
 state prefix and a reader that does not know ``h`` (an older airflow-jrs) still reads the entry.
 
-Version 1 (``{"state":"dirty","v":1,"created_at":"...","result":{"job_id":...}}``) is still
-read, so a store written by an older airflow-jrs keeps working; a version-1 entry is
-rewritten as version 2 when it is marked clean. Nothing here ever unpickles: unknown data
-raises :class:`EntryDecodeError` and the caller quarantines it.
+Version 2 is the only one read: no released airflow-jrs wrote another (the version-1 drafts
+never left development). Nothing here ever unpickles: unknown data raises
+:class:`EntryDecodeError`, and the caller quarantines it (an older or malformed version) or
+leaves it for the newer airflow-jrs that wrote it (a newer version).
 """
 
 from __future__ import annotations
@@ -47,12 +47,9 @@ DIRTY_PREFIX = '{"s":"d"'
 CLEAN_PREFIX = '{"s":"c"'
 #: What every dirty entry of this schema version starts with: the clean script flips only these.
 DIRTY_VERSION_PREFIX = f'{DIRTY_PREFIX},"v":{SCHEMA_VERSION},'
-#: Version 1's state prefixes: its clean entries must still read as clean to the scripts.
-V1_DIRTY_PREFIX = '{"state":"dirty"'
-V1_CLEAN_PREFIX = '{"state":"clean"'
 # The clean script swaps one prefix for the other in place: they must be equally long.
-assert len(DIRTY_PREFIX) == len(CLEAN_PREFIX) and len(V1_DIRTY_PREFIX) == len(V1_CLEAN_PREFIX)
-#: Stands for the job id inside outputs and the checkpoint location (version 2).
+assert len(DIRTY_PREFIX) == len(CLEAN_PREFIX)
+#: Stands for the job id inside outputs and the checkpoint location.
 JOB_ID_MARK = "{j}"
 _STATE_CODE = {EntryState.DIRTY: "d", EntryState.CLEAN: "c"}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -175,7 +172,7 @@ def _templated(values: dict[str, str], job_id: str) -> tuple[bool, dict[str, str
 
 
 def encode_entry(result: JobResult, state: EntryState, created_at: datetime) -> str:
-    """Encode an entry (version 2); the state is always the first member (see module docstring)."""
+    """Encode an entry; the state is always the first member (see module docstring)."""
     job_id = result.job_id
     created = _time(created_at)
     doc: dict[str, Any] = {"s": _STATE_CODE[state], "v": SCHEMA_VERSION, "c": created}
@@ -228,7 +225,7 @@ def _optional_str(doc: dict[str, Any], name: str) -> str | None:
     return value
 
 
-def _decode_v2(doc: dict[str, Any], job_id: str) -> JobResultEntry:
+def _decode(doc: dict[str, Any], job_id: str) -> JobResultEntry:
     state = {"d": EntryState.DIRTY, "c": EntryState.CLEAN}[doc["s"]]
     outputs = _untemplated(doc["O"], job_id) if "O" in doc else dict(doc.get("o") or {})
     checkpoint = _optional_str(doc, "K")
@@ -269,10 +266,10 @@ def _decode_v2(doc: dict[str, Any], job_id: str) -> JobResultEntry:
     return JobResultEntry(result=result, state=state, created_at=created_at)
 
 
-def decode_entry(raw: bytes | str, job_id: str | None = None) -> JobResultEntry:
+def decode_entry(raw: bytes | str, job_id: str) -> JobResultEntry:
     """Decode and validate an entry, or raise :class:`EntryDecodeError` saying what is wrong.
 
-    ``job_id`` is the job whose key held ``raw``: version 2 does not repeat it in the value.
+    ``job_id`` is the job whose key held ``raw``: an entry does not repeat it in the value.
     The entry keeps ``raw`` as its ``stored`` bytes (what a compare-and-set compares)."""
     return replace(_decode_doc(_load(raw), job_id), stored=raw.encode() if isinstance(raw, str) else bytes(raw))
 
@@ -287,7 +284,7 @@ def _load(raw: bytes | str) -> Any:
         raise EntryDecodeError("JSON nested too deeply") from None
 
 
-def _decode_doc(doc: Any, job_id: str | None) -> JobResultEntry:
+def _decode_doc(doc: Any, job_id: str) -> JobResultEntry:
     if not isinstance(doc, dict):
         raise EntryDecodeError(f"expected a JSON object, got {type(doc).__name__}")
     version = doc.get("v")
@@ -298,23 +295,12 @@ def _decode_doc(doc: Any, job_id: str | None) -> JobResultEntry:
             f"schema version {version} is newer than this airflow-jrs understands ({SCHEMA_VERSION})",
             version=version,
         )
-    if version < 1:
-        raise EntryDecodeError(f"schema version {version} does not exist")
-    if version == 2:
-        if job_id is None:
-            raise EntryDecodeError("a version-2 entry is read with its job id (from its key); none was given")
-        try:
-            return _decode_v2(doc, job_id)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise EntryDecodeError(f"invalid entry content: {exc!r}") from None
+    if version < SCHEMA_VERSION:
+        raise EntryDecodeError(f"schema version {version} was never written by a released airflow-jrs")
     try:
-        state = EntryState(doc["state"])
-        result = result_from_dict(doc["result"])
-        created = doc.get("created_at")
-        created_at = datetime.fromisoformat(created) if created else None
+        return _decode(doc, job_id)
     except (KeyError, TypeError, ValueError) as exc:
         raise EntryDecodeError(f"invalid entry content: {exc!r}") from None
-    return JobResultEntry(result=result, state=state, created_at=created_at)
 
 
 # -- history notes ---------------------------------------------------------------------------

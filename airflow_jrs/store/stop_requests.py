@@ -6,7 +6,7 @@ the job's control hash in Redis::
 
     jrs:{ns}:control:<job id>  hash {fence, kind=stop|cancel, by, at_ms, reason}   (TTL: a day)
 
-through one script (:data:`~airflow_jrs.store.scripts.REQUEST_CONTROL`): the request names the
+through one script (:data:`REQUEST_CONTROL`): the request names the
 fence of the attempt it is for (a request for an attempt that no longer runs is refused, and a
 later attempt never obeys an older one), and a cancel is never downgraded to a stop (a cancel
 after a stop upgrades it; a stop after a cancel leaves the cancel).
@@ -27,10 +27,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_jrs.store import scripts
-from airflow_jrs.store.entries import as_str
 from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.keys import KeySpace
+from airflow_jrs.store.lua import FENCE_CHECK, NOOP
+from airflow_jrs.store.read_rules import as_str
 
 STOP = "stop"
 CANCEL = "cancel"
@@ -40,6 +40,52 @@ DEFAULT_STOP_TIMEOUT = 30.0
 #: How long a request is kept (who asked stays readable after the attempt ended).
 KEEP_MS = 86_400_000
 _FIELDS = ("fence", "kind", "by", "at_ms", "reason", "stop_timeout")
+
+REQUEST_CONTROL = (
+    FENCE_CHECK
+    + """
+-- Ask the running attempt of fence ARGV[1] to stop (at a batch boundary, for a stream) or to
+-- cancel (at once): the one place every stop and cancel goes (CLI, UI, on_kill, a successor).
+-- The supervisor of that fence reads it with its beat and acts on the host. One request per job,
+-- for one fence: a request for another fence replaces it (that attempt is over); a cancel is
+-- never downgraded (a stop after a cancel leaves the cancel; a cancel after a stop upgrades).
+-- KEYS[1] - control hash    KEYS[2] - intent key     KEYS[3] - heartbeat hash
+-- ARGV[1] - fencing token of the attempt asked (compared by token: people and successors name an
+--           attempt by the token they see; the stale holder of a re-issued token stops anyway,
+--           its beats are refused)                   ARGV[2] - 'stop' or 'cancel'
+-- ARGV[3] - who asks        ARGV[4] - when, in ms    ARGV[5] - why
+-- ARGV[6] - how long to keep the request, in ms
+-- ARGV[7] - a stop only: seconds the supervisor gives the stop before it kills ('' : no limit,
+--           the stop waits for the batch boundary; a cancel can always follow)
+-- return {1, kind} recorded, {2, 'cancel'} a cancel stays in force, {0, ''} no attempt of that
+--        fence runs (neither its intent nor a running heartbeat of it is there)
+local running = false
+local raw = redis.call('GET', KEYS[2])
+if raw then
+  local ok, doc = pcall(cjson.decode, raw)
+  if ok and type(doc) == 'table' and doc['fence'] ~= nil then
+    local fence = tostring(doc['fence'])
+    if type(doc['nonce']) == 'string' then fence = fence .. ':' .. doc['nonce'] end
+    -- by token: the CLI and the UI name an attempt by the token they show
+    if fence == ARGV[1] or fence_token(fence) == fence_token(ARGV[1]) then running = true end
+  end
+end
+local beat = redis.call('HMGET', KEYS[3], 'fence', 'state')
+if beat[1] and fence_token(beat[1]) == fence_token(ARGV[1]) and beat[2] == 'running' then
+  running = true
+end
+if not running then return {0, ''} end
+if fence_token(redis.call('HGET', KEYS[1], 'fence') or '') == fence_token(ARGV[1]) then
+  if ARGV[2] == 'stop' and redis.call('HGET', KEYS[1], 'kind') == 'cancel' then return {2, 'cancel'} end
+else
+  redis.call('DEL', KEYS[1])
+end
+redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'kind', ARGV[2], 'by', ARGV[3], 'at_ms', ARGV[4], 'reason', ARGV[5])
+if ARGV[7] and ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'stop_timeout', ARGV[7]) end
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+return {1, ARGV[2]}
+"""
+)
 
 
 @dataclass(frozen=True)
@@ -71,7 +117,7 @@ class StopRequests:
         self.client = client
         self.namespace = namespace
         self.keys = KeySpace(namespace)
-        self._ask = client.register_script(scripts.REQUEST_CONTROL)
+        self._ask = client.register_script(REQUEST_CONTROL)
 
     def ask(
         self, job_id: str, fence: int, kind: str, *, by: str, reason: str = "", stop_timeout: float | None = None
@@ -87,7 +133,7 @@ class StopRequests:
         with redis_errors(f"ask job {job_id!r} to {kind}", self.namespace, job_id):
             limit = "" if stop_timeout is None else repr(float(stop_timeout))
             code, _kind = self._ask(keys=keys, args=[int(fence), kind, by, at_ms, reason, KEEP_MS, limit])
-        if int(code) == scripts.NOOP:
+        if int(code) == NOOP:
             return None
         return self.get(job_id, fence)
 

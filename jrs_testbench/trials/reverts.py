@@ -45,12 +45,13 @@ def _replace_once(text: str, old: str, new: str, where: str) -> str:
 
 
 def _swap_script(name: str, edits: Sequence[tuple[str, str]]) -> None:
-    """Give the Lua script constant ``scripts.<name>`` its pre-fix text (each ``old`` must occur once)."""
-    from airflow_jrs.store import scripts
+    """Give the Lua script constant ``<name>`` its pre-fix text (each ``old`` must occur once)."""
+    from airflow_jrs.store import intent_scripts, lease_scripts, result_scripts
 
+    scripts = next(m for m in (result_scripts, lease_scripts, intent_scripts) if hasattr(m, name))
     text = getattr(scripts, name)
     for old, new in edits:
-        text = _replace_once(text, old, new, f"airflow_jrs.store.scripts.{name}")
+        text = _replace_once(text, old, new, f"{scripts.__name__}.{name}")
     setattr(scripts, name, text)
 
 
@@ -308,19 +309,13 @@ def revert_9_own_nonce_unknown() -> None:
     Breaks "no job stuck without a message that says what it waits for": the attempt fails with
     ``LeaseHeldError`` naming itself (or waits a whole TTL for itself)."""
     own = (
-        "  if held[2] and held[2] == ARGV[4] then\n"
-        "    redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+        "  if held[2] and held[2] == nonce then\n"
+        "    redis.call('PEXPIRE', lease_key, ttl)\n"
         "    return {1, held[1]}\n"
         "  end\n"
     )
-    _swap_script("ACQUIRE_LEASE", [(own, "  -- reverted (defect 9): the caller's own nonce is not recognised\n")])
-    own_take_over = (
-        "  if held[2] and held[2] == ARGV[5] then\n"
-        "    redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
-        "    return {1, held[1]}\n"
-        "  end\n"
-    )
-    _swap_script("TAKE_OVER_LEASE", [(own_take_over, "  -- reverted (defect 9)\n")])
+    for script in ("ACQUIRE_LEASE", "TAKE_OVER_LEASE"):
+        _swap_script(script, [(own, "  -- reverted (defect 9): the caller's own nonce is not recognised\n")])
 
 
 #: Issue 18's fixes by their number in its table: each function takes that fix back out.

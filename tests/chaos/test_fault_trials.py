@@ -17,7 +17,7 @@ import redis
 
 from airflow_jrs.protocol.steps import STEPS
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store.scripts import CREATE_DIRTY_RESULT
+from airflow_jrs.store.result_scripts import CREATE_DIRTY_RESULT
 from jrs_testbench.trials.checker import check_trial
 from jrs_testbench.trials.faults import TRY_FAULTS, FaultMix
 from jrs_testbench.trials.runner import RunConfig, run_trials

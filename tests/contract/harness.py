@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from airflow_jrs.lease import JobLease
-from airflow_jrs.store import JobResult, JobResultStore, JobStatus, KeySpace, RedisJobResultStore
+from airflow_jrs.store import SCHEMA_VERSION, JobResult, JobResultStore, JobStatus, KeySpace, RedisJobResultStore
 from jrs_testbench.helpers import free_port
 
 
@@ -163,10 +163,10 @@ def ok(job_id: str, **fields: Any) -> JobResult:
     return JobResult(job_id=job_id, status=JobStatus.SUCCEEDED, **fields)
 
 
-def entry_doc(job_id: str, *, v: object = 1, status: str = "SUCCEEDED", state: str = "dirty") -> dict:
-    return {
-        "state": state,
-        "v": v,
-        "created_at": "2013-01-02T00:00:00+00:00",
-        "result": {"job_id": job_id, "status": status},
-    }
+def entry_doc(job_id: str, *, v: object = SCHEMA_VERSION, status: str = "SUCCEEDED", state: str = "dirty") -> dict:
+    """An entry as a person or another version may write it (``json.dumps`` of this is valid but not
+    byte-canonical); ``job_id`` is not in it: an entry's key names its job."""
+    doc: dict[str, object] = {"s": state[0], "v": v, "c": 1357095600000000}  # 2013-01-02T03:00Z
+    if status != "SUCCEEDED":
+        doc["st"] = status
+    return doc

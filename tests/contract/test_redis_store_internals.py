@@ -15,7 +15,11 @@ import redis
 from harness import GARBAGE, entry_doc, ok
 from redis.crc import key_slot
 
-from airflow_jrs.exceptions import CorruptJobResultError, JobResultEntryAlreadyExistsError, JrsConfigError
+from airflow_jrs.exceptions import (
+    CorruptJobResultError,
+    JobResultQuarantinedError,
+    JrsConfigError,
+)
 from airflow_jrs.lease import JobLease
 from airflow_jrs.store import JobResult, JobStatus, KeySpace, RedisJobResultStore
 
@@ -30,7 +34,6 @@ def test_redis_key_names_are_pinned() -> None:
     assert k.quarantine(job) == "jrs:{prod}:quarantine:d.t.2013-01-01"
     assert k.quarantined == "jrs:{prod}:quarantined"
     assert k.lease(job) == "jrs:{prod}:lease:d.t.2013-01-01"
-    assert k.fence(job) == "jrs:{prod}:fence:d.t.2013-01-01"  # legacy: read, never created
     assert k.fence_counter == "jrs:{prod}:fence"
     assert k.unsuccessful == "jrs:{prod}:unsuccessful"
     assert k.intent(job) == "jrs:{prod}:intent:d.t.2013-01-01"
@@ -102,55 +105,30 @@ def test_list_entries_keeps_an_entry_of_a_future_schema_version_in_the_index(
     assert redis_client.zscore(KeySpace(namespace).index, "newer") is not None
 
 
-# -- a store written by the version before schema 2 (docs/store-lifecycle.md, "Upgrading") ------
+# -- bytes of a schema version no released airflow-jrs wrote ------------------------------------
 
 
-def _v1(job_id: str, *, state: str = "dirty", status: str = "SUCCEEDED", fingerprint: str | None = None) -> bytes:
-    """An entry exactly as the previous version wrote it: schema 1, the job id inside."""
-    result: dict[str, object] = {"job_id": job_id, "status": status, "outputs": {"o": f"/out/{job_id}"}}
-    if fingerprint is not None:
-        result["fingerprint"] = fingerprint
-    doc = {"state": state, "v": 1, "created_at": "2013-01-02T00:00:00+00:00", "result": result}
-    return json.dumps(doc, separators=(",", ":")).encode()
+def _v1(job_id: str, *, state: str = "dirty", status: str = "SUCCEEDED") -> bytes:
+    """A development draft's entry (schema 1, never released): a version nothing reads."""
+    result = {"job_id": job_id, "status": status}
+    return json.dumps({"state": state, "v": 1, "result": result}, separators=(",", ":")).encode()
 
 
-def _write_v1(client: redis.Redis, namespace: str, job_id: str, **kwargs: object) -> None:
-    """What the previous version left: the entry, its index member and (dirty) its dirty-set member."""
-    k = KeySpace(namespace)
-    raw = _v1(job_id, **kwargs)  # type: ignore[arg-type]
-    client.set(k.result(job_id), raw)
-    client.zadd(k.index, {job_id: 1})
-    if raw.startswith(b'{"state":"dirty"'):
-        client.sadd(k.dirty, job_id)
-
-
-def test_entries_of_the_previous_schema_are_read_cleaned_and_superseded(
-    redis_client: redis.Redis, namespace: str
+@pytest.mark.parametrize("state", ["dirty", "clean"])
+def test_an_entry_of_an_unreleased_schema_is_quarantined_never_read_or_overwritten(
+    redis_client: redis.Redis, namespace: str, state: str
 ) -> None:
     store = RedisJobResultStore(redis_client, namespace)
     k = KeySpace(namespace)
-    _write_v1(redis_client, namespace, "old.clean", state="clean", fingerprint="fp")
-    _write_v1(redis_client, namespace, "old.dirty")
-    _write_v1(redis_client, namespace, "old.failed", status="FAILED")
-    clean = store.get_entry("old.clean")
-    assert clean is not None and clean.is_clean and clean.result.outputs == {"o": "/out/old.clean"}
-    # a clean version-1 entry is recognised as clean by the scripts (a retried cleanup, a purge)
-    assert store.mark_result_as_clean("old.clean") is False
-    with pytest.raises(JobResultEntryAlreadyExistsError):  # same fingerprint: done is done
-        store.create_dirty_result(ok("old.clean", fingerprint="fp"), supersede=True)
-    # the listings say what they mean for old data too
-    assert [r.job_id for r in store.get_dirty_results()] == ["old.dirty"]
-    assert [r.job_id for r in store.get_unsuccessful_results()] == ["old.failed"]
-    # cleaning a version-1 dirty entry rewrites it as version 2
-    assert store.mark_result_as_clean("old.dirty") is True
-    raw = redis_client.get(k.result("old.dirty"))
-    assert raw is not None and raw.startswith(b'{"s":"c","v":2,') and b"old.dirty" not in raw.split(b'"O"')[0]
-    entry = store.get_entry("old.dirty")
-    assert entry is not None and entry.is_clean and entry.result.outputs == {"o": "/out/old.dirty"}
-    # a failed version-1 entry is superseded like any other
-    store.create_dirty_result(ok("old.failed"), supersede=True)
-    assert [e.result.status for e in store.get_history("old.failed")] == [JobStatus.FAILED]
-    assert store.get_unsuccessful_results() == []
+    raw = _v1("old", state=state)
+    redis_client.set(k.result("old"), raw)
+    redis_client.zadd(k.index, {"old": 1})
+    with pytest.raises(CorruptJobResultError, match="schema version 1 was never written"):
+        store.create_dirty_result(ok("old"), supersede=True)  # neither replaced nor skipped
+    assert redis_client.get(k.quarantine("old")) == raw and redis_client.get(k.result("old")) is None
+    with pytest.raises(JobResultQuarantinedError):
+        store.mark_result_as_clean("old")
+    assert store.get_quarantined() == ["old"] and store.list_entries() == []
 
 
 def test_purge_leaves_no_key_of_the_job_and_its_next_token_stays_above_the_old_ones(
@@ -160,10 +138,8 @@ def test_purge_leaves_no_key_of_the_job_and_its_next_token_stays_above_the_old_o
 
     store = RedisJobResultStore(redis_client, namespace)
     k = KeySpace(namespace)
-    redis_client.set(k.fence("j"), 7)  # a legacy per-job counter: the job had tokens up to 7
     lease = JobLease(redis_client, namespace, "j", ttl=10)
     first = lease.acquire()
-    assert first == 8
     store.create_dirty_result(JobResult(job_id="j", status=JobStatus.FAILED), fence=first)
     store.create_dirty_result(ok("j"), fence=first, supersede=True)  # history
     lease.release()
@@ -185,17 +161,16 @@ def test_the_index_keeps_only_the_most_recent_creations(redis_client: redis.Redi
     assert sorted(r.job_id for r in store.get_dirty_results()) == [f"j{i}" for i in range(5)]
 
 
-def test_a_long_index_of_an_older_version_shrinks_in_bounded_steps(redis_client: redis.Redis, namespace: str) -> None:
-    from datetime import timedelta
-
+def test_an_index_past_a_lowered_limit_shrinks_in_bounded_steps(redis_client: redis.Redis, namespace: str) -> None:
     k = KeySpace(namespace)
-    redis_client.zadd(k.index, {f"old{i}": i for i in range(250)})
+    redis_client.zadd(k.index, {f"old{i}": i for i in range(250)})  # kept under a higher index_limit
     store = RedisJobResultStore(redis_client, namespace, index_limit=10)
     store.create_dirty_result(ok("new"))
     assert redis_client.zcard(k.index) == 251 - 100  # at most 100 per create: no long script
-    store.purge_clean_entries(timedelta(days=1))  # retention trims the rest
+    store.create_dirty_result(ok("newer"))
+    store.create_dirty_result(ok("newest"))
     assert redis_client.zcard(k.index) == 10
-    assert store.list_entries(limit=1)[0].job_id == "new"
+    assert [e.job_id for e in store.list_entries(limit=3)] == ["newest", "newer", "new"]
 
 
 def test_invalid_index_limit_is_rejected(redis_client: redis.Redis, namespace: str) -> None:

@@ -88,16 +88,16 @@ def _hash_tag(key: str) -> str:
 @given(valid_namespaces, valid_namespaces, valid_job_ids, valid_job_ids)
 def test_keys_never_leave_their_namespace_or_meet_another(ns1, ns2, job1, job2):
     k1, k2 = KeySpace(ns1), KeySpace(ns2)
-    keys1 = [k1.result(job1), k1.lease(job1), k1.fence(job1), k1.intent(job1), k1.history(job1),
+    keys1 = [k1.result(job1), k1.lease(job1), k1.heartbeat(job1), k1.intent(job1), k1.history(job1),
              k1.quarantine(job1), k1.dirty, k1.index, k1.quarantined, k1.events]  # fmt: skip
     for key in keys1:
         assert key.startswith(f"jrs:{{{ns1}}}:") and _hash_tag(key) == ns1
         assert "{" not in key[len(ns1) + 6 :] and "}" not in key[len(ns1) + 6 :]
     if ns1 != ns2:
-        keys2 = {k2.result(job2), k2.lease(job2), k2.fence(job2), k2.intent(job2), k2.events, k2.index}
+        keys2 = {k2.result(job2), k2.lease(job2), k2.heartbeat(job2), k2.intent(job2), k2.events, k2.index}
         assert not keys2 & set(keys1)
     elif job1 != job2:
-        assert k1.result(job1) != k2.result(job2) and k1.fence(job1) != k2.fence(job2)
+        assert k1.result(job1) != k2.result(job2) and k1.lease(job1) != k2.lease(job2)
 
 
 # -- templated job ids --------------------------------------------------------------------------

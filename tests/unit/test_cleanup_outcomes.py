@@ -62,7 +62,7 @@ def test_late_cleanup_keeps_the_staging_of_the_attempt_holding_the_lease(store, 
     for fence in (1, 2, 3):
         (job_root / f"fence-{fence}").mkdir(parents=True)
     store.create_dirty_result(JobResult(job_id="j", status=JobStatus.SUCCEEDED, outputs={"o": "x"}), fence=None)
-    store.client.set(store.keys.fence("j"), 2)  # fences 1 and 2 were handed out before
+    store.client.set(store.keys.fence_counter, 2)  # fences 1 and 2 were handed out before
     lease = JobLease(store.client, store.namespace, "j", ttl=30)
     assert lease.acquire() == 3  # an attempt recomputing the job (e.g. after a code change) runs now
     try:

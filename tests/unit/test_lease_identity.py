@@ -25,7 +25,7 @@ from airflow_jrs.exceptions import LeaseHeldError, LeaseLostError
 from airflow_jrs.intent import Heartbeats, Intent, IntentStore, StaleHeartbeat
 from airflow_jrs.lease import JobLease
 from airflow_jrs.paths import fence_name, fence_token_of, spec_path, staging_path
-from airflow_jrs.store import JobResult, JobStatus, KeySpace, RedisJobResultStore, scripts
+from airflow_jrs.store import JobResult, JobStatus, KeySpace, RedisJobResultStore, lease_scripts
 from airflow_jrs.store.fence import Fence, fence_arg
 from jrs_testbench.lossy_proxy import LossyProxy
 
@@ -121,7 +121,7 @@ def lossy(redis_url: str):
     with LossyProxy(url.hostname or "127.0.0.1", url.port or 6379) as proxy:
         client = redis.Redis(port=proxy.port, retry=Retry(NoBackoff(), 3))
         client.ping()  # connect before a reply is lost
-        for script in (scripts.ACQUIRE_LEASE, scripts.TAKE_OVER_LEASE):
+        for script in (lease_scripts.ACQUIRE_LEASE, lease_scripts.TAKE_OVER_LEASE):
             client.script_load(script)  # so that the lost reply is the script's, not a NOSCRIPT
         yield proxy, client
         client.close()

@@ -9,15 +9,13 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from airflow_jrs.store import scripts
+from airflow_jrs.store import result_scripts as scripts
 from airflow_jrs.store.model import Attempt, EntryState, JobResult, JobStatus
 from airflow_jrs.store.serde import (
     CLEAN_PREFIX,
     DIRTY_PREFIX,
     DIRTY_VERSION_PREFIX,
     SCHEMA_VERSION,
-    V1_CLEAN_PREFIX,
-    V1_DIRTY_PREFIX,
     EntryDecodeError,
     decode_entry,
     encode_entry,
@@ -54,13 +52,12 @@ def test_encode_puts_the_state_first() -> None:
 
 def test_clean_and_dirty_prefixes_have_equal_length_and_only_serde_knows_them() -> None:
     assert len(DIRTY_PREFIX) == len(CLEAN_PREFIX) == 8
-    assert len(V1_DIRTY_PREFIX) == len(V1_CLEAN_PREFIX) == 16
     # the scripts flip and compare prefixes they receive as ARGV: no literal or offset of the
     # encoding lives in Lua, so serde stays the only place that knows it
     for script in (scripts.MARK_RESULT_AS_CLEAN, scripts.PURGE_CLEAN_ENTRY):
         assert '"state"' not in script and '"s"' not in script and "16" not in script and "17" not in script
     assert "ARGV[8] - the clean state prefix" in scripts.MARK_RESULT_AS_CLEAN
-    assert "ARGV[9] - the clean state prefix of schema version 1" in scripts.MARK_RESULT_AS_CLEAN
+    assert "ARGV[9] - the dirty entry's bytes as the caller read them" in scripts.MARK_RESULT_AS_CLEAN
     # the purge compares the bytes its caller read (and judged clean), not a prefix
     assert "ARGV[2] - the raw bytes the caller read" in scripts.PURGE_CLEAN_ENTRY
     # the dirty prefix reaches the script as an argument, with the schema version in it
@@ -121,38 +118,39 @@ def test_encode_refuses_non_finite_metrics() -> None:
         (b'"dirty"', "expected a JSON object, got str"),
         (b"1", "expected a JSON object, got int"),
         (b"null", "expected a JSON object, got NoneType"),
-        (b'{"state":"dirty","result":{"job_id":"x","status":"SUCCEEDED"}}', "missing or invalid schema version"),
-        (b'{"state":"dirty","v":true,"result":{"job_id":"x","status":"SUCCEEDED"}}', "invalid schema version"),
-        (b'{"state":"dirty","v":"1","result":{"job_id":"x","status":"SUCCEEDED"}}', "invalid schema version"),
-        (b'{"state":"dirty","v":1.0,"result":{"job_id":"x","status":"SUCCEEDED"}}', "invalid schema version"),
-        (b'{"state":"dirty","v":0,"result":{"job_id":"x","status":"SUCCEEDED"}}', "does not exist"),
-        (b'{"state":"dirty","v":-1,"result":{"job_id":"x","status":"SUCCEEDED"}}', "does not exist"),
+        (b'{"s":"d","F":"x"}', "missing or invalid schema version"),
+        (b'{"s":"d","v":true}', "invalid schema version"),
+        (b'{"s":"d","v":"2"}', "invalid schema version"),
+        (b'{"s":"d","v":2.0}', "invalid schema version"),
+        (b'{"s":"d","v":0}', "was never written by a released"),
+        (b'{"s":"d","v":-1}', "was never written by a released"),
+        (b'{"state":"dirty","v":1,"result":{"job_id":"x","status":"SUCCEEDED"}}', "was never written by a released"),
         (b"\xff\xfe", "not UTF-8 JSON"),
-        (b'{"state":"dirty","v":1', "not UTF-8 JSON"),
-        (b'{"state":"dirty","v":1}', "invalid entry content"),
-        (b'{"state":"gone","v":1,"result":{"job_id":"x","status":"SUCCEEDED"}}', "invalid entry content"),
-        (b'{"state":"dirty","v":1,"result":{"job_id":"x","status":"DONE"}}', "invalid entry content"),
-        (b'{"state":"dirty","v":1,"result":{"job_id":"a b","status":"SUCCEEDED"}}', "invalid entry content"),
-        (b'{"state":"dirty","v":1,"created_at":"yesterday","result":{"job_id":"x","status":"FAILED"}}', "invalid"),
-        (b'{"state":"dirty","v":1,"result":{"job_id":"x","status":"FAILED","attempt":{"who":1}}}', "invalid"),
+        (b'{"s":"d","v":2', "not UTF-8 JSON"),
+        (b'{"v":2}', "invalid entry content"),
+        (b'{"s":"gone","v":2}', "invalid entry content"),
+        (b'{"s":"d","v":2,"st":"DONE"}', "invalid entry content"),
+        (b'{"s":"d","v":2,"c":"yesterday"}', "invalid entry content"),
+        (b'{"s":"d","v":2,"at":{"who":1}}', "invalid entry content"),
+        (b'{"s":"d","v":2,"n":"7"}', "invalid entry content"),
     ],
 )
 def test_decode_rejects_what_is_not_a_valid_entry(raw: bytes, says: str) -> None:
     with pytest.raises(EntryDecodeError, match=says) as info:
-        decode_entry(raw)
+        decode_entry(raw, "x")
     assert info.value.version is None  # not "newer": the caller quarantines it
 
 
-@pytest.mark.parametrize("result", ['["x"]', "null", "7", '"x"'])
-def test_decode_rejects_a_result_that_is_not_an_object(result: str) -> None:
+@pytest.mark.parametrize("outputs", ['["x"]', "null", "7", '"x"'])
+def test_decode_rejects_outputs_that_are_not_an_object(outputs: str) -> None:
     with pytest.raises(EntryDecodeError, match="invalid entry content"):
-        decode_entry('{"state":"dirty","v":1,"result":' + result + "}")
+        decode_entry('{"s":"d","v":2,"O":' + outputs + "}", "x")
 
 
 def test_decode_of_a_newer_version_says_which_version() -> None:
-    raw = json.dumps({"state": "dirty", "v": SCHEMA_VERSION + 1, "whatever": "future"})
+    raw = json.dumps({"s": "d", "v": SCHEMA_VERSION + 1, "whatever": "future"})
     with pytest.raises(EntryDecodeError, match="newer") as info:
-        decode_entry(raw)
+        decode_entry(raw, "x")
     assert info.value.version == SCHEMA_VERSION + 1
 
 
@@ -160,7 +158,7 @@ def test_decode_never_unpickles() -> None:
     import pickle
 
     with pytest.raises(EntryDecodeError):
-        decode_entry(pickle.dumps({"state": "dirty", "v": 1}))
+        decode_entry(pickle.dumps({"s": "d", "v": SCHEMA_VERSION}), "x")
 
 
 def test_job_result_is_immutable_and_with_fence_copies() -> None:
@@ -175,23 +173,10 @@ def test_only_succeeded_is_a_success() -> None:
     assert [s for s in JobStatus if s.is_success] == [JobStatus.SUCCEEDED]
 
 
-# -- schema version 2 next to version 1 ---------------------------------------------------------
+# -- the encoding ------------------------------------------------------------------------------
 
 
-def v1_entry(result: JobResult, state: str = "dirty") -> str:
-    """An entry exactly as airflow-jrs wrote it before schema version 2."""
-    doc = {"state": state, "v": 1, "created_at": CREATED.isoformat(), "result": result_to_dict(result)}
-    return json.dumps(doc, separators=(",", ":"))
-
-
-@pytest.mark.parametrize("state", ["dirty", "clean"])
-def test_a_version_1_entry_still_reads_the_same(state: str) -> None:
-    entry = decode_entry(v1_entry(full_result(), state), "dag.task.2013-01-01")
-    assert entry.result == full_result() and entry.state == EntryState(state) and entry.created_at == CREATED
-    assert decode_entry(v1_entry(full_result(), state)).result == full_result()  # it names its job itself
-
-
-def test_version_2_does_not_repeat_the_job_id_and_is_read_with_it() -> None:
+def test_an_entry_does_not_repeat_the_job_id_and_is_read_with_it() -> None:
     result = dataclasses.replace(
         full_result(),
         outputs={"flights": "/out/dag.task.2013-01-01/fence-9/flights", "plain": "/x"},
@@ -200,8 +185,6 @@ def test_version_2_does_not_repeat_the_job_id_and_is_read_with_it() -> None:
     raw = encode_entry(result, EntryState.DIRTY, CREATED)
     assert "dag.task.2013-01-01" not in raw and '"O"' in raw and '"K"' in raw
     assert decode_entry(raw, "dag.task.2013-01-01").result == result
-    with pytest.raises(EntryDecodeError, match="job id"):
-        decode_entry(raw)
 
 
 @pytest.mark.parametrize(
@@ -275,7 +258,6 @@ def test_the_realistic_entry_of_the_memory_benchmark_stays_small() -> None:
     )
     created = datetime(2026, 11, 24, 1, 20, 51, 916961, tzinfo=UTC)
     assert len(encode_entry(result, EntryState.CLEAN, created)) <= 314
-    assert len(v1_entry(result, "clean")) > 600
 
 
 @pytest.mark.parametrize(

@@ -332,9 +332,9 @@ def test_every_fix_of_issue_18_has_a_revert_with_a_docstring_naming_its_commit()
 
 def test_a_revert_whose_code_changed_shape_fails_loudly(monkeypatch):
     """A refactor must break the revert, never make it a silent no-op."""
-    from airflow_jrs.store import scripts
+    from airflow_jrs.store import result_scripts
 
-    monkeypatch.setattr(scripts, "FORGET_RESULT", "-- a rewritten script without the old fence line\nreturn 1\n")
+    monkeypatch.setattr(result_scripts, "FORGET_RESULT", "-- a rewritten script without the old fence line\nreturn 1\n")
     with pytest.raises(reverts.RevertShapeError, match="FORGET_RESULT"):
         reverts.revert_3_unfenced_forget()
 

@@ -1,0 +1,235 @@
+"""The result scripts: create, clean, forget, quarantine, release and purge a job's entry.
+
+Shared codes and preludes: :mod:`.lua`. Scripts know nothing of the entry encoding: what they
+compare or rewrite by prefix (the state member, see :mod:`~airflow_jrs.store.serde`) reaches
+them through ARGV from serde. Every script that moves an entry to the job's history appends
+its note (who, when, why: ``serde.history_note``) with ``to_history``; the note comes through
+ARGV, built by serde.
+"""
+
+from __future__ import annotations
+
+from airflow_jrs.store.lua import ENTRY_MOVES, FENCE_CHECK
+
+CREATE_DIRTY_RESULT = (
+    FENCE_CHECK
+    + ENTRY_MOVES
+    + """
+-- Write a job's result as a dirty entry, once; drop the job's intent in the same step.
+-- KEYS[1] - result key           KEYS[2] - dirty set       KEYS[3] - index zset
+-- KEYS[4] - quarantine key       KEYS[5] - lease hash      KEYS[6] - intent key
+-- KEYS[7] - history list       KEYS[8] - unsuccessful set
+-- ARGV[1] - entry JSON (state "dirty" first)
+-- ARGV[2] - job id               ARGV[3] - created time in ms
+-- ARGV[4] - fence identity ("<token>:<nonce>", store/fence.py), or '' for an unfenced write
+-- ARGV[5] - supersede: '1' moves an existing entry to history when it is not SUCCEEDED or
+--           its fingerprint differs from ARGV[6]; 'u' (unsuccessful only: a stop or cancel)
+--           moves it only when it is not SUCCEEDED, whatever its fingerprint ("done is
+--           done": a canceled run of new code never displaces the old code's good result);
+--           '0' never replaces
+-- ARGV[6] - fingerprint of the new result ('' when none)
+-- ARGV[7] - history length cap  ARGV[8] - events channel   ARGV[9] - event message
+-- ARGV[10] - the caller's schema version (an entry of another version is never replaced: -3)
+-- ARGV[11] - '1' the new result is SUCCEEDED (its job joins the dirty set: cleanup pending),
+--            '0' it is not (the job joins the unsuccessful set instead, and leaves the dirty one)
+-- ARGV[12] - most recent creations the index keeps ('0': all); at most 100 older ones are
+--            dropped per call, so that a lowered index_limit shrinks the index without a long script
+-- ARGV[13] - the fingerprint in its compact form (serde.compact_fingerprint, '' when it has
+--            none): what an entry stores as 'F'; ARGV[6] is compared with 'f'
+-- ARGV[14] - history note of an unsuccessful entry moved aside (reason 'rerun')
+-- ARGV[15] - history note of a SUCCEEDED entry of another fingerprint (reason 'superseded')
+-- return 1 created, 0 an entry exists, -1 quarantined, -2 stale fence, -3 existing entry unreadable
+if not fence_ok(KEYS[5], ARGV[4]) then return -2 end
+if redis.call('EXISTS', KEYS[4]) == 1 then return -1 end
+local existing = redis.call('GET', KEYS[1])
+if existing then
+  if ARGV[5] ~= '1' and ARGV[5] ~= 'u' then return 0 end
+  local ok, doc = pcall(cjson.decode, existing)
+  if not ok or type(doc) ~= 'table' then return -3 end
+  if doc['v'] ~= tonumber(ARGV[10]) then return -3 end
+  -- status is left out when SUCCEEDED; a SHA-256 hex fingerprint is stored (and compared) as 'F'
+  local old_status, old_fp, new_fp = doc['st'] or 'SUCCEEDED', doc['f'], ARGV[6]
+  if doc['F'] ~= nil then old_fp, new_fp = doc['F'], ARGV[13] end
+  if type(old_fp) ~= 'string' then old_fp = '' end
+  if old_status == 'SUCCEEDED' and (old_fp == new_fp or ARGV[5] == 'u') then return 0 end
+  local note = ARGV[14]
+  if old_status == 'SUCCEEDED' then note = ARGV[15] end
+  to_history(KEYS[7], existing, note, ARGV[7])
+end
+redis.call('SET', KEYS[1], ARGV[1])
+if ARGV[11] == '1' then
+  redis.call('SADD', KEYS[2], ARGV[2])
+  redis.call('SREM', KEYS[8], ARGV[2])
+else
+  redis.call('SADD', KEYS[8], ARGV[2])
+  redis.call('SREM', KEYS[2], ARGV[2])
+end
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[2])
+local cap = tonumber(ARGV[12])
+if cap > 0 then
+  local excess = redis.call('ZCARD', KEYS[3]) - cap
+  if excess > 0 then redis.call('ZREMRANGEBYRANK', KEYS[3], 0, math.min(excess, 100) - 1) end
+end
+if ARGV[4] ~= '' then redis.call('DEL', KEYS[6]) end
+redis.call('PUBLISH', ARGV[8], ARGV[9])
+return 1
+"""
+)
+
+MARK_RESULT_AS_CLEAN = (
+    ENTRY_MOVES
+    + """
+-- Turn a dirty entry clean (cleanup finished). Idempotent: an already clean entry is a no-op.
+-- KEYS[1] - result key      KEYS[2] - dirty set     KEYS[3] - index zset
+-- KEYS[4] - quarantine key  KEYS[5] - history list
+-- ARGV[1] - job id
+-- ARGV[2] - TTL in ms for the clean entry ('0' keeps it forever, the default)
+-- ARGV[3] - '1' deletes the entry instead (Flink's delete-on-commit), moving it to history
+--           clean, so that a second call still sees it committed; '0' keeps it
+-- ARGV[4] - events channel  ARGV[5] - event message
+-- ARGV[6] - the dirty prefix with the caller's schema version (serde.DIRTY_VERSION_PREFIX):
+--           an entry of another version is never rewritten by prefix (-3: the caller decodes)
+-- ARGV[7] - history length cap
+-- ARGV[8] - the clean state prefix (serde.CLEAN_PREFIX), as long as the dirty one
+-- ARGV[9] - the dirty entry's bytes as the caller read them (a cleanup: what its work was
+--            for), or '' to mark whatever entry is there. With bytes it is a compare-and-set:
+--            another entry, dirty or clean, is left as it is (-4); the same entry already
+--            clean (its body after the state prefix unchanged) is a no-op (2)
+-- ARGV[10] - history note of the entry deleted on commit (serde.history_note; '' none)
+-- return 1 marked clean, 2 was already clean, 0 no entry, -1 quarantined, -3 unrecognised,
+--        -4 the entry is not the one the caller read (nothing changed)
+local clean = ARGV[8]
+local n = string.len(clean)
+local expected = ARGV[9]
+local function is_clean(raw)
+  return string.sub(raw, 1, n) == clean
+end
+-- the expected entry once committed: its bytes with the clean prefix; in history (delete on
+-- commit) a note may follow its last member, so there it is compared up to its closing brace
+local function same_entry_clean(raw, in_history)
+  if expected == '' then return true end
+  local committed = clean .. string.sub(expected, n + 1)
+  if not in_history then return raw == committed end
+  local body = string.sub(committed, 1, -2)
+  return string.sub(raw, 1, string.len(body)) == body
+end
+local v = redis.call('GET', KEYS[1])
+if not v then
+  if redis.call('EXISTS', KEYS[4]) == 1 then return -1 end
+  if ARGV[3] == '1' then
+    local last = redis.call('LINDEX', KEYS[5], 0)
+    if last and is_clean(last) then
+      if same_entry_clean(last, true) then return 2 end
+      return -4
+    end
+  end
+  return 0
+end
+if is_clean(v) then
+  if same_entry_clean(v, false) then return 2 end
+  return -4
+end
+if expected ~= '' and v ~= expected then return -4 end
+if string.sub(v, 1, string.len(ARGV[6])) ~= ARGV[6] then return -3 end
+redis.call('SREM', KEYS[2], ARGV[1])
+if ARGV[3] == '1' then
+  to_history(KEYS[5], clean .. string.sub(v, n + 1), ARGV[10], ARGV[7])
+  redis.call('DEL', KEYS[1])
+  redis.call('ZREM', KEYS[3], ARGV[1])
+else
+  redis.call('SET', KEYS[1], clean .. string.sub(v, n + 1))
+  if tonumber(ARGV[2]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+end
+redis.call('PUBLISH', ARGV[4], ARGV[5])
+return 1
+"""
+)
+
+QUARANTINE_ENTRY = (
+    ENTRY_MOVES
+    + """
+-- Move an unreadable entry aside so it blocks its job (fail closed) without blocking others.
+-- KEYS[1] - result key      KEYS[2] - quarantine key   KEYS[3] - dirty set
+-- KEYS[4] - index zset      KEYS[5] - quarantined set   KEYS[6] - unsuccessful set
+-- ARGV[1] - job id          ARGV[2] - the raw bytes the caller could not read
+-- return 1 moved, 0 the entry changed meanwhile (nothing moved; the caller re-reads)
+local v = redis.call('GET', KEYS[1])
+if v ~= ARGV[2] then return 0 end
+redis.call('SET', KEYS[2], v)
+drop_entry(KEYS[1], KEYS[3], KEYS[6], KEYS[4], ARGV[1])
+redis.call('SADD', KEYS[5], ARGV[1])
+return 1
+"""
+)
+
+REWRITE_ENTRY = """
+-- Replace an entry by its canonical encoding (same content), if nobody changed it meanwhile.
+-- Used when an entry reads fine but is not byte-canonical (e.g. edited by hand), so that the
+-- prefix-based MARK_RESULT_AS_CLEAN can handle it.
+-- KEYS[1] - result key
+-- ARGV[1] - the raw bytes the caller read   ARGV[2] - the canonical encoding
+-- return 1 rewritten (TTL kept), 0 the entry changed meanwhile
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
+return 1
+"""
+
+RELEASE_QUARANTINE = (
+    ENTRY_MOVES
+    + """
+-- An operator has inspected a quarantined entry: drop it so the job may run again.
+-- KEYS[1] - quarantine key  KEYS[2] - quarantined set   KEYS[3] - history list
+-- ARGV[1] - job id          ARGV[2] - history length cap
+-- ARGV[3] - history note (reason 'released'; '' none): appended to a JSON object only
+-- return the raw bytes that were released, or false when nothing was quarantined
+local v = redis.call('GET', KEYS[1])
+if not v then return false end
+to_history(KEYS[3], v, ARGV[3], ARGV[2])
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], ARGV[1])
+return v
+"""
+)
+
+FORGET_RESULT = (
+    FENCE_CHECK
+    + ENTRY_MOVES
+    + """
+-- Forget a job's result on purpose (so it may run again); the entry is kept in history with its
+-- note. A compare-and-set on what the caller read: the entry must still be those bytes (a result
+-- written since is never forgotten in its place). An attempt that recomputes also passes its
+-- fence: after its lease was taken over, its late forget is refused (issue 18, defect 3).
+-- KEYS[1] - result key      KEYS[2] - history list     KEYS[3] - dirty set
+-- KEYS[4] - index zset      KEYS[5] - unsuccessful set KEYS[6] - lease hash
+-- ARGV[1] - job id          ARGV[2] - history length cap
+-- ARGV[3] - events channel  ARGV[4] - event message
+-- ARGV[5] - fencing token, or '' for a person's forget (CLI, UI: no lease)
+-- ARGV[6] - the raw bytes of the entry the caller read
+-- ARGV[7] - history note (serde.history_note)
+-- return 1 forgotten, 0 no entry, -2 stale fence, -4 the entry is not the one the caller read
+if not fence_ok(KEYS[6], ARGV[5]) then return -2 end
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+if v ~= ARGV[6] then return -4 end
+to_history(KEYS[2], v, ARGV[7], ARGV[2])
+drop_entry(KEYS[1], KEYS[3], KEYS[5], KEYS[4], ARGV[1])
+redis.call('PUBLISH', ARGV[3], ARGV[4])
+return 1
+"""
+)
+
+PURGE_CLEAN_ENTRY = (
+    ENTRY_MOVES
+    + """
+-- Delete a clean entry on purpose (retention) and every per-job key it leaves, if it is still
+-- the entry the caller read (and judged clean and old enough); dirty ones are never purged.
+-- KEYS[1] - result key      KEYS[2] - history list     KEYS[3] - dirty set
+-- KEYS[4] - index zset      KEYS[5] - unsuccessful set
+-- ARGV[1] - job id          ARGV[2] - the raw bytes the caller read
+-- return 1 purged, 0 the entry changed meanwhile (kept)
+if redis.call('GET', KEYS[1]) ~= ARGV[2] then return 0 end
+drop_entry(KEYS[1], KEYS[3], KEYS[5], KEYS[4], ARGV[1])
+redis.call('DEL', KEYS[2])
+return 1
+"""
+)
