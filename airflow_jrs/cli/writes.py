@@ -24,8 +24,7 @@ from airflow_jrs.cli.common import (
 from airflow_jrs.cli.plan import load_dag, plan_jobs
 from airflow_jrs.exceptions import JobResultEntryChangedError, JobResultEntryError, NoSuchJobResultError
 from airflow_jrs.store import Actor, EntryState, JobResultEntry
-from airflow_jrs.store.model import utcnow
-from airflow_jrs.store.query import EntryQuery
+from airflow_jrs.store.model import EntryQuery, utcnow
 from airflow_jrs.views.json import entry_json
 
 

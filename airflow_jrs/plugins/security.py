@@ -21,7 +21,7 @@ from fastapi import HTTPException
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.store import Actor, JobResultEntry, RedisJobResultStore
-from airflow_jrs.store.query import EntryQuery
+from airflow_jrs.store.model import EntryQuery
 from airflow_jrs.views.job import entry_dag
 
 

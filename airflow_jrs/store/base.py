@@ -43,12 +43,13 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Final, Literal
 
-from airflow_jrs.store.model import Actor, HistoryReason, JobResult, JobResultEntry, validate_job_id
-from airflow_jrs.store.query import EntryQuery, find_entries
+from airflow_jrs.store.model import Actor, EntryQuery, HistoryReason, JobResult, JobResultEntry, validate_job_id
 
 #: ``supersede=`` mode of :meth:`JobResultStore.create_dirty_result`: replace only an
 #: unsuccessful entry (FAILED, CANCELED, STOPPED), never a SUCCEEDED one of any fingerprint.
 UNSUCCESSFUL_ONLY: Final = "unsuccessful"
+#: Entries read per page of the index while a query filters them.
+QUERY_PAGE = 500
 #: What ``supersede=`` accepts: ``False`` never replaces, ``True`` replaces an unsuccessful entry
 #: or one of another fingerprint, :data:`UNSUCCESSFUL_ONLY` replaces an unsuccessful one only.
 Supersede = bool | Literal["unsuccessful"]
@@ -173,13 +174,37 @@ class JobResultStore(abc.ABC):
         return self._list_entries(limit, offset)
 
     def find_entries(self, query: EntryQuery, *, limit: int = 100, offset: int = 0) -> list[JobResultEntry]:
-        """Entries matching ``query`` (state, status, dag, job id prefix, since), newest first.
+        """Entries matching ``query`` (state, status, dag, job id prefix, since), newest first,
+        ``offset`` matches skipped, at most ``limit``.
 
-        Walks the index page by page (see :mod:`airflow_jrs.store.query` for why no index per
-        filter): meant for operators' listings, not for the task path."""
+        The store keeps one index (entries by creation time); filters on status, dag or job id
+        prefix have none of their own. Rather than a second index that every write script must
+        keep in step (one more place to drift), a query pages through :meth:`list_entries`
+        newest first and filters in Python: O(entries scanned), which the on-call engineer's CLI
+        can afford and a task never asks for. ``since`` stops the walk early, because the index
+        is ordered by the same creation time. (Not the dirty set for ``state=DIRTY``: it holds
+        the jobs whose cleanup is pending, not every entry in the dirty state.)"""
         if limit < 1 or offset < 0:
             raise ValueError(f"limit must be >= 1 and offset >= 0, got limit={limit}, offset={offset}")
-        return find_entries(self, query, limit=limit, offset=offset)
+        found: list[JobResultEntry] = []
+        skipped, start = 0, 0
+        while len(found) < limit:
+            page = self.list_entries(limit=QUERY_PAGE, offset=start)
+            for entry in page:
+                if query.since is not None and entry.created_at is not None and entry.created_at < query.since:
+                    return found  # the index is newest first: nothing older can match
+                if not query.matches(entry):
+                    continue
+                if skipped < offset:
+                    skipped += 1
+                    continue
+                found.append(entry)
+                if len(found) == limit:
+                    break
+            if len(page) < QUERY_PAGE:
+                break
+            start += QUERY_PAGE
+        return found
 
     def get_history(self, job_id: str) -> list[JobResultEntry]:
         """Earlier entries of the job, newest first: superseded, forgotten, or (with

@@ -248,3 +248,35 @@ class JobResultEntry:
     @property
     def is_clean(self) -> bool:
         return self.state is EntryState.CLEAN
+
+
+@dataclass(frozen=True)
+class EntryQuery:
+    """Which entries a listing keeps (:meth:`~.base.JobResultStore.find_entries`); ``None`` keeps
+    everything. ``dag_id`` matches the attempt that wrote the result, or (for results written
+    without one) the job id's ``<dag_id>.`` prefix."""
+
+    state: EntryState | None = None
+    status: JobStatus | None = None
+    dag_id: str | None = None
+    prefix: str | None = None
+    since: datetime | None = None
+    #: Created strictly before this instant (what a retention purge would take).
+    before: datetime | None = None
+
+    def matches(self, entry: JobResultEntry) -> bool:
+        if self.state is not None and entry.state is not self.state:
+            return False
+        if self.status is not None and entry.result.status is not self.status:
+            return False
+        if self.prefix is not None and not entry.job_id.startswith(self.prefix):
+            return False
+        if self.dag_id is not None:
+            attempt = entry.result.attempt
+            owner = attempt.dag_id if attempt is not None else None
+            if owner != self.dag_id and not (owner is None and entry.job_id.startswith(self.dag_id + ".")):
+                return False
+        created = entry.created_at
+        if self.before is not None and (created is None or created >= self.before):
+            return False
+        return not (self.since is not None and created is not None and created < self.since)
