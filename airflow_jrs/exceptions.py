@@ -40,7 +40,7 @@ Redis exceptions never escape: the store, the lease and the intent wrap their I/
 :class:`StoreUnavailableError` (``raise ... from exc``), so callers fail closed on one type
 (DESIGN.md invariant 7). This module imports the standard library only.
 
-Not an error, so not here: ``NeedsQuarantine`` (:mod:`airflow_jrs.store.entries`) tells the
+Not an error, so not here: ``NeedsQuarantine`` (:mod:`airflow_jrs.store.read_rules`) tells the
 store's own caller to quarantine bytes it read and never leaves the store.
 """
 
