@@ -83,7 +83,6 @@ end
 redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'host', ARGV[3], 'pid', ARGV[4], 'child', ARGV[5], 'state', 'running')
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 local request = ''
-if redis.call('HGET', KEYS[1], 'stop') then request = 'stop' end  -- asked by an older successor
 -- a request names the attempt by its token (the CLI and the UI know no nonce)
 if KEYS[3] and fence_token(redis.call('HGET', KEYS[3], 'fence') or '') == fence_token(ARGV[1]) then
   request = redis.call('HGET', KEYS[3], 'kind') or request

@@ -22,9 +22,9 @@ request met the job (its lease not yet released) meets the request.
 
 One hash per job (``jrs:{ns}:recompute:<job id>``, :class:`~.keys.KeySpace`), one field per
 request key (the caller's name for the request: the operator uses the DAG run's id), valued
-``{"at_ms": <Redis TIME>, "fence": <counter>, "in_flight": <holder token or null>}``; an ISO-8601
-time alone is a row of an older version (time only). It expires :data:`REQUEST_TTL` after its
-last write: a run re-run more than that later meets its old request again.
+``{"at_ms": <Redis TIME>, "fence": <counter>, "in_flight": <holder token or null>}``. It expires
+:data:`REQUEST_TTL` after its last write: a run re-run more than that later meets its old request
+again.
 """
 
 from __future__ import annotations
@@ -71,10 +71,10 @@ return value
 class RequestSeen:
     """When a request first met a job: the fence mark the rule compares, and the time shown."""
 
-    #: Redis ``TIME`` at the first meeting (a row of an older version: its writer's clock).
+    #: Redis ``TIME`` at the first meeting.
     at: datetime
     #: The namespace's fence counter then: a result with a greater fence came from a lease taken
-    #: after the request. ``None`` for a row of an older version (then times are compared).
+    #: after the request. ``None`` when not known (then times are compared).
     fence: int | None = None
     #: The token of the job's lease held then (the computation in flight), if any.
     in_flight: int | None = None
@@ -94,10 +94,7 @@ def _seen(raw: Any) -> RequestSeen | None:
         return None
     text = as_str(raw)
     try:
-        doc = json.loads(text) if text.startswith("{") else None
-        if doc is None:  # an older version's row: an ISO-8601 time only
-            at = datetime.fromisoformat(text)
-            return RequestSeen(at if at.tzinfo else at.replace(tzinfo=UTC))
+        doc = json.loads(text)
         in_flight = doc.get("in_flight")
         return RequestSeen(
             at=datetime.fromtimestamp(int(doc["at_ms"]) / 1000, tz=UTC),

@@ -61,20 +61,15 @@ def test_the_mark_is_the_fence_counter_the_lease_in_flight_and_the_servers_time(
     assert seen.at == datetime.fromtimestamp(doc["at_ms"] / 1000, tz=UTC)
 
 
-def test_an_older_versions_time_only_mark_is_read_and_kept(redis_url, namespace):
-    store = RedisJobResultStore(redis_url, namespace)
-    store.client.hset(store.keys.recompute_requests(JOB), "run-1", T0.isoformat())
-    requests = RecomputeRequests(store.client, namespace)
-    assert requests.seen(JOB, "run-1") == RequestSeen(T0) == requests.first_seen(JOB, "run-1")
-
-
 def test_an_unreadable_mark_counts_as_not_seen_and_is_replaced_so_the_request_acts_once(redis_url, namespace):
     store = RedisJobResultStore(redis_url, namespace)
     store.client.hset(store.keys.recompute_requests(JOB), "run-1", "garbage")
+    store.client.hset(store.keys.recompute_requests(JOB), "run-2", T0.isoformat())  # a draft's time-only row
     requests = RecomputeRequests(store.client, namespace)
     assert requests.seen(JOB, "run-1") is None
     first = requests.first_seen(JOB, "run-1")
     assert first.fence == 0 and requests.first_seen(JOB, "run-1") == first == requests.seen(JOB, "run-1")
+    assert requests.seen(JOB, "run-2") is None and requests.first_seen(JOB, "run-2").fence == 0
 
 
 # -- finding 7: the request is ordered by fences, not by two hosts' clocks ----------------------
