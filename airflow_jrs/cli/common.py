@@ -22,7 +22,7 @@ from rich.table import Table
 
 from airflow_jrs.exceptions import StoreUnavailableError
 from airflow_jrs.protocol.jobs import JobNamespace, settings_for
-from airflow_jrs.store import JobResultEntry, RedisJobResultStore, result_to_dict, validate_namespace
+from airflow_jrs.store import JobResultEntry, RedisJobResultStore, validate_namespace
 from airflow_jrs.store.diagnosis import describe_server, unavailable_line
 
 #: Exit codes, as the help's epilog and the package docstring document them.
@@ -261,18 +261,6 @@ def progress(ctx: Ctx, description: str, total: int | None) -> Any:
 # -- entries ---------------------------------------------------------------------------------------
 def stamp(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ") if value else "-"
-
-
-def entry_json(entry: JobResultEntry) -> dict[str, Any]:
-    created = entry.created_at.isoformat() if entry.created_at else None
-    return {
-        "job_id": entry.job_id,
-        "state": entry.state.value,
-        "status": entry.result.status.value,
-        "created_at": created,
-        "result": result_to_dict(entry.result),
-        **({"moved": entry.moved.to_json()} if entry.moved is not None else {}),
-    }
 
 
 ENTRY_COLUMNS = ("job id", "state", "status", "fence", "created (UTC)", "written by")

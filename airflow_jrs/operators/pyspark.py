@@ -60,6 +60,7 @@ from airflow_jrs.operators.connect_launcher import ConnectLauncher
 from airflow_jrs.operators.guarded import attempt_from_context, kill_attempt, policy_for, run_attempt, task_payload
 from airflow_jrs.operators.links import JobResultLink
 from airflow_jrs.operators.session_launcher import JobContext
+from airflow_jrs.operators.session_settings import in_process_session
 from airflow_jrs.protocol import JobAttempt, JobSpec
 from airflow_jrs.protocol.recovery import PREDECESSOR_POLICIES
 from airflow_jrs.spark.commit import is_connect_session
@@ -68,8 +69,6 @@ __all__ = ["SESSION_KEYS", "JrsPySparkOperator"]
 
 #: Parameters the operator fills in for the function, by name (like the provider's ``spark``/``sc``).
 SESSION_KEYS = ("spark", "sc", "jrs")
-#: Masters whose driver lives in the task process (the only ones this launcher runs).
-IN_PROCESS_MASTERS = ("local", "spark://")
 
 
 def with_session_defaults(python_callable: Callable[..., Any]) -> None:
@@ -205,41 +204,16 @@ class JrsPySparkOperator(PySparkOperator):
 
     # -- the session --------------------------------------------------------------------------
     def _session_settings(self) -> tuple[str, dict[str, str]]:
-        """(master, conf) the way the provider's ``PySparkOperator.execute_callable`` resolves them:
-        ``local[*]``, else the connection's ``host:port`` or host, its extras as conf, then
-        ``config_kwargs``; ``spark.master`` in either wins. Refuses what this launcher cannot
-        make safe (the driver must live in this process). Or the Spark Connect URL and session
-        conf (:meth:`_connect_settings`)."""
+        """(master, conf) the way the provider's ``PySparkOperator.execute_callable`` resolves them
+        (:func:`~.session_settings.in_process_session`: the rule the SQL operator shares), or the
+        Spark Connect URL and session conf (:meth:`_connect_settings`)."""
         remote = self._connect_settings()
         if remote is not None:
             return remote
-        conf: dict[str, str] = {"spark.app.name": f"{self.dag_id}-{self.task_id}"}
-        url = "local[*]"
-        if self.conn_id:
-            conn = BaseHook.get_connection(self.conn_id)
-            if conn.conn_type == "spark_connect":
-                url = "sc://"
-            elif conn.port:
-                url = f"{conn.host}:{conn.port}"
-            elif conn.host:
-                url = conn.host
-            conf.update({str(k): str(v) for k, v in conn.extra_dejson.items()})
-        conf.update({str(k): str(v) for k, v in (self.config_kwargs or {}).items()})
-        master = conf.pop("spark.master", None) or url
-        if url.startswith("sc://") or conf.get("spark.remote") or master.startswith("sc://"):
-            raise JrsConfigError(
-                f"{self.task_id}: Spark Connect (connection {self.conn_id!r}) is not supported by "
-                "JrsPySparkOperator yet: a Connect server keeps running a dead client's queries, which needs "
-                "the Connect launcher. Use a local or spark:// master, or JrsSparkSubmitOperator."
-            )
-        if not master.startswith(IN_PROCESS_MASTERS) or conf.get("spark.submit.deployMode") == "cluster":
-            raise JrsConfigError(
-                f"{self.task_id}: master {master!r} (connection {self.conn_id!r}) is not supported by "
-                "JrsPySparkOperator: only local[...] and spark://host:port, whose driver lives in the task "
-                "process and dies with it, are guarded by the lease alone. Use JrsSparkSubmitOperator for YARN "
-                "and Kubernetes."
-            )
-        return master, conf
+        return in_process_session(
+            task_id=self.task_id, operator="JrsPySparkOperator", conn_id=self.conn_id, conf=self.config_kwargs,
+            app_name=f"{self.dag_id}-{self.task_id}",
+        )  # fmt: skip
 
     def _connect_settings(self) -> tuple[str, dict[str, str]] | None:
         """(``sc://`` URL, session conf) when the session is remote, as the provider resolves it:
