@@ -55,6 +55,18 @@ QUERY_PAGE = 500
 Supersede = bool | Literal["unsuccessful"]
 
 
+def _checked(job_id: str, expected: JobResultEntry | None) -> str:
+    """``job_id``, validated; a compare-and-set's ``expected`` must be an entry read from the store
+    for that job, since its stored bytes are what the script compares."""
+    job_id = validate_job_id(job_id)
+    if expected is not None:
+        if expected.job_id != job_id:
+            raise ValueError(f"expected is an entry of job {expected.job_id!r}, not of {job_id!r}")
+        if expected.stored is None:
+            raise ValueError("expected must be an entry read from the store (it carries the bytes read)")
+    return job_id
+
+
 class JobResultStore(abc.ABC):
     """Stores job results so that finished jobs are never run again."""
 
@@ -81,13 +93,7 @@ class JobResultStore(abc.ABC):
         nothing changes and :class:`JobResultEntryChangedError` is raised; ``expected`` already
         clean is a no-op as usual. Without ``expected`` whatever entry is there is marked: for
         a person who decided on nothing they read (``airflow-jrs clean``)."""
-        job_id = validate_job_id(job_id)
-        if expected is not None:
-            if expected.job_id != job_id:
-                raise ValueError(f"expected is an entry of job {expected.job_id!r}, not of {job_id!r}")
-            if expected.stored is None:
-                raise ValueError("expected must be an entry read from the store (it carries its stored bytes)")
-        return self._mark_result_as_clean(job_id, expected)
+        return self._mark_result_as_clean(_checked(job_id, expected), expected)
 
     def forget_result(
         self,
@@ -112,13 +118,7 @@ class JobResultStore(abc.ABC):
         Returns the forgotten entry (``None`` when it could not be decoded); raises
         :class:`NoSuchJobResultError` when there was none.
         """
-        job_id = validate_job_id(job_id)
-        if expected is not None:
-            if expected.job_id != job_id:
-                raise ValueError(f"expected is an entry of job {expected.job_id!r}, not of {job_id!r}")
-            if expected.stored is None:
-                raise ValueError("expected must be an entry read from the store (it carries the bytes read)")
-        return self._forget_result(job_id, expected, fence, str(reason), actor)
+        return self._forget_result(_checked(job_id, expected), expected, fence, str(reason), actor)
 
     def release_quarantine(self, job_id: str, *, actor: Actor | None = None) -> bytes:
         """Drop a quarantined entry (after inspection) so the job may run again; returns its bytes.
