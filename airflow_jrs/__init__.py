@@ -31,7 +31,6 @@ from airflow_jrs.exceptions import (
 
 if TYPE_CHECKING:
     from airflow_jrs.hooks.jrs import JrsHook
-    from airflow_jrs.lease import JobLease
     from airflow_jrs.operators.cleanup import JrsCleanupOperator
     from airflow_jrs.operators.factory import jrs_spark_job
     from airflow_jrs.operators.spark import JrsSparkSubmitOperator
@@ -45,6 +44,7 @@ if TYPE_CHECKING:
         JobStatus,
         RedisJobResultStore,
     )
+    from airflow_jrs.store.lease import JobLease
     from airflow_jrs.triggers.job_result import JobResultTrigger
 
 __version__ = "0.1.0"
@@ -60,7 +60,7 @@ _LAZY = {
     "JobResultStore": "airflow_jrs.store",
     "JobStatus": "airflow_jrs.store",
     "RedisJobResultStore": "airflow_jrs.store",
-    "JobLease": "airflow_jrs.lease",
+    "JobLease": "airflow_jrs.store.lease",
     "JrsHook": "airflow_jrs.hooks.jrs",
     "JrsSparkSubmitOperator": "airflow_jrs.operators.spark",
     "JrsCleanupOperator": "airflow_jrs.operators.cleanup",

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from airflow_jrs.lease import DEFAULT_LEASE_TTL
-
 DEFAULT_CONN_ID = "jrs_default"
+#: Seconds a lease lives without renewal, unless ``[jrs] lease_ttl`` says otherwise.
+DEFAULT_LEASE_TTL = 60.0
 
 #: name -> (type, default, description); the single source for get_provider_info's [jrs] section.
 CONFIG_OPTIONS: dict[str, tuple[str, str, str]] = {

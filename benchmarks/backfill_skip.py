@@ -53,7 +53,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from airflow_jrs.identity import fingerprint  # noqa: E402
+from airflow_jrs.domain.identity import fingerprint  # noqa: E402
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore  # noqa: E402
 from jrs_testbench.deployment import LocalDeployment  # noqa: E402
 from jrs_testbench.helpers import SparkLaunches, jrs_env  # noqa: E402

@@ -41,9 +41,9 @@ import redis as redis_lib
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # jrs_testbench is not installed: it lives beside benchmarks/
 
-from airflow_jrs.lease import JobLease  # noqa: E402
+from airflow_jrs.domain.model import Attempt, EntryState, JobResult, JobStatus  # noqa: E402
 from airflow_jrs.store.keys import KeySpace  # noqa: E402
-from airflow_jrs.store.model import Attempt, EntryState, JobResult, JobStatus  # noqa: E402
+from airflow_jrs.store.lease import JobLease  # noqa: E402
 from airflow_jrs.store.redis import DEFAULT_INDEX_LIMIT, RedisJobResultStore  # noqa: E402
 from airflow_jrs.store.serde import DIRTY_PREFIX, decode_entry, encode_entry  # noqa: E402
 from jrs_testbench.redis_server import EmbeddedRedis, find_redis_server  # noqa: E402

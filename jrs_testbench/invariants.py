@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_jrs.paths import FENCE_PREFIX
+from airflow_jrs.domain.paths import FENCE_PREFIX
 from airflow_jrs.spark.commit import MARKER_NAME, read_commit_marker
 from airflow_jrs.store import JobResultEntry, JobStatus, RedisJobResultStore
 

@@ -13,8 +13,7 @@ from typing import Any, NoReturn
 
 from rich_argparse import RawDescriptionRichHelpFormatter
 
-from airflow_jrs import airflow_api
-from airflow_jrs.cli import backfill, common, doctor, plan, reads, recompute, writes
+from airflow_jrs.cli import airflow_api, backfill, common, doctor, plan, reads, recompute, writes
 from airflow_jrs.cli.common import NOT_FOUND, UNREACHABLE, USAGE, CliError, Output
 from airflow_jrs.exceptions import JrsError, NoSuchJobResultError, StoreUnavailableError
 

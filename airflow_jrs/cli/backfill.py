@@ -11,13 +11,13 @@ of dates (:func:`airflow_jrs.store.batch_read.read_entries`), and creates runs o
 dates that need one. A fully committed range costs one store read per job and date and no
 task instance at all.
 
-What "committed" means here is the task's own decision (:func:`airflow_jrs.decision.decide`):
+What "committed" means here is the task's own decision (:func:`airflow_jrs.domain.decision.decide`):
 a SUCCEEDED, clean result with the job's fingerprint. A dirty result needs its run (the
 cleanup is pending; Spark does not run); a failed, missing or changed job needs its run; a
 quarantined or unreadable entry blocks its job (the task would fail): such a date gets no run
 unless another job of it needs one, and the table says what to do.
 
-The runs are created through Airflow's REST API (:class:`airflow_jrs.airflow_api.AirflowApi`)
+The runs are created through Airflow's REST API (:class:`airflow_jrs.cli.airflow_api.AirflowApi`)
 as Airflow backfills, so they have the backfill run type, the backfill's ``max_active_runs``
 and appear on the Backfills page. Airflow 3.3's ``POST /api/v2/backfills`` takes one date
 range and creates a run for every interval in it, and allows one active backfill per DAG: so
@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from airflow_jrs.airflow_api import AirflowApi, AirflowApiError
+from airflow_jrs.cli.airflow_api import AirflowApi, AirflowApiError
 from airflow_jrs.cli.common import NOT_FOUND, OK, UNREACHABLE, USAGE, CliError, Ctx, stamp
 from airflow_jrs.cli.plan import RENDERABLE, _fingerprint, job_ids, load_dag
-from airflow_jrs.decision import decide
+from airflow_jrs.domain.decision import decide
 from airflow_jrs.exceptions import JobResultEntryError
 from airflow_jrs.store.batch_read import read_entries
 from airflow_jrs.store.read_rules import READ_CHUNK

@@ -3,15 +3,15 @@
 A backfill with ``--reprocess-behavior completed`` creates a run for every interval in the
 range; each guarded task (JrsSparkSubmitOperator, JrsPySparkOperator, ``@task.jrs_pyspark``,
 JrsSparkSqlOperator and their start-in-triggerer variants) then asks the store and runs Spark
-or not by the decision table (:mod:`airflow_jrs.decision`). ``plan`` asks the same questions
+or not by the decision table (:mod:`airflow_jrs.domain.decision`). ``plan`` asks the same questions
 without running anything, so the cost of a backfill is known before it is paid. A run that
 exists already is run again with its conf: when that conf asks to recompute
-(``jrs_recompute``), ``plan`` applies the task's own rule (:func:`airflow_jrs.recompute.verdict`:
+(``jrs_recompute``), ``plan`` applies the task's own rule (:func:`airflow_jrs.domain.recompute.verdict`:
 a request acts once) to say "run" or "skip", reading from Airflow's metadata DB which runs exist.
 
 The guarded tasks are found by their marker (:mod:`airflow_jrs.protocol.guarded_task`), not
 by importing operator classes. The job ids come from the DAG itself (loaded with Airflow's
-DagBag) and the operators' own rule (:func:`airflow_jrs.identity.job_id_for`): the default
+DagBag) and the operators' own rule (:func:`airflow_jrs.domain.identity.job_id_for`): the default
 id for tasks without ``job_id``; a templated ``job_id`` is rendered with the interval's
 values (``ds``, ``ds_nodash``, ``ts``, ``logical_date``, ``data_interval_start``/``end``,
 ``dag``, ``task``, ``ti.dag_id``/``ti.task_id``, ``dag_id``, ``task_id``). A template needing
@@ -33,7 +33,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from airflow_jrs.cli.common import NOT_FOUND, OK, USAGE, CliError, Ctx, stamp
-from airflow_jrs.decision import decide
+from airflow_jrs.domain.decision import decide
+from airflow_jrs.domain.identity import job_id_for
+from airflow_jrs.domain.recompute import RECOMPUTE_KEY, read_request, verdict
 from airflow_jrs.exceptions import (
     CorruptIntentError,
     CorruptJobResultError,
@@ -41,9 +43,7 @@ from airflow_jrs.exceptions import (
     JobResultQuarantinedError,
     JrsConfigError,
 )
-from airflow_jrs.identity import job_id_for
 from airflow_jrs.protocol.guarded_task import guarded_kind, is_templated, planned_fingerprint
-from airflow_jrs.recompute import RECOMPUTE_KEY, read_request, verdict
 from airflow_jrs.store import JobResultEntry
 from airflow_jrs.store.batch_read import read_entries
 from airflow_jrs.store.requests import RecomputeRequests
@@ -253,7 +253,7 @@ def _requested(
     requests: RecomputeRequests, run: ExistingRun | None, task_id: str, job_id: str, entry: JobResultEntry
 ) -> tuple[str, str] | None:
     """``(backfill action, why)`` for a SUCCEEDED entry when the run's conf asks to recompute
-    the job: the rule the task applies (:func:`airflow_jrs.recompute.verdict`), read-only."""
+    the job: the rule the task applies (:func:`airflow_jrs.domain.recompute.verdict`), read-only."""
     if run is None:
         return None
     try:

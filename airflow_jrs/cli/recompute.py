@@ -1,7 +1,7 @@
 """``recompute``: the one way to compute given jobs or dates again, now, through Airflow.
 
 For each job: forget its result (it goes to the job's history, naming who recomputed it), then
-clear its task instance through Airflow's REST API (:mod:`airflow_jrs.airflow_api`), as the UI's
+clear its task instance through Airflow's REST API (:mod:`airflow_jrs.cli.airflow_api`), as the UI's
 Clear does: the run is queued again, the task finds no result and runs Spark, its cleanup runs
 after it. No conf is involved, so nothing lingers on the run: a later retry, clear or backfill
 of that date reuses the new result. The Job results page's Recompute button does the same.
@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from airflow_jrs.airflow_api import AirflowApi, AirflowApiError
+from airflow_jrs.cli.airflow_api import AirflowApi, AirflowApiError
 from airflow_jrs.cli.common import NOT_FOUND, OK, UNREACHABLE, USAGE, CliError, Ctx, ask, stamp
 from airflow_jrs.cli.plan import load_dag, plan_jobs
+from airflow_jrs.domain.model import Actor, HistoryReason
 from airflow_jrs.exceptions import JobResultEntryChangedError, JobResultEntryError, NoSuchJobResultError
 from airflow_jrs.store import JobResultEntry
-from airflow_jrs.store.model import Actor, HistoryReason
 
 COLUMNS = ("job id", "result now", "created (UTC)", "clears (run / task)")
 

@@ -22,9 +22,9 @@ from airflow_jrs.cli.common import (
     progress,
 )
 from airflow_jrs.cli.plan import load_dag, plan_jobs
+from airflow_jrs.domain.model import EntryQuery, utcnow
 from airflow_jrs.exceptions import JobResultEntryChangedError, JobResultEntryError, NoSuchJobResultError
 from airflow_jrs.store import Actor, EntryState, JobResultEntry
-from airflow_jrs.store.model import EntryQuery, utcnow
 from airflow_jrs.views.json import entry_json
 
 
@@ -169,7 +169,7 @@ def cmd_release_quarantine(ctx: Ctx) -> int:
 
 
 def cmd_stream(ctx: Ctx) -> int:
-    from airflow_jrs.stream_requests import NoRunningStreamError, request_stream
+    from airflow_jrs.protocol.stream_requests import NoRunningStreamError, request_stream
 
     kind, job_id = ctx.args.command, ctx.args.job_id
     try:

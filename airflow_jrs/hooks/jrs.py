@@ -22,13 +22,13 @@ from airflow.sdk import BaseHook, conf
 
 from airflow_jrs.config import CONFIG_OPTIONS, DEFAULT_CONN_ID, ON_STORE_UNAVAILABLE, ZERO_ALLOWED, JrsSettings
 from airflow_jrs.exceptions import JrsConfigError
-from airflow_jrs.lease import JobLease, default_owner
 from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.store import AsyncRedisJobResultStore, RedisJobResultStore, validate_namespace
 from airflow_jrs.store.aio import CONNECTION_KEYS
 from airflow_jrs.store.clients import apply_client_policy
 from airflow_jrs.store.diagnosis import describe_server
 from airflow_jrs.store.durability import Durability
+from airflow_jrs.store.lease import JobLease, default_owner
 
 __all__ = ["JrsHook", "JrsSettings", "async_connection_kwargs"]
 
@@ -259,7 +259,7 @@ class JrsHook(BaseHook):
 
         Its ``connection`` stays unset: looking it up costs a connection lookup on every task,
         the skip path included, and the spark-submit launcher asks the hook for it only when it
-        launches (:class:`~airflow_jrs.operators.submission.Supervision`)."""
+        launches (:class:`~airflow_jrs.launch.submission.Supervision`)."""
         settings = self.settings  # a missing connection: JrsConfigError first
         return JobNamespace(self.get_conn(), settings)
 

@@ -16,10 +16,10 @@ from typing import Any
 from airflow.sdk import BaseOperator, ObjectStoragePath
 from airflow.sdk.exceptions import AirflowSkipException
 
+from airflow_jrs.domain.payload import submitted_job_ids
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.hooks.store_failures import airflow_failures
-from airflow_jrs.payload import submitted_job_ids
 from airflow_jrs.protocol.cleanup import (
     MAX_ROUNDS,
     CleanupCallable,

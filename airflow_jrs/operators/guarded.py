@@ -14,14 +14,14 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
-from airflow_jrs import recompute
+from airflow_jrs.domain import recompute
+from airflow_jrs.domain.payload import SKIPPED_RESULT_KEY, entry_payload, result_payload
 from airflow_jrs.exceptions import (
     ApplicationFailedError,
     DriverMayStillRunError,
     JobEndedOnRequestError,
     JobNotStartedError,
 )
-from airflow_jrs.payload import SKIPPED_RESULT_KEY, entry_payload, result_payload
 from airflow_jrs.protocol import ADOPTED, SKIPPED, AttemptPolicy, JobAttempt, Outcome
 from airflow_jrs.store import Attempt, EntryState
 

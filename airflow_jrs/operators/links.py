@@ -10,14 +10,14 @@ from typing import Any
 
 from airflow.sdk import BaseOperatorLink, conf
 
-from airflow_jrs.links import SPARK_UI_OPTION, job_page_url, spark_app_url
+from airflow_jrs.views.links import SPARK_UI_OPTION, job_page_url, spark_app_url
 
 
 def _payload(ti_key: Any) -> dict[str, Any]:
     """What the task returned (or pushed before it skipped): the job result payload."""
     from airflow.sdk.execution_time.xcom import XCom  # the worker's configured XCom backend
 
-    from airflow_jrs.payload import SKIPPED_RESULT_KEY
+    from airflow_jrs.domain.payload import SKIPPED_RESULT_KEY
 
     for key in ("return_value", SKIPPED_RESULT_KEY):
         try:

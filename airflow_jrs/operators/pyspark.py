@@ -21,7 +21,7 @@ return value, when JSON and small, becomes the result's metrics. The task return
 result payload (the same shape as the spark-submit operator's: ``outputs``, ``metrics``,
 ``reused``, ...), computed or reused, so downstream tasks and the cleanup read one shape.
 
-The fingerprint (:func:`airflow_jrs.identity.function_fingerprint`) covers the function's
+The fingerprint (:func:`airflow_jrs.domain.identity.function_fingerprint`) covers the function's
 source, its rendered ``op_args``/``op_kwargs`` and ``job_version``; it cannot see code the
 function calls from other modules: bump ``job_version`` when that changes.
 
@@ -49,17 +49,17 @@ from airflow.sdk.exceptions import (
     AirflowTaskTimeout,
 )
 
+from airflow_jrs.domain.identity import function_fingerprint, job_id_for
 from airflow_jrs.exceptions import (
     JrsConfigError,
     StoreUnavailableError,
 )
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.hooks.store_failures import airflow_failures
-from airflow_jrs.identity import function_fingerprint, job_id_for
-from airflow_jrs.operators.connect_launcher import ConnectLauncher
+from airflow_jrs.launch.connect_launcher import ConnectLauncher
+from airflow_jrs.launch.session_launcher import JobContext
 from airflow_jrs.operators.guarded import attempt_from_context, kill_attempt, policy_for, run_attempt, task_payload
 from airflow_jrs.operators.links import JobResultLink
-from airflow_jrs.operators.session_launcher import JobContext
 from airflow_jrs.operators.session_settings import in_process_session
 from airflow_jrs.protocol import JobAttempt, JobSpec
 from airflow_jrs.protocol.recovery import PREDECESSOR_POLICIES

@@ -38,19 +38,19 @@ from airflow.sdk.exceptions import (
     AirflowTaskTimeout,
 )
 
+from airflow_jrs.domain.identity import application_fingerprint, job_id_for
 from airflow_jrs.exceptions import (
     JrsConfigError,
     StoreUnavailableError,
 )
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.hooks.store_failures import airflow_failures
-from airflow_jrs.identity import application_fingerprint, job_id_for
-from airflow_jrs.operators.deploy_mode_choice import deploy_mode_for
-from airflow_jrs.operators.deploy_modes import DeployMode
+from airflow_jrs.launch.deploy_mode_choice import deploy_mode_for
+from airflow_jrs.launch.deploy_modes import DeployMode
+from airflow_jrs.launch.spark_launcher import SparkSubmitLauncher
+from airflow_jrs.launch.spark_target import SparkTarget, refuse_unsafe, resolve_target
 from airflow_jrs.operators.guarded import attempt_from_context, kill_attempt, policy_for, run_attempt, task_payload
 from airflow_jrs.operators.links import JobResultLink, SparkApplicationLink
-from airflow_jrs.operators.spark_launcher import SparkSubmitLauncher
-from airflow_jrs.operators.spark_target import SparkTarget, refuse_unsafe, resolve_target
 from airflow_jrs.operators.unguarded import run_unguarded
 from airflow_jrs.protocol import JobAttempt, JobSpec
 from airflow_jrs.protocol.recovery import PREDECESSOR_POLICIES
@@ -80,7 +80,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
     :param streaming: a Structured Streaming application (:func:`airflow_jrs.spark.streaming_job`):
         its checkpoint and output are stable across attempts and runs of the job (resume, no
         rewind), ``on_kill`` stops it at a batch boundary before it cancels, and a stop or cancel
-        records STOPPED or CANCELED (see :mod:`airflow_jrs.operators.streaming`, docs/streaming.md)
+        records STOPPED or CANCELED (see :mod:`airflow_jrs.launch.streaming`, docs/streaming.md)
     :param stop_timeout: streaming only: seconds ``on_kill`` waits for the stop before it cancels;
         keep it below Airflow's ``[core] killed_task_cleanup_time``
     :param durable: must be left unset or ``False``: the parent's reattach-on-retry is replaced by

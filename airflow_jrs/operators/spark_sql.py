@@ -30,7 +30,7 @@ Where a SQL job may write (see docs/how-to/spark-sql.md):
   them in ``tables`` so the result records them; prefer path outputs and expose them as tables
   downstream.
 
-The fingerprint (:func:`airflow_jrs.identity.sql_fingerprint`) covers the statements as run,
+The fingerprint (:func:`airflow_jrs.domain.identity.sql_fingerprint`) covers the statements as run,
 before placeholders, and ``job_version``. The result's metrics: ``statements`` (how many ran),
 ``tables`` (when named), and the columns of the last statement when it returns one row
 (``SELECT count(*) AS flights FROM ...``).
@@ -46,15 +46,15 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_sql import SparkSqlOperator
 from airflow.sdk.exceptions import AirflowTaskTerminated, AirflowTaskTimeout
 
+from airflow_jrs.domain.identity import job_id_for, sql_fingerprint
+from airflow_jrs.domain.sql_script import check_placeholders, fill_placeholders, script_text, split_statements
 from airflow_jrs.exceptions import JrsConfigError, JrsError, StoreUnavailableError
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.hooks.store_failures import airflow_failures
-from airflow_jrs.identity import job_id_for, sql_fingerprint
+from airflow_jrs.launch.session_launcher import JobContext, SessionLauncher
 from airflow_jrs.operators.guarded import attempt_from_context, kill_attempt, policy_for, run_attempt, task_payload
 from airflow_jrs.operators.links import JobResultLink
-from airflow_jrs.operators.session_launcher import JobContext, SessionLauncher
 from airflow_jrs.operators.session_settings import in_process_session
-from airflow_jrs.operators.sql_script import check_placeholders, fill_placeholders, script_text, split_statements
 from airflow_jrs.protocol import JobAttempt, JobSpec
 from airflow_jrs.protocol.recovery import PREDECESSOR_POLICIES
 

@@ -3,7 +3,7 @@
 With ``start_in_triggerer=True`` the task starts in the triggerer (Airflow 3.3's
 ``start_from_trigger``): :class:`~airflow_jrs.triggers.start_in_triggerer.StartInTriggererSubmitTrigger`
 reads the job's entry and, when the job is done (same rule as the worker:
-:func:`~airflow_jrs.decision.decide`), ends the task there with the stored result as its XCom
+:func:`~airflow_jrs.domain.decision.decide`), ends the task there with the stored result as its XCom
 (``return_value``; ``jrs_result`` and a skip with ``skip_when_done``), written through the
 Execution API before the trigger yields ``TaskSuccessEvent`` (see the trigger module). Otherwise the task goes
 to a worker (``next_method="execute_on_worker"``) and runs exactly as without the option.

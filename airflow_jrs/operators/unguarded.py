@@ -24,10 +24,10 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from airflow_jrs.domain.identity import job_id_for
+from airflow_jrs.domain.paths import staging_root
 from airflow_jrs.exceptions import StoreUnavailableError
 from airflow_jrs.hooks.jrs import JrsHook
-from airflow_jrs.identity import job_id_for
-from airflow_jrs.paths import staging_root
 from airflow_jrs.spark.conf import fill_placeholders, job_conf
 
 #: Prefix of an unguarded run's staging folder (fenced ones are ``fence-N``).

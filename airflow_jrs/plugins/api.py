@@ -43,13 +43,13 @@ from airflow_jrs.exceptions import (
     NoSuchJobResultError,
     StoreUnavailableError,
 )
-from airflow_jrs.links import SPARK_UI_OPTION
 from airflow_jrs.plugins.security import Access, Backend, Connected, VisibleQuery, actor, who
 from airflow_jrs.plugins.task_instance import map_index as parse_map_index
 from airflow_jrs.plugins.task_instance import running_job, xcom_payload
 from airflow_jrs.store import EntryState, JobStatus
 from airflow_jrs.views.job import entry_dag, held_leases, inspect_job, lease_dag
 from airflow_jrs.views.json import entry_json, held_lease_json, job_json
+from airflow_jrs.views.links import SPARK_UI_OPTION
 
 log = logging.getLogger(__name__)
 
@@ -327,7 +327,7 @@ def job_detail(b: Connected, access: Access, job_id: str) -> dict[str, Any]:
 
 
 def _stream_request(b: Connected, access: Access, user: Any, job_id: str, body: Any, kind: str) -> dict[str, Any]:
-    from airflow_jrs.stream_requests import request_stream
+    from airflow_jrs.protocol.stream_requests import request_stream
 
     _confirmed(job_id, body)
     store = b.store

@@ -5,7 +5,7 @@ user), then clear the task instance that computed it through Airflow's own REST 
 user's own token: Airflow authorizes the clear, writes its audit log, queues the run again, and
 the task computes the job anew. Forget first: a clear before it would let the task reuse the old
 result. No conf is involved, so nothing lingers on the run: a later backfill of the date reuses
-the new result (:mod:`airflow_jrs.recompute` on requests in a run's conf).
+the new result (:mod:`airflow_jrs.domain.recompute` on requests in a run's conf).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import HTTPException, Request
 
-from airflow_jrs.airflow_api import AirflowApi, AirflowApiError
+from airflow_jrs.cli.airflow_api import AirflowApi, AirflowApiError
+from airflow_jrs.domain.model import HistoryReason
 from airflow_jrs.exceptions import JobResultEntryChangedError, NoSuchJobResultError
 from airflow_jrs.store import Actor
-from airflow_jrs.store.model import HistoryReason
 
 if TYPE_CHECKING:
     from airflow_jrs.protocol.jobs import JobNamespace

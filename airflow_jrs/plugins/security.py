@@ -18,10 +18,10 @@ from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
 from airflow.configuration import conf
 from fastapi import HTTPException
 
+from airflow_jrs.domain.model import EntryQuery
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.store import Actor, JobResultEntry, RedisJobResultStore
-from airflow_jrs.store.model import EntryQuery
 from airflow_jrs.views.job import entry_dag
 
 

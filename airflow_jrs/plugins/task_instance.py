@@ -30,7 +30,7 @@ def map_index(raw: str | None) -> int:
 def same_map_index(job_id: str, owner: dict[str, Any], index: int) -> bool:
     """Is the lease of ``job_id`` held by map index ``index`` of the task? Every map index of a
     mapped task holds a lease under the same DAG, run and task: the owner's ``map_index`` when it
-    names one, else the default job id's ``.map-<i>`` suffix (see :mod:`airflow_jrs.identity`)."""
+    names one, else the default job id's ``.map-<i>`` suffix (see :mod:`airflow_jrs.domain.identity`)."""
     if "map_index" in owner:
         return owner["map_index"] == index
     if index < 0:
@@ -43,7 +43,7 @@ def xcom_payload(dag_id: str, run_id: str, task_id: str, index: int) -> dict[str
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
 
-    from airflow_jrs.payload import SKIPPED_RESULT_KEY
+    from airflow_jrs.domain.payload import SKIPPED_RESULT_KEY
 
     with create_session() as session:
         for key in ("return_value", SKIPPED_RESULT_KEY):

@@ -3,9 +3,9 @@
 Every way into Spark runs this one sequence (DESIGN.md section 3); each step is one atomic
 store call:
 
-1. read the job's entry (one round trip) and :func:`~airflow_jrs.decision.decide`; a
+1. read the job's entry (one round trip) and :func:`~airflow_jrs.domain.decision.decide`; a
    SUCCEEDED result ends the attempt here, nothing is launched (unless a recompute request
-   says this result is older than the request: :func:`airflow_jrs.recompute.verdict`);
+   says this result is older than the request: :func:`airflow_jrs.domain.recompute.verdict`);
 2. take the job's fenced lease (a holder provably dead is taken over at once, a live one is
    waited for within ``lease_wait_timeout``); read the entry again under the lease;
 3. recover from a predecessor that died mid-flight (:mod:`.recovery`): wait for or stop its
@@ -37,8 +37,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_jrs import recompute
-from airflow_jrs.decision import decide
+from airflow_jrs.domain import recompute
+from airflow_jrs.domain.decision import decide
+from airflow_jrs.domain.model import Actor, HistoryReason
+from airflow_jrs.domain.paths import app_name, staging_path
+from airflow_jrs.domain.recompute import RequestSeen
 from airflow_jrs.exceptions import (
     ApplicationFailedError,
     DriverMayStillRunError,
@@ -46,9 +49,6 @@ from airflow_jrs.exceptions import (
     JobNotStartedError,
     LeaseHeldError,
 )
-from airflow_jrs.intent import Intent, IntentStore
-from airflow_jrs.lease import JobLease
-from airflow_jrs.paths import app_name, staging_path
 from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.protocol.launcher import COMMITTED, RUNS, Launch, Launcher
 from airflow_jrs.protocol.markers import committed_marker
@@ -59,8 +59,8 @@ from airflow_jrs.protocol.submission import SubmissionRecorder
 from airflow_jrs.protocol.takeover import refusal, take_over_if_dead
 from airflow_jrs.spark.commit import read_commit_marker
 from airflow_jrs.store import Attempt, JobResult, JobResultEntry
-from airflow_jrs.store.model import Actor, HistoryReason
-from airflow_jrs.store.requests import RequestSeen
+from airflow_jrs.store.intent import Intent, IntentStore
+from airflow_jrs.store.lease import JobLease
 
 #: What :meth:`JobAttempt.run` did.
 SKIPPED, ADOPTED, COMPUTED = "skipped", "adopted", "computed"
@@ -91,7 +91,7 @@ class AttemptPolicy:
     retries: int = 0
     #: seconds between two looks at a held lease
     lease_poll: float = 0.5
-    #: the run's recompute request (:func:`airflow_jrs.recompute.read_request`), if any
+    #: the run's recompute request (:func:`airflow_jrs.domain.recompute.read_request`), if any
     recompute: recompute.Request | None = None
 
 
@@ -201,7 +201,7 @@ class JobAttempt:
         return self.jobs.recompute_requests.first_seen(self.job.job_id, self.attempt.run_id)
 
     def _recompute(self, first_seen: RequestSeen | None, entry: JobResultEntry) -> bool:
-        """Recompute a done job because this run asks for it (:func:`airflow_jrs.recompute.verdict`)."""
+        """Recompute a done job because this run asks for it (:func:`airflow_jrs.domain.recompute.verdict`)."""
         request = self.policy.recompute
         verdict = recompute.verdict(
             request, task_id=self.attempt.task_id, job_id=entry.job_id, entry=entry, first_seen=first_seen

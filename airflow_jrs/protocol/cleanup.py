@@ -32,13 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from airflow_jrs.domain.paths import FENCE_PREFIX, fence_token_of, spec_dir, staging_root
+from airflow_jrs.domain.payload import result_payload
 from airflow_jrs.exceptions import CleanupError, JobResultEntryChangedError, NoSuchJobResultError
-from airflow_jrs.intent import IntentStore
-from airflow_jrs.paths import FENCE_PREFIX, fence_token_of, spec_dir, staging_root
-from airflow_jrs.payload import result_payload
 from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.protocol.steps import reached
 from airflow_jrs.store import EntryState, JobResult, JobResultEntry, RedisJobResultStore
+from airflow_jrs.store.intent import IntentStore
 
 #: ``fn(result, context)``: a caller's own cleanup of one dirty job, run before it is marked clean.
 CleanupCallable = Callable[[JobResult, Any], None]

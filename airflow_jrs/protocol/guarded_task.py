@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from datetime import date, datetime, time, timedelta
 from typing import Any, ClassVar, Protocol
 
+from airflow_jrs.domain.identity import application_fingerprint, function_fingerprint, sql_fingerprint
 from airflow_jrs.exceptions import JrsConfigError
-from airflow_jrs.identity import application_fingerprint, function_fingerprint, sql_fingerprint
 
 #: The class attribute a guarded operator sets to one of :data:`KINDS`.
 MARKER = "jrs_guarded"
@@ -84,7 +84,7 @@ def planned_fingerprint(task: Any) -> str | None:
     """The fingerprint the task will record, when it can be known before the task renders its
     templates; ``None`` otherwise, which the decision table counts as the same job (a plan then
     cannot tell a changed job from a done one, and says "skip" as the task would for a result
-    without fingerprint). Each kind's rule is the operator's own (:mod:`airflow_jrs.identity`)."""
+    without fingerprint). Each kind's rule is the operator's own (:mod:`airflow_jrs.domain.identity`)."""
     kind = guarded_kind(task)
     version = task.job_version
     if not _literal(version):

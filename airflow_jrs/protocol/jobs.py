@@ -17,10 +17,10 @@ from typing import Any
 import redis as redis_lib
 
 from airflow_jrs.config import JrsSettings
-from airflow_jrs.intent import Heartbeats, IntentStore
-from airflow_jrs.lease import DEFAULT_LEASE_TTL, JobLease, LeaseHolder, default_owner, fresh_client, held_leases
 from airflow_jrs.store import RedisJobResultStore, validate_namespace
 from airflow_jrs.store.clients import client_from_url
+from airflow_jrs.store.intent import Heartbeats, IntentStore
+from airflow_jrs.store.lease import DEFAULT_LEASE_TTL, JobLease, LeaseHolder, default_owner, fresh_client, held_leases
 from airflow_jrs.store.requests import RecomputeRequests
 from airflow_jrs.store.server import Namespaces, find_namespaces, namespace_has_keys
 from airflow_jrs.store.stop_requests import StopRequests
@@ -105,7 +105,9 @@ class JobNamespace:
         )
 
     def held_leases(self) -> dict[str, LeaseHolder]:
-        """Every lease held now, by job id: who computes what (a SCAN; see :func:`~airflow_jrs.lease.held_leases`)."""
+        """Every lease held now, by job id: who computes what.
+
+        A SCAN; see :func:`~airflow_jrs.store.lease.held_leases`."""
         return held_leases(self.client, self.namespace)
 
     def in_use(self) -> bool:

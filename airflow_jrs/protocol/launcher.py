@@ -4,7 +4,7 @@ The protocol (:mod:`.attempt`) decides, leases, recovers, records the intent and
 a :class:`Launcher` runs the application and answers what only the place it runs can answer:
 is a predecessor's application still alive, what did the launch report, did a cluster driver
 outlive its client. spark-submit in each deploy mode is one launcher
-(:class:`airflow_jrs.operators.spark_launcher.SparkSubmitLauncher`); the fault trials use a
+(:class:`airflow_jrs.launch.spark_launcher.SparkSubmitLauncher`); the fault trials use a
 stand-in (:mod:`jrs_testbench.trials`), so thousands of trials run this very protocol code.
 
 Every method but :meth:`Launcher.run` must return promptly and never raise from
@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 from airflow_jrs.protocol.processes import find_job_processes, process_alive
 
 if TYPE_CHECKING:
-    from airflow_jrs.intent import Intent
     from airflow_jrs.protocol.run import JobRun
     from airflow_jrs.store import JobResult
+    from airflow_jrs.store.intent import Intent
 
 #: What an attempt may conclude once its launch ended (:meth:`Launcher.outcome`).
 ENDED, RUNS, COMMITTED = "ended", "runs", "committed"
@@ -126,7 +126,7 @@ class Launcher:
         return self.find_predecessors(namespace, stale.job_id, known)
 
     def intent_fields(self) -> dict[str, Any]:
-        """Fields of :class:`~airflow_jrs.intent.Intent` this launch fills in before it runs
+        """Fields of :class:`~airflow_jrs.store.intent.Intent` this launch fills in before it runs
         (after :meth:`prepare`), for a successor's :meth:`predecessors_of`."""
         return {}
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from airflow_jrs.intent import IntentStore
-from airflow_jrs.lease import JobLease
 from airflow_jrs.protocol.application_ids import application_id_of
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
+from airflow_jrs.store.intent import IntentStore
+from airflow_jrs.store.lease import JobLease
 
 if TYPE_CHECKING:
     from airflow_jrs.protocol.jobs import JobNamespace

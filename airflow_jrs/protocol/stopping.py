@@ -6,7 +6,7 @@ successor with ``predecessor="stop"``, ``on_kill``) goes to the job's control ha
 (a stream's stop to its driver's control file, anything else as SIGTERM then SIGKILL). The
 attempt that sees its launch end on such a request records CANCELED (who asked, when, why) and
 fails without retries, instead of FAILED and a retry that would undo what was asked. Cluster
-deploy modes stop their driver first (:mod:`airflow_jrs.operators.stopping`).
+deploy modes stop their driver first (:mod:`airflow_jrs.launch.spark_stopping`).
 """
 
 from __future__ import annotations

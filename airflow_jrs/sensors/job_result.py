@@ -6,7 +6,7 @@ accepts it (by default: a SUCCEEDED result, dirty or clean). An unsuccessful res
 wait at once instead of at ``timeout`` (``fail_on_unsuccessful``), because no amount of
 waiting turns a FAILED result into a success; only a new attempt of the job does.
 
-Three ways to wait, one rule (:func:`~airflow_jrs.wait.evaluate`):
+Three ways to wait, one rule (:func:`~airflow_jrs.domain.wait.evaluate`):
 
 * ``mode="poke"``: read every ``poke_interval`` while holding a worker slot;
 * ``mode="reschedule"``: read, give the slot back, come back after ``poke_interval``;
@@ -28,12 +28,12 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, AirflowSkipException
 
+from airflow_jrs.domain.wait import DEFAULT_STATUSES, WaitOutcome, evaluate, validate_wait_args
 from airflow_jrs.exceptions import JrsConfigError, JrsError
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.hooks.store_failures import airflow_failures
 from airflow_jrs.store import JobResultEntry, validate_job_id
 from airflow_jrs.triggers.job_result import JobResultTrigger
-from airflow_jrs.wait import DEFAULT_STATUSES, WaitOutcome, evaluate, validate_wait_args
 
 #: Error events (the triggerer could not read the store) before the sensor gives up and lets
 #: Airflow retry: a triggerer that cannot reach Redis must not bounce the task forever.

@@ -10,7 +10,7 @@ provider is installed already), or ship a zip of the package with ``py_files``/`
 the lease and Airflow's classes lazily: the driver's Python needs neither ``redis`` nor
 ``psutil`` nor Airflow. What the driver shares with the rest (the fence and the file names it
 gives, the commit-marker error) is defined in this subpackage and imported from here by the
-rest, never the other way round (a test in ``tests/unit/test_architecture.py`` holds it).
+rest, never the other way round (the project's architecture test holds it).
 
 The one contract between an application and the operator is the commit marker written by
 :func:`write_commit_marker` (see :mod:`airflow_jrs.spark.commit` for why it exists);

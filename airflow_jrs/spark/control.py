@@ -1,7 +1,7 @@
 """Stop and cancel requests for a running stream, and how its driver says it ended (FLIP-45).
 
 A streaming job has a ``control/`` folder beside its checkpoint
-(:func:`airflow_jrs.paths.control_path`). Two small JSON documents live there:
+(:func:`airflow_jrs.domain.paths.control_path`). Two small JSON documents live there:
 
 ``request.json`` -- written on the Airflow side (the operator's ``on_kill``, ``airflow-jrs stop``
 / ``cancel``) through fsspec; polled by the driver through the JVM's Hadoop FileSystem

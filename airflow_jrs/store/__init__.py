@@ -1,9 +1,6 @@
 """The job result store (FLIP-194 for Airflow + Spark). Depends on redis-py and the stdlib only."""
 
-from airflow_jrs.store.aio import AsyncRedisJobResultStore
-from airflow_jrs.store.base import JobResultStore
-from airflow_jrs.store.keys import KeySpace
-from airflow_jrs.store.model import (
+from airflow_jrs.domain.model import (
     Actor,
     Attempt,
     EntryState,
@@ -15,8 +12,12 @@ from airflow_jrs.store.model import (
     validate_job_id,
     validate_namespace,
 )
+from airflow_jrs.domain.result_json import result_from_dict, result_to_dict
+from airflow_jrs.store.aio import AsyncRedisJobResultStore
+from airflow_jrs.store.base import JobResultStore
+from airflow_jrs.store.keys import KeySpace
 from airflow_jrs.store.redis import RedisJobResultStore
-from airflow_jrs.store.serde import SCHEMA_VERSION, result_from_dict, result_to_dict
+from airflow_jrs.store.serde import SCHEMA_VERSION
 
 __all__ = [
     "SCHEMA_VERSION",

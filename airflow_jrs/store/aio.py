@@ -20,11 +20,11 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from airflow_jrs.domain.model import JobResultEntry, validate_job_id
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.store import result_scripts
 from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.keys import KeySpace
-from airflow_jrs.store.model import JobResultEntry, validate_job_id
 from airflow_jrs.store.read_rules import (
     READ_CHUNK,
     NeedsQuarantine,

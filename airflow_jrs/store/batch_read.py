@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from airflow_jrs.domain.model import JobResultEntry, validate_job_id
 from airflow_jrs.exceptions import JobResultEntryError
 from airflow_jrs.store.errors import redis_errors
-from airflow_jrs.store.model import JobResultEntry, validate_job_id
 from airflow_jrs.store.read_rules import READ_CHUNK
 
 if TYPE_CHECKING:

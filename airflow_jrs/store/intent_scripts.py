@@ -1,4 +1,4 @@
-"""The intent and heartbeat scripts (:mod:`airflow_jrs.intent`): the reference to a running job's
+"""The intent and heartbeat scripts (:mod:`airflow_jrs.store.intent`): the reference to a running job's
 spec, and the supervisor's beat beside spark-submit.
 
 Shared codes and the fence check: :mod:`.lua`.

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from airflow_jrs.store.model import validate_job_id, validate_namespace
+from airflow_jrs.domain.model import validate_job_id, validate_namespace
 
 PREFIX = "jrs"
 

@@ -1,4 +1,4 @@
-"""The lease scripts: acquire, take over, renew and release a job's lease (:mod:`airflow_jrs.lease`).
+"""The lease scripts: acquire, take over, renew and release a job's lease (:mod:`airflow_jrs.store.lease`).
 
 Shared codes and the fence check: :mod:`.lua`.
 """

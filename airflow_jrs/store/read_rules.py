@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_jrs.domain.model import JobResultEntry
 from airflow_jrs.exceptions import CorruptJobResultError, JobResultQuarantinedError, UnsupportedSchemaVersionError
 from airflow_jrs.store.keys import KeySpace
-from airflow_jrs.store.model import JobResultEntry
 from airflow_jrs.store.serde import EntryDecodeError, decode_entry
 
 #: How many keys one MGET or pipeline reads at most.

@@ -16,6 +16,7 @@ from typing import Any
 
 import redis as redis_lib
 
+from airflow_jrs.domain.model import Actor, EntryState, HistoryReason, JobResult, JobResultEntry, utcnow
 from airflow_jrs.exceptions import (
     JobResultEntryAlreadyExistsError,
     JrsConfigError,
@@ -29,7 +30,6 @@ from airflow_jrs.store.durability import Durability
 from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.fence import fence_arg
 from airflow_jrs.store.keys import KeySpace
-from airflow_jrs.store.model import Actor, EntryState, HistoryReason, JobResult, JobResultEntry, utcnow
 from airflow_jrs.store.read_rules import READ_CHUNK, as_bytes, as_str
 from airflow_jrs.store.redis_reads import RedisReads
 from airflow_jrs.store.refusals import refusal
@@ -132,7 +132,7 @@ class RedisJobResultStore(RedisReads, JobResultStore):
 
     def _server_now(self, job_id: str) -> datetime:
         """The Redis server's clock (``TIME``): a result's ``created_at`` is compared with a
-        ``jrs_recompute_at`` time (:mod:`airflow_jrs.recompute`), so it must not depend on which
+        ``jrs_recompute_at`` time (:mod:`airflow_jrs.domain.recompute`), so it must not depend on which
         host wrote the result; one round trip per result created."""
         with redis_errors(f"read the server's time for job {job_id!r}", self.namespace, job_id):
             seconds, micros = self.client.time()

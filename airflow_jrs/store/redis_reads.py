@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from airflow_jrs.domain.model import JobResultEntry
 from airflow_jrs.exceptions import JobResultEntryError
 from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.keys import KeySpace
-from airflow_jrs.store.model import JobResultEntry
 from airflow_jrs.store.read_rules import (
     READ_CHUNK,
     NeedsQuarantine,

@@ -1,4 +1,4 @@
-"""When a recompute request first met a job: the mark the rule of :mod:`airflow_jrs.recompute` needs.
+"""When a recompute request first met a job: the mark the rule of :mod:`airflow_jrs.domain.recompute` needs.
 
 A DAG run's conf may ask to recompute its jobs, and keeps asking on every retry, clear and
 backfill of that run. The request must act once: it is met by any result computed after the
@@ -30,10 +30,10 @@ again.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_jrs.domain.recompute import RequestSeen
 from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.keys import KeySpace
 from airflow_jrs.store.read_rules import as_str
@@ -65,26 +65,6 @@ redis.call('HSET', KEYS[1], ARGV[1], value)
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 return value
 """
-
-
-@dataclass(frozen=True)
-class RequestSeen:
-    """When a request first met a job: the fence mark the rule compares, and the time shown."""
-
-    #: Redis ``TIME`` at the first meeting.
-    at: datetime
-    #: The namespace's fence counter then: a result with a greater fence came from a lease taken
-    #: after the request. ``None`` when not known (then times are compared).
-    fence: int | None = None
-    #: The token of the job's lease held then (the computation in flight), if any.
-    in_flight: int | None = None
-
-    def met_by(self, fence: int | None) -> bool | None:
-        """Whether a result with ``fence`` was computed after the request: ``None`` when the
-        fences cannot tell (no fence on either side)."""
-        if self.fence is None or fence is None:
-            return None
-        return int(fence) > self.fence or (self.in_flight is not None and int(fence) == self.in_flight)
 
 
 def _seen(raw: Any) -> RequestSeen | None:

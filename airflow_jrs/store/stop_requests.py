@@ -11,7 +11,7 @@ fence of the attempt it is for (a request for an attempt that no longer runs is 
 later attempt never obeys an older one), and a cancel is never downgraded to a stop (a cancel
 after a stop upgrades it; a stop after a cancel leaves the cancel).
 
-The supervisor beside spark-submit (:mod:`airflow_jrs.supervisor`) reads the request with each
+The supervisor beside spark-submit (:mod:`airflow_jrs.launch.supervisor`) reads the request with each
 beat and is the relay on the host: for a stream it forwards a stop to the driver's control file
 (:mod:`airflow_jrs.spark.control`: the query stops at a batch boundary) and kills spark-submit
 only on a cancel or when the stop did not finish within ``stop_timeout``; for a batch job it

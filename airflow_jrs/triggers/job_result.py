@@ -30,7 +30,7 @@ Event payloads (``status`` first):
   sensor then reads through the sync store, which raises the same clear error (fail closed).
 
 Reads go through :class:`~airflow_jrs.store.AsyncRedisJobResultStore`, with the same rules as
-every other reader of the store; the wait rule is :func:`airflow_jrs.wait.evaluate`.
+every other reader of the store; the wait rule is :func:`airflow_jrs.domain.wait.evaluate`.
 """
 
 from __future__ import annotations
@@ -43,10 +43,10 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from airflow_jrs.domain.wait import DEFAULT_STATUSES, evaluate, validate_wait_args
 from airflow_jrs.exceptions import JobResultEntryError, JrsConfigError, StoreUnavailableError
 from airflow_jrs.store import AsyncRedisJobResultStore, validate_job_id
 from airflow_jrs.store.aio import ANY_JOB, CONNECTION_KEYS
-from airflow_jrs.wait import DEFAULT_STATUSES, evaluate, validate_wait_args
 
 
 class JobResultTrigger(BaseTrigger):

@@ -13,7 +13,7 @@ serialized DAG) and renders the trigger's template fields with it. The trigger t
   ``next_method`` (our operators' ``execute_on_worker``), where the normal path runs unchanged.
 
 The triggerer only ever ends a task when the job is done: a SUCCEEDED result for the same
-fingerprint (:func:`~airflow_jrs.decision.decide` says SKIP) for a submit task, or an already
+fingerprint (:func:`~airflow_jrs.domain.decision.decide` says SKIP) for a submit task, or an already
 clean entry for a cleanup task. Everything else goes to the worker: no result, a changed
 fingerprint, a failed result, Redis down, a template it could not render, a cluster-mode
 connection, and an entry the store refuses to read (corrupt: quarantined now; quarantined;
@@ -31,7 +31,7 @@ task instance in the triggerer because they appear in ``start_trigger_args.trigg
 *and* in the operator's ``template_fields`` (``BaseTrigger.task_instance`` setter). The
 default job id needs the task instance's context (dag id, task id, data interval, map
 index); the trigger keeps the context it was rendered with and calls
-:func:`~airflow_jrs.identity.job_id_for`, the worker's own rule.
+:func:`~airflow_jrs.domain.identity.job_id_for`, the worker's own rule.
 
 Fingerprint: computed exactly as the worker does (application file content when
 ``application`` is a local file readable *by the triggerer*, else its path string). When the
@@ -50,11 +50,11 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TaskSkippedEvent, TaskSuccessEvent, TriggerEvent
 
-from airflow_jrs import recompute
-from airflow_jrs.decision import decide
+from airflow_jrs.domain import recompute
+from airflow_jrs.domain.decision import decide
+from airflow_jrs.domain.identity import application_fingerprint, job_id_for
+from airflow_jrs.domain.payload import DECIDED_IN_TRIGGERER, SKIPPED_RESULT_KEY, entry_payload, submitted_job_ids
 from airflow_jrs.exceptions import CleanupError, JobResultEntryError, JrsConfigError
-from airflow_jrs.identity import application_fingerprint, job_id_for
-from airflow_jrs.payload import DECIDED_IN_TRIGGERER, SKIPPED_RESULT_KEY, entry_payload, submitted_job_ids
 from airflow_jrs.store import AsyncRedisJobResultStore, JobResultEntry, validate_job_id
 from airflow_jrs.store.requests import seen_async
 

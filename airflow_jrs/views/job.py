@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from airflow_jrs.exceptions import CorruptIntentError, JobResultEntryError
-from airflow_jrs.intent import Heartbeat, Intent
-from airflow_jrs.lease import LeaseHolder
 from airflow_jrs.store import JobResultEntry
+from airflow_jrs.store.intent import Heartbeat, Intent
+from airflow_jrs.store.lease import LeaseHolder
 from airflow_jrs.store.stop_requests import StopRequest
 
 if TYPE_CHECKING:

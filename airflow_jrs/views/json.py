@@ -15,12 +15,12 @@ from dataclasses import asdict
 from typing import Any
 
 from airflow_jrs.exceptions import CorruptIntentError
-from airflow_jrs.intent import Heartbeat, Intent
-from airflow_jrs.lease import LeaseHolder
-from airflow_jrs.links import spark_app_url
 from airflow_jrs.store import JobResultEntry, result_to_dict
+from airflow_jrs.store.intent import Heartbeat, Intent
+from airflow_jrs.store.lease import LeaseHolder
 from airflow_jrs.store.stop_requests import StopRequest
 from airflow_jrs.views.job import HeldLease, InFlight, JobView
+from airflow_jrs.views.links import spark_app_url
 
 
 def entry_json(entry: JobResultEntry, spark_ui: str | None = None) -> dict[str, Any]:

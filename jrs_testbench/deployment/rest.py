@@ -2,7 +2,7 @@
 
 Plain ``urllib`` so that the CLI, tests and benchmarks can drive any Airflow 3 deployment
 (ours from :mod:`.local` or a real one) without importing Airflow. Where the product's own
-client (:mod:`airflow_jrs.airflow_api`, what ``airflow-jrs recompute`` and ``backfill`` use)
+client (:mod:`airflow_jrs.cli.airflow_api`, what ``airflow-jrs recompute`` and ``backfill`` use)
 does the same thing, this one calls it, so tests exercise the product's code: the token
 exchange and the backfill body. (It imports no Airflow either.)
 """
@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from typing import Any
 
-from airflow_jrs.airflow_api import PAGE, AirflowApi, AirflowApiError, backfill_body
+from airflow_jrs.cli.airflow_api import PAGE, AirflowApi, AirflowApiError, backfill_body
 
 TERMINAL_RUN_STATES = frozenset({"success", "failed"})
 

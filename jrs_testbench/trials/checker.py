@@ -56,9 +56,9 @@ from typing import Any
 
 import redis as redis_lib
 
-from airflow_jrs.intent import Heartbeats, IntentStore
+from airflow_jrs.domain.model import HistoryReason
 from airflow_jrs.store import JobResultEntry, JobStatus, RedisJobResultStore
-from airflow_jrs.store.model import HistoryReason
+from airflow_jrs.store.intent import Heartbeats, IntentStore
 from jrs_testbench.invariants import check_outputs
 from jrs_testbench.trials.history import read_history
 

@@ -16,10 +16,10 @@ must find that driver through the master, not among its host's processes. The lo
 * :class:`StandaloneClusterLauncher` is the protocol's :class:`~airflow_jrs.protocol.launcher.Launcher`
   for it. The client submits over HTTP and polls the driver's status (``waitAppCompletion``);
   everything else is the product's standalone cluster mode: the driver id is recorded through
-  :class:`~airflow_jrs.operators.standalone.StandaloneMode`'s shape check, predecessors are
-  found by :meth:`~airflow_jrs.operators.deploy_modes.DeployMode.find_predecessors`, an intent
+  :class:`~airflow_jrs.launch.standalone.StandaloneMode`'s shape check, predecessors are
+  found by :meth:`~airflow_jrs.launch.deploy_modes.DeployMode.find_predecessors`, an intent
   without a driver id is refused by ``refuse_while_unrecorded_driver_may_run``, and what the
-  attempt may conclude once the client ended is :func:`airflow_jrs.operators.cluster_outcome.outcome_after_submit`.
+  attempt may conclude once the client ended is :func:`airflow_jrs.launch.cluster_outcome.outcome_after_submit`.
 
 Client plans (env :data:`CLIENT_ENV`, or ``client=``): ``wait`` (poll until the driver ended),
 ``lose`` (the client loses the master once its driver wrote its first chunk, and raises: the
@@ -46,9 +46,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from airflow_jrs.operators import cluster_outcome as cluster
-from airflow_jrs.operators.standalone import StandaloneMode, refuse_while_unrecorded_driver_may_run
-from airflow_jrs.paths import job_tag
+from airflow_jrs.domain.paths import job_tag
+from airflow_jrs.launch import cluster_outcome as cluster
+from airflow_jrs.launch.standalone import StandaloneMode, refuse_while_unrecorded_driver_may_run
 from airflow_jrs.protocol.launcher import Launch, Launcher, Predecessor
 from airflow_jrs.protocol.run import JobRun
 from airflow_jrs.spark.conf import job_conf

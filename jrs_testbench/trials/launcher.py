@@ -2,8 +2,8 @@
 fault trials, running the stand-in application (:mod:`.app`) under the REAL supervisor.
 
 It does for the stand-in what the operator's ``Supervision`` does for spark-submit: the command
-is ``python -m airflow_jrs.supervisor --namespace .. --job-id .. --fence .. --ttl .. -- <app>``
-(:func:`airflow_jrs.supervisor.supervised_command`) with the Redis connection in
+is ``python -m airflow_jrs.launch.supervisor --namespace .. --job-id .. --fence .. --ttl .. -- <app>``
+(:func:`airflow_jrs.launch.supervisor.supervised_command`) with the Redis connection in
 ``JRS_SUPERVISOR_REDIS`` (``json`` of :attr:`JobNamespace.connection`, the host's proxied URL),
 so the heartbeat, the self-fencing, the stop/cancel relay and the orphan outcome are the
 product's own. ``kill`` is the protocol's stop path (:func:`~airflow_jrs.protocol.stopping.cancel_on_kill`
@@ -11,7 +11,7 @@ through the store, then terminate), the predecessor scan is the default (the pro
 scan of command lines). When ``JRS_TRIALS_REVERT`` is set the supervisor starts through
 :mod:`.supervise`, which applies the revert there too.
 
-``fork=True`` (the trials' default) runs the very same ``airflow_jrs.supervisor.main`` with the
+``fork=True`` (the trials' default) runs the very same ``airflow_jrs.launch.supervisor.main`` with the
 same arguments in a forked child of the task instead of a new interpreter (its imports cost
 more CPU than the rest of a try; a revert applied in the task is inherited). Everything the
 supervisor relies on holds as with ``exec``: its parent is the task process, the application
@@ -29,12 +29,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from airflow_jrs.launch.supervisor import SUPERVISOR_ENV, supervised_command
 from airflow_jrs.protocol.launcher import Launch, Launcher
 from airflow_jrs.protocol.run import JobRun
 from airflow_jrs.protocol.stopping import cancel_on_kill
 from airflow_jrs.spark.conf import job_conf
 from airflow_jrs.store import JobResult
-from airflow_jrs.supervisor import SUPERVISOR_ENV, supervised_command
 
 REVERT_ENV = "JRS_TRIALS_REVERT"
 
@@ -43,7 +43,7 @@ class _Forked:
     """The supervisor as a forked child: the part of ``Popen`` the launcher uses."""
 
     def __init__(self, argv: list[str], env: dict[str, str], stderr: int | None) -> None:
-        from airflow_jrs import supervisor
+        from airflow_jrs.launch import supervisor
 
         self.returncode: int | None = None
         self.pid = os.fork()
@@ -131,7 +131,7 @@ class StandInLauncher(Launcher):
             app, namespace=launch.namespace, job_id=launch.job_id, fence=launch.fence, ttl=self.ttl
         )
         if os.environ.get(REVERT_ENV):  # the supervisor applies the revert too
-            at = command.index("airflow_jrs.supervisor")
+            at = command.index("airflow_jrs.launch.supervisor")
             command[at] = "jrs_testbench.trials.supervise"
         self.command = command
         return {"application": "jrs_testbench.trials.app", "application_args": app[3:], "conf": conf}

@@ -205,7 +205,7 @@ def revert_5_standalone_lookup() -> None:
 
     Breaks "never two applications at once": a successor finds no predecessor for a queued,
     running or relaunching driver and submits a second one."""
-    from airflow_jrs.operators import standalone
+    from airflow_jrs.launch import standalone
 
     mode = standalone.StandaloneMode
     _recompile(
@@ -239,7 +239,7 @@ def revert_6_token_only_fence() -> None:
     Breaks "no write by a lower fence after a higher one was acknowledged" and "never two
     applications at once": after a failover that lost the counter's INCR, two attempts hold the
     same token and the stale one renews, writes, beats and releases the fresh one's lease."""
-    from airflow_jrs import lease
+    from airflow_jrs.store import lease
 
     _require(lease, ["new_nonce"])
     if "self.nonce = new_nonce()" not in inspect.getsource(lease.JobLease.__post_init__):

@@ -4,7 +4,7 @@ Process tree of a run::
 
     caller: the RedisFront (primary, replica, one proxy per host) and the run-fault thread
      └── pool worker (forked before any thread; a child subreaper), one trial at a time
-          ├── task try (forked: JobAttempt.run) ── supervisor (forked: airflow_jrs.supervisor.main)
+          ├── task try (forked: JobAttempt.run) ── supervisor (forked: airflow_jrs.launch.supervisor.main)
           │                                          └── stand-in application (exec'ed, marked)
           └── cleanup (forked: commit_job)
 

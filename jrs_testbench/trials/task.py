@@ -33,7 +33,7 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
-from airflow_jrs import recompute
+from airflow_jrs.domain import recompute
 from airflow_jrs.exceptions import JobEndedOnRequestError, LeaseHeldError
 from airflow_jrs.protocol import AttemptPolicy, JobAttempt, JobNamespace, JobSpec, settings_for
 from airflow_jrs.protocol.steps import observe_steps

@@ -24,11 +24,11 @@ from typing import Any
 import psutil
 import redis as redis_lib
 
-from airflow_jrs.intent import IntentStore
+from airflow_jrs.launch.supervisor import REQUEST_POLL
 from airflow_jrs.protocol.processes import find_job_processes
+from airflow_jrs.store.intent import IntentStore
 from airflow_jrs.store.keys import KeySpace
 from airflow_jrs.store.stop_requests import StopRequests
-from airflow_jrs.supervisor import REQUEST_POLL
 from jrs_testbench.trials.cleanup import COMMITTED, NOTHING, run_cleanup
 from jrs_testbench.trials.faults import TrialPlan, TryPlan
 from jrs_testbench.trials.history import HistoryLog, read_history

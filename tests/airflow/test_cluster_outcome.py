@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from test_cluster_deploy_mode import JOB, _finish_with_marker, master, run_dag  # noqa: F401  (master: fixture)
 
-from airflow_jrs.intent import IntentStore
 from airflow_jrs.spark.commit import marker_path
 from airflow_jrs.store import JobStatus
+from airflow_jrs.store.intent import IntentStore
 
 pytestmark = [pytest.mark.airflow, pytest.mark.cluster]
 

@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
-from airflow_jrs.intent import Intent, IntentStore
-from airflow_jrs.operators.connect_launcher import job_tag
+from airflow_jrs.launch.connect_launcher import job_tag
 from airflow_jrs.operators.pyspark import JrsPySparkOperator
 from airflow_jrs.spark.commit import read_commit_marker
+from airflow_jrs.store.intent import Intent, IntentStore
 from jrs_testbench.spark_connect import SparkConnectServer
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark]
@@ -244,7 +244,7 @@ def test_on_kill_interrupts_the_attempts_query_and_releases_its_session(
     server at once, and its session with it: no SUCCEEDED result, no operation left running."""
     import threading
 
-    from airflow_jrs.operators.connect_launcher import session_running, session_url
+    from airflow_jrs.launch.connect_launcher import session_running, session_url
 
     (control / "seconds").write_text("60")
     op = operator(control, predecessor="stop")

@@ -21,7 +21,7 @@ from typing import Any
 import psutil
 import pytest
 
-from airflow_jrs.identity import function_fingerprint, function_source
+from airflow_jrs.domain.identity import function_fingerprint, function_source
 from airflow_jrs.operators.cleanup import JrsCleanupOperator
 from airflow_jrs.operators.pyspark import JrsPySparkOperator
 from jrs_testbench.invariants import assert_clean_outputs_exist
@@ -224,7 +224,7 @@ def test_the_provider_registers_task_jrs_pyspark_on_spark_connect_and_refuses_ya
 def test_a_return_value_that_is_not_small_json_is_not_stored_as_metrics():
     import logging
 
-    from airflow_jrs.operators.session_launcher import MAX_METRICS_BYTES, metrics_of
+    from airflow_jrs.launch.session_launcher import MAX_METRICS_BYTES, metrics_of
 
     log = logging.getLogger("t")
     assert metrics_of({"rows": 1}, log) == {"rows": 1} and metrics_of(7, log) == {"value": 7}
@@ -278,7 +278,7 @@ def spark_cluster(tmp_path_factory):
 def test_sigkill_of_a_task_with_a_spark_master_session_ends_its_application_on_the_cluster(
     jrs_env, control, spark_cluster, monkeypatch
 ):
-    from airflow_jrs.paths import app_name_prefix
+    from airflow_jrs.domain.paths import app_name_prefix
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_STANDALONE", spark_cluster.connection())
     prefix = app_name_prefix(jrs_env.namespace, JOB)

@@ -15,11 +15,11 @@ import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from dag_runner import run_dag
 
-from airflow_jrs.identity import fingerprint
-from airflow_jrs.lease import JobLease, default_owner
+from airflow_jrs.domain.identity import fingerprint
+from airflow_jrs.domain.paths import fence_token_of
 from airflow_jrs.operators import JrsSparkSubmitOperator
-from airflow_jrs.paths import fence_token_of
 from airflow_jrs.store import Attempt, JobResult, JobStatus
+from airflow_jrs.store.lease import JobLease, default_owner
 
 pytestmark = pytest.mark.airflow
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from redis.connection import AbstractConnection
 
-from airflow_jrs.identity import fingerprint
+from airflow_jrs.domain.identity import fingerprint
 from airflow_jrs.operators import JrsSparkSubmitOperator
 from airflow_jrs.store import JobResult, JobStatus
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from dag_runner import run_dag
 
-from airflow_jrs.paths import fence_token_of
+from airflow_jrs.domain.paths import fence_token_of
 from airflow_jrs.store import JobStatus
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]

@@ -21,11 +21,11 @@ import pyarrow.parquet as pq
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_jrs.domain.identity import sql_fingerprint
+from airflow_jrs.domain.sql_script import fill_placeholders, script_text, split_statements
 from airflow_jrs.exceptions import JrsConfigError
-from airflow_jrs.identity import sql_fingerprint
 from airflow_jrs.operators.cleanup import JrsCleanupOperator
 from airflow_jrs.operators.spark_sql import JrsSparkSqlOperator, SparkSqlStatementError
-from airflow_jrs.operators.sql_script import fill_placeholders, script_text, split_statements
 from jrs_testbench.invariants import assert_clean_outputs_exist
 
 pytestmark = [pytest.mark.airflow]

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from airflow_jrs.cli import main
-from airflow_jrs.intent import Heartbeats
 from airflow_jrs.store import JobStatus
+from airflow_jrs.store.intent import Heartbeats
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
 

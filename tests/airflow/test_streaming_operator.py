@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_jrs.paths import checkpoint_path, stream_output_path
+from airflow_jrs.domain.paths import checkpoint_path, stream_output_path
 from airflow_jrs.spark.control import batch_ids
 from airflow_jrs.store import JobStatus
 from jrs_testbench.streams import committed_rows, drop_id_files

@@ -17,8 +17,8 @@ from typing import Any, Protocol
 import pytest
 import redis
 
-from airflow_jrs.lease import JobLease
 from airflow_jrs.store import SCHEMA_VERSION, JobResult, JobResultStore, JobStatus, KeySpace, RedisJobResultStore
+from airflow_jrs.store.lease import JobLease
 from jrs_testbench.helpers import free_port
 
 

@@ -20,8 +20,8 @@ from airflow_jrs.exceptions import (
     JobResultQuarantinedError,
     JrsConfigError,
 )
-from airflow_jrs.lease import JobLease
 from airflow_jrs.store import JobResult, JobStatus, KeySpace, RedisJobResultStore
+from airflow_jrs.store.lease import JobLease
 
 
 def test_redis_key_names_are_pinned() -> None:

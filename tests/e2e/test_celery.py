@@ -25,7 +25,7 @@ import psutil
 import pytest
 import redis
 
-from airflow_jrs.identity import application_fingerprint
+from airflow_jrs.domain.identity import application_fingerprint
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
 from airflow_jrs.store.keys import KeySpace
 from jrs_testbench.deployment.celery import CeleryDeployment

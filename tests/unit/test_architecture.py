@@ -1,11 +1,14 @@
 """The layering of DESIGN.md section 5, checked from the source (imports inside functions count too).
 
 * the import graph of ``airflow_jrs`` has no circle;
+* the packages form layers and nothing imports upward: errors, settings and the driver helpers;
+  the domain; the store; the protocol; where applications run and how a job is viewed; the
+  Airflow adapters and the CLI (the package root only re-exports, lazily);
 * the store, the lease, the pure job rules and the PySpark helpers import no Airflow;
 * triggers never import operators;
 * the PySpark helpers (``airflow_jrs.spark``) import nothing of airflow_jrs outside themselves,
   and importing them in a fresh interpreter loads neither Redis, Airflow, psutil nor the store;
-* only ``store/``, ``lease.py`` and ``intent.py`` talk to Redis: nobody else imports the key
+* only ``store/`` (results, leases, intents, requests) talks to Redis: nobody else imports the key
   layout, the scripts or the encoding, builds keys, or sends raw commands.
 """
 
@@ -25,20 +28,16 @@ MODULES = {
     for path in sorted(PACKAGE.rglob("*.py"))
 }
 #: Allowed to talk to Redis (DESIGN.md section 5).
-REDIS_OWNERS = ("airflow_jrs.store", "airflow_jrs.lease", "airflow_jrs.intent")
+REDIS_OWNERS = ("airflow_jrs.store", "airflow_jrs.store.lease", "airflow_jrs.store.intent")
 #: Must stay free of Airflow: importable in milliseconds, and inside a PySpark driver.
 AIRFLOW_FREE = (
     "airflow_jrs.store",
-    "airflow_jrs.lease",
-    "airflow_jrs.intent",
-    "airflow_jrs.supervisor",
-    "airflow_jrs.stream_requests",
+    "airflow_jrs.store.lease",
+    "airflow_jrs.store.intent",
+    "airflow_jrs.launch.supervisor",
+    "airflow_jrs.protocol.stream_requests",
     "airflow_jrs.exceptions",
-    "airflow_jrs.identity",
-    "airflow_jrs.paths",
-    "airflow_jrs.payload",
-    "airflow_jrs.wait",
-    "airflow_jrs.decision",
+    "airflow_jrs.domain",
     "airflow_jrs.config",
     "airflow_jrs.spark",
     "airflow_jrs.protocol",
@@ -134,6 +133,37 @@ def test_the_import_graph_has_no_circle():
             visit(name)
 
 
+#: Bottom to top: a module imports from its own layer or the ones below, never from above.
+LAYERS = (
+    ("airflow_jrs.exceptions", "airflow_jrs.config", "airflow_jrs.spark"),
+    ("airflow_jrs.domain",),
+    ("airflow_jrs.store",),
+    ("airflow_jrs.protocol",),
+    ("airflow_jrs.launch", "airflow_jrs.views"),
+    AIRFLOW_FACING + ("airflow_jrs.plugins",),
+)
+#: The package root and the provider entry point sit above every layer (they re-export).
+ABOVE_LAYERS = ("airflow_jrs", "airflow_jrs.get_provider_info")
+
+
+def _layer(name: str) -> int:
+    return next(i for i, prefixes in enumerate(LAYERS) if _within(name, prefixes))
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if n not in ABOVE_LAYERS))
+def test_every_module_has_a_layer_and_imports_nothing_above_it(name):
+    # A module no layer names would escape the check: placing it is part of adding it.
+    assert any(_within(name, prefixes) for prefixes in LAYERS), f"{name} is in no layer of LAYERS"
+    upward = sorted(m for m in _edges(name) if m not in ABOVE_LAYERS and _layer(m) > _layer(name))
+    assert not upward, f"{name} (layer {_layer(name)}) imports from above: {upward}"
+
+
+def test_nothing_imports_the_package_root_or_the_provider_entry_point():
+    # The root re-exports from every layer: importing it from below would be a circle in disguise.
+    importers = sorted(n for n in MODULES if n not in ABOVE_LAYERS and set(_edges(n)) & set(ABOVE_LAYERS))
+    assert not importers, importers
+
+
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if _within(n, AIRFLOW_FREE)))
 def test_store_lease_rules_and_spark_helpers_import_no_airflow(name):
     tree = ast.parse(MODULES[name].read_text())
@@ -152,10 +182,7 @@ def test_only_the_store_the_lease_and_the_intent_talk_to_redis(name):
     source = MODULES[name].read_text()
     tree = ast.parse(source)
     internals = [
-        m
-        for m, names in _imports(tree)
-        for target in [m, *(f"{m}.{n}" for n in names)]
-        if target in STORE_INTERNALS
+        m for m, names in _imports(tree) for target in [m, *(f"{m}.{n}" for n in names)] if target in STORE_INTERNALS
     ]
     assert not internals, f"{name} imports the store's internals: {internals}"
     names = {n for _, ns in _imports(tree) for n in ns}
@@ -199,5 +226,5 @@ def test_the_checks_see_what_they_check():
     # A check that finds no modules, or no edges, proves nothing.
     assert len(MODULES) > 30
     assert "airflow_jrs.store.redis" in _edges("airflow_jrs.store")
-    assert "airflow_jrs.store.lease_scripts" in _edges("airflow_jrs.lease")
+    assert "airflow_jrs.store.lease_scripts" in _edges("airflow_jrs.store.lease")
     assert "airflow_jrs.operators.spark" in _edges("airflow_jrs.operators.start_in_triggerer")

@@ -19,16 +19,16 @@ import redis
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from airflow_jrs.domain.identity import default_job_id, fingerprint
+from airflow_jrs.domain.model import JOB_ID_MAX_LENGTH, NAMESPACE_MAX_LENGTH, validate_namespace
 from airflow_jrs.exceptions import (
     CorruptJobResultError,
     InvalidJobIdError,
     JobResultQuarantinedError,
     UnsupportedSchemaVersionError,
 )
-from airflow_jrs.identity import default_job_id, fingerprint
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore, validate_job_id
 from airflow_jrs.store.keys import KeySpace
-from airflow_jrs.store.model import JOB_ID_MAX_LENGTH, NAMESPACE_MAX_LENGTH, validate_namespace
 from airflow_jrs.store.serde import encode_entry
 
 SETTINGS = settings(

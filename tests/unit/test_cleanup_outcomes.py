@@ -12,12 +12,12 @@ import pytest
 from airflow.sdk import Asset
 from airflow.sdk.exceptions import AirflowSkipException
 
+from airflow_jrs.domain.paths import staging_path
 from airflow_jrs.exceptions import CleanupError
-from airflow_jrs.lease import JobLease
 from airflow_jrs.operators import JrsCleanupOperator
-from airflow_jrs.paths import staging_path
 from airflow_jrs.protocol.steps import observe_steps
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
+from airflow_jrs.store.lease import JobLease
 from jrs_testbench.helpers import connection_env
 
 DATA = Asset("file:///data/totals")

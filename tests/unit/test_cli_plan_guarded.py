@@ -17,8 +17,8 @@ import pytest
 
 from airflow_jrs.cli import main
 from airflow_jrs.cli.plan import load_dag
-from airflow_jrs.identity import default_job_id, function_fingerprint, job_id_for, sql_fingerprint
-from airflow_jrs.operators.sql_script import split_statements
+from airflow_jrs.domain.identity import default_job_id, function_fingerprint, job_id_for, sql_fingerprint
+from airflow_jrs.domain.sql_script import split_statements
 from airflow_jrs.protocol.guarded_task import APPLICATION, FUNCTION, KINDS, SQL, guarded_kind
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
 

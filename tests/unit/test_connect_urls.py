@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_jrs.operators.connect_launcher import job_tag, redacted, session_url
+from airflow_jrs.launch.connect_launcher import job_tag, redacted, session_url
 
 SID = "5f0c2a9e-1111-4222-8333-444455556666"
 

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from airflow_jrs.decision import Action, decide
-from airflow_jrs.identity import default_job_id, fingerprint
+from airflow_jrs.domain.decision import Action, decide
+from airflow_jrs.domain.identity import default_job_id, fingerprint
 from airflow_jrs.store import EntryState, JobResult, JobResultEntry, JobStatus
 
 DAY = datetime(2013, 1, 1, tzinfo=UTC)

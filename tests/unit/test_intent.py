@@ -14,9 +14,9 @@ import pytest
 import redis
 
 from airflow_jrs.exceptions import LeaseLostError
-from airflow_jrs.intent import Intent, IntentStore
-from airflow_jrs.lease import JobLease
 from airflow_jrs.store import JobResult, JobStatus, KeySpace, RedisJobResultStore
+from airflow_jrs.store.intent import Intent, IntentStore
+from airflow_jrs.store.lease import JobLease
 
 JOB = "d.t.2013-01-01"
 
@@ -100,7 +100,7 @@ def test_recorder_amends_the_pid_then_the_yarn_application_id_and_stops_before_t
     import sys
     from types import SimpleNamespace
 
-    from airflow_jrs.operators.deploy_modes import YarnClusterMode
+    from airflow_jrs.launch.deploy_modes import YarnClusterMode
     from airflow_jrs.protocol.submission import SubmissionRecorder
 
     lease, intents, intent = held

@@ -9,8 +9,9 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
+from airflow_jrs.domain.model import Attempt, EntryState, JobResult, JobStatus
+from airflow_jrs.domain.result_json import result_from_dict, result_to_dict
 from airflow_jrs.store import result_scripts as scripts
-from airflow_jrs.store.model import Attempt, EntryState, JobResult, JobStatus
 from airflow_jrs.store.serde import (
     CLEAN_PREFIX,
     DIRTY_PREFIX,
@@ -19,8 +20,6 @@ from airflow_jrs.store.serde import (
     EntryDecodeError,
     decode_entry,
     encode_entry,
-    result_from_dict,
-    result_to_dict,
 )
 
 CREATED = datetime(2013, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)

@@ -7,9 +7,9 @@ import time
 import pytest
 
 from airflow_jrs.exceptions import JobKilledError
-from airflow_jrs.lease import JobLease
 from airflow_jrs.protocol import COMPUTED, SKIPPED, JobAttempt, JobNamespace, JobSpec, Launch, Launcher, settings_for
 from airflow_jrs.store import Attempt
+from airflow_jrs.store.lease import JobLease
 
 JOB = "d.t.2013-01-01"
 

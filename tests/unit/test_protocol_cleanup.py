@@ -14,13 +14,13 @@ from pathlib import Path
 import fsspec
 import pytest
 
+from airflow_jrs.domain.paths import spec_path, staging_path
 from airflow_jrs.exceptions import CleanupError, NoSuchJobResultError
-from airflow_jrs.lease import JobLease
-from airflow_jrs.paths import spec_path, staging_path
 from airflow_jrs.protocol import JobNamespace, RetryPolicy, commit_job, settings_for
 from airflow_jrs.protocol.cleanup import LOCAL_OR_FSSPEC, folders_named_by
 from airflow_jrs.protocol.steps import observe_steps
 from airflow_jrs.store import JobResult, JobStatus
+from airflow_jrs.store.lease import JobLease
 
 NO_WAIT = RetryPolicy(attempts=3, initial_delay=0.0, max_delay=0.0)
 

@@ -30,7 +30,7 @@ def test_every_store_it_hands_out_has_the_configured_settings(jobs, namespace, t
 
 def test_a_fresh_namespace_for_a_signal_handler_keeps_durability_and_limits_on_its_own_connection(jobs):
     """A STOPPED/CANCELED result written from on_kill once went through a store rebuilt by hand,
-    without the configured durability and index limit (operators/streaming.py)."""
+    without the configured durability and index limit (launch/streaming.py)."""
     jobs.results.ping()
     fresh = jobs.fresh()
     try:

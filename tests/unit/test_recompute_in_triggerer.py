@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from airflow_jrs.identity import application_fingerprint
-from airflow_jrs.lease import JobLease
+from airflow_jrs.domain.identity import application_fingerprint
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
+from airflow_jrs.store.lease import JobLease
 from airflow_jrs.store.requests import RecomputeRequests
 from airflow_jrs.triggers.start_in_triggerer import StartInTriggererSubmitTrigger, _GoToWorker
 

@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 
 import redis.asyncio as aioredis
 
-from airflow_jrs.lease import JobLease
-from airflow_jrs.recompute import Request, Verdict, verdict
+from airflow_jrs.domain.recompute import Request, RequestSeen, Verdict, verdict
 from airflow_jrs.store import JobResult, JobResultEntry, JobStatus, KeySpace, RedisJobResultStore
 from airflow_jrs.store import redis as store_redis
-from airflow_jrs.store.requests import REQUEST_TTL, RecomputeRequests, RequestSeen, seen_async
+from airflow_jrs.store.lease import JobLease
+from airflow_jrs.store.requests import REQUEST_TTL, RecomputeRequests, seen_async
 
 JOB = "d.t.2013-01-01"
 T0 = datetime(2024, 3, 1, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""The recompute rule (:func:`airflow_jrs.recompute.verdict`): a run's request acts once.
+"""The recompute rule (:func:`airflow_jrs.domain.recompute.verdict`): a run's request acts once.
 
 Pure: no Redis, no Airflow. The worker, the triggerer and ``airflow-jrs plan`` call this one
 function, so this table is what all three do."""
@@ -9,10 +9,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from airflow_jrs.domain.recompute import Request, RequestSeen, read_request, verdict
 from airflow_jrs.exceptions import JrsConfigError
-from airflow_jrs.recompute import Request, read_request, verdict
 from airflow_jrs.store import EntryState, JobResult, JobResultEntry, JobStatus
-from airflow_jrs.store.requests import RequestSeen
 
 T0 = datetime(2024, 3, 1, 12, tzinfo=UTC)
 JOB = "d.t.2024-03-01"

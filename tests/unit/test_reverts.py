@@ -91,7 +91,7 @@ def _run(scenario: Any, revert: int | None, redis_url: str, tmp_path: Path) -> A
 def adopted_output_after_cleanup(url: str, ns: str, tmp: str) -> Any:
     """Defect 1: a result adopted from a predecessor names the predecessor's folder; the real
     cleanup (commit_job) commits it. Does the output still exist?"""
-    from airflow_jrs.paths import staging_root
+    from airflow_jrs.domain.paths import staging_root
     from airflow_jrs.protocol.cleanup import commit_job
 
     jobs = jobs_for(url, ns, tmp)
@@ -105,7 +105,7 @@ def adopted_output_after_cleanup(url: str, ns: str, tmp: str) -> Any:
 def new_result_during_cleanup(url: str, ns: str, tmp: str) -> Any:
     """Defect 2: a recompute writes a new result (new folder) right after the cleanup read the
     old one. Is the clean entry's output still there?"""
-    from airflow_jrs.paths import staging_root
+    from airflow_jrs.domain.paths import staging_root
     from airflow_jrs.protocol import steps
     from airflow_jrs.protocol.cleanup import commit_job
 
@@ -194,7 +194,7 @@ def standalone_driver_lookup(url: str, ns: str, tmp: str) -> Any:
     product's standalone cluster mode find it, or hold back a new submission?"""
     from types import SimpleNamespace
 
-    from airflow_jrs.operators.standalone import StandaloneMode, refuse_while_unrecorded_driver_may_run
+    from airflow_jrs.launch.standalone import StandaloneMode, refuse_while_unrecorded_driver_may_run
     from jrs_testbench.fake_standalone import FakeStandaloneMaster
 
     with FakeStandaloneMaster() as master:
@@ -248,8 +248,8 @@ def heartbeat_gone(url: str, ns: str, tmp: str) -> Any:
 def holder_without_pid(url: str, ns: str, tmp: str) -> Any:
     """Defect 8: a holder on this host whose owner names no pid (it cannot be inspected). Does the
     takeover judge it dead?"""
-    from airflow_jrs.lease import LeaseHolder, default_owner
     from airflow_jrs.protocol.takeover import judge
+    from airflow_jrs.store.lease import LeaseHolder, default_owner
 
     owner = {k: v for k, v in default_owner().items() if k != "pid"}
     verdict = judge(LeaseHolder(1, owner, 30_000), None, None, namespace=ns, job_id=JOB)

@@ -9,11 +9,11 @@ import json
 import pytest
 
 from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.launch.deploy_mode_choice import deploy_mode_for
+from airflow_jrs.launch.deploy_modes import KubernetesClusterMode, YarnClusterMode
+from airflow_jrs.launch.spark_target import application_id_of, refuse_unsafe, resolve_target
+from airflow_jrs.launch.standalone import StandaloneMode
 from airflow_jrs.operators import JrsSparkSubmitOperator
-from airflow_jrs.operators.deploy_mode_choice import deploy_mode_for
-from airflow_jrs.operators.deploy_modes import KubernetesClusterMode, YarnClusterMode
-from airflow_jrs.operators.spark_target import application_id_of, refuse_unsafe, resolve_target
-from airflow_jrs.operators.standalone import StandaloneMode
 
 
 @pytest.fixture

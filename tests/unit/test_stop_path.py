@@ -1,7 +1,7 @@
 """One stop path: every stop and cancel goes to the job's control hash; the supervisor relays it.
 
 Real processes against a real Redis: a "task" process takes the lease, records the intent and
-starts the real supervisor (``python -m airflow_jrs.supervisor``) in front of a stand-in for
+starts the real supervisor (``python -m airflow_jrs.launch.supervisor``) in front of a stand-in for
 spark-submit; the stand-in of a stream's driver honours the driver's control file exactly as
 :mod:`airflow_jrs.spark.streaming` does (a stop ends at a batch boundary and says so in
 ``ended-fence-N.json``; a cancel exits at once). The task is then SIGKILLed where the scenario
@@ -25,14 +25,14 @@ import pytest
 import redis
 
 from airflow_jrs.cli import main
-from airflow_jrs.intent import Heartbeats, IntentStore
-from airflow_jrs.lease import JobLease
-from airflow_jrs.paths import checkpoint_path, control_path, staging_path, stream_output_path
+from airflow_jrs.domain.paths import checkpoint_path, control_path, staging_path, stream_output_path
+from airflow_jrs.launch.supervisor import SUPERVISOR_ENV
 from airflow_jrs.spark.control import STOPPED, outcome_path, read_outcome
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
 from airflow_jrs.store.fence import Fence
+from airflow_jrs.store.intent import Heartbeats, IntentStore
+from airflow_jrs.store.lease import JobLease
 from airflow_jrs.store.stop_requests import CANCEL, STOP, StopRequests
-from airflow_jrs.supervisor import SUPERVISOR_ENV
 
 JOB = "d.stream.2013-01-01"
 ROOT = Path(__file__).parents[2]
@@ -81,9 +81,9 @@ while True:
 TASK = """
 import json, os, socket, subprocess, sys, time
 import redis
-from airflow_jrs.intent import Intent, IntentStore
-from airflow_jrs.lease import JobLease
-from airflow_jrs.supervisor import supervised_command
+from airflow_jrs.store.intent import Intent, IntentStore
+from airflow_jrs.store.lease import JobLease
+from airflow_jrs.launch.supervisor import supervised_command
 url, ns, job, staging, specs, stop_timeout, log = sys.argv[1:8]
 command = json.loads(sys.argv[8])
 client = redis.Redis.from_url(url)

@@ -13,11 +13,16 @@ import pytest
 import redis
 
 from airflow_jrs.cli import main
-from airflow_jrs.decision import decide
+from airflow_jrs.domain.decision import decide
+from airflow_jrs.domain.paths import (
+    checkpoint_path,
+    control_path,
+    control_path_of_output,
+    fence_name,
+    stream_output_path,
+)
+from airflow_jrs.domain.wait import evaluate
 from airflow_jrs.exceptions import JobResultEntryAlreadyExistsError
-from airflow_jrs.intent import Intent, IntentStore
-from airflow_jrs.lease import JobLease
-from airflow_jrs.paths import checkpoint_path, control_path, control_path_of_output, fence_name, stream_output_path
 from airflow_jrs.spark.control import (
     CANCEL,
     STOP,
@@ -28,7 +33,8 @@ from airflow_jrs.spark.control import (
 )
 from airflow_jrs.store import Attempt, EntryState, JobResult, JobResultEntry, JobStatus, RedisJobResultStore
 from airflow_jrs.store.fence import Fence
-from airflow_jrs.wait import evaluate
+from airflow_jrs.store.intent import Intent, IntentStore
+from airflow_jrs.store.lease import JobLease
 
 JOB = "d.stream.2013-01-01"
 
@@ -122,7 +128,7 @@ def test_cli_stop_and_cancel_reach_the_running_attempt_only(redis_url, namespace
 
 
 def _attempt(redis_client, namespace, lease, intents, tmp_path, *, alive):
-    from airflow_jrs.operators.streaming import StreamAttempt, prepare
+    from airflow_jrs.launch.streaming import StreamAttempt, prepare
     from airflow_jrs.protocol import JobNamespace, settings_for
     from airflow_jrs.protocol.run import JobRun
 

@@ -1,6 +1,6 @@
 """The supervisor beside spark-submit, with a stand-in command (no JVM): heartbeat, stop, fences.
 
-Each test runs ``python -m airflow_jrs.supervisor`` as a real process against a real Redis,
+Each test runs ``python -m airflow_jrs.launch.supervisor`` as a real process against a real Redis,
 with a small Python child in place of spark-submit, and asserts on what the child did (files
 it wrote, whether it still lives) and on the heartbeat in Redis.
 """
@@ -19,10 +19,10 @@ import psutil
 import pytest
 import redis
 
-from airflow_jrs.intent import Heartbeats
-from airflow_jrs.lease import JobLease
+from airflow_jrs.launch.supervisor import LOST_BEFORE_START, SUPERVISOR_ENV, supervised_command
+from airflow_jrs.store.intent import Heartbeats
+from airflow_jrs.store.lease import JobLease
 from airflow_jrs.store.stop_requests import StopRequests
-from airflow_jrs.supervisor import LOST_BEFORE_START, SUPERVISOR_ENV, supervised_command
 from jrs_testbench.redis_server import EmbeddedRedis
 
 JOB = "sup.job.2013-01-01"
@@ -165,7 +165,7 @@ def test_a_supervisor_whose_heartbeat_expired_early_stops_its_child_instead_of_r
 
 
 def test_a_later_beat_never_creates_a_heartbeat(redis_url, namespace, leased):
-    from airflow_jrs.intent import StaleHeartbeat
+    from airflow_jrs.store.intent import StaleHeartbeat
 
     beats = Heartbeats(redis.Redis.from_url(redis_url), namespace)
     with pytest.raises(StaleHeartbeat):

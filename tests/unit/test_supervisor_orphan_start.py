@@ -16,7 +16,7 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from airflow_jrs import supervisor
+from airflow_jrs.launch import supervisor
 
 
 def _launch(tmp_path: Path, supervisor_pid: int) -> tuple[int, bool]:

@@ -4,10 +4,10 @@ With Spark Connect the driver is a long-running server and the task process a th
 the lease alone is not enough, unlike :mod:`.session_launcher`: a task process that dies (SIGKILL,
 a lost worker) leaves its query running on the server, for minutes (until the server's detached
 timeout), and a retry must never run beside it. What the server offers for that, proved on a
-real server by ``tests/spark/test_spark_connect.py``:
+real server by the project's Spark Connect tests:
 
 * a session is a UUID the *client* picks. :class:`ConnectLauncher` picks it before the launch and
-  records it in the job's intent (:attr:`airflow_jrs.intent.Intent.session_id`), before the
+  records it in the job's intent (:attr:`airflow_jrs.store.intent.Intent.session_id`), before the
   session exists on the server (intent before side effect);
 * every operation the attempt starts carries a tag naming the job and fence (:func:`job_tag`);
 * only a client of the SAME session reaches its operations: a successor reattaches with
@@ -30,13 +30,13 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from airflow_jrs.exceptions import JrsConfigError
-from airflow_jrs.operators.session_launcher import SessionLauncher, metrics_of
+from airflow_jrs.launch.session_launcher import SessionLauncher, metrics_of
 from airflow_jrs.protocol.launcher import Launch, Predecessor
 from airflow_jrs.spark.commit import is_connect_session, write_commit_marker
 from airflow_jrs.spark.conf import job_conf
 
 if TYPE_CHECKING:
-    from airflow_jrs.intent import Intent
+    from airflow_jrs.store.intent import Intent
 
 #: Operation states in which an operation does no more Spark work (TERMINATING: its work is done,
 #: its results wait for a client).

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from airflow_jrs.store.model import JOB_ID_MAX_LENGTH, sanitize_job_id_part, validate_job_id
+from airflow_jrs.domain.model import JOB_ID_MAX_LENGTH, sanitize_job_id_part, validate_job_id
 
 
 def _format_instant(value: datetime) -> str:

@@ -12,9 +12,9 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_jrs.domain.model import JobResultEntry, JobStatus
+from airflow_jrs.domain.payload import entry_payload
 from airflow_jrs.exceptions import JrsConfigError
-from airflow_jrs.payload import entry_payload
-from airflow_jrs.store import JobResultEntry, JobStatus
 
 #: ``any``: a result exists (dirty or clean); ``dirty``: cleanup still pending; ``clean``: committed.
 TARGET_STATES = ("any", "dirty", "clean")

@@ -1,6 +1,6 @@
 """What an orphaned supervisor records when a stop or cancel ended its spark-submit.
 
-The supervisor (:mod:`airflow_jrs.supervisor`) relays a stop or cancel to spark-submit. When
+The supervisor (:mod:`airflow_jrs.launch.supervisor`) relays a stop or cancel to spark-submit. When
 the task process is alive it records the outcome; when the task is gone (its worker was
 SIGKILLed) nobody else would, so the supervisor records STOPPED or CANCELED itself, under the
 job's lease, here. What it must never do (docs/concepts/stop-and-cancel.md): take a
@@ -15,8 +15,8 @@ import contextlib
 import re
 import sys
 
-from airflow_jrs.intent import Heartbeats
 from airflow_jrs.store.fence import same_fence
+from airflow_jrs.store.intent import Heartbeats
 from airflow_jrs.store.stop_requests import StopRequest
 
 
@@ -48,11 +48,11 @@ def record_orphan_outcome(
     * spark-submit **exited 0 and the staging folder holds the commit marker of this job and
       fence**: the output is complete, the request came too late; recovery adopts it."""
     from airflow_jrs.exceptions import JobResultEntryAlreadyExistsError
-    from airflow_jrs.intent import IntentStore
-    from airflow_jrs.lease import JobLease, default_owner
     from airflow_jrs.spark.control import STOPPED, read_outcome
     from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
     from airflow_jrs.store.base import UNSUCCESSFUL_ONLY
+    from airflow_jrs.store.intent import IntentStore
+    from airflow_jrs.store.lease import JobLease, default_owner
 
     client = beats.client
     try:
@@ -118,7 +118,7 @@ def record_orphan_outcome(
 
 
 #: Ids of drivers that run in the cluster, not in spark-submit (the cluster-mode shapes of
-#: operators/spark_target.py ``_IDS``: standalone ``driver-...``, YARN ``application_...``,
+#: launch/spark_target.py ``_IDS``: standalone ``driver-...``, YARN ``application_...``,
 #: Kubernetes ``spark-<hex>`` or ``<pod>-driver``); kept here so the supervisor imports no Airflow.
 _CLUSTER_DRIVER = re.compile(
     r"driver-\d{14}-\d{4,}|application_\d+_\d+|spark-[0-9a-f]{32}|[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?-driver"

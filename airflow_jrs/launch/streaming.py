@@ -1,9 +1,9 @@
-"""The Airflow side of a streaming job (FLIP-45): stable locations, stop-then-cancel, STOPPED/CANCELED.
+"""The launcher's side of a streaming job (FLIP-45): stable locations, stop-then-cancel, STOPPED/CANCELED.
 
 ``JrsSparkSubmitOperator(streaming=True, stop_timeout=...)`` uses this module at four points:
 
 1. before submit (:func:`prepare`): the stream's folders are per job, not per fence
-   (:func:`airflow_jrs.paths.stream_root`), so every attempt and every run of the job resumes
+   (:func:`airflow_jrs.domain.paths.stream_root`), so every attempt and every run of the job resumes
    from the same checkpoint and appends to the same exactly-once file sink; a request left by
    an earlier attempt is dropped;
 2. when spark-submit ended well (:meth:`StreamAttempt.result_after_exit`): the driver's
@@ -31,8 +31,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_jrs.domain.paths import checkpoint_path, control_path, stream_output_path
 from airflow_jrs.exceptions import JobResultEntryAlreadyExistsError
-from airflow_jrs.paths import checkpoint_path, control_path, stream_output_path
 from airflow_jrs.protocol.run import JobRun
 from airflow_jrs.spark.conf import streaming_conf
 from airflow_jrs.spark.control import CANCEL, FINISHED, STOP, STOPPED, clear_request, read_outcome, requested_kind

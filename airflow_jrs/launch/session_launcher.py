@@ -41,11 +41,11 @@ from typing import Any
 import psutil
 
 from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.launch.supervisor import SELF_FENCE_SHARE
 from airflow_jrs.protocol.launcher import Launch, Launcher, Predecessor
 from airflow_jrs.protocol.processes import find_job_processes, process_alive
 from airflow_jrs.spark.commit import write_commit_marker
 from airflow_jrs.spark.conf import job_conf
-from airflow_jrs.supervisor import SELF_FENCE_SHARE
 
 #: The largest return value (as JSON) stored as the result's metrics; larger ones are not kept.
 MAX_METRICS_BYTES = 16 * 1024
@@ -176,7 +176,7 @@ class SessionLauncher(Launcher):
     def _self_fence(self, launch: Launch, done: threading.Event) -> None:
         """Stop the session once the lease could not be renewed for most of its TTL, before the key
         can expire on the server and a successor on another host may start (the supervisor's
-        self-fencing rule, :data:`airflow_jrs.supervisor.SELF_FENCE_SHARE`: the driver here has
+        self-fencing rule, :data:`airflow_jrs.launch.supervisor.SELF_FENCE_SHARE`: the driver here has
         no supervisor, and the renewer alone gives up only after a whole TTL)."""
         lease = launch.run.lease
         while not done.wait(min(lease.ttl / 6, 0.5)):

@@ -20,8 +20,8 @@ from typing import Any
 import fsspec
 import redis as redis_lib
 
+from airflow_jrs.domain.paths import fence_name, spec_path
 from airflow_jrs.exceptions import CorruptIntentError, HeartbeatGone, LeaseLostError, StaleHeartbeat
-from airflow_jrs.paths import fence_name, spec_path
 from airflow_jrs.store import intent_scripts as scripts
 from airflow_jrs.store import lua
 from airflow_jrs.store.errors import redis_errors
@@ -224,7 +224,7 @@ class IntentStore:
 #
 # An attempt's task process can die (SIGKILL, a lost Celery worker) while its spark-submit
 # lives on, on *that* host. A successor on another host cannot see that process; it can see
-# this heartbeat, which the supervisor beside spark-submit (:mod:`airflow_jrs.supervisor`)
+# this heartbeat, which the supervisor beside spark-submit (:mod:`airflow_jrs.launch.supervisor`)
 # keeps in Redis while spark-submit lives::
 #
 #     jrs:{ns}:heartbeat:<job id>  hash {fence, host, pid, child, state=running|ended, exit_code, stop}

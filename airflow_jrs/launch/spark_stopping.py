@@ -1,4 +1,4 @@
-"""The operator's side of the one stop path for a batch job (a stream's is :mod:`.streaming`).
+"""The spark-submit launcher's side of the one stop path for a batch job (a stream's is :mod:`.streaming`).
 
 A stop or cancel of a running batch job (``airflow-jrs stop|cancel``, the Job results page, a
 successor with ``predecessor="stop"``, ``on_kill``) goes to the job's control hash
@@ -22,10 +22,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from airflow_jrs.domain.paths import job_tag
 from airflow_jrs.exceptions import JobEndedOnRequestError
-from airflow_jrs.operators.cluster_outcome import driver_may_still_run
-from airflow_jrs.operators.deploy_modes import DeployMode
-from airflow_jrs.paths import job_tag
+from airflow_jrs.launch.cluster_outcome import driver_may_still_run
+from airflow_jrs.launch.deploy_modes import DeployMode
 from airflow_jrs.protocol.run import JobRun
 from airflow_jrs.protocol.stopping import record_ended_on_request
 from airflow_jrs.store.stop_requests import StopRequest

@@ -34,18 +34,17 @@ from typing import Any
 
 import redis as redis_lib
 
+from airflow_jrs.config import DEFAULT_LEASE_TTL
+from airflow_jrs.domain.model import validate_job_id
 from airflow_jrs.exceptions import JrsConfigError, LeaseHeldError, LeaseLostError
 from airflow_jrs.store import lease_scripts as scripts
 from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.fence import Fence, fence_arg, new_nonce
 from airflow_jrs.store.keys import KeySpace
 from airflow_jrs.store.lua import ACQUIRED
-from airflow_jrs.store.model import validate_job_id
 from airflow_jrs.store.read_rules import as_str
 
 log = logging.getLogger(__name__)
-
-DEFAULT_LEASE_TTL = 60.0
 
 
 def process_identity(pid: int) -> dict[str, str]:

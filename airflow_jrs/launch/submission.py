@@ -1,6 +1,6 @@
 """spark-submit under supervision, and what it started recorded in the job's intent.
 
-Every submission runs under :mod:`airflow_jrs.supervisor` (:class:`Supervision` prefixes the
+Every submission runs under :mod:`airflow_jrs.launch.supervisor` (:class:`Supervision` prefixes the
 command the Spark provider builds), which keeps the job's heartbeat while spark-submit lives,
 on whatever host it runs. A successor that finds a dead attempt's intent, and the engineer on
 call, also need the spark-submit pid and the application or driver id. The provider's hook
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_jrs.exceptions import JrsConfigError
-from airflow_jrs.supervisor import SUPERVISOR_ENV, supervised_command
+from airflow_jrs.launch.supervisor import SUPERVISOR_ENV, supervised_command
 
 if TYPE_CHECKING:
     from airflow_jrs.hooks.jrs import JrsHook

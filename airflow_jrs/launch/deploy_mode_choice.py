@@ -6,9 +6,9 @@ Kept apart from :mod:`.deploy_modes` so that the modes that live in modules of t
 
 from __future__ import annotations
 
-from airflow_jrs.operators.deploy_modes import DeployMode, KubernetesClusterMode, YarnClusterMode
-from airflow_jrs.operators.spark_target import SparkTarget
-from airflow_jrs.operators.standalone import StandaloneMode, standalone_webuis
+from airflow_jrs.launch.deploy_modes import DeployMode, KubernetesClusterMode, YarnClusterMode
+from airflow_jrs.launch.spark_target import SparkTarget
+from airflow_jrs.launch.standalone import StandaloneMode, standalone_webuis
 
 
 def deploy_mode_for(target: SparkTarget | None) -> DeployMode:

@@ -2,12 +2,12 @@
 
 Every submission of :class:`~airflow_jrs.operators.JrsSparkSubmitOperator` runs as::
 
-    python -m airflow_jrs.supervisor --namespace NS --job-id J --fence F --ttl S -- spark-submit ...
+    python -m airflow_jrs.launch.supervisor --namespace NS --job-id J --fence F --ttl S -- spark-submit ...
 
 on the worker host, in place of the bare spark-submit (the operator prefixes the command the
 Spark provider builds; the application needs nothing of airflow-jrs). Like spark-submit
 before it, it outlives a SIGKILLed task process. While spark-submit lives it keeps the job's
-heartbeat (:mod:`airflow_jrs.intent`) for its fence, renewing it every ``ttl/3`` (every
+heartbeat (:mod:`airflow_jrs.store.intent`) for its fence, renewing it every ``ttl/3`` (every
 second at most); it relays stop and cancel requests to spark-submit; when spark-submit ends it records the exit code and
 exits with it (so the provider's hook sees what it always saw).
 
@@ -36,8 +36,9 @@ Failure cases (see docs/recovery.md):
 * **a stop or cancel request** (:mod:`airflow_jrs.store.stop_requests`): read with each beat
   (every second at most) and relayed here: a stream's stop goes to its driver's control file
   (a batch boundary), a cancel or a batch job's stop terminates spark-submit; when the task is
-  gone, the supervisor records STOPPED or CANCELED itself (:func:`~airflow_jrs.orphan_outcome.record_orphan_outcome`),
-  except for a cluster-mode driver or complete output (it leaves those to recovery);
+  gone, the supervisor records STOPPED or CANCELED itself
+  (:func:`~airflow_jrs.launch.orphan_outcome.record_orphan_outcome`), except for a cluster-mode
+  driver or complete output (it leaves those to recovery);
 * **a host that is gone**: its heartbeat expires; the successor proceeds.
 
 The Redis connection comes in the environment (``JRS_SUPERVISOR_REDIS``, plain client
@@ -65,8 +66,8 @@ import redis as redis_lib
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from airflow_jrs.intent import HeartbeatGone, Heartbeats, StaleHeartbeat
 from airflow_jrs.store.fence import Fence, fence_arg, same_fence
+from airflow_jrs.store.intent import HeartbeatGone, Heartbeats, StaleHeartbeat
 from airflow_jrs.store.stop_requests import CANCEL, StopRequest, StopRequests
 
 SUPERVISOR_ENV = "JRS_SUPERVISOR_REDIS"
@@ -99,7 +100,7 @@ def supervised_command(
     if stop_timeout is not None:
         stream += ["--stop-timeout", str(stop_timeout)]
     return [
-        sys.executable, "-m", "airflow_jrs.supervisor", "--namespace", namespace, "--job-id", job_id,
+        sys.executable, "-m", "airflow_jrs.launch.supervisor", "--namespace", namespace, "--job-id", job_id,
         "--fence", fence_arg(fence), "--ttl", str(ttl), *stream, "--", *command,
     ]  # fmt: skip
 
@@ -256,8 +257,8 @@ class Relay:
 def _control_dir_of(beats: Heartbeats, job_id: str, fence: int) -> str | None:
     """A stream's control folder, from the intent of this fence (its staging is the stream's
     output folder); ``None`` for a batch job, or when the intent cannot be read."""
-    from airflow_jrs.intent import IntentStore
-    from airflow_jrs.paths import control_path_of_output
+    from airflow_jrs.domain.paths import control_path_of_output
+    from airflow_jrs.store.intent import IntentStore
 
     try:
         intent = IntentStore(beats.client, beats.namespace, spec_root="").get(job_id)
@@ -328,7 +329,7 @@ def supervise(
     relay_output.join(5)
     code = 128 - code if code < 0 else code
     if relay.request is not None and os.getppid() != parent:  # the task is gone: nobody else records
-        from airflow_jrs.orphan_outcome import record_orphan_outcome
+        from airflow_jrs.launch.orphan_outcome import record_orphan_outcome
 
         record_orphan_outcome(beats, job_id, fence, relay.request, control_dir, ttl, code)
     try:
@@ -339,7 +340,9 @@ def supervise(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m airflow_jrs.supervisor", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m airflow_jrs.launch.supervisor", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--namespace", required=True)
     parser.add_argument("--job-id", required=True)
     parser.add_argument("--fence", type=Fence.parse, required=True, help="<token> or <token>:<nonce>")

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_jrs.operators.deploy_modes import DeployMode
-from airflow_jrs.paths import job_tag
+from airflow_jrs.domain.paths import job_tag
+from airflow_jrs.launch.deploy_modes import DeployMode
 from airflow_jrs.protocol.launcher import COMMITTED, ENDED, RUNS
 from airflow_jrs.protocol.markers import committed_marker
 from airflow_jrs.spark.commit import marker_path

@@ -26,7 +26,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from airflow_jrs.store.model import JobResultEntry
+from airflow_jrs.domain.model import JobResultEntry
 
 
 class Action(enum.StrEnum):

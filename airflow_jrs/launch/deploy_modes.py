@@ -22,7 +22,7 @@ standalone cluster  the driver id the intent          a live driver (SUBMITTED, 
 Every mode also scans local processes: a spark-submit that outlived its task on this host
 is a predecessor whatever the master. The mode comes from the Spark connection and the
 operator's arguments (:func:`.deploy_mode_choice.deploy_mode_for` of a :class:`~.spark_target.SparkTarget`), never
-from the provider hook's private state; the tag is :func:`airflow_jrs.paths.job_tag`.
+from the provider hook's private state; the tag is :func:`airflow_jrs.domain.paths.job_tag`.
 """
 
 from __future__ import annotations

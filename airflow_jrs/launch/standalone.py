@@ -31,10 +31,10 @@ from typing import Any
 
 import requests
 
+from airflow_jrs.domain.paths import app_name_prefix
 from airflow_jrs.exceptions import JrsConfigError
-from airflow_jrs.operators.deploy_modes import _STANDALONE_APP_ID as STANDALONE_APP_ID
-from airflow_jrs.operators.deploy_modes import ClusterUnreachableError, DeployMode, Predecessor
-from airflow_jrs.paths import app_name_prefix
+from airflow_jrs.launch.deploy_modes import _STANDALONE_APP_ID as STANDALONE_APP_ID
+from airflow_jrs.launch.deploy_modes import ClusterUnreachableError, DeployMode, Predecessor
 
 #: What a standalone driver logs once the master accepted it (StandaloneSchedulerBackend).
 _APP_ID = re.compile(r"app ID (app-\d+-\d+)")

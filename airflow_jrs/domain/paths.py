@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import hashlib
 
+from airflow_jrs.domain.model import validate_job_id
+
 # Defined beside the driver's helpers (a PySpark driver names its control files by them), and
 # read from here by everyone else.
 from airflow_jrs.spark.fence import FENCE_PREFIX as FENCE_PREFIX
 from airflow_jrs.spark.fence import fence_name as fence_name
-from airflow_jrs.store.model import validate_job_id
 
 #: The folder of a streaming job beside its attempts' ``fence-N`` folders (see :func:`stream_root`).
 STREAM_DIR = "stream"

@@ -37,9 +37,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_jrs.domain.model import JobResultEntry
 from airflow_jrs.exceptions import JrsConfigError
-from airflow_jrs.store import JobResultEntry
-from airflow_jrs.store.requests import RequestSeen
 
 #: The DAG run conf key.
 RECOMPUTE_KEY = "jrs_recompute"
@@ -47,6 +46,26 @@ RECOMPUTE_KEY = "jrs_recompute"
 RECOMPUTE_AT_KEY = "jrs_recompute_at"
 _TRUE = ("true", "1", "yes", "all", "*")
 _FALSE = ("", "false", "0", "no", "none")
+
+
+@dataclass(frozen=True)
+class RequestSeen:
+    """When a request first met a job: the fence mark the rule compares, and the time shown."""
+
+    #: Redis ``TIME`` at the first meeting.
+    at: datetime
+    #: The namespace's fence counter then: a result with a greater fence came from a lease taken
+    #: after the request. ``None`` when not known (then times are compared).
+    fence: int | None = None
+    #: The token of the job's lease held then (the computation in flight), if any.
+    in_flight: int | None = None
+
+    def met_by(self, fence: int | None) -> bool | None:
+        """Whether a result with ``fence`` was computed after the request: ``None`` when the
+        fences cannot tell (no fence on either side)."""
+        if self.fence is None or fence is None:
+            return None
+        return int(fence) > self.fence or (self.in_flight is not None and int(fence) == self.in_flight)
 
 
 @dataclass(frozen=True)

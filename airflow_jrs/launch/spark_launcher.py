@@ -17,21 +17,21 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from airflow_jrs.domain.paths import job_tag
 from airflow_jrs.exceptions import JobEndedOnRequestError
-from airflow_jrs.intent import Intent
-from airflow_jrs.operators import cluster_outcome as cluster
-from airflow_jrs.operators.deploy_modes import DeployMode
-from airflow_jrs.operators.standalone import refuse_while_unrecorded_driver_may_run
-from airflow_jrs.operators.stopping import end_on_request, stop_cluster_driver_on_kill
-from airflow_jrs.operators.streaming import StreamAttempt, StreamPaths
-from airflow_jrs.operators.streaming import prepare as prepare_stream
-from airflow_jrs.operators.submission import OutputTail, Supervision, failure_summary
-from airflow_jrs.paths import job_tag
+from airflow_jrs.launch import cluster_outcome as cluster
+from airflow_jrs.launch.deploy_modes import DeployMode
+from airflow_jrs.launch.spark_stopping import end_on_request, stop_cluster_driver_on_kill
+from airflow_jrs.launch.standalone import refuse_while_unrecorded_driver_may_run
+from airflow_jrs.launch.streaming import StreamAttempt, StreamPaths
+from airflow_jrs.launch.streaming import prepare as prepare_stream
+from airflow_jrs.launch.submission import OutputTail, Supervision, failure_summary
 from airflow_jrs.protocol.launcher import Launch, Launcher, Predecessor
 from airflow_jrs.protocol.run import JobRun
 from airflow_jrs.protocol.stopping import asked_to_end, cancel_on_kill
 from airflow_jrs.spark.conf import fill_placeholders, job_conf
 from airflow_jrs.store import JobResult, JobStatus
+from airflow_jrs.store.intent import Intent
 
 if TYPE_CHECKING:
     from airflow_jrs.hooks.jrs import JrsHook

@@ -17,8 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from airflow_jrs.domain.model import EntryState, JobResult, JobResultEntry
+from airflow_jrs.domain.result_json import result_to_dict
 from airflow_jrs.exceptions import CleanupError
-from airflow_jrs.store import EntryState, JobResult, JobResultEntry, result_to_dict
 
 #: ``decided_in`` of a task that the triggerer ended (start_in_triggerer).
 DECIDED_IN_TRIGGERER = "triggerer"
