@@ -1,0 +1,124 @@
+"""What a committed date costs in XCom calls and Redis round trips, pinned per task.
+
+Runs the flights shape (``tests/airflow/dags/jrs_xcom_dags.py``: two ``jrs_spark_job`` pairs,
+ontime's arguments pulling ingest's output) with ``dag.test()`` over jobs committed beforehand,
+and counts what the tasks send: XCom requests to the Execution API (each one a round trip to
+the API server, about 85 ms on a busy deployment: docs/benchmarks.md) and Redis round trips in
+the test's namespace. Nothing is mocked: the counters wrap the real channel and the real
+socket. A change that adds a call fails here, whatever the machine's speed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis.connection import AbstractConnection
+
+from airflow_jrs.domain.identity import fingerprint
+from airflow_jrs.store import JobResult, JobStatus
+from jrs_testbench.helpers import TINY_APP
+
+pytestmark = pytest.mark.airflow
+
+DAG_FILE = Path(__file__).parent / "dags" / "jrs_xcom_dags.py"
+DATE = datetime(2013, 1, 1, tzinfo=UTC)
+HANDSHAKE = (b"CLIENT", b"HELLO", b"AUTH", b"SELECT")
+_counter = itertools.count()
+
+
+def load(dag_id: str) -> Any:
+    spec = importlib.util.spec_from_file_location(f"jrs_xcom_dags_{next(_counter)}", DAG_FILE)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, dag_id), module
+
+
+def commit(jrs_env: Any, module: Any, dag_id: str, *, clean: bool) -> None:
+    """Both jobs of the date, stored as the DAG will compute their ids and fingerprints."""
+    templated = dag_id == "jrs_xcom_templated"
+    ingest_out = str(jrs_env.output_root / "ingest-2013-01-01")
+    args = {"ingest": list(module.INGEST_ARGS), "ontime": [*module.ONTIME_ARGS[:3], ingest_out]}
+    app = Path(TINY_APP).read_bytes()
+    for name, app_args in args.items():
+        job_id = f"xf.{name}.2013-01-01" if templated else f"{dag_id}.{name}.submit.2013-01-01"
+        fp = fingerprint(application_bytes=app, application=TINY_APP, application_args=app_args, job_version=None)
+        jrs_env.store.create_dirty_result(
+            JobResult(job_id=job_id, status=JobStatus.SUCCEEDED, fingerprint=fp, outputs={"output": ingest_out})
+        )
+        if clean:
+            jrs_env.store.mark_result_as_clean(job_id)
+
+
+class Traffic:
+    """XCom requests and Redis round trips, per task id (from the running task's identity)."""
+
+    def __init__(self, namespace: str) -> None:
+        self.xcom: Counter[tuple[str, str]] = Counter()
+        self.redis: Counter[str] = Counter()
+        self.task = "?"
+        self.mine = namespace.encode()
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from airflow.sdk.execution_time import supervisor
+
+        real_send_msg = supervisor.InProcessSupervisorComms.send
+        real_run = supervisor.run_task_in_process
+        traffic = self
+
+        def run_task_in_process(ti: Any, task: Any, client: Any = None) -> Any:
+            traffic.task = ti.task_id
+            try:
+                return real_run(ti=ti, task=task, client=client)
+            finally:
+                traffic.task = "?"
+
+        def send(self: Any, msg: Any) -> Any:
+            name = type(msg).__name__
+            if "XCom" in name:
+                traffic.xcom[(traffic.task, name)] += 1
+            return real_send_msg(self, msg)
+
+        monkeypatch.setattr(supervisor.InProcessSupervisorComms, "send", send)
+        monkeypatch.setattr(supervisor, "run_task_in_process", run_task_in_process)
+        real_send = AbstractConnection.send_packed_command
+
+        def counting_send(conn: Any, command: Any, check_health: bool = True) -> Any:
+            data = b"".join(command) if isinstance(command, list) else command
+            if traffic.mine in data and not any(word in data[:40].upper() for word in HANDSHAKE):
+                traffic.redis[traffic.task] += 1
+            return real_send(conn, command, check_health)
+
+        monkeypatch.setattr(AbstractConnection, "send_packed_command", counting_send)
+
+    def xcom_per_task(self) -> dict[str, int]:
+        out: Counter[str] = Counter()
+        for (task, _), n in self.xcom.items():
+            out[task] += n
+        return dict(out)
+
+
+def run(jrs_env: Any, monkeypatch: pytest.MonkeyPatch, dag_id: str, *, clean: bool) -> Traffic:
+    dag, module = load(dag_id)
+    commit(jrs_env, module, dag_id, clean=clean)
+    traffic = Traffic(jrs_env.namespace)
+    traffic.install(monkeypatch)
+    dr = dag.test(logical_date=DATE)
+    states = {ti.task_id: str(ti.state) for ti in dr.get_task_instances()}
+    assert set(states.values()) == {"success"}, states
+    assert jrs_env.launches() == 0
+    print(f"\n{dag_id} clean={clean}: XCom {dict(traffic.xcom)}; Redis {dict(traffic.redis)}")
+    return traffic
+
+
+@pytest.mark.parametrize("dag_id", ["jrs_xcom_default", "jrs_xcom_templated"])
+@pytest.mark.parametrize("clean", [True, False])
+def test_calls_per_committed_date(jrs_env, monkeypatch, dag_id, clean):
+    traffic = run(jrs_env, monkeypatch, dag_id, clean=clean)
+    print(traffic.xcom_per_task(), sum(traffic.xcom.values()), sum(traffic.redis.values()))
