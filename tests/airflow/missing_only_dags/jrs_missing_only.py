@@ -9,19 +9,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from airflow.sdk import DAG
-
 from airflow_jrs.operators import jrs_spark_job
+from jrs_testbench.dag_shapes import daily_dag
 from jrs_testbench.helpers import TINY_APP
 
-with DAG(
-    "jrs_missing_only",
-    schedule="@daily",
-    start_date=datetime(2013, 1, 1, tzinfo=UTC),
-    end_date=datetime(2013, 1, 31, tzinfo=UTC),
-    catchup=False,
-    tags=["jrs", "test"],
-):
+with daily_dag("jrs_missing_only", end_date=datetime(2013, 1, 31, tzinfo=UTC), tags=["jrs", "test"]):
     first = jrs_spark_job(
         "a", job_id="mo_a.{{ ds }}", application=TINY_APP, application_args=["--output", "{jrs_output}"],
         conn_id="spark_local",

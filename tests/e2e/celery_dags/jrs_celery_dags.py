@@ -10,37 +10,27 @@ creates no run by itself.
 
 from __future__ import annotations
 
-import os
-from datetime import UTC, datetime, timedelta
-
-from airflow.sdk import DAG
+from datetime import timedelta
 
 from airflow_jrs.operators import jrs_spark_job
+from jrs_testbench.dag_shapes import daily_dag, spark_conf
 from jrs_testbench.helpers import ROOT, TINY_APP
 
 #: The application's arguments (the tests precompute the job's fingerprint from them).
 TAKEOVER_ARGS = ["--output", "{jrs_output}", "--rows", "5", "--sleep", "20"]
-SPARK_CONF = {
-    "spark.ui.enabled": "false",
-    "spark.sql.shuffle.partitions": "1",
-    "spark.driver.memory": "512m",
-    "spark.executor.memory": "512m",
-    # One core each: a second application of the job would get the cluster's other core and run
-    # at once, so the tests' check that it never does means something.
-    "spark.cores.max": "1",
-}
-if os.environ.get("JRS_SPARK_EVENT_LOG_DIR"):
-    SPARK_CONF |= {"spark.eventLog.enabled": "true", "spark.eventLog.dir": os.environ["JRS_SPARK_EVENT_LOG_DIR"]}
+SPARK_CONF = spark_conf(
+    {
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "1",
+        "spark.driver.memory": "512m",
+        "spark.executor.memory": "512m",
+        # One core each: a second application of the job would get the cluster's other core and run
+        # at once, so the tests' check that it never does means something.
+        "spark.cores.max": "1",
+    }
+)
 
-with DAG(
-    "jrs_celery_takeover",
-    schedule="@daily",
-    start_date=datetime(2013, 1, 1, tzinfo=UTC),
-    end_date=datetime(2013, 12, 31, tzinfo=UTC),
-    catchup=False,
-    max_active_runs=2,
-    tags=["jrs", "e2e", "celery"],
-) as dag:
+with daily_dag("jrs_celery_takeover", max_active_runs=2, tags=["jrs", "e2e", "celery"]) as dag:
     jrs_spark_job(
         "slow",
         application=TINY_APP,

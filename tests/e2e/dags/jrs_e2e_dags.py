@@ -8,28 +8,14 @@ the triggerer (``start_in_triggerer``). Event logs go to
 
 from __future__ import annotations
 
-import os
-from datetime import UTC, datetime
-
-from airflow.sdk import DAG
-
 from airflow_jrs.operators import jrs_spark_job
+from jrs_testbench.dag_shapes import daily_dag, spark_conf
 from jrs_testbench.helpers import ROOT, TINY_APP
 
-SPARK_CONF = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}
-if os.environ.get("JRS_SPARK_EVENT_LOG_DIR"):
-    SPARK_CONF |= {"spark.eventLog.enabled": "true", "spark.eventLog.dir": os.environ["JRS_SPARK_EVENT_LOG_DIR"]}
+SPARK_CONF = spark_conf({"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"})
 SPARK_ENV = {"PYTHONPATH": str(ROOT)}
 
-with DAG(
-    "jrs_e2e_triggerer",
-    schedule="@daily",
-    start_date=datetime(2013, 1, 1, tzinfo=UTC),
-    end_date=datetime(2013, 12, 31, tzinfo=UTC),
-    catchup=False,
-    max_active_runs=2,
-    tags=["jrs", "e2e"],
-) as dag:
+with daily_dag("jrs_e2e_triggerer", max_active_runs=2, tags=["jrs", "e2e"]) as dag:
     first = jrs_spark_job(
         "tiny",
         start_in_triggerer=True,

@@ -7,25 +7,15 @@ shows a dirty result as well as a clean one. Event logs as in ``jrs_e2e_dags``.
 
 from __future__ import annotations
 
-import os
-from datetime import UTC, datetime
-
 from airflow.sdk import DAG
 
 from airflow_jrs.operators import JrsSparkSubmitOperator
+from jrs_testbench.dag_shapes import START, spark_conf
 from jrs_testbench.helpers import ROOT, TINY_APP
 
-SPARK_CONF = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}
-if os.environ.get("JRS_SPARK_EVENT_LOG_DIR"):
-    SPARK_CONF |= {"spark.eventLog.enabled": "true", "spark.eventLog.dir": os.environ["JRS_SPARK_EVENT_LOG_DIR"]}
+SPARK_CONF = spark_conf({"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"})
 
-with DAG(
-    "jrs_e2e_mapped",
-    schedule=None,
-    start_date=datetime(2013, 1, 1, tzinfo=UTC),
-    catchup=False,
-    tags=["jrs", "e2e"],
-) as dag:
+with DAG("jrs_e2e_mapped", schedule=None, start_date=START, catchup=False, tags=["jrs", "e2e"]) as dag:
     JrsSparkSubmitOperator.partial(
         task_id="submit",
         application=TINY_APP,
