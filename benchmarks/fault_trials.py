@@ -14,6 +14,11 @@ holder -> next lease holder) median and p95, wall and CPU.
 
     nice -n 10 .venv/bin/python benchmarks/fault_trials.py --trials 10000 --seed 1 --concurrency 6
     .venv/bin/python benchmarks/fault_trials.py --trials 50 --faults pause_before_write --break unfenced_result
+    .venv/bin/python benchmarks/fault_trials.py --trials 60 --launcher connect --concurrency 3
+
+``--launcher connect``: the tries run through the product's ConnectLauncher against one Spark
+Connect server started for the run (``jrs_testbench.trials.connect_launcher``); the faults that
+need spark-submit's supervisor and application process (kill_supervisor, kill_app) are not drawn.
 
 Exit status 1 when a violation was found.
 """
@@ -45,6 +50,9 @@ def main() -> int:
     parser.add_argument("--time-budget", type=float, default=None, help="start no trial after S seconds")
     parser.add_argument("--workdir", default=None, help="keep histories and outputs here")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON too")
+    parser.add_argument("--launcher", choices=("standin", "connect"), default="standin",
+                        help="standin: the real supervisor and a stand-in application; connect: the product's "
+                             "ConnectLauncher on one Spark Connect server started for the run")  # fmt: skip
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from jrs_testbench.trials.faults import FaultMix
@@ -67,12 +75,13 @@ def main() -> int:
                 first_trial=args.first_trial,
                 env=env,
                 time_budget=args.time_budget,
+                launcher=args.launcher,
             )
         )
         s = outcome.summary()
         where = f", env {env}" if env else ""
         print(f"fault trials: {started:%Y-%m-%d %H:%M} UTC, Python {platform.python_version()}, seed {args.seed}, "
-              f"lease TTL {args.lease_ttl:g} s, {args.concurrency} at once{where}")  # fmt: skip
+              f"lease TTL {args.lease_ttl:g} s, {args.concurrency} at once, {args.launcher}{where}")  # fmt: skip
         print(f"trials: {s['trials']} of {args.trials} (from trial {args.first_trial})")
         print(f"final entries: {s['outcomes']}; driver: {s['status']}")
         print(f"violations: {len(outcome.violations)} {s['violations']}")

@@ -30,12 +30,14 @@ import time
 import traceback
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import redis as redis_lib
 
+from jrs_testbench.spark_connect import SparkConnectServer
+from jrs_testbench.trials import connect_launcher
 from jrs_testbench.trials.checker import TrialReport, Violation, check_trial
 from jrs_testbench.trials.clock import faketime_missing
 from jrs_testbench.trials.faults import FaultMix, RunFault, TrialPlan, plan_run_faults, plan_trials
@@ -63,6 +65,11 @@ class RunConfig:
     isolate_hosts: bool = True
     #: start no trial after this many seconds (the report counts only the trials that ran)
     time_budget: float | None = None
+    #: "standin" (spark-submit's shape: the real supervisor, :mod:`.launcher`) or "connect"
+    #: (the product's ConnectLauncher on one Spark Connect server, :mod:`.connect_launcher`)
+    launcher: str = "standin"
+    #: a running :class:`jrs_testbench.spark_connect.SparkConnectServer` for "connect"; None: the run starts one
+    connect_server: Any = None
 
 
 @dataclass
@@ -213,6 +220,13 @@ def run_trials(config: RunConfig) -> RunOutcome:
         mix = FaultMix(**{**mix.__dict__, "run_weights": {**mix.run_weights, "clock_step": 0}})
         clock = False
     replica = mix.run_weights.get("failover", 0) > 0
+    env, server, own_server = dict(config.env), config.connect_server, False
+    if config.launcher == "connect":
+        mix, own_server = _connect_mix(mix, notes), server is None
+        server = server or SparkConnectServer(workdir / "connect")
+        env[connect_launcher.URL_ENV] = server.url
+    elif config.launcher != "standin":
+        raise ValueError(f"launcher {config.launcher!r}: the trials know 'standin' and 'connect'")
     plans = plan_trials(config.seed, config.trials, mix, ttl=config.lease_ttl, first=config.first_trial)
     t0, cpu0 = time.monotonic(), _cpu()
     if config.isolate_hosts:
@@ -223,13 +237,15 @@ def run_trials(config: RunConfig) -> RunOutcome:
             notes.append(f"hosts not isolated: {probe.why_not_isolated}")
     ctx = multiprocessing.get_context("fork")
     pool = ctx.Pool(
-        config.concurrency, initializer=_init_worker, initargs=(config.env, config.isolate_hosts), maxtasksperchild=None
+        config.concurrency, initializer=_init_worker, initargs=(env, config.isolate_hosts), maxtasksperchild=None
     )  # fmt: skip  (no respawn: never fork once the front runs threads)
     try:
+        if own_server:  # after the fork of the workers: starting it initialises gRPC here
+            server.start()
         with RedisFront(workdir / "redis", replica=replica, clock=clock) as front:
             namespace = f"trials-{config.seed}-{uuid.uuid4().hex[:6]}"
             bench = Bench({h: front.url_for(h) for h in HOSTS}, front.url_for(CHECKER_HOST), namespace, str(workdir),
-                          config.lease_ttl)  # fmt: skip
+                          config.lease_ttl, connect_events=str(server.event_log_dir) if server else None)  # fmt: skip
             bench.create_dirs()
             span = 3600.0 * 24
             injector = RunFaults(front, plan_run_faults(config.seed, span, mix, ttl=config.lease_ttl),
@@ -246,9 +262,21 @@ def run_trials(config: RunConfig) -> RunOutcome:
         pool.join()
     finally:
         pool.terminate()
+        if own_server:
+            server.stop()
     notes += injector.errors
     return RunOutcome(sorted(reports, key=lambda r: r.trial), injector.counts, time.monotonic() - t0,
                       _cpu() - cpu0, notes)  # fmt: skip
+
+
+def _connect_mix(mix: FaultMix, notes: list[str]) -> FaultMix:
+    """The mix without the faults that need spark-submit's supervisor and application processes."""
+    if mix.shape is not None:
+        raise ValueError(f"trial shape {mix.shape!r} kills a spark-submit application: not a Connect trial")
+    skipped = [f for f in connect_launcher.SKIPPED_FAULTS if mix.try_weights.get(f, 0) > 0]
+    if skipped:
+        notes.append(f"not drawn with the Connect launcher (no supervisor, no application process): {skipped}")
+    return replace(mix, try_weights={k: w for k, w in mix.try_weights.items() if k not in skipped})
 
 
 def _call(args: tuple[Bench, TrialPlan, float | None]) -> TrialReport | None:

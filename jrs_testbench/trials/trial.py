@@ -29,6 +29,7 @@ from airflow_jrs.protocol.processes import find_job_processes
 from airflow_jrs.store.intent import IntentStore
 from airflow_jrs.store.keys import KeySpace
 from airflow_jrs.store.stop_requests import StopRequests
+from jrs_testbench.trials import connect_launcher
 from jrs_testbench.trials.cleanup import COMMITTED, NOTHING, run_cleanup
 from jrs_testbench.trials.faults import TrialPlan, TryPlan
 from jrs_testbench.trials.history import HistoryLog, read_history
@@ -52,6 +53,8 @@ class Bench:
     workdir: str
     lease_ttl: float
     fingerprint: str = "fp-trials-v1"
+    #: the Spark Connect server's event log folder: tries run through the Connect launcher (:mod:`.connect_launcher`)
+    connect_events: str | None = None
 
     @property
     def output_root(self) -> str:
@@ -76,6 +79,8 @@ class Bench:
             os.makedirs(f"{self.workdir}/{sub}", exist_ok=True)
 
 
+#: This worker's readers of a Connect server's event log, by folder.
+OPERATION_LOGS: dict[str, connect_launcher.OperationLog] = {}
 #: This worker's trial hosts (:func:`start_hosts`): one UTS/PID namespace each.
 HOST_LAUNCHERS: dict[str, HostLauncher] = {}
 
@@ -193,7 +198,8 @@ class TrialDriver:
 
     def _start_try(self, tp: TryPlan) -> _Try:
         spec = {**self._spec(tp), "try_id": len(self.tries)}
-        pid = _fork(run_task, spec, self.stderr, HOST_LAUNCHERS.get(tp.host))
+        target = run_task if self.bench.connect_events is None else connect_launcher.exec_task
+        pid = _fork(target, spec, self.stderr, HOST_LAUNCHERS.get(tp.host))
         t = _Try(tp, len(self.tries), pid, time.monotonic())
         self.tries.append(t)
         return t
@@ -341,6 +347,14 @@ class TrialDriver:
             ]
         return own
 
+    def _server_idle(self) -> bool:
+        """No operation of the job runs on the Connect server (one reader per worker: read on from its offset)."""
+        assert self.bench.connect_events is not None
+        log = OPERATION_LOGS.setdefault(
+            self.bench.connect_events, connect_launcher.OperationLog(self.bench.connect_events)
+        )
+        return not log.running(self.bench.namespace, self.plan.job_id)
+
     def run(self) -> str:
         p = self.plan
         self.log.log("trial_start", hosts=p.hosts, tries=len(p.tries), plan_faults=p.faults)
@@ -369,6 +383,10 @@ class TrialDriver:
             # every supervisor and application of the job ended (orphans come back to us)
             if not self._wait(lambda: not self._leftovers(), 4 * self.bench.lease_ttl + 10):
                 status = "timeout"
+            if self.bench.connect_events is not None and not self._wait(
+                self._server_idle, 4 * self.bench.lease_ttl + 60
+            ):
+                status = "timeout"  # an operation of the job still runs on the Connect server
             for proc in self._leftovers():
                 self.log.log("leftover_killed", pid=proc.pid)
                 with contextlib.suppress(psutil.Error):

@@ -1,0 +1,58 @@
+"""The fault trials with the product's Spark Connect launcher (issue 23).
+
+Each try runs ``JobAttempt`` with :class:`airflow_jrs.launch.connect_launcher.ConnectLauncher`
+against the real Spark Connect server of the ``connect_server`` fixture (one for every trial);
+the application is a Spark Connect query whose UDF takes the job's lock file on the server, so
+two applications of one job computing at once are seen where they compute
+(:mod:`jrs_testbench.trials.connect_launcher`). The faults that need spark-submit's supervisor
+and application process are not drawn; the rest of the mix applies.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from jrs_testbench.spark_connect import SparkConnectServer
+from jrs_testbench.trials.connect_launcher import SKIPPED_FAULTS, row_udf
+from jrs_testbench.trials.runner import RunConfig, run_trials
+
+pytestmark = [pytest.mark.chaos, pytest.mark.spark]
+
+SEED = 20261124
+#: a handful: each Connect try is an interpreter and a query on a shared local[2] server (~1.5 min in all)
+TRIALS = 6
+
+
+def test_connect_trials_keep_every_invariant(tmp_path: Path, connect_server: SparkConnectServer) -> None:
+    outcome = run_trials(RunConfig(trials=TRIALS, seed=SEED, workdir=tmp_path, concurrency=3, launcher="connect",
+                                   connect_server=connect_server))  # fmt: skip
+    summary = outcome.summary()
+    assert outcome.violations == [], summary
+    assert len(outcome.reports) == TRIALS
+    assert summary["status"] == {"done": TRIALS}, summary  # no operation of a job outlived its trial
+    mix = outcome.fault_mix()
+    assert [f for f in SKIPPED_FAULTS if mix[f]] == [], summary
+    assert sum(mix[f] for f in ("kill_task", "on_kill", "pause", "zombie") if f in mix) > 0, summary
+    assert summary["outcomes"].get("SUCCEEDED/clean", 0) > 0, summary
+
+
+def test_the_query_reports_another_application_computing(tmp_path: Path) -> None:
+    """The detector itself: while another process of the job holds the lock, a row fails and
+    logs ``overlap`` (what the checker reports as ``two_applications``)."""
+    history, lock = tmp_path / "h.jsonl", tmp_path / "job.lock"
+    compute = row_udf(str(history), str(lock), 1, "job-1", 7, rows=2, pace=(0.0, 0.0), fail_at=-1, seed=0)
+    assert compute(0) == 0  # alone: computes
+    held = os.open(lock, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(RuntimeError, match="another application"):
+            compute(1)
+    finally:
+        os.close(held)
+    events = [json.loads(line)["event"] for line in history.read_text().splitlines()]
+    assert events == ["work_start", "overlap"]
