@@ -17,13 +17,16 @@ The job context (checkpoint, output, stop/cancel requests) comes from
 
 from __future__ import annotations
 
-import argparse
-
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, IntegerType, StringType, StructField, StructType
 
 from airflow_jrs.spark import streaming_job
+
+if __package__:  # imported as flights.apps.carrier_delays_stream (dags/flights_pyspark.py)
+    from .shared import app_arguments
+else:  # run by spark-submit as a file: its own folder is first on sys.path
+    from shared import app_arguments
 
 SCHEMA = StructType(
     [
@@ -41,8 +44,10 @@ SCHEMA = StructType(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--landing", required=True)
+    parser = app_arguments(
+        "Delays per carrier and scheduled hour, from the hourly CSV files that land.",
+        landing="folder the hourly flights CSV files land in",
+    )
     parser.add_argument("--available-now", action="store_true", help="process what is there, then finish")
     parser.add_argument("--trigger-seconds", type=float, default=10.0)
     args = parser.parse_args()

@@ -24,15 +24,19 @@ is an error (exit 2). Nothing here assumes local mode; the driver needs ``airflo
 
 from __future__ import annotations
 
-import argparse
 import sys
 from datetime import date
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, IntegerType, StringType, StructField, StructType, TimestampType
 
 from airflow_jrs.spark import write_commit_marker
+
+if __package__:  # imported as flights.apps.carrier_ontime (dags/flights_pyspark.py)
+    from .shared import daily_arguments, daily_session, of_day, read_csv
+else:  # run by spark-submit as a file: its own folder is first on sys.path
+    from shared import daily_arguments, daily_session, of_day, read_csv
 
 EXIT_NO_FLIGHTS = 2
 ON_TIME_MINUTES = 15
@@ -59,31 +63,6 @@ WEATHER_SCHEMA = StructType(
 )
 
 AIRLINES_SCHEMA = StructType([StructField("carrier", StringType()), StructField("name", StringType())])
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="On-time performance and weather per carrier and origin.")
-    parser.add_argument("--date", required=True, type=date.fromisoformat, help="YYYY-MM-DD (local date)")
-    parser.add_argument("--landing", required=True, help="folder holding weather.csv and airlines.csv")
-    parser.add_argument("--flights", required=True, help="Parquet folder written by ingest_flights")
-    parser.add_argument("--output", required=True, help="output folder (Parquet in <output>/ontime)")
-    return parser.parse_args(argv)
-
-
-def read_csv(spark: SparkSession, path: str, schema: StructType) -> DataFrame:
-    # FAILFAST: a value that does not fit the schema is an error, not a silent null.
-    return (
-        spark.read.option("header", True)
-        .option("nullValue", "NA")
-        .option("mode", "FAILFAST")
-        .option("timestampFormat", "yyyy-MM-dd'T'HH:mm:ssXXX")
-        .schema(schema)
-        .csv(path)
-    )
-
-
-def of_day(df: DataFrame, day: date) -> DataFrame:
-    return df.where((F.col("year") == day.year) & (F.col("month") == day.month) & (F.col("day") == day.day))
 
 
 def carrier_ontime(flights: DataFrame, weather: DataFrame, airlines: DataFrame) -> DataFrame:
@@ -128,16 +107,18 @@ def carrier_ontime(flights: DataFrame, weather: DataFrame, airlines: DataFrame) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    parser = daily_arguments(
+        "On-time performance and weather per carrier and origin.",
+        landing="folder holding weather.csv and airlines.csv",
+        output="output folder (Parquet in <output>/ontime)",
+    )
+    parser.add_argument("--flights", required=True, help="Parquet folder written by ingest_flights")
+    args = parser.parse_args(argv)
     day: date = args.date
     landing = args.landing.rstrip("/")
     output = args.output.rstrip("/")
 
-    spark = (
-        SparkSession.builder.appName(f"carrier_ontime-{day.isoformat()}")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
+    spark = daily_session("carrier_ontime", day)
     try:
         flights = of_day(spark.read.parquet(args.flights), day)
         # The local date of a flight and of a weather hour agree, so this keeps every match.

