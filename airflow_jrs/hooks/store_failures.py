@@ -2,9 +2,9 @@
 
 Two halves, one rule (DESIGN.md invariant 7, docs/operations-store-errors.md):
 
-* :func:`apply_client_policy` bounds every wait on Redis: a connect timeout, a read timeout and
-  a few retries with exponential backoff (``[jrs] connect_timeout``, ``read_timeout``,
-  ``retries``, ``retry_backoff``, ``retry_backoff_max``). A retry only happens after a failed
+* :func:`~airflow_jrs.store.clients.apply_client_policy` bounds every wait on Redis: a connect
+  timeout, a read timeout and a few retries with exponential backoff (``[jrs] connect_timeout``,
+  ``read_timeout``, ``retries``, ``retry_backoff``, ``retry_backoff_max``). A retry only happens after a failed
   or timed-out command, so the happy path costs no extra round trip.
 * :func:`airflow_failures` turns what still fails into what Airflow understands, in the
   operators and the sensor (the store itself stays Airflow-free): one line naming the
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from airflow.sdk.exceptions import AirflowFailException
 
@@ -39,15 +39,23 @@ from airflow_jrs.exceptions import (
     StoreUnavailableError,
     UnsupportedSchemaVersionError,
 )
-from airflow_jrs.store.clients import apply_client_policy, client_retry
 from airflow_jrs.store.diagnosis import unavailable_line
 
-if TYPE_CHECKING:
-    from airflow_jrs.hooks.jrs import JrsHook
+
+class StoreConnection(Protocol):
+    """What a failure line needs of the store's connection (a :class:`~airflow_jrs.hooks.JrsHook`):
+    its id, where it points, and its password, to mask. A protocol, so this module imports no hook."""
+
+    jrs_conn_id: str
+
+    def server(self) -> str: ...
+
+    def get_connection(self, conn_id: str) -> Any: ...
+
+
+__all__ = ["NEEDS_A_PERSON", "StoreConnection", "airflow_failures", "explain"]
 
 #: Errors that need a person: failing the task at once beats waiting for its retries.
-__all__ = ["NEEDS_A_PERSON", "airflow_failures", "apply_client_policy", "client_retry", "explain"]
-
 NEEDS_A_PERSON: tuple[type[Exception], ...] = (
     InvalidJobIdError,
     JrsConfigError,
@@ -64,7 +72,7 @@ def explain(exc: StoreUnavailableError, *, conn_id: str, server: str, password: 
     return unavailable_line(exc, conn=f"connection {conn_id!r}", server=server, password=password)
 
 
-def _password(hook: JrsHook) -> str | None:
+def _password(hook: StoreConnection) -> str | None:
     try:
         return hook.get_connection(hook.jrs_conn_id).password or None
     except Exception:
@@ -72,7 +80,7 @@ def _password(hook: JrsHook) -> str | None:
 
 
 @contextmanager
-def airflow_failures(hook: JrsHook) -> Iterator[None]:
+def airflow_failures(hook: StoreConnection) -> Iterator[None]:
     """Map store failures inside the block to Airflow outcomes (see the module docstring)."""
     try:
         yield
