@@ -19,7 +19,6 @@ from pathlib import Path
 
 from airflow_jrs.cli.common import NOT_FOUND, OK, UNREACHABLE, USAGE, Ctx, Output, open_store, store_failure
 from airflow_jrs.exceptions import JrsConfigError, StoreUnavailableError
-from airflow_jrs.store.server import ping_latency, read_server_facts
 
 #: Above this median PING the store costs every task noticeably (a remote region, a saturated server).
 SLOW_PING_MS = 50.0
@@ -36,7 +35,7 @@ def _redis_checks(ctx: Ctx) -> list[Check]:
     store = ctx.store
     took = store.ping()
     checks = [Check("connection", "ok", f"PONG in {took * 1000:.1f} ms from {ctx.where()}")]
-    facts = read_server_facts(store.client, ctx.namespace)
+    facts = ctx.jobs.server_facts()
     version = facts.version or "unknown"
     major = int(version.split(".")[0]) if version[:1].isdigit() else 0
     checks.append(
@@ -78,7 +77,7 @@ def _redis_checks(ctx: Ctx) -> list[Check]:
                 "job again. Set maxmemory-policy noeviction",
             )
         )
-    median = ping_latency(store.client, ctx.namespace) * 1000
+    median = ctx.jobs.ping_latency() * 1000
     level = "ok" if median <= SLOW_PING_MS else "warn"
     checks.append(Check("latency", level, f"median PING {median:.1f} ms over 5"))
     return checks

@@ -24,15 +24,12 @@ from airflow_jrs.config import CONFIG_OPTIONS, DEFAULT_CONN_ID, ON_STORE_UNAVAIL
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.store import AsyncRedisJobResultStore, RedisJobResultStore, validate_namespace
-from airflow_jrs.store.aio import CONNECTION_KEYS
-from airflow_jrs.store.clients import apply_client_policy
+from airflow_jrs.store.clients import apply_client_policy, connection_of
 from airflow_jrs.store.diagnosis import describe_server
 from airflow_jrs.store.durability import Durability
 from airflow_jrs.store.lease import JobLease, default_owner
 
 __all__ = ["JrsHook", "JrsSettings", "async_connection_kwargs"]
-
-_SSL_KEYS = sorted(k for k in CONNECTION_KEYS if k.startswith("ssl_"))
 
 
 def _airflow_home() -> str:
@@ -111,37 +108,13 @@ class _JrsRedisHook(RedisHook):
 
 
 def async_connection_kwargs(client: Any, conn_id: str) -> dict[str, Any]:
-    """Plain ``redis.asyncio`` kwargs equivalent to the sync ``client`` of connection ``conn_id``.
-
-    For triggers: they receive serializable kwargs (resolved on a worker or in a thread),
-    never a client. Only what the jrs connection can set is carried (host, port, db, ACL user,
+    """Plain kwargs equivalent to the sync ``client`` of connection ``conn_id``
+    (:func:`~airflow_jrs.store.clients.connection_of`), what a trigger or the supervisor rebuilds
+    a client from: only what the jrs connection can set is carried (host, port, db, ACL user,
     password, TLS; ``cluster`` for a Redis Cluster, reached through one of its nodes); a Unix
     socket is refused with what to use instead.
     """
-    if isinstance(client, redis_lib.RedisCluster):
-        node = client.get_default_node()
-        given = client.nodes_manager.connection_kwargs
-        kwargs = {"host": node.host, "port": node.port, "cluster": True}
-        kwargs.update({k: given[k] for k in ("username", "password") if given.get(k) is not None})
-        connection_class = given.get("connection_class")
-        if given.get("ssl") or (
-            isinstance(connection_class, type) and issubclass(connection_class, redis_lib.SSLConnection)
-        ):
-            kwargs["ssl"] = True
-            kwargs.update({k: given[k] for k in _SSL_KEYS if given.get(k) is not None})
-        return kwargs
-    pool = client.connection_pool
-    given = pool.connection_kwargs
-    if "path" in given:
-        raise JrsConfigError(
-            f"jrs connection {conn_id!r} uses a Unix socket; waiting in the triggerer needs host and "
-            "port. Use mode='reschedule', or a TCP address."
-        )
-    kwargs = {k: given[k] for k in ("host", "port", "db", "username", "password") if given.get(k) is not None}
-    if issubclass(pool.connection_class, redis_lib.SSLConnection):
-        kwargs["ssl"] = True
-        kwargs.update({k: given[k] for k in _SSL_KEYS if given.get(k) is not None})
-    return kwargs
+    return connection_of(client, f"jrs connection {conn_id!r}")
 
 
 class JrsHook(BaseHook):
@@ -217,7 +190,7 @@ class JrsHook(BaseHook):
 
     def get_conn(self) -> redis_lib.Redis:
         """The redis-py client (built by the Redis provider's hook, cached), with the ``[jrs]``
-        timeouts and retry policy (:func:`~airflow_jrs.hooks.store_failures.apply_client_policy`)."""
+        timeouts and retry policy (:func:`~airflow_jrs.store.clients.apply_client_policy`)."""
         if self._client is None:
             client = _JrsRedisHook(redis_conn_id=self.jrs_conn_id).get_conn()
             apply_client_policy(client, self.settings)
@@ -244,9 +217,15 @@ class JrsHook(BaseHook):
         settings = self.settings  # a missing connection: JrsConfigError first
         return JobNamespace(self.get_conn(), settings).results
 
-    def async_connection_kwargs(self) -> dict[str, Any]:
-        """Plain ``redis.asyncio`` kwargs for the same server and credentials as :meth:`get_conn`."""
+    def connection_kwargs(self) -> dict[str, Any]:
+        """Plain kwargs for the same server and credentials as :meth:`get_conn`, for a client in
+        another process: a trigger's (``redis.asyncio``) or the supervisor's beside spark-submit
+        (sync); both are built from them by :mod:`airflow_jrs.store.clients`."""
         return async_connection_kwargs(self.get_conn(), self.jrs_conn_id)
+
+    def async_connection_kwargs(self) -> dict[str, Any]:
+        """:meth:`connection_kwargs`, under the name triggers and sensors know it by."""
+        return self.connection_kwargs()
 
     def get_async_store(self, **client_options: Any) -> AsyncRedisJobResultStore:
         """The store's async reader for this connection (call it outside the event loop: it may

@@ -14,10 +14,13 @@ from __future__ import annotations
 import contextlib
 import re
 import sys
+from typing import TYPE_CHECKING
 
 from airflow_jrs.store.fence import same_fence
-from airflow_jrs.store.intent import Heartbeats
 from airflow_jrs.store.stop_requests import StopRequest
+
+if TYPE_CHECKING:
+    from airflow_jrs.protocol.jobs import JobNamespace
 
 
 def _say(message: str) -> None:  # as the supervisor says it (not imported: it runs as __main__)
@@ -26,7 +29,7 @@ def _say(message: str) -> None:  # as the supervisor says it (not imported: it r
 
 
 def record_orphan_outcome(
-    beats: Heartbeats, job_id: str, fence: int, request: StopRequest, control_dir: str | None, ttl: float, code: int
+    jobs: JobNamespace, job_id: str, fence: int, request: StopRequest, control_dir: str | None, ttl: float, code: int
 ) -> None:
     """Record STOPPED or CANCELED for an attempt whose task is gone (this supervisor's parent
     died), so that a stop or cancel always ends with a result.
@@ -49,14 +52,12 @@ def record_orphan_outcome(
       fence**: the output is complete, the request came too late; recovery adopts it."""
     from airflow_jrs.exceptions import JobResultEntryAlreadyExistsError
     from airflow_jrs.spark.control import STOPPED, read_outcome
-    from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
+    from airflow_jrs.store import Attempt, JobResult, JobStatus
     from airflow_jrs.store.base import UNSUCCESSFUL_ONLY
     from airflow_jrs.store.intent import IntentStore
-    from airflow_jrs.store.lease import JobLease, default_owner
 
-    client = beats.client
     try:
-        intent = IntentStore(client, beats.namespace, spec_root="").get(job_id)
+        intent = jobs.intents.get(job_id)
         if intent is None or not same_fence(intent.fence, fence):
             return  # recorded already (the task wrote its result before it died) or another attempt's
         if names_cluster_driver(intent.application_id):
@@ -74,7 +75,7 @@ def record_orphan_outcome(
             return
         outcome = read_outcome(control_dir, fence) if control_dir is not None else None
         stopped = outcome is not None and outcome.get("ended") == STOPPED
-        lease = JobLease(client, beats.namespace, job_id, ttl=ttl, owner=default_owner(role="supervisor", fence=fence))
+        lease = jobs.lease(job_id, ttl=ttl, role="supervisor", fence=fence)
         holder = lease.peek()
         if holder is not None and not same_fence(holder.fence, fence):  # identities: a token can repeat
             _say(f"job {job_id}: fence {holder.fence.identity} holds the job now; it records the outcome")
@@ -102,9 +103,7 @@ def record_orphan_outcome(
                 error=f"{request.describe()}; the task was gone, so its supervisor recorded it (exit code {code})",
             )
             try:
-                RedisJobResultStore(client, beats.namespace).create_dirty_result(
-                    result, fence=token, supersede=UNSUCCESSFUL_ONLY
-                )
+                jobs.results.create_dirty_result(result, fence=token, supersede=UNSUCCESSFUL_ONLY)
             except JobResultEntryAlreadyExistsError:  # a SUCCEEDED result stays the job's word
                 _say(f"job {job_id}: a SUCCEEDED result is kept (done is done); {result.status.value} not recorded")
                 return

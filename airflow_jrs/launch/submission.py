@@ -38,7 +38,7 @@ class Supervision:
     def for_attempt(cls, hook: JrsHook, job_id: str, fence: int, log: Any) -> Supervision | None:
         """``None`` (spark-submit runs bare, as before) when the connection cannot be handed on."""
         try:
-            connection = hook.async_connection_kwargs()  # plain kwargs: the sync client takes them too
+            connection = hook.connection_kwargs()
         except JrsConfigError as exc:
             log.warning("Job %s: spark-submit runs without a supervisor (%s); a successor on another "
                         "host cannot see it.", job_id, exc)  # fmt: skip

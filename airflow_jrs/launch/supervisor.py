@@ -41,8 +41,10 @@ Failure cases (see docs/recovery.md):
   driver or complete output (it leaves those to recovery);
 * **a host that is gone**: its heartbeat expires; the successor proceeds.
 
-The Redis connection comes in the environment (``JRS_SUPERVISOR_REDIS``, plain client
-kwargs), never on the command line.
+The Redis connection comes in the environment (``JRS_SUPERVISOR_REDIS``: the plain kwargs of
+:func:`airflow_jrs.store.clients.connection_of`), never on the command line; everything the
+supervisor reads and writes goes through one :class:`~airflow_jrs.protocol.jobs.JobNamespace`
+on a client that :func:`~airflow_jrs.store.clients.bounded_client` builds.
 """
 
 from __future__ import annotations
@@ -62,12 +64,10 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-import redis as redis_lib
-from redis.backoff import NoBackoff
-from redis.retry import Retry
-
+from airflow_jrs.protocol.jobs import JobNamespace, settings_for
+from airflow_jrs.store.clients import bounded_client
 from airflow_jrs.store.fence import Fence, fence_arg, same_fence
-from airflow_jrs.store.intent import HeartbeatGone, Heartbeats, StaleHeartbeat
+from airflow_jrs.store.intent import HeartbeatGone, StaleHeartbeat
 from airflow_jrs.store.stop_requests import CANCEL, StopRequest, StopRequests
 
 SUPERVISOR_ENV = "JRS_SUPERVISOR_REDIS"
@@ -138,19 +138,13 @@ def _die_with_parent(parent: int) -> None:  # pragma: no cover - runs in the chi
         os._exit(LOST_BEFORE_START)
 
 
-def _client(kwargs: dict[str, Any], ttl: float) -> Any:
-    """A client whose every call ends well within the heartbeat's TTL, without retries of its own:
-    the beat loop retries, and must always get back in time to fence itself."""
-    kwargs = dict(kwargs)
-    bounded: dict[str, Any] = {
-        "socket_timeout": ttl / 6,
-        "socket_connect_timeout": ttl / 6,
-        "retry": Retry(NoBackoff(), 0),
-    }
-    if kwargs.pop("cluster", False):
-        kwargs.pop("db", None)
-        return redis_lib.RedisCluster(**kwargs, **bounded)
-    return redis_lib.Redis(**kwargs, **bounded)
+def _jobs(connection: dict[str, Any], namespace: str, ttl: float) -> JobNamespace:
+    """The namespace on a client whose every socket operation ends within ``ttl/6``, without
+    retries of its own: the beat loop retries, and must always get back in time to fence itself.
+    The settings are the ``[jrs]`` defaults: the supervisor writes a result only for a task that
+    is gone (:mod:`~airflow_jrs.launch.orphan_outcome`)."""
+    settings = settings_for(namespace, output_root="", spec_root="", lease_ttl=max(ttl, 1.0))
+    return JobNamespace(bounded_client(connection, ttl / 6), settings, connection)
 
 
 def _now() -> float:
@@ -213,7 +207,7 @@ class Relay:
             found = self.requests.get(self.job_id, self.fence)
         except Exception:
             found = None
-        if found is None or found.kind != kind:  # legacy request in the heartbeat, or unreadable
+        if found is None or found.kind != kind:  # unreadable, or changed since the beat read it
             return StopRequest(self.job_id, self.fence, kind, by="a successor", at=time.time())
         return found
 
@@ -254,14 +248,13 @@ class Relay:
         return False
 
 
-def _control_dir_of(beats: Heartbeats, job_id: str, fence: int) -> str | None:
+def _control_dir_of(jobs: JobNamespace, job_id: str, fence: int) -> str | None:
     """A stream's control folder, from the intent of this fence (its staging is the stream's
     output folder); ``None`` for a batch job, or when the intent cannot be read."""
     from airflow_jrs.domain.paths import control_path_of_output
-    from airflow_jrs.store.intent import IntentStore
 
     try:
-        intent = IntentStore(beats.client, beats.namespace, spec_root="").get(job_id)
+        intent = jobs.intents.get(job_id)
     except Exception as exc:
         _say(f"could not read the intent of job {job_id} ({exc}); a stop terminates spark-submit")
         return None
@@ -270,7 +263,7 @@ def _control_dir_of(beats: Heartbeats, job_id: str, fence: int) -> str | None:
 
 def supervise(
     command: Sequence[str],
-    beats: Heartbeats,
+    jobs: JobNamespace,
     job_id: str,
     fence: int,
     ttl: float,
@@ -281,6 +274,7 @@ def supervise(
 ) -> int:
     """Run ``command`` while keeping the heartbeat; returns its exit code (128+N for signal N)."""
     ttl_ms = int(ttl * 1000)
+    beats = jobs.heartbeats
     host, pid, parent = socket.gethostname(), os.getpid(), os.getppid()
     try:  # before Spark: the attempt must still hold the job's lease, and Redis must answer
         beats.beat(job_id, fence, ttl_ms, host=host, pid=pid, child=0, first=True)
@@ -298,10 +292,10 @@ def supervise(
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda s, _f: child.send_signal(s))
     if control_dir is None:
-        control_dir = _control_dir_of(beats, job_id, fence)
-    relay = Relay(StopRequests(beats.client, beats.namespace), job_id, fence, control_dir, stop_timeout, grace)
+        control_dir = _control_dir_of(jobs, job_id, fence)
+    relay = Relay(jobs.stop_requests, job_id, fence, control_dir, stop_timeout, grace)
     # One beat is two socket operations at most (connect, then the script), each bounded by
-    # ttl/6 (:func:`_client`): a beat is only started when it ends before the self-fence
+    # ttl/6 (:func:`_jobs`): a beat is only started when it ends before the self-fence
     # deadline, so a beat that would succeed after the key expired never starts.
     beat_bound, every = ttl / 3, min(ttl / 3, REQUEST_POLL)
     fence_at = _now() + SELF_FENCE_SHARE * ttl  # no renewal by then: kill, before the key expires
@@ -331,7 +325,7 @@ def supervise(
     if relay.request is not None and os.getppid() != parent:  # the task is gone: nobody else records
         from airflow_jrs.launch.orphan_outcome import record_orphan_outcome
 
-        record_orphan_outcome(beats, job_id, fence, relay.request, control_dir, ttl, code)
+        record_orphan_outcome(jobs, job_id, fence, relay.request, control_dir, ttl, code)
     try:
         beats.end(job_id, fence, code)
     except Exception as exc:  # the heartbeat expires by its TTL
@@ -357,11 +351,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     raw = os.environ.pop(SUPERVISOR_ENV, None)  # not passed on to spark-submit
     if not raw:
         parser.error(f"{SUPERVISOR_ENV} is not set: the operator passes the Redis connection there")
-    client = _client(json.loads(raw), args.ttl)
+    jobs = _jobs(json.loads(raw), args.namespace, args.ttl)
     try:
         return supervise(
             command,
-            Heartbeats(client, args.namespace),
+            jobs,
             args.job_id,
             args.fence,
             args.ttl,
@@ -369,7 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stop_timeout=args.stop_timeout,
         )
     finally:
-        client.close()
+        jobs.close()
 
 
 if __name__ == "__main__":

@@ -17,12 +17,20 @@ from typing import Any
 import redis as redis_lib
 
 from airflow_jrs.config import JrsSettings
+from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.store import RedisJobResultStore, validate_namespace
-from airflow_jrs.store.clients import client_from_url
+from airflow_jrs.store.clients import client_from_url, connection_of, fresh_client
 from airflow_jrs.store.intent import Heartbeats, IntentStore
-from airflow_jrs.store.lease import DEFAULT_LEASE_TTL, JobLease, LeaseHolder, default_owner, fresh_client, held_leases
+from airflow_jrs.store.lease import DEFAULT_LEASE_TTL, JobLease, LeaseHolder, default_owner, held_leases
 from airflow_jrs.store.requests import RecomputeRequests
-from airflow_jrs.store.server import Namespaces, find_namespaces, namespace_has_keys
+from airflow_jrs.store.server import (
+    Namespaces,
+    ServerFacts,
+    find_namespaces,
+    namespace_has_keys,
+    ping_latency,
+    read_server_facts,
+)
 from airflow_jrs.store.stop_requests import StopRequests
 
 
@@ -58,8 +66,10 @@ class JobNamespace:
     def from_url(cls, url: str, settings: JrsSettings) -> JobNamespace:
         """The jobs of ``settings.namespace`` on the Redis server at ``url``."""
         client = client_from_url(url, settings)
-        kwargs = dict(client.connection_pool.connection_kwargs)
-        connection = {k: v for k, v in kwargs.items() if k in ("host", "port", "db", "username", "password")}
+        try:
+            connection: dict[str, Any] | None = connection_of(client, "the Redis URL")
+        except JrsConfigError:  # a Unix socket: nothing in another process can reach it by kwargs
+            connection = None
         return cls(client, settings, connection)
 
     @property
@@ -117,6 +127,14 @@ class JobNamespace:
     def namespaces_on_server(self) -> Namespaces:
         """The namespaces the server holds (a bounded SCAN): which one a user may have meant."""
         return find_namespaces(self.client, self.namespace)
+
+    def server_facts(self) -> ServerFacts:
+        """The server's version, persistence and eviction settings (what ``doctor`` checks)."""
+        return read_server_facts(self.client, self.namespace)
+
+    def ping_latency(self, count: int = 5) -> float:
+        """Median seconds of ``count`` PINGs: what every task pays per round trip."""
+        return ping_latency(self.client, self.namespace, count)
 
     def fresh(self) -> JobNamespace:
         """The same namespace and settings on a client of its own, with none of this one's

@@ -21,8 +21,8 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from airflow_jrs.domain.model import JobResultEntry, validate_job_id
-from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.store import result_scripts
+from airflow_jrs.store.clients import CONNECTION_KEYS, async_client
 from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.keys import KeySpace
 from airflow_jrs.store.read_rules import (
@@ -36,25 +36,8 @@ from airflow_jrs.store.read_rules import (
 )
 from airflow_jrs.store.serde import event_job_id
 
-#: Connection kwargs accepted from plain JSON (what a trigger can serialize): no client objects.
-CONNECTION_KEYS = frozenset(
-    {
-        "host",
-        "port",
-        "db",
-        "username",
-        "password",
-        "ssl",
-        "ssl_keyfile",
-        "ssl_certfile",
-        "ssl_cert_reqs",
-        "ssl_ca_certs",
-        "ssl_ca_path",
-        "ssl_check_hostname",
-        "ssl_password",
-        "cluster",
-    }
-)
+__all__ = ["ANY_JOB", "CONNECTION_KEYS", "AsyncRedisJobResultStore", "Notifications"]
+
 #: A notification that could not be read: the waiter re-reads everything it waits for.
 ANY_JOB = "*"
 
@@ -105,17 +88,7 @@ class AsyncRedisJobResultStore:
         if isinstance(connection, (aioredis.Redis, aioredis.RedisCluster)):
             self.client = connection
         else:
-            unknown = sorted(set(connection) - CONNECTION_KEYS)
-            if unknown:
-                raise JrsConfigError(
-                    f"connection kwargs {unknown} are not supported; allowed: {sorted(CONNECTION_KEYS)}"
-                )
-            kwargs = dict(connection)
-            if kwargs.pop("cluster", False):
-                kwargs.pop("db", None)  # a cluster has database 0 only
-                self.client = aioredis.RedisCluster(**kwargs, **client_options)
-            else:
-                self.client = aioredis.Redis(**kwargs, **client_options)
+            self.client = async_client(connection, **client_options)
         self._quarantine = self.client.register_script(result_scripts.QUARANTINE_ENTRY)
 
     def __repr__(self) -> str:  # the client's repr may hold a password

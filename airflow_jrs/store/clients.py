@@ -1,20 +1,55 @@
-"""Every redis-py client of the product gets the same ``[jrs]`` timeouts and retry policy here.
+"""Every redis-py client of the product is built here, with one timeout and retry policy.
 
-A hook, the CLI, the supervisor and the Airflow-free protocol (:mod:`airflow_jrs.protocol`) all
-talk to one store: a wait on Redis must be bounded the same way wherever the client was built,
-or a lease renewal in one process could wait longer than the lease lives.
+A hook, the CLI, the triggerer, the supervisor and the Airflow-free protocol
+(:mod:`airflow_jrs.protocol`) all talk to one store: a wait on Redis must be bounded the same way
+wherever the client was built, or a lease renewal in one process could wait longer than the
+lease lives. Copies of that policy at each call site drifted; ``tests/unit/test_architecture.py``
+now checks that no module outside this one constructs a redis-py client or pool.
+
+A client that must be rebuilt in another process (a trigger, the supervisor beside
+spark-submit) travels as a *connection*: plain JSON kwargs (:data:`CONNECTION_KEYS`), taken
+from a live client by :func:`connection_of` and turned back into one by :func:`sync_client`
+or :func:`async_client`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import redis as redis_lib
-from redis.backoff import ExponentialBackoff
+import redis.asyncio as aioredis
+from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
+
+from airflow_jrs.exceptions import JrsConfigError
 
 if TYPE_CHECKING:
     from airflow_jrs.config import JrsSettings
+
+#: Connection kwargs accepted from plain JSON (what a trigger or the supervisor's environment
+#: can carry): no client objects.
+CONNECTION_KEYS = frozenset(
+    {
+        "host",
+        "port",
+        "db",
+        "username",
+        "password",
+        "ssl",
+        "ssl_keyfile",
+        "ssl_certfile",
+        "ssl_cert_reqs",
+        "ssl_ca_certs",
+        "ssl_ca_path",
+        "ssl_check_hostname",
+        "ssl_password",
+        "cluster",
+    }
+)
+_SSL_KEYS = sorted(k for k in CONNECTION_KEYS if k.startswith("ssl_"))
+#: Connection kwargs a cluster client keeps that belong to that client object, not to its settings.
+_CLIENT_BOUND = ("host", "port", "redis_connect_func", "oss_cluster_maint_notifications_handler")
 
 
 def client_retry(settings: JrsSettings) -> Retry:
@@ -40,9 +75,91 @@ def apply_client_policy(client: Any, settings: JrsSettings) -> None:
     client.set_retry(retry)
 
 
-def client_from_url(url: str, settings: JrsSettings) -> redis_lib.Redis:
-    """A client for ``url`` (``redis://`` or ``rediss://``) with the settings' timeouts and retries:
-    for code that runs without Airflow's connections (the protocol's trials, scripts)."""
+def client_from_url(url: str, settings: JrsSettings | None = None) -> redis_lib.Redis:
+    """A client for ``url`` (``redis://`` or ``rediss://``) with the settings' timeouts and retries
+    (redis-py's own defaults without settings): for code that runs without Airflow's connections
+    (the protocol's trials, scripts, a store built from a URL)."""
     client = redis_lib.Redis.from_url(url)
-    apply_client_policy(client, settings)
+    if settings is not None:
+        apply_client_policy(client, settings)
     return client
+
+
+def connection_of(client: Any, conn: str) -> dict[str, Any]:
+    """The plain kwargs (:data:`CONNECTION_KEYS`) that reach the same server with the same
+    credentials and TLS as ``client``; a Redis Cluster client gives one of its nodes and
+    ``cluster: true``. ``conn`` names the connection in the error a Unix socket raises (another
+    process needs host and port)."""
+    if isinstance(client, redis_lib.RedisCluster):
+        node = client.get_default_node()
+        given = client.nodes_manager.connection_kwargs
+        kwargs: dict[str, Any] = {"host": node.host, "port": node.port, "cluster": True}
+        kwargs.update({k: given[k] for k in ("username", "password") if given.get(k) is not None})
+        connection_class = given.get("connection_class")
+        if given.get("ssl") or (
+            isinstance(connection_class, type) and issubclass(connection_class, redis_lib.SSLConnection)
+        ):
+            kwargs["ssl"] = True
+            kwargs.update({k: given[k] for k in _SSL_KEYS if given.get(k) is not None})
+        return kwargs
+    pool = client.connection_pool
+    given = pool.connection_kwargs
+    if "path" in given:
+        raise JrsConfigError(
+            f"{conn} uses a Unix socket; a client in another process (a sensor waiting in the "
+            "triggerer, the supervisor beside spark-submit) needs host and port. Use a TCP address "
+            "(or mode='reschedule' for the sensor)."
+        )
+    kwargs = {k: given[k] for k in ("host", "port", "db", "username", "password") if given.get(k) is not None}
+    if issubclass(pool.connection_class, redis_lib.SSLConnection):
+        kwargs["ssl"] = True
+        kwargs.update({k: given[k] for k in _SSL_KEYS if given.get(k) is not None})
+    return kwargs
+
+
+def _checked(connection: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+    unknown = sorted(set(connection) - CONNECTION_KEYS)
+    if unknown:
+        raise JrsConfigError(f"connection kwargs {unknown} are not supported; allowed: {sorted(CONNECTION_KEYS)}")
+    kwargs = dict(connection)
+    cluster = bool(kwargs.pop("cluster", False))
+    if cluster:
+        kwargs.pop("db", None)  # a cluster has database 0 only
+    return kwargs, cluster
+
+
+def sync_client(connection: Mapping[str, Any], **options: Any) -> Any:
+    """A redis-py client (``RedisCluster`` with ``cluster: true``) for ``connection``
+    (:data:`CONNECTION_KEYS`), with ``options`` (timeouts, retry policy)."""
+    kwargs, cluster = _checked(connection)
+    if cluster:
+        return redis_lib.RedisCluster(**kwargs, **options)
+    return redis_lib.Redis(**kwargs, **options)
+
+
+def bounded_client(connection: Mapping[str, Any], timeout: float) -> Any:
+    """A sync client whose every socket operation ends within ``timeout`` seconds, with no
+    retries of its own: for a caller that retries itself and must get back in time (the
+    supervisor's beat loop fences itself before its heartbeat can expire)."""
+    return sync_client(connection, socket_timeout=timeout, socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0))
+
+
+def async_client(connection: Mapping[str, Any], **options: Any) -> Any:
+    """A ``redis.asyncio`` client for ``connection`` (:data:`CONNECTION_KEYS`), with ``options``
+    (timeouts, retry policy, ``client_name``)."""
+    kwargs, cluster = _checked(connection)
+    if cluster:
+        return aioredis.RedisCluster(**kwargs, **options)
+    return aioredis.Redis(**kwargs, **options)
+
+
+def fresh_client(client: Any) -> Any:
+    """A new client with ``client``'s settings and none of its connections (close it after use):
+    for writes from a signal handler, whose interrupted thread may hold a pooled connection."""
+    if isinstance(client, redis_lib.RedisCluster):
+        node = client.get_default_node()
+        kwargs = {k: v for k, v in client.nodes_manager.connection_kwargs.items() if k not in _CLIENT_BOUND}
+        return redis_lib.RedisCluster(host=node.host, port=node.port, **kwargs)
+    pool = client.connection_pool
+    fresh = pool.__class__(connection_class=pool.connection_class, **pool.connection_kwargs)
+    return redis_lib.Redis.from_pool(fresh)  # the client owns the pool: close() disconnects it

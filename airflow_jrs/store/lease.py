@@ -38,6 +38,7 @@ from airflow_jrs.config import DEFAULT_LEASE_TTL
 from airflow_jrs.domain.model import validate_job_id
 from airflow_jrs.exceptions import JrsConfigError, LeaseHeldError, LeaseLostError
 from airflow_jrs.store import lease_scripts as scripts
+from airflow_jrs.store.clients import fresh_client
 from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.fence import Fence, fence_arg, new_nonce
 from airflow_jrs.store.keys import KeySpace
@@ -102,25 +103,9 @@ def _holder(token: Any, owner: Any, ttl_ms: Any, nonce: Any = None) -> LeaseHold
     return LeaseHolder(token=int(token), owner=parsed, ttl_ms=int(ttl_ms), nonce=nonce or None)
 
 
-#: Connection kwargs a cluster client keeps that belong to that client object, not to its settings.
-_CLIENT_BOUND = ("host", "port", "redis_connect_func", "oss_cluster_maint_notifications_handler")
-
-
 def boot_clock() -> float:
     """Seconds on ``CLOCK_BOOTTIME``: unlike ``time.monotonic()`` it counts a suspend of the host."""
     return time.clock_gettime(time.CLOCK_BOOTTIME)
-
-
-def fresh_client(client: Any) -> Any:
-    """A new client with ``client``'s settings and none of its connections (close it after use):
-    for writes from a signal handler, whose interrupted thread may hold a pooled connection."""
-    if isinstance(client, redis_lib.RedisCluster):
-        node = client.get_default_node()
-        kwargs = {k: v for k, v in client.nodes_manager.connection_kwargs.items() if k not in _CLIENT_BOUND}
-        return redis_lib.RedisCluster(host=node.host, port=node.port, **kwargs)
-    pool = client.connection_pool
-    fresh = pool.__class__(connection_class=pool.connection_class, **pool.connection_kwargs)
-    return redis_lib.Redis.from_pool(fresh)  # the client owns the pool: close() disconnects it
 
 
 @dataclass

@@ -26,6 +26,7 @@ from airflow_jrs.exceptions import (
 from airflow_jrs.store import lua
 from airflow_jrs.store import result_scripts as scripts
 from airflow_jrs.store.base import UNSUCCESSFUL_ONLY, JobResultStore, Supersede
+from airflow_jrs.store.clients import client_from_url
 from airflow_jrs.store.durability import Durability
 from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.fence import fence_arg
@@ -94,7 +95,7 @@ class RedisJobResultStore(RedisReads, JobResultStore):
         self.keys = KeySpace(namespace)
         self.namespace = namespace
         if isinstance(client, str):
-            client = redis_lib.Redis.from_url(client)
+            client = client_from_url(client)
         self.client = client
         if isinstance(clean_ttl, timedelta):
             clean_ttl = clean_ttl.total_seconds()

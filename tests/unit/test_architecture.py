@@ -9,7 +9,10 @@
 * the PySpark helpers (``airflow_jrs.spark``) import nothing of airflow_jrs outside themselves,
   and importing them in a fresh interpreter loads neither Redis, Airflow, psutil nor the store;
 * only ``store/`` (results, leases, intents, requests) talks to Redis: nobody else imports the key
-  layout, the scripts or the encoding, builds keys, or sends raw commands.
+  layout, the scripts or the encoding, builds keys, or sends raw commands;
+* Redis has one owner: only ``store/clients.py`` constructs a redis-py client or pool, and
+  nothing outside ``store/`` reads a store's raw ``.client`` (``JobNamespace`` hands it out);
+* TYPE_CHECKING imports make no circle either.
 """
 
 from __future__ import annotations
@@ -140,7 +143,7 @@ LAYERS = (
     ("airflow_jrs.store",),
     ("airflow_jrs.protocol",),
     ("airflow_jrs.launch", "airflow_jrs.views"),
-    AIRFLOW_FACING + ("airflow_jrs.plugins",),
+    (*AIRFLOW_FACING, "airflow_jrs.plugins"),
 )
 #: The package root and the provider entry point sit above every layer (they re-export).
 ABOVE_LAYERS = ("airflow_jrs", "airflow_jrs.get_provider_info")
@@ -228,3 +231,129 @@ def test_the_checks_see_what_they_check():
     assert "airflow_jrs.store.redis" in _edges("airflow_jrs.store")
     assert "airflow_jrs.store.lease_scripts" in _edges("airflow_jrs.store.lease")
     assert "airflow_jrs.operators.spark" in _edges("airflow_jrs.operators.start_in_triggerer")
+
+
+#: redis-py's client and pool constructors: only ``store/clients.py`` calls them, so the ``[jrs]``
+#: timeouts and retry policy cannot be copied by hand (and drift) anywhere else.
+CLIENT_CONSTRUCTORS = {"Redis", "RedisCluster", "ConnectionPool", "BlockingConnectionPool", "from_url", "from_pool"}
+CLIENT_BUILDER = "airflow_jrs.store.clients"
+
+
+def _redis_aliases(tree: ast.AST) -> tuple[set[str], set[str]]:
+    """(names bound to a redis module, constructor names imported from one): what a call may
+    reach redis-py's constructors through."""
+    modules, constructors = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules |= {a.asname or a.name.split(".")[0] for a in node.names if a.name.split(".")[0] == "redis"}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "redis":
+            for alias in node.names:
+                if alias.name in CLIENT_CONSTRUCTORS:
+                    constructors.add(alias.asname or alias.name)
+                else:
+                    modules.add(alias.asname or alias.name)  # ``from redis import asyncio as aioredis``
+    return modules, constructors
+
+
+def _root(node: ast.expr) -> str | None:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _client_constructions(tree: ast.AST) -> list[str]:
+    modules, constructors = _redis_aliases(tree)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in constructors:
+            found.append(f"line {node.lineno}: {func.id}(...)")
+        elif isinstance(func, ast.Attribute) and func.attr in CLIENT_CONSTRUCTORS:
+            # redis.Redis(...), redis_lib.asyncio.RedisCluster(...), redis.Redis.from_url(...)
+            if _root(func) in modules:
+                found.append(f"line {node.lineno}: {ast.unparse(func)}(...)")
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if n != CLIENT_BUILDER))
+def test_only_store_clients_builds_a_redis_client(name):
+    found = _client_constructions(ast.parse(MODULES[name].read_text()))
+    assert not found, (
+        f"{name} builds a redis-py client or pool itself ({found}); build it through "
+        f"{CLIENT_BUILDER} (sync_client, bounded_client, async_client, client_from_url, fresh_client)"
+    )
+
+
+def test_the_client_check_sees_a_construction():
+    sample = (
+        "import redis as r\nimport redis.asyncio as aio\nfrom redis import RedisCluster\n"
+        "r.Redis(host='h')\naio.Redis()\nRedisCluster(host='h')\nr.Redis.from_url('redis://h')\nr.ConnectionPool()\n"
+    )
+    assert len(_client_constructions(ast.parse(sample))) == 5
+    assert len(_client_constructions(ast.parse(MODULES[CLIENT_BUILDER].read_text()))) >= 4
+
+
+#: Where a ``.client`` attribute may be read outside the store (each says why). The check is by
+#: name: an import of a ``...client`` module (``pyspark.sql.connect.client``) is no attribute read.
+CLIENT_READERS = {
+    # JobNamespace builds every store part from its client, and closes it.
+    "airflow_jrs.protocol.jobs": "hands the namespace's parts out",
+    # Reads RecomputeRequests' seen mark on the async store's client (seen_async): to become a
+    # method of AsyncRedisJobResultStore when the triggers change next (other work owned them here).
+    "airflow_jrs.triggers.start_in_triggerer": "seen_async(store.client, ...) until the async store has it",
+}
+
+
+def _client_reads(tree: ast.AST) -> list[int]:
+    """Lines reading an attribute ``client`` (imports of a ``...client`` module are no reads)."""
+    return sorted({node.lineno for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr == "client"})
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if not _within(n, ("airflow_jrs.store",))))
+def test_nothing_outside_the_store_reaches_for_a_raw_client(name):
+    reads = _client_reads(ast.parse(MODULES[name].read_text()))
+    if name in CLIENT_READERS:
+        assert reads, f"{name} no longer reads .client: drop it from CLIENT_READERS"
+        return
+    assert not reads, (
+        f"{name} reads a store's raw client (.client, lines {reads}); ask the store or "
+        "airflow_jrs.protocol.jobs.JobNamespace (results, intents, heartbeats, lease, server_facts, ...) instead"
+    )
+
+
+#: TYPE_CHECKING edges still closing a circle, each a known knot to cut (not a precedent).
+TYPE_CHECKING_KNOTS = {
+    # The launcher types its operator argument (an upward reference, too): to become a Protocol.
+    ("airflow_jrs.launch.spark_launcher", "airflow_jrs.operators.spark"),
+}
+
+
+def test_the_type_checking_imports_make_no_circle_either():
+    # A TYPE_CHECKING import is still a dependency a reader must follow (hooks/jrs.py and
+    # hooks/store_failures.py were one such knot); only the package root's lazy re-exports differ.
+    def edges(name: str) -> set[str]:
+        out = set()
+        for node in ast.walk(ast.parse(MODULES[name].read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if node.module.startswith("airflow_jrs"):
+                    subs = {f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in MODULES}
+                    out |= subs or ({node.module} if node.module in MODULES else set())
+        return {m for m in out - {name} - set(ABOVE_LAYERS) if (name, m) not in TYPE_CHECKING_KNOTS}
+
+    graph = {name: edges(name) for name in MODULES if name not in ABOVE_LAYERS}
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                pytest.fail("import circle (TYPE_CHECKING included): " + " -> ".join([*path[path.index(nxt) :], nxt]))
+            if nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
