@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
@@ -281,6 +281,3 @@ def entry_row(entry: JobResultEntry) -> list[Any]:
     a = entry.result.attempt
     by = f"{a.dag_id}/{a.task_id} {a.run_id} try {a.try_number}" if a else "-"
     return [entry.job_id, entry.state.value, entry.result.status.value, entry.result.fence, stamp(entry.created_at), by]
-
-
-Handler = Callable[[Ctx], int]
