@@ -19,7 +19,8 @@ real server by the project's Spark Connect tests:
 A committed job builds no client at all (the protocol decides before :meth:`prepare`): an unused
 Connect client still opens its session at process exit (pyspark's ``atexit`` ML-cache cleanup).
 The attempt's own session is released when it ends, and on a kill or a lost lease
-(:meth:`ConnectLauncher.stop`: interrupt the tag, then release, so no further operation can start).
+(:meth:`ConnectLauncher.stop`: interrupt the tag, then release, so no further operation can start),
+unless an operation still runs in it after the interrupt (:meth:`ConnectLauncher._release`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from __future__ import annotations
 import os
 import re
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from airflow_jrs.exceptions import JrsConfigError
@@ -47,6 +50,25 @@ ENDED_STATES = frozenset(
 GONE = ("SESSION_NOT_FOUND", "SESSION_CLOSED")
 #: Conf the Connect builder cannot apply to a running session (and the provider sets for classic ones).
 NOT_SESSION_CONF = ("spark.remote", "spark.master", "spark.app.name")
+#: What pyspark.sql.functions reads to build Connect columns instead of classic ones.
+CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
+
+
+@contextmanager
+def connect_mode() -> Iterator[None]:
+    """While the function runs, ``pyspark.sql.functions`` (``F.col``, ``F.lit``, ...) must build
+    Connect columns: they choose by ``SPARK_CONNECT_MODE_ENABLED`` in ``os.environ``, which the
+    launcher's builder does not set (pyspark.sql's would, for good). Put back afterwards, so a
+    later spark-submit from this process does not inherit it."""
+    saved = os.environ.get(CONNECT_MODE)
+    os.environ[CONNECT_MODE] = "1"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(CONNECT_MODE, None)
+        else:
+            os.environ[CONNECT_MODE] = saved
 
 
 def job_tag(namespace: str, job_id: str, fence: int) -> str:
@@ -180,7 +202,8 @@ class ConnectLauncher(SessionLauncher):
             with self._lock:
                 if self._stopped:
                     raise RuntimeError(f"job {launch.job_id}: stopped while the session started")
-            metrics = metrics_of(self.call(spark, self.context(launch)), self.log)
+            with connect_mode():
+                metrics = metrics_of(self.call(spark, self.context(launch)), self.log)
             with self._lock:
                 if self._stopped:  # a function that swallowed the interrupt: its output is not complete
                     raise RuntimeError(f"job {launch.job_id}: stopped before its commit marker was written")
@@ -191,7 +214,7 @@ class ConnectLauncher(SessionLauncher):
             done.set()
             with self._lock:
                 self._session = None
-            spark.stop()  # releases the session: whatever still runs in it (another thread's) ends
+            self._release(spark)
 
     def _marker_folder(self, staging: str) -> None:
         """The client writes the marker: its folder must exist here. A function that wrote nothing
@@ -243,6 +266,29 @@ class ConnectLauncher(SessionLauncher):
         except Exception as exc:
             self.log.warning("Could not interrupt the Spark Connect operations tagged %s: %s", self.tag, exc)
         try:
-            spark.stop()
+            self._release(spark)
         except Exception as exc:
             self.log.warning("Could not release the Spark Connect session %s: %s", self.session_id, exc)
+
+    def _release(self, spark: Any) -> None:
+        """Release the session (no further operation can start in it), unless it still runs an
+        operation: an interrupt does not always take (an operation between its analysis and its
+        first Spark job runs on to its end, seen in the fault trials), and a released session hides
+        it from a successor (GetStatus answers SESSION_CLOSED, read as "nothing runs"), which would
+        then compute beside it. Kept, the session shows the operation running, so the successor
+        waits for it or interrupts it again; the server drops the idle session after its timeout."""
+        try:
+            assert self._resolved is not None and self.session_id is not None
+            busy = session_running(session_url(self._resolved[0], self.session_id))
+        except Exception as exc:  # unknown is not "no"
+            busy, why = True, f"could not ask the server ({exc})"
+        else:
+            why = "an interrupted operation still runs in it"
+        if busy:
+            self.log.warning(
+                "Spark Connect session %s not released: %s. It stays open so that a retry sees the operation "
+                "and waits for it; the server closes it once it has been idle for its session timeout.",
+                self.session_id, why,
+            )  # fmt: skip
+            spark.release_session_on_close = False
+        spark.stop()
