@@ -2,8 +2,7 @@
 
 Submit tasks return it (computed, adopted or skipped), cleanup tasks return a list of them,
 sensors return a list of them, and the start-in-triggerer triggers write the same payload
-through the Execution API. Downstream tasks (and the cleanup, which reads the job ids of its
-submit tasks from it) therefore see one shape::
+through the Execution API. Downstream tasks therefore see one shape::
 
     {"job_id", "status", "outputs", "metrics", "fingerprint", ..., "state": "dirty"|"clean",
      "skipped": bool, "reused": bool (submit tasks: the stored result was reused, Spark did not
@@ -14,9 +13,11 @@ submit tasks from it) therefore see one shape::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import SimpleNamespace
 from typing import Any
 
+from airflow_jrs.domain.identity import job_id_for
 from airflow_jrs.domain.model import EntryState, JobResult, JobResultEntry
 from airflow_jrs.domain.result_json import result_to_dict
 from airflow_jrs.exceptions import CleanupError
@@ -58,3 +59,64 @@ def submitted_job_ids(pull: Callable[..., Any], task_ids: Sequence[str]) -> list
             )
         ids.append(value["job_id"])
     return ids
+
+
+#: What a job id template may name to render the same in every task of a run (a cleanup renders
+#: its submit's): run-level values only. ``ti``, ``task``, ``params`` (task params merge in),
+#: ``var``, user macros and the like are task-level or read at render time, so the cleanup
+#: pulls the submit's XCom for those instead.
+RUN_LEVEL_NAMES = frozenset(
+    {
+        "ds", "ds_nodash", "ts", "ts_nodash", "ts_nodash_with_tz", "logical_date", "data_interval_start",
+        "data_interval_end", "run_id", "dag_run", "dag", "macros", "partition_key",
+    }
+)  # fmt: skip
+
+
+def derivable_job_id(task: Any, env: Any = None) -> tuple[bool, str | None]:
+    """Can a downstream task (the cleanup) name ``task``'s job without its XCom? ``(True, job_id)``
+    when ``task`` is a guarded operator whose ``job_id`` is unset (the default rule) or a template
+    naming run-level values only (:data:`RUN_LEVEL_NAMES`), rendered the same in any task of
+    the run; ``(False, None)`` otherwise. Decided at DAG parse time, from the operator; ``env``
+    is the DAG's Jinja environment (its filters), a plain one by default."""
+    if not getattr(task, "jrs_guarded", None) or not hasattr(task, "job_id"):
+        return False, None
+    template = task.job_id
+    if template is None:
+        return True, None
+    if not isinstance(template, str) or template.endswith(tuple(getattr(task, "template_ext", ()) or ())):
+        return False, None
+    import jinja2
+    from jinja2 import meta
+
+    try:
+        names = meta.find_undeclared_variables((env or jinja2.Environment()).parse(template))
+    except jinja2.TemplateError:  # not parsed, or a filter unknown here: the XCom says it
+        return False, None
+    return (True, template) if names <= RUN_LEVEL_NAMES else (False, None)
+
+
+def derived_job_id(job_id: str | None, context: Mapping[str, Any], task_id: str) -> str:
+    """The job id task ``task_id`` of this run handles, computed in another task's ``context``:
+    its rendered ``job_id``, else the default rule with its task id (unmapped)
+    (:func:`~airflow_jrs.domain.identity.job_id_for`, the submit's own rule)."""
+    ti = context["ti"]
+    as_submit = SimpleNamespace(dag_id=ti.dag_id, task_id=task_id, map_index=-1)
+    return job_id_for(job_id, {**context, "ti": as_submit, "task_instance": as_submit})
+
+
+def tasks_job_ids(
+    context: Mapping[str, Any],
+    pull: Callable[..., Any],
+    job_tasks: Sequence[str],
+    submit_job_ids: Mapping[str, str | None],
+) -> list[str]:
+    """The job ids of ``job_tasks`` in this run, in their order: derived for those in
+    ``submit_job_ids`` (their rendered ``job_id`` rules), pulled (:func:`submitted_job_ids`) for
+    the others. A mapped task pulls (its submit's default rule would differ by map index). The
+    cleanup operator and its start-in-triggerer trigger share this rule."""
+    map_index = getattr(context["ti"], "map_index", -1)
+    mapped = map_index is not None and map_index >= 0
+    pulled = [t for t in job_tasks if mapped or t not in submit_job_ids]
+    from_xcom = dict(zip(pulled, submitted_job_ids(pull, pulled), strict=True)) if pulled else {}
+    return [from_xcom[t] if t in from_xcom else derived_job_id(submit_job_ids[t], context, t) for t in job_tasks]

@@ -3,7 +3,8 @@
 The cleanup itself is the protocol's (:func:`airflow_jrs.protocol.cleanup.commit_job`: what is a
 leftover, what is kept, the compare-and-set commit, docs/recovery.md "Cleanup after a
 recovery"), so the fault trials run the very code this task runs. This operator only adapts it
-to Airflow: job ids pulled from the submit tasks' XComs, files reached through Airflow's
+to Airflow: the submit tasks' job ids (derived from their ``job_id`` rule when it names
+run-level values only, else pulled from their XComs), files reached through Airflow's
 ``ObjectStoragePath`` (object-store connections), store failures mapped to retryable or final
 task failures, and the Asset event (or a skip) for what was committed.
 """
@@ -16,7 +17,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, ObjectStoragePath
 from airflow.sdk.exceptions import AirflowSkipException
 
-from airflow_jrs.domain.payload import submitted_job_ids
+from airflow_jrs.domain.payload import derivable_job_id, tasks_job_ids
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.hooks.store_failures import airflow_failures
@@ -74,6 +75,12 @@ def remove_path(uri: str) -> bool:
     return True
 
 
+def _template_env(task: BaseOperator) -> Any:
+    """The Jinja environment ``task``'s templates render in (its DAG's filters), if it has a DAG."""
+    dag = getattr(task, "dag", None) if task.has_dag() else None
+    return dag.get_template_env() if dag is not None else None
+
+
 class JrsCleanupOperator(BaseOperator):
     """Clean up jobs' leftovers and mark their results clean (commit).
 
@@ -82,9 +89,12 @@ class JrsCleanupOperator(BaseOperator):
     :param cleanup_callables: ``fn(result, context)`` called per dirty job before it is marked clean
     :param remove_staging_losers: delete other attempts' staging folders beside the winner's
     :param cleanup_attempts, initial_backoff, max_backoff: retry strategy of each step
+    :param do_xcom_push: push the committed payloads (a list) as the task's XCom. Default
+        ``False``: the store and the Asset events say what was committed, and the push cost an
+        Execution API call per task that no reader needed (docs/benchmarks.md)
     """
 
-    template_fields: Sequence[str] = ("job_ids", "cleanup_paths")
+    template_fields: Sequence[str] = ("job_ids", "cleanup_paths", "submit_job_ids")
     ui_color = "#c5e8c5"
 
     def __init__(
@@ -101,14 +111,22 @@ class JrsCleanupOperator(BaseOperator):
         max_backoff: float = 60.0,
         **kwargs: Any,
     ) -> None:
+        kwargs.setdefault("do_xcom_push", False)
         super().__init__(**kwargs)
         if not jobs:
             raise JrsConfigError(f"{self.task_id}: `jobs` is empty; name the job ids or submit tasks to commit")
         self.job_ids = [j for j in jobs if isinstance(j, str)]
         self.job_tasks = [j.task_id for j in jobs if isinstance(j, BaseOperator)]
+        #: submit task id -> its ``job_id`` template (``None``: the default rule), for the tasks
+        #: whose job id this task can compute itself (rendered here: run-level names only). The
+        #: others' job ids come from their XComs (an Execution API call each).
+        self.submit_job_ids: dict[str, str | None] = {}
         for task in jobs:
             if isinstance(task, BaseOperator):
                 self.set_upstream(task)
+                derivable, template = derivable_job_id(task, _template_env(task))
+                if derivable:
+                    self.submit_job_ids[task.task_id] = template
         self.cleanup_paths = list(cleanup_paths)
         self.cleanup_callables = list(cleanup_callables)
         self.remove_staging_losers = remove_staging_losers
@@ -119,9 +137,12 @@ class JrsCleanupOperator(BaseOperator):
         self.max_backoff = max_backoff
 
     def _job_ids(self, context: Any) -> list[str]:
+        """The job ids named, then the submit tasks' (computed when their rule allows it, else
+        pulled): the cleanup reads each job's entry from the store anyway, so the submit's
+        payload would only have told it the id."""
         if not self.job_tasks:
             return list(self.job_ids)
-        return [*self.job_ids, *submitted_job_ids(context["ti"].xcom_pull, self.job_tasks)]
+        return [*self.job_ids, *tasks_job_ids(context, context["ti"].xcom_pull, self.job_tasks, self.submit_job_ids)]
 
     def execute(self, context: Any) -> list[dict[str, Any]]:
         hook = JrsHook(self.jrs_conn_id, namespace=self.jrs_namespace)

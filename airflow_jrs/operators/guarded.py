@@ -87,14 +87,33 @@ def task_payload(op: Any, context: Mapping[str, Any], outcome: Outcome) -> dict[
     """The task's return value; a reused result raises ``AirflowSkipException`` with ``skip_when_done``.
 
     The reuse line (which run computed it, how to recompute) is logged once, by the attempt
-    (:meth:`~airflow_jrs.protocol.attempt.JobAttempt.run`), into the task log it was handed."""
+    (:meth:`~airflow_jrs.protocol.attempt.JobAttempt.run`), into the task log it was handed.
+    The payload is also kept on the operator for its extra links (:func:`remember_payload`)."""
     if outcome.kind == SKIPPED and outcome.entry is not None:
         entry = outcome.entry
-        payload = entry_payload(entry, skipped=True)
+        payload = remember_payload(op, context, entry_payload(entry, skipped=True))
         if op.skip_when_done:
             context["ti"].xcom_push(key=SKIPPED_RESULT_KEY, value=payload)
             raise AirflowSkipException(f"job {outcome.job_id} already has a SUCCEEDED result ({entry.state.value})")
         return payload
     if outcome.kind == ADOPTED:
-        return result_payload(outcome.result, EntryState.DIRTY, skipped=False, adopted_from=outcome.adopted_from)
-    return result_payload(outcome.result, EntryState.DIRTY, skipped=False)
+        adopted = result_payload(outcome.result, EntryState.DIRTY, skipped=False, adopted_from=outcome.adopted_from)
+        return remember_payload(op, context, adopted)
+    return remember_payload(op, context, result_payload(outcome.result, EntryState.DIRTY, skipped=False))
+
+
+#: The attribute of an operator that holds its last payload, keyed by the task instance it is for.
+PAYLOAD_ATTR = "_jrs_payload"
+
+
+def ti_identity(ti: Any) -> tuple[Any, ...]:
+    """A task instance's identity (try included): a payload kept for one try is never read for another."""
+    return tuple(getattr(ti, name, None) for name in ("dag_id", "task_id", "run_id", "map_index", "try_number"))
+
+
+def remember_payload(op: Any, context: Mapping[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
+    """Keep ``payload`` on ``op`` for this task instance: Airflow computes the extra links in the
+    same process right after ``execute`` (``finalize``), and reading the payload back from XCom
+    there would cost one Execution API call per link (:mod:`airflow_jrs.operators.links`)."""
+    setattr(op, PAYLOAD_ATTR, (ti_identity(context["ti"]), payload))
+    return payload

@@ -1,7 +1,10 @@
 """Extra links of the submit operators: the job's page in the Job results view, and its Spark UI.
 
 In Airflow 3 the worker computes a task's links when the task ends and stores them in XCom, so
-they are known even for a task whose job was reused (it links the result it reused).
+they are known even for a task whose job was reused (it links the result it reused). The payload
+they link is the one the operator kept when it returned (``guarded.remember_payload``): the
+links then cost no XCom read; only a task that kept none (it did not return a payload in
+this process) reads its XCom.
 """
 
 from __future__ import annotations
@@ -13,11 +16,16 @@ from airflow.sdk import BaseOperatorLink, conf
 from airflow_jrs.views.links import SPARK_UI_OPTION, job_page_url, spark_app_url
 
 
-def _payload(ti_key: Any) -> dict[str, Any]:
+def _payload(operator: Any, ti_key: Any) -> dict[str, Any]:
     """What the task returned (or pushed before it skipped): the job result payload."""
     from airflow.sdk.execution_time.xcom import XCom  # the worker's configured XCom backend
 
     from airflow_jrs.domain.payload import SKIPPED_RESULT_KEY
+    from airflow_jrs.operators.guarded import PAYLOAD_ATTR, ti_identity
+
+    kept = getattr(operator, PAYLOAD_ATTR, None)
+    if isinstance(kept, tuple) and len(kept) == 2 and kept[0] == ti_identity(ti_key) and kept[1].get("job_id"):
+        return kept[1]
 
     for key in ("return_value", SKIPPED_RESULT_KEY):
         try:
@@ -35,7 +43,7 @@ class JobResultLink(BaseOperatorLink):
     name = "Job result"
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
-        job_id = _payload(ti_key).get("job_id") or getattr(operator, "job_id", None)
+        job_id = _payload(operator, ti_key).get("job_id") or getattr(operator, "job_id", None)
         return job_page_url(job_id) if isinstance(job_id, str) and job_id else ""
 
 
@@ -47,4 +55,4 @@ class SparkApplicationLink(BaseOperatorLink):
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
         template = conf.get("jrs", SPARK_UI_OPTION, fallback=None)
-        return spark_app_url(template, _payload(ti_key).get("application_id")) or ""
+        return spark_app_url(template, _payload(operator, ti_key).get("application_id")) or ""

@@ -131,6 +131,8 @@ class StartInTriggererCleanupMixin(StartInTriggererMixin, _CleanupBase):
             "jrs_namespace": self.jrs_namespace,
             "job_ids": list(self.job_ids),
             "job_tasks": list(self.job_tasks),
+            "submit_job_ids": dict(self.submit_job_ids),
+            "do_xcom_push": bool(self.do_xcom_push),
         }
 
 

@@ -53,7 +53,7 @@ from airflow.triggers.base import BaseTrigger, TaskSkippedEvent, TaskSuccessEven
 from airflow_jrs.domain import recompute
 from airflow_jrs.domain.decision import decide
 from airflow_jrs.domain.identity import application_fingerprint, job_id_for
-from airflow_jrs.domain.payload import DECIDED_IN_TRIGGERER, SKIPPED_RESULT_KEY, entry_payload, submitted_job_ids
+from airflow_jrs.domain.payload import DECIDED_IN_TRIGGERER, SKIPPED_RESULT_KEY, entry_payload, tasks_job_ids
 from airflow_jrs.exceptions import CleanupError, JobResultEntryError, JrsConfigError
 from airflow_jrs.store import AsyncRedisJobResultStore, JobResultEntry, validate_job_id
 from airflow_jrs.store.requests import seen_async
@@ -306,9 +306,10 @@ class StartInTriggererSubmitTrigger(StartInTriggererTrigger):
 class StartInTriggererCleanupTrigger(StartInTriggererTrigger):
     """Start a JRS cleanup task in the triggerer; end it there when every job is already clean.
 
-    ``job_ids`` (a template field of :class:`~airflow_jrs.operators.cleanup.JrsCleanupOperator`)
-    is rendered by Airflow; the job ids of ``job_tasks`` come from their XComs, read through
-    the triggerer's Execution API channel.
+    ``job_ids`` and ``submit_job_ids`` (template fields of
+    :class:`~airflow_jrs.operators.cleanup.JrsCleanupOperator`) are rendered by Airflow; the job
+    ids of ``job_tasks`` are derived from ``submit_job_ids`` when it names them (the operator's
+    rule), else read from their XComs through the triggerer's Execution API channel.
     """
 
     def __init__(
@@ -318,13 +319,24 @@ class StartInTriggererCleanupTrigger(StartInTriggererTrigger):
         jrs_namespace: str | None = None,
         job_ids: Sequence[str] = (),
         job_tasks: Sequence[str] = (),
+        submit_job_ids: dict[str, str | None] | None = None,
+        do_xcom_push: bool = True,
     ) -> None:
         super().__init__(jrs_conn_id=jrs_conn_id, jrs_namespace=jrs_namespace)
         self.job_ids = list(job_ids)
         self.job_tasks = list(job_tasks)
+        # The defaults are what a trigger serialized by an earlier version did: pull, and push.
+        self.submit_job_ids = dict(submit_job_ids or {})
+        self.do_xcom_push = do_xcom_push
 
     def _kwargs(self) -> dict[str, Any]:
-        return {**super()._kwargs(), "job_ids": list(self.job_ids), "job_tasks": list(self.job_tasks)}
+        return {
+            **super()._kwargs(),
+            "job_ids": list(self.job_ids),
+            "job_tasks": list(self.job_tasks),
+            "submit_job_ids": dict(self.submit_job_ids),
+            "do_xcom_push": self.do_xcom_push,
+        }
 
     async def _all_job_ids(self) -> list[str]:
         ids = [validate_job_id(j) for j in self.job_ids]
@@ -333,9 +345,10 @@ class StartInTriggererCleanupTrigger(StartInTriggererTrigger):
         ti = self.task_instance
         if ti is None:
             raise _GoToWorker("no task instance in the triggerer to read the submit tasks' XComs")
-        pull = _TriggererTaskInstance(ti).xcom_pull  # submitted_job_ids: the worker's own rule
-        pulled = asyncio.to_thread(submitted_job_ids, pull, self.job_tasks)
-        # Up to two XCom reads per task, each through the triggerer's Execution API channel.
+        pull = _TriggererTaskInstance(ti).xcom_pull  # tasks_job_ids: the worker's own rule
+        context = self._task_context()
+        pulled = asyncio.to_thread(tasks_job_ids, context, pull, self.job_tasks, self.submit_job_ids)
+        # Up to two XCom reads per task not derived, each through the triggerer's Execution API channel.
         try:
             submitted = await asyncio.wait_for(pulled, 2 * COMMS_TIMEOUT * len(self.job_tasks))
         except CleanupError as exc:
@@ -354,5 +367,6 @@ class StartInTriggererCleanupTrigger(StartInTriggererTrigger):
                 raise _GoToWorker(f"job {job_id} needs cleanup ({state})")
             committed.append(entry_payload(entry))
         self.log.info("Jobs %s are already clean; started in the triggerer, the task ends there.", job_ids)
-        await self._push_xcom("return_value", committed)
+        if self.do_xcom_push:  # the operator's own setting (off by default: the store says it)
+            await self._push_xcom("return_value", committed)
         return TaskSuccessEvent()

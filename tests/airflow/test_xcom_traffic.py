@@ -117,8 +117,30 @@ def run(jrs_env: Any, monkeypatch: pytest.MonkeyPatch, dag_id: str, *, clean: bo
     return traffic
 
 
+#: Per skipped submit: its return value and Airflow's two extra-link XComs (written by
+#: ``finalize``; the links read the payload the operator kept, not the XCom). ontime's one read
+#: is its own template (``ti.xcom_pull(task_ids='ingest.submit')``), the DAG's data flow.
+SUBMIT_XCOM = {("ingest.submit", "SetXCom"): 3, ("ontime.submit", "SetXCom"): 3}
+TEMPLATE_PULL = {("ontime.submit", "GetXComSequenceSlice"): 1}
+#: Redis round trips per task: a submit reads the entry once (decide); a cleanup reads it once
+#: when clean; a dirty one also reads the live fences and the entry again, then commits.
+REDIS = {"clean": {"submit": 1, "cleanup": 1}, "dirty": {"submit": 1, "cleanup": 4}}
+
+
 @pytest.mark.parametrize("dag_id", ["jrs_xcom_default", "jrs_xcom_templated"])
-@pytest.mark.parametrize("clean", [True, False])
+@pytest.mark.parametrize("clean", [True, False], ids=["clean", "dirty"])
 def test_calls_per_committed_date(jrs_env, monkeypatch, dag_id, clean):
+    """Before issue 22: 15 XCom calls per date (each submit 5: return value, 2 link writes, 2 link
+    reads; each cleanup 2: the submit's payload pulled, its own pushed); now 7 (the cleanup
+    derives the job ids, reads the store and pushes nothing; the links read no XCom)."""
     traffic = run(jrs_env, monkeypatch, dag_id, clean=clean)
-    print(traffic.xcom_per_task(), sum(traffic.xcom.values()), sum(traffic.redis.values()))
+    assert dict(traffic.xcom) == {**SUBMIT_XCOM, **TEMPLATE_PULL}
+    assert sum(traffic.xcom.values()) == 7
+    expected = REDIS["clean" if clean else "dirty"]
+    assert dict(traffic.redis) == {
+        f"{name}.{kind}": expected[kind] for name in ("ingest", "ontime") for kind in ("submit", "cleanup")
+    }
+    entry = jrs_env.store.get_entry(
+        "xf.ontime.2013-01-01" if dag_id.endswith("templated") else f"{dag_id}.ontime.submit.2013-01-01"
+    )
+    assert entry is not None and entry.is_clean

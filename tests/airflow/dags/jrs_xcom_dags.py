@@ -16,7 +16,12 @@ from airflow_jrs.operators import jrs_spark_job
 from jrs_testbench.helpers import TINY_APP
 
 INGEST_ARGS = ["--output", "{jrs_output}"]
-ONTIME_ARGS = ["--output", "{jrs_output}", "--flights", "{{ ti.xcom_pull(task_ids='ingest.submit')['outputs']['output'] }}"]
+ONTIME_ARGS = [
+    "--output",
+    "{jrs_output}",
+    "--flights",
+    "{{ ti.xcom_pull(task_ids='ingest.submit')['outputs']['output'] }}",
+]
 
 for dag_id, template in (("jrs_xcom_default", None), ("jrs_xcom_templated", "xf.{name}.{{{{ ds }}}}")):
     with DAG(dag_id, schedule=None, start_date=datetime(2013, 1, 1, tzinfo=UTC), catchup=False) as dag:
