@@ -10,6 +10,7 @@ intent (fenced) as soon as they appear (:class:`SubmissionRecorder`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections import deque
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_jrs.exceptions import JrsConfigError
-from airflow_jrs.launch.supervisor import SUPERVISOR_ENV, supervised_command
+from airflow_jrs.launch.supervisor import SETTINGS_ENV, SUPERVISOR_ENV, supervised_command
 
 if TYPE_CHECKING:
     from airflow_jrs.hooks.jrs import JrsHook
@@ -33,6 +34,7 @@ class Supervision:
     fence: int
     ttl: float
     connection: dict[str, Any]
+    settings: dict[str, Any] | None = None  # the task's [jrs] settings, for a result it records
 
     @classmethod
     def for_attempt(cls, hook: JrsHook, job_id: str, fence: int, log: Any) -> Supervision | None:
@@ -43,7 +45,8 @@ class Supervision:
             log.warning("Job %s: spark-submit runs without a supervisor (%s); a successor on another "
                         "host cannot see it.", job_id, exc)  # fmt: skip
             return None
-        return cls(hook.namespace, job_id, fence, hook.settings.lease_ttl, connection)
+        settings = hook.settings
+        return cls(settings.namespace, job_id, fence, settings.lease_ttl, connection, dataclasses.asdict(settings))
 
     def wrap(self, spark_hook: Any) -> None:
         """Make the provider's hook run spark-submit under the supervisor (command and environment)."""
@@ -52,7 +55,10 @@ class Supervision:
         def supervised(application: str) -> list[str]:
             command = build(application)
             # After the build: the provider sets its environment there (from env_vars in client mode).
-            spark_hook._env = {**(spark_hook._env or {}), SUPERVISOR_ENV: json.dumps(self.connection)}
+            env = {SUPERVISOR_ENV: json.dumps(self.connection)}
+            if self.settings is not None:
+                env[SETTINGS_ENV] = json.dumps(self.settings)
+            spark_hook._env = {**(spark_hook._env or {}), **env}
             return supervised_command(
                 command, namespace=self.namespace, job_id=self.job_id, fence=self.fence, ttl=self.ttl
             )

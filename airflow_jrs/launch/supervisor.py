@@ -42,7 +42,9 @@ Failure cases (see docs/recovery.md):
 * **a host that is gone**: its heartbeat expires; the successor proceeds.
 
 The Redis connection comes in the environment (``JRS_SUPERVISOR_REDIS``: the plain kwargs of
-:func:`airflow_jrs.store.clients.connection_of`), never on the command line; everything the
+:func:`airflow_jrs.store.clients.connection_of`), never on the command line, and so do the task's
+``[jrs]`` settings (``JRS_SUPERVISOR_SETTINGS``, JSON; the defaults without it), so that a
+result it records has the configured durability and limits; everything the
 supervisor reads and writes goes through one :class:`~airflow_jrs.protocol.jobs.JobNamespace`
 on a client that :func:`~airflow_jrs.store.clients.bounded_client` builds.
 """
@@ -64,13 +66,15 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+from airflow_jrs.config import JrsSettings
 from airflow_jrs.protocol.jobs import JobNamespace, settings_for
-from airflow_jrs.store.clients import bounded_client
+from airflow_jrs.store.clients import bounded_client, policy_client
 from airflow_jrs.store.fence import Fence, fence_arg, same_fence
 from airflow_jrs.store.intent import HeartbeatGone, StaleHeartbeat
 from airflow_jrs.store.stop_requests import CANCEL, StopRequest, StopRequests
 
 SUPERVISOR_ENV = "JRS_SUPERVISOR_REDIS"
+SETTINGS_ENV = "JRS_SUPERVISOR_SETTINGS"
 #: A supervisor that could not renew for this share of the TTL kills spark-submit (self-fencing).
 SELF_FENCE_SHARE = 0.7
 #: Exit code when spark-submit was not started (lease lost, or Redis unreachable): fail closed.
@@ -138,13 +142,30 @@ def _die_with_parent(parent: int) -> None:  # pragma: no cover - runs in the chi
         os._exit(LOST_BEFORE_START)
 
 
-def _jobs(connection: dict[str, Any], namespace: str, ttl: float) -> JobNamespace:
-    """The namespace on a client whose every socket operation ends within ``ttl/6``, without
-    retries of its own: the beat loop retries, and must always get back in time to fence itself.
-    The settings are the ``[jrs]`` defaults: the supervisor writes a result only for a task that
-    is gone (:mod:`~airflow_jrs.launch.orphan_outcome`)."""
-    settings = settings_for(namespace, output_root="", spec_root="", lease_ttl=max(ttl, 1.0))
+def supervisor_settings(raw: str | None, namespace: str, ttl: float) -> JrsSettings:
+    """The task's ``[jrs]`` settings from ``raw`` (JSON of :class:`~airflow_jrs.config.JrsSettings`),
+    or the defaults when the launcher handed none (a result recorded then has no durability wait)."""
+    if not raw:
+        return settings_for(namespace, output_root="", spec_root="", lease_ttl=max(ttl, 1.0))
+    settings = JrsSettings(**json.loads(raw))
+    if settings.namespace != namespace:
+        raise ValueError(f"namespace {settings.namespace!r}, not --namespace {namespace!r}: not this task's")
+    return settings
+
+
+def _jobs(connection: dict[str, Any], settings: JrsSettings, ttl: float) -> JobNamespace:
+    """On a client whose every socket operation ends within ``ttl/6``, without retries of its
+    own: the beat loop retries, and must always get back in time to fence itself."""
     return JobNamespace(bounded_client(connection, ttl / 6), settings, connection)
+
+
+def _settled(jobs: JobNamespace) -> JobNamespace:
+    """The namespace on a client with the ``[jrs]`` timeouts and retries (close it after use):
+    spark-submit has ended, so no beat must get back in time, and a durable write's wait
+    (``durability_timeout``) must fit within the client's read timeout."""
+    if jobs.connection is None:
+        return jobs.fresh()
+    return JobNamespace(policy_client(jobs.connection, jobs.settings), jobs.settings, jobs.connection)
 
 
 def _now() -> float:
@@ -325,7 +346,11 @@ def supervise(
     if relay.request is not None and os.getppid() != parent:  # the task is gone: nobody else records
         from airflow_jrs.launch.orphan_outcome import record_orphan_outcome
 
-        record_orphan_outcome(jobs, job_id, fence, relay.request, control_dir, ttl, code)
+        settled = _settled(jobs)
+        try:
+            record_orphan_outcome(settled, job_id, fence, relay.request, control_dir, ttl, code)
+        finally:
+            settled.close()
     try:
         beats.end(job_id, fence, code)
     except Exception as exc:  # the heartbeat expires by its TTL
@@ -351,7 +376,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     raw = os.environ.pop(SUPERVISOR_ENV, None)  # not passed on to spark-submit
     if not raw:
         parser.error(f"{SUPERVISOR_ENV} is not set: the operator passes the Redis connection there")
-    jobs = _jobs(json.loads(raw), args.namespace, args.ttl)
+    try:
+        settings = supervisor_settings(os.environ.pop(SETTINGS_ENV, None), args.namespace, args.ttl)
+    except (TypeError, ValueError) as exc:
+        parser.error(f"{SETTINGS_ENV} is not the task's [jrs] settings ({exc})")
+    jobs = _jobs(json.loads(raw), settings, args.ttl)
     try:
         return supervise(
             command,

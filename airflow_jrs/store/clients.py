@@ -137,6 +137,13 @@ def sync_client(connection: Mapping[str, Any], **options: Any) -> Any:
     return redis_lib.Redis(**kwargs, **options)
 
 
+def policy_client(connection: Mapping[str, Any], settings: JrsSettings) -> Any:
+    """A sync client for ``connection`` with the ``[jrs]`` timeouts and retry policy."""
+    client = sync_client(connection)
+    apply_client_policy(client, settings)
+    return client
+
+
 def bounded_client(connection: Mapping[str, Any], timeout: float) -> Any:
     """A sync client whose every socket operation ends within ``timeout`` seconds, with no
     retries of its own: for a caller that retries itself and must get back in time (the
