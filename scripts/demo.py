@@ -4,6 +4,12 @@ Run by ``./dev demo`` (which installs everything first). Uses embedded defaults:
 redis-server with append-only persistence in ``data/redis`` (stopped at the end), an Airflow
 home in ``data/airflow`` (SQLite), Spark in local mode. Options: ``--dates N`` (default 3),
 ``--redis-url URL`` to use an existing Redis instead, ``--fresh`` to forget earlier results.
+
+``--connect``: instead of ``flights_daily`` (spark-submit), run ``flights_pyspark_connect`` (the
+``@task.jrs_pyspark`` pipeline of dags/flights_pyspark.py) on a Spark Connect server the demo
+starts from pyspark's own distribution (``local[2]``, event log in ``data/spark-connect``,
+stopped at the end; 30 to 50 s to start), and count on the server the sessions and
+operations each pass opened.
 """
 
 from __future__ import annotations
@@ -70,8 +76,43 @@ def print_store(store) -> None:
         print(f"  {r.job_id:45} {entry.state.value:6} {r.status.value:10} {r.fence!s:5} {outs}")
 
 
-def print_ontime(store, day: datetime) -> None:
-    entry = store.get_entry(f"flights_daily.ontime.submit.{day.date().isoformat()}")
+def run_connect_pass(dag, dates: list[datetime], server, label: str) -> None:
+    """As :func:`run_pass`, counted on the Connect server: what each run opened there (its event
+    log, read after a barrier so that nothing is counted late; the barriers are left out)."""
+    print(f"\n=== {label}: {dag.dag_id} for {', '.join(d.date().isoformat() for d in dates)}", flush=True)
+    barriers = [server.barrier()]
+    for day in dates:
+        before, started = server.activity(exclude_sessions=barriers), time.monotonic()
+        dr = dag.test(logical_date=day)
+        took = time.monotonic() - started
+        barriers.append(server.barrier())
+        after = server.activity(exclude_sessions=barriers)
+        bad = {ti.task_id: str(ti.state) for ti in dr.get_task_instances() if str(ti.state) != "success"}
+        print(
+            f"  {day.date()}  run {dr.state}  {took:5.1f}s  on the server: "
+            f"{after['sessions'] - before['sessions']} sessions, {after['operations'] - before['operations']} "
+            f"operations, {after['jobs'] - before['jobs']} Spark jobs" + (f"  NOT OK: {bad}" if bad else ""),
+            flush=True,
+        )
+
+
+def start_connect_server():
+    """A Spark Connect server for ``--connect``, named by ``spark_connect_default`` (the DAG's)."""
+    import json
+
+    from jrs_testbench.spark_connect import SparkConnectServer
+
+    print("Starting a Spark Connect server (pyspark's own, local[2]) ...", flush=True)
+    server = SparkConnectServer(DATA / "spark-connect").start()
+    print(f"Spark Connect at {server.url} (UI {server.ui_url}), up in {server.startup_seconds:.1f}s", flush=True)
+    conn = {"conn_type": "spark_connect", "host": "127.0.0.1", "port": server.port, "login": "airflow"}
+    os.environ["AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"] = json.dumps(conn)
+    os.environ.pop("JRS_SPARK_CONNECT_CONN_ID", None)
+    return server
+
+
+def print_ontime(store, day: datetime, job: str = "flights_daily.ontime.submit") -> None:
+    entry = store.get_entry(f"{job}.{day.date().isoformat()}")
     if entry is None:
         return
     import pyarrow.parquet as pq
@@ -88,6 +129,9 @@ def main() -> int:
     parser.add_argument("--dates", type=int, default=3, help="how many days of 2013 to run (default 3)")
     parser.add_argument("--redis-url", default=os.environ.get("JRS_DEMO_REDIS_URL"))
     parser.add_argument("--fresh", action="store_true", help="forget earlier demo results first")
+    parser.add_argument(
+        "--connect", action="store_true", help="run flights_pyspark_connect on a Spark Connect server it starts"
+    )
     args = parser.parse_args()
     dates = [datetime(2013, 1, 1, tzinfo=UTC) + timedelta(days=i) for i in range(args.dates)]
 
@@ -96,7 +140,7 @@ def main() -> int:
     warnings.filterwarnings("ignore")  # Airflow's own deprecation chatter hides the demo's output
     from jrs_testbench.redis_server import EmbeddedRedis
 
-    server = None
+    server = connect = None
     if not args.redis_url:
         server = EmbeddedRedis(DATA / "redis").start()
         print(f"Started a local redis-server on port {server.port} (append-only, data in data/redis)")
@@ -110,6 +154,18 @@ def main() -> int:
             for entry in store.list_entries(limit=10000):
                 store.forget_result(entry.job_id)
         sys.path.insert(0, str(ROOT / "dags"))
+        if args.connect:
+            connect = start_connect_server()
+            import flights_pyspark
+
+            warnings.filterwarnings("ignore", category=DeprecationWarning)
+            dag = flights_pyspark.connect_dag
+            run_connect_pass(dag, dates, connect, "First pass (computes what the store does not have)")
+            print_store(store)
+            run_connect_pass(dag, dates, connect, "Second pass (same dates: every job is committed)")
+            print_ontime(store, dates[0], job="flights_pyspark_connect.ontime")
+            print(f"\nThe server's event log (one SessionStarted per session opened): {connect.event_log_dir}")
+            return 0
         import flights_daily
 
         warnings.filterwarnings("ignore", category=DeprecationWarning)  # again: importing Airflow reset it
@@ -120,6 +176,8 @@ def main() -> int:
         print(f"\nSpark applications launched in total (event logs in data/spark-events): {spark.count()}")
         print("Run it again: nothing recomputes. `./dev demo --fresh` forgets the results first.")
     finally:
+        if connect is not None:
+            connect.stop()
         if server is not None:
             server.stop()
     return 0
