@@ -20,19 +20,19 @@ operator, the Spark provider's hook, the supervisor, Redis and the folders are t
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
+
+from jrs_testbench.fake_http import FakeHttpServer, JsonHandler, write_script
 
 #: Driver states a master lists in ``activedrivers`` (DriverState.scala).
 ACTIVE_DRIVER_STATES = ("SUBMITTED", "RUNNING", "RELAUNCHING", "UNKNOWN")
 
 
-class FakeStandaloneMaster:
+class FakeStandaloneMaster(FakeHttpServer):
     """One fake master: web UI, REST server and "RPC" port on one HTTP port of 127.0.0.1."""
 
     def __init__(self, *, status: str = "ALIVE") -> None:
@@ -52,18 +52,9 @@ class FakeStandaloneMaster:
         self.asked = threading.Condition(self.lock)
         master = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:  # quiet test output
-                pass
-
-            def _reply(self, code: int, doc: Any) -> None:
-                # Pretty-printed as Spark's Jackson writer does ("key" : value): the provider parses it.
-                body = json.dumps(doc, indent=2, separators=(",", " : ")).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+        class Handler(JsonHandler):
+            # Pretty-printed as Spark's Jackson writer does ("key" : value): the provider parses it.
+            json_style = {"indent": 2, "separators": (",", " : ")}
 
             def do_GET(self) -> None:
                 with master.asked:
@@ -91,9 +82,7 @@ class FakeStandaloneMaster:
                     else:
                         self._reply(404, {"error": self.path})
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._serve(Handler)
 
     # -- what the master knows ----------------------------------------------------------------
     def state_json(self) -> dict[str, Any]:
@@ -142,19 +131,6 @@ class FakeStandaloneMaster:
             if not self.asked.wait_for(lambda: any(predicate(r) for r in self.requests), timeout=timeout):
                 raise TimeoutError(f"the master was never asked that; it saw {self.requests[-10:]}")
 
-    # -- lifecycle ------------------------------------------------------------------------------
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> FakeStandaloneMaster:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
 
 _SPARK_SUBMIT = '''#!{python}
 """Fake spark-submit for a standalone master in cluster mode (jrs_testbench.fake_standalone)."""
@@ -188,8 +164,4 @@ sys.exit(reply["exit_code"])
 
 def write_fake_spark_submit(bin_dir: str | Path) -> Path:
     """Write ``<bin_dir>/spark-submit`` (put ``bin_dir`` first on ``PATH``)."""
-    path = Path(bin_dir) / "spark-submit"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(_SPARK_SUBMIT.format(python=sys.executable, active=repr(ACTIVE_DRIVER_STATES)))
-    path.chmod(0o755)
-    return path
+    return write_script(bin_dir, "spark-submit", _SPARK_SUBMIT, active=repr(ACTIVE_DRIVER_STATES))

@@ -17,18 +17,18 @@ folders are the real ones.
 from __future__ import annotations
 
 import json
-import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
+
+from jrs_testbench.fake_http import FakeHttpServer, JsonHandler, write_script
 
 #: YARN application states in which an application may still run.
 LIVE_STATES = ("NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING")
 
 
-class FakeResourceManager:
+class FakeResourceManager(FakeHttpServer):
     """One fake ResourceManager on a port of 127.0.0.1."""
 
     def __init__(self) -> None:
@@ -37,18 +37,7 @@ class FakeResourceManager:
         self.lock = threading.Lock()
         rm = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _reply(self, code: int, doc: Any) -> None:
-                body = json.dumps(doc).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
+        class Handler(JsonHandler):
             def _body(self) -> Any:
                 length = int(self.headers.get("Content-Length") or 0)
                 return json.loads(self.rfile.read(length) or b"{}") if length else {}
@@ -97,9 +86,7 @@ class FakeResourceManager:
                     else:
                         self._reply(404, {"error": self.path})
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._serve(Handler)
 
     def info(self, app_id: str) -> dict[str, Any]:
         app = self.apps[app_id]
@@ -110,18 +97,6 @@ class FakeResourceManager:
     def state(self, app_id: str) -> str:
         with self.lock:
             return str(self.apps[app_id]["state"])
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> FakeResourceManager:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
 
 _SPARK_SUBMIT = '''#!{python}
@@ -151,11 +126,7 @@ while True:
 
 def write_fake_yarn_spark_submit(bin_dir: str | Path) -> Path:
     """Write ``<bin_dir>/spark-submit`` (put ``bin_dir`` first on ``PATH``; set ``JRS_FAKE_YARN_RM``)."""
-    path = Path(bin_dir) / "spark-submit"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(_SPARK_SUBMIT.format(python=sys.executable, live=repr(LIVE_STATES)))
-    path.chmod(0o755)
-    return path
+    return write_script(bin_dir, "spark-submit", _SPARK_SUBMIT, live=repr(LIVE_STATES))
 
 
 _YARN_CLI = '''#!{python}
@@ -174,8 +145,4 @@ print(f"Killing application {{args[2]}}")
 
 def write_fake_yarn_cli(bin_dir: str | Path) -> Path:
     """Write ``<bin_dir>/yarn`` (``yarn application -kill <id>`` against ``JRS_FAKE_YARN_RM``)."""
-    path = Path(bin_dir) / "yarn"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(_YARN_CLI.format(python=sys.executable))
-    path.chmod(0o755)
-    return path
+    return write_script(bin_dir, "yarn", _YARN_CLI)
