@@ -2,7 +2,8 @@
 
 ``ingest.submit >> ingest.cleanup >> ontime.submit >> ontime.cleanup`` (``jrs_spark_job``), where
 ontime's arguments pull ingest's output, as ``dags/flights_daily.py`` does. Two DAGs: default job
-ids (``jrs_xcom_default``) and templated ones (``jrs_xcom_templated``: ``xf.<name>.{{ ds }}``).
+ids (``jrs_xcom_default``) and templated ones (``jrs_xcom_templated``: ``xf.<name>.{{ ds }}``);
+``jrs_xcom_skip_when_done``: ingest skips with ``skip_when_done`` (everything after it is skipped).
 Every job is committed beforehand by the test, so no Spark runs.
 """
 
@@ -23,7 +24,13 @@ ONTIME_ARGS = [
     "{{ ti.xcom_pull(task_ids='ingest.submit')['outputs']['output'] }}",
 ]
 
-for dag_id, template in (("jrs_xcom_default", None), ("jrs_xcom_templated", "xf.{name}.{{{{ ds }}}}")):
+VARIANTS = (
+    ("jrs_xcom_default", None, False),
+    ("jrs_xcom_templated", "xf.{name}.{{{{ ds }}}}", False),
+    ("jrs_xcom_skip_when_done", None, True),
+)
+
+for dag_id, template, skip_when_done in VARIANTS:
     with DAG(dag_id, schedule=None, start_date=datetime(2013, 1, 1, tzinfo=UTC), catchup=False) as dag:
         ingest = jrs_spark_job(
             "ingest",
@@ -31,6 +38,7 @@ for dag_id, template in (("jrs_xcom_default", None), ("jrs_xcom_templated", "xf.
             application=TINY_APP,
             application_args=INGEST_ARGS,
             conn_id="spark_local",
+            skip_when_done=skip_when_done,
         )
         ontime = jrs_spark_job(
             "ontime",
