@@ -37,11 +37,6 @@ def base(redis_url, namespace):
     return ["--redis-url", redis_url, "--namespace", namespace]
 
 
-@pytest.fixture
-def store(redis_url, namespace):
-    return RedisJobResultStore(redis_url, namespace)
-
-
 def ok(job_id: str, dag: str = "d", status: JobStatus = JobStatus.SUCCEEDED) -> JobResult:
     return JobResult(job_id=job_id, status=status, attempt=Attempt(dag, "t", "manual__1", 1))
 
@@ -245,11 +240,8 @@ with DAG("jrs_plan", schedule="@daily", start_date=datetime(2013, 1, 1, tzinfo=U
 
 
 @pytest.fixture
-def dags(tmp_path):
-    folder = tmp_path / "dags"
-    folder.mkdir()
-    (folder / "jrs_plan.py").write_text(PLAN_DAG)
-    return str(folder)
+def dags(dag_folder):
+    return dag_folder("jrs_plan.py", PLAN_DAG)
 
 
 def test_plan_shows_what_a_backfill_would_compute(base, store, namespace, dags, capsys):

@@ -40,18 +40,8 @@ with DAG("jrs_mo_fixed", schedule="@daily", start_date=datetime(2013, 1, 1, tzin
 
 
 @pytest.fixture
-def dags(tmp_path):
-    folder = tmp_path / "dags"
-    folder.mkdir()
-    (folder / "jrs_mo.py").write_text(DAGS)
-    return str(folder)
-
-
-@pytest.fixture
-def store(redis_url, namespace):
-    s = RedisJobResultStore(redis_url, namespace)
-    yield s
-    s.client.close()
+def dags(dag_folder):
+    return dag_folder("jrs_mo.py", DAGS)
 
 
 @pytest.fixture

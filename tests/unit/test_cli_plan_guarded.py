@@ -61,18 +61,8 @@ with DAG("jrs_kinds_mapped_only", schedule="@daily", start_date=START, catchup=F
 
 
 @pytest.fixture
-def dags(tmp_path):
-    folder = tmp_path / "dags"
-    folder.mkdir()
-    (folder / "jrs_kinds.py").write_text(DAGS)
-    return str(folder)
-
-
-@pytest.fixture
-def store(redis_url, namespace):
-    s = RedisJobResultStore(redis_url, namespace)
-    yield s
-    s.client.close()
+def dags(dag_folder):
+    return dag_folder("jrs_kinds.py", DAGS)
 
 
 def commit(store: RedisJobResultStore, job_id: str, fingerprint: str) -> None:
