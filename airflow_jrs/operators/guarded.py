@@ -4,7 +4,8 @@ The spark-submit operator and the PySpark operator differ only in their launcher
 fingerprint. Everything else a task needs from :class:`airflow_jrs.protocol.JobAttempt` is here,
 once: the attempt and policy from the task's context, the protocol's errors mapped to Airflow's
 failures (with or without retries), and the task's return value (the same payload shape for a
-computed, adopted or reused result, so the cleanup and downstream tasks read one shape).
+computed, adopted or reused result, so downstream tasks and the UI read one shape; the cleanup
+needs none of it: it derives the job id and reads the store).
 """
 
 from __future__ import annotations
