@@ -97,12 +97,6 @@ class Traffic:
 
         monkeypatch.setattr(AbstractConnection, "send_packed_command", counting_send)
 
-    def xcom_per_task(self) -> dict[str, int]:
-        out: Counter[str] = Counter()
-        for (task, _), n in self.xcom.items():
-            out[task] += n
-        return dict(out)
-
 
 def run(jrs_env: Any, monkeypatch: pytest.MonkeyPatch, dag_id: str, *, clean: bool) -> Traffic:
     dag, module = load(dag_id)
