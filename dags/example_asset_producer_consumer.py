@@ -32,8 +32,7 @@ DAILY_TOTALS = Asset("jrs://default/example_daily_totals")
 def compute_totals(**context: Any) -> dict[str, Any]:
     """Stand-in for a Spark job: compute once per day, record the result dirty, return it."""
     from airflow_jrs.hooks.jrs import JrsHook
-    from airflow_jrs.store import JobResult, JobStatus
-    from airflow_jrs.store.serde import result_to_dict
+    from airflow_jrs.store import JobResult, JobStatus, result_to_dict
 
     day = (context.get("logical_date") or context["dag_run"].run_after).date().isoformat()
     job_id = f"example_asset_producer.totals.{day}"
