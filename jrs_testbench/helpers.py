@@ -6,7 +6,7 @@
 * :class:`SparkLaunches`: counts Spark applications by their event logs, the effect the tests
   assert on ("Spark did not run" is a count, not a mock that was not called);
 * :data:`TINY_APP`: the tests' small PySpark application;
-* :func:`free_port`.
+* :func:`free_port`; :func:`wait_until`, a test's poll for an effect nothing announces.
 
 Standard library only: scripts import it before anything else, and no Airflow import happens
 here (Airflow reads its configuration at import: the environment must be set first).
@@ -18,13 +18,30 @@ import json
 import os
 import socket
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 #: The repository: the root of every ``PYTHONPATH`` handed to a child process.
 ROOT = Path(__file__).resolve().parents[1]
 #: The tests' PySpark application: small output and a commit marker; ``--sleep``, ``--fail`` shape a run.
 TINY_APP = str(ROOT / "tests" / "spark" / "apps" / "tiny_app.py")
+
+T = TypeVar("T")
+
+
+def wait_until(condition: Callable[[], T], what: str, *, timeout: float = 180.0, poll: float = 0.05) -> T:
+    """``condition()``'s first truthy value, polled every ``poll`` seconds; ``TimeoutError`` naming
+    ``what`` after ``timeout`` (a limit for a broken run, not a measure: a passing test ends early)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(poll)
 
 
 def free_port() -> int:

@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -27,6 +26,7 @@ from airflow_jrs.launch.connect_launcher import job_tag
 from airflow_jrs.operators.pyspark import JrsPySparkOperator
 from airflow_jrs.spark.commit import read_commit_marker
 from airflow_jrs.store.intent import Intent, IntentStore
+from jrs_testbench.helpers import wait_until
 from jrs_testbench.spark_connect import SparkConnectServer
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark]
@@ -86,17 +86,6 @@ def task_process(control: Path, try_number: int) -> subprocess.Popen[str]:
         [sys.executable, "-W", "ignore", "-c", TASK_PROCESS, str(HERE), str(control), str(try_number)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-
-
-def wait_until(condition: Callable[[], Any], what: str, timeout: float = 180.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def server_time(stamp: str) -> datetime:

@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from jrs_testbench.helpers import wait_until
 from jrs_testbench.spark_connect import SparkConnectServer
 
 pytestmark = pytest.mark.spark
@@ -50,17 +51,6 @@ except Exception as exc:
     print("failed", getattr(exc, "getCondition", lambda: None)(), str(exc)[:300], flush=True)
 os._exit(0)  # no atexit cleanup RPC: it would outlive the point of the test
 """
-
-
-def wait_until(condition: Callable[[], Any], what: str, *, timeout: float = 120.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 @contextmanager
