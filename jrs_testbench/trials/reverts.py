@@ -318,7 +318,19 @@ def revert_9_own_nonce_unknown() -> None:
         _swap_script(script, [(own, "  -- reverted (defect 9): the caller's own nonce is not recognised\n")])
 
 
-#: Issue 18's fixes by their number in its table: each function takes that fix back out.
+def revert_10_connect_release() -> None:
+    """Issue 23's fix (found by the Connect trials): ``ConnectLauncher`` released its session after
+    the interrupt even when an operation still ran in it (one between its analysis and its first
+    Spark job ignores the interrupt); the released session answers SESSION_CLOSED, which a
+    successor reads as "nothing runs". Reverted: always released."""
+    from airflow_jrs.launch import connect_launcher
+
+    if not hasattr(connect_launcher.ConnectLauncher, "_release"):
+        raise RevertShapeError("ConnectLauncher._release is gone: update revert_10_connect_release")
+    connect_launcher.ConnectLauncher._release = lambda self, spark: spark.stop()  # type: ignore[method-assign]
+
+
+#: Issue 18's fixes by their number in its table (10: issue 23's): each function takes that fix back out.
 REVERTS: dict[int, Callable[[], None]] = {
     1: revert_1_adopted_folders,
     2: revert_2_cleanup_reads_once,
@@ -329,6 +341,7 @@ REVERTS: dict[int, Callable[[], None]] = {
     7: revert_7_heartbeat_recreated,
     8: revert_8_takeover_guesses_dead,
     9: revert_9_own_nonce_unknown,
+    10: revert_10_connect_release,
 }
 
 _applied: set[int] = set()
