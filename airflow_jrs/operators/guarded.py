@@ -1,7 +1,9 @@
 """What every guarded operator does around the protocol: its inputs from the task, its outcome to Airflow.
 
-The spark-submit operator and the PySpark operator differ only in their launcher and their
-fingerprint. Everything else a task needs from :class:`airflow_jrs.protocol.JobAttempt` is here,
+The spark-submit, PySpark and Spark SQL operators differ only in their launcher, their
+fingerprint and what they do when the store is down. Everything else (the job's parameters,
+:class:`GuardedJob`; the store's failures around ``execute``, :func:`execute_with_store`; the
+attempt itself, :func:`run_job`) a task needs from :class:`airflow_jrs.protocol.JobAttempt` is here,
 once: the attempt and policy from the task's context, the protocol's errors mapped to Airflow's
 failures (with or without retries), and the task's return value (the same payload shape for a
 computed, adopted or reused result, so downstream tasks and the UI read one shape; the cleanup
@@ -10,10 +12,16 @@ needs none of it: it derives the job id and reads the store).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+from airflow.sdk.exceptions import (
+    AirflowException,
+    AirflowFailException,
+    AirflowSkipException,
+    AirflowTaskTerminated,
+    AirflowTaskTimeout,
+)
 
 from airflow_jrs.domain import recompute
 from airflow_jrs.domain.payload import SKIPPED_RESULT_KEY, entry_payload, result_payload
@@ -22,9 +30,108 @@ from airflow_jrs.exceptions import (
     DriverMayStillRunError,
     JobEndedOnRequestError,
     JobNotStartedError,
+    JrsConfigError,
+    StoreUnavailableError,
 )
-from airflow_jrs.protocol import ADOPTED, SKIPPED, AttemptPolicy, JobAttempt, Outcome
+from airflow_jrs.hooks.jrs import JrsHook
+from airflow_jrs.hooks.store_failures import airflow_failures
+from airflow_jrs.protocol import ADOPTED, SKIPPED, AttemptPolicy, JobAttempt, JobSpec, Launcher, Outcome
+from airflow_jrs.protocol.recovery import PREDECESSOR_POLICIES
 from airflow_jrs.store import Attempt, EntryState
+
+#: The job's parameters every guarded operator takes (and keeps under the same names).
+JOB_PARAMS = (
+    "job_id",
+    "job_version",
+    "outputs",
+    "skip_when_done",
+    "jrs_conn_id",
+    "jrs_namespace",
+    "lease_ttl",
+    "lease_wait_timeout",
+    "accept_changed_fingerprint",
+    "output_root",
+    "predecessor",
+)
+
+
+class GuardedJob:
+    """The job's parameters on a guarded operator, declared once; the operators still name them
+    in their own signatures (Airflow reads defaults and the docs read ``:param:`` from there)."""
+
+    job_id: str | None
+    job_version: str | None
+    outputs: dict[str, str] | None
+    skip_when_done: bool
+    jrs_conn_id: str | None
+    jrs_namespace: str | None
+    lease_ttl: float | None
+    lease_wait_timeout: float
+    accept_changed_fingerprint: bool
+    output_root: str | None
+    predecessor: str
+    _attempt: JobAttempt | None
+    _kill_pending: bool
+
+    def _take_job_params(self, params: Mapping[str, Any]) -> None:
+        """Check and keep the job's parameters from ``params`` (the ``__init__``'s ``locals()``)."""
+        predecessor = params["predecessor"]
+        if predecessor not in PREDECESSOR_POLICIES:
+            raise JrsConfigError(
+                f"{getattr(self, 'task_id', '?')}: predecessor must be one of {list(PREDECESSOR_POLICIES)}, "
+                f"got {predecessor!r}"
+            )
+        for name in JOB_PARAMS:
+            setattr(self, name, params[name])
+        self._attempt = None
+        self._kill_pending = False
+
+
+def jrs_hook(op: Any) -> JrsHook:
+    """The store's hook from ``op``'s job parameters."""
+    return JrsHook(op.jrs_conn_id, namespace=op.jrs_namespace, lease_ttl=op.lease_ttl, output_root=op.output_root)
+
+
+def execute_with_store(
+    op: Any,
+    context: Any,
+    *,
+    run_unguarded: Callable[[JrsHook, StoreUnavailableError], dict[str, Any]] | None = None,
+    unsupported_by: str = "",
+) -> dict[str, Any]:
+    """``execute``: ``op._execute_guarded(context, hook)`` with the store's failures as Airflow's.
+
+    A store that is down before the lease runs the job without it when ``[jrs]
+    on_store_unavailable = run`` and ``run_unguarded`` is given; otherwise (from the lease on, the
+    attempt always fails closed) it fails, and an operator that cannot run unguarded
+    (``unsupported_by``: its name, as logged) says so."""
+    hook = jrs_hook(op)
+    op._attempt = None
+    op._kill_pending = False
+    try:
+        with airflow_failures(hook):  # one clear line; no retries for what needs a person
+            result: dict[str, Any] = op._execute_guarded(context, hook)
+            return result
+    except StoreUnavailableError as exc:
+        if (op._attempt is not None and op._attempt.guarded) or hook.settings.on_store_unavailable != "run":
+            raise
+        if run_unguarded is not None:
+            return run_unguarded(hook, exc)
+        op.log.error(
+            "[jrs] on_store_unavailable=run is not supported by %s: failing closed (Airflow retries). "
+            "Use JrsSparkSubmitOperator for jobs that must run without the store.",
+            unsupported_by,
+        )
+        raise
+
+
+def run_job(op: Any, context: Mapping[str, Any], hook: JrsHook, spec: JobSpec, launcher: Launcher) -> dict[str, Any]:
+    """Run ``spec`` as this task's attempt with ``launcher``; the task's return value."""
+    attempt = JobAttempt(
+        hook.jobs(), spec, attempt_from_context(context), launcher, policy=policy_for(op, context), log=op.log
+    )
+    attempt.interrupts = (AirflowTaskTimeout, AirflowTaskTerminated)
+    return task_payload(op, context, run_attempt(op, attempt))
 
 
 def attempt_from_context(context: Mapping[str, Any]) -> Attempt:

@@ -44,25 +44,15 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.providers.apache.spark.operators.spark_pyspark import PySparkOperator
 from airflow.providers.common.compat.sdk import BaseHook
-from airflow.sdk.exceptions import (
-    AirflowTaskTerminated,
-    AirflowTaskTimeout,
-)
 
 from airflow_jrs.domain.identity import function_fingerprint, job_id_for
-from airflow_jrs.exceptions import (
-    JrsConfigError,
-    StoreUnavailableError,
-)
 from airflow_jrs.hooks.jrs import JrsHook
-from airflow_jrs.hooks.store_failures import airflow_failures
 from airflow_jrs.launch.connect_launcher import ConnectLauncher
 from airflow_jrs.launch.session_launcher import JobContext
-from airflow_jrs.operators.guarded import attempt_from_context, kill_attempt, policy_for, run_attempt, task_payload
+from airflow_jrs.operators.guarded import GuardedJob, execute_with_store, kill_attempt, run_job
 from airflow_jrs.operators.links import JobResultLink
 from airflow_jrs.operators.session_settings import in_process_session
-from airflow_jrs.protocol import JobAttempt, JobSpec
-from airflow_jrs.protocol.recovery import PREDECESSOR_POLICIES
+from airflow_jrs.protocol import JobSpec
 from airflow_jrs.spark.commit import is_connect_session
 
 __all__ = ["SESSION_KEYS", "JrsPySparkOperator"]
@@ -81,7 +71,7 @@ def with_session_defaults(python_callable: Callable[..., Any]) -> None:
     python_callable.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
 
 
-class JrsPySparkOperator(PySparkOperator):
+class JrsPySparkOperator(PySparkOperator, GuardedJob):
     """Run a PySpark function once per job; later attempts reuse the stored result.
 
     Takes what the provider's ``PySparkOperator`` takes, and:
@@ -131,41 +121,11 @@ class JrsPySparkOperator(PySparkOperator):
     ) -> None:
         super().__init__(python_callable=python_callable, **kwargs)
         with_session_defaults(python_callable)
-        if predecessor not in PREDECESSOR_POLICIES:
-            raise JrsConfigError(
-                f"{self.task_id}: predecessor must be one of {list(PREDECESSOR_POLICIES)}, got {predecessor!r}"
-            )
-        self.job_id = job_id
-        self.job_version = job_version
-        self.outputs = outputs
-        self.skip_when_done = skip_when_done
-        self.jrs_conn_id = jrs_conn_id
-        self.jrs_namespace = jrs_namespace
-        self.lease_ttl = lease_ttl
-        self.lease_wait_timeout = lease_wait_timeout
-        self.accept_changed_fingerprint = accept_changed_fingerprint
-        self.output_root = output_root
-        self.predecessor = predecessor
-        self._attempt: JobAttempt | None = None
-        self._kill_pending = False
+        self._take_job_params(locals())
 
     # -- the attempt --------------------------------------------------------------------------
     def execute(self, context: Any) -> dict[str, Any]:
-        hook = JrsHook(
-            self.jrs_conn_id, namespace=self.jrs_namespace, lease_ttl=self.lease_ttl, output_root=self.output_root
-        )
-        self._attempt = None
-        self._kill_pending = False
-        try:
-            with airflow_failures(hook):
-                return self._execute_guarded(context, hook)
-        except StoreUnavailableError:
-            if hook.settings.on_store_unavailable == "run" and not (self._attempt and self._attempt.guarded):
-                self.log.error(
-                    "[jrs] on_store_unavailable=run is not supported by JrsPySparkOperator yet: failing closed "
-                    "(Airflow retries). Use JrsSparkSubmitOperator for jobs that must run without the store."
-                )
-            raise
+        return execute_with_store(self, context, unsupported_by="JrsPySparkOperator yet")
 
     def _execute_guarded(self, context: Any, hook: JrsHook) -> dict[str, Any]:
         from airflow.providers.common.compat.sdk import context_merge
@@ -178,12 +138,7 @@ class JrsPySparkOperator(PySparkOperator):
             self._bind(kwargs), self._session_settings, callable_name=_qualified_name(self.python_callable),
             log=self.log,
         )  # fmt: skip
-        attempt = JobAttempt(
-            hook.jobs(), JobSpec(job_id, fp, self.outputs or {"output": ""}), attempt_from_context(context),
-            launcher, policy=policy_for(self, context), log=self.log,
-        )  # fmt: skip
-        attempt.interrupts = (AirflowTaskTimeout, AirflowTaskTerminated)
-        return task_payload(self, context, run_attempt(self, attempt))
+        return run_job(self, context, hook, JobSpec(job_id, fp, self.outputs or {"output": ""}), launcher)
 
     def _bind(self, kwargs: Mapping[str, Any]) -> Callable[[Any, JobContext], Any]:
         """The function bound to its arguments; the session keys it accepts are filled in at launch."""

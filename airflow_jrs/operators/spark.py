@@ -33,34 +33,25 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk.exceptions import (
-    AirflowTaskTerminated,
-    AirflowTaskTimeout,
-)
 
 from airflow_jrs.domain.identity import application_fingerprint, job_id_for
-from airflow_jrs.exceptions import (
-    JrsConfigError,
-    StoreUnavailableError,
-)
+from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.hooks.jrs import JrsHook
-from airflow_jrs.hooks.store_failures import airflow_failures
 from airflow_jrs.launch.deploy_mode_choice import deploy_mode_for
 from airflow_jrs.launch.deploy_modes import DeployMode
 from airflow_jrs.launch.spark_launcher import SparkSubmitLauncher
 from airflow_jrs.launch.spark_target import SparkTarget, refuse_unsafe, resolve_target
-from airflow_jrs.operators.guarded import attempt_from_context, kill_attempt, policy_for, run_attempt, task_payload
+from airflow_jrs.operators.guarded import GuardedJob, execute_with_store, kill_attempt, run_job
 from airflow_jrs.operators.links import JobResultLink, SparkApplicationLink
 from airflow_jrs.operators.unguarded import run_unguarded
-from airflow_jrs.protocol import JobAttempt, JobSpec
-from airflow_jrs.protocol.recovery import PREDECESSOR_POLICIES
+from airflow_jrs.protocol import JobSpec
 from airflow_jrs.spark.conf import PLACEHOLDERS
 from airflow_jrs.store.stop_requests import DEFAULT_STOP_TIMEOUT
 
 __all__ = ["PLACEHOLDERS", "JrsSparkSubmitOperator"]
 
 
-class JrsSparkSubmitOperator(SparkSubmitOperator):
+class JrsSparkSubmitOperator(SparkSubmitOperator, GuardedJob):
     """Submit a Spark application once per job; later attempts reuse the stored result.
 
     :param job_id: the job's id (templated). Default: ``{dag_id}.{task_id}.{date or partition}``,
@@ -138,59 +129,23 @@ class JrsSparkSubmitOperator(SparkSubmitOperator):
             "yarn_track_via_rm_api": bool(kwargs.get("yarn_track_via_rm_api", False)),
             "track_driver_via_k8s_api": bool(kwargs.get("track_driver_via_k8s_api", False)),
         }
-        if predecessor not in PREDECESSOR_POLICIES:
-            raise JrsConfigError(
-                f"{self.task_id}: predecessor must be one of {list(PREDECESSOR_POLICIES)}, got {predecessor!r}"
-            )
-        self.job_id = job_id
-        self.jrs_conn_id = jrs_conn_id
-        self.jrs_namespace = jrs_namespace
-        self.job_version = job_version
-        self.accept_changed_fingerprint = accept_changed_fingerprint
-        self.skip_when_done = skip_when_done
-        self.outputs = outputs
-        self.output_root = output_root
-        self.lease_ttl = lease_ttl
-        self.lease_wait_timeout = lease_wait_timeout
-        self.predecessor = predecessor
+        self._take_job_params(locals())
         self.streaming = streaming
         self.stop_timeout = stop_timeout
-        self._attempt: JobAttempt | None = None
-        self._kill_pending = False
-
-    # -- helpers ----------------------------------------------------------------------------
-    def _jrs_hook(self) -> JrsHook:
-        return JrsHook(
-            self.jrs_conn_id,
-            namespace=self.jrs_namespace,
-            lease_ttl=self.lease_ttl,
-            output_root=self.output_root,
-        )
 
     # -- the attempt --------------------------------------------------------------------------
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
-        hook = self._jrs_hook()
-        self._attempt = None
-        self._kill_pending = False
-        try:
-            with airflow_failures(hook):  # one clear line; no retries for what needs a person
-                return self._execute_guarded(context, hook)
-        except StoreUnavailableError as exc:
-            # Only before the lease: from then on the attempt always fails closed.
-            if (self._attempt is not None and self._attempt.guarded) or hook.settings.on_store_unavailable != "run":
-                raise
-            return run_unguarded(self, context, hook, exc)
+        # Only before the lease may a store that is down run the job unguarded (guarded.py).
+        return execute_with_store(
+            self, context, run_unguarded=lambda hook, exc: run_unguarded(self, context, hook, exc)
+        )
 
     def _execute_guarded(self, context: Any, hook: JrsHook) -> dict[str, Any]:
         job_id = job_id_for(self.job_id, context)
         self.job_id = job_id
         fp = application_fingerprint(self.application, self.application_args, self.job_version)
-        attempt = JobAttempt(
-            hook.jobs(), JobSpec(job_id, fp, self.outputs or {"output": ""}), attempt_from_context(context),
-            SparkSubmitLauncher(self, context, hook), policy=policy_for(self, context), log=self.log,
-        )  # fmt: skip
-        attempt.interrupts = (AirflowTaskTimeout, AirflowTaskTerminated)
-        return task_payload(self, context, run_attempt(self, attempt))
+        spec = JobSpec(job_id, fp, self.outputs or {"output": ""})
+        return run_job(self, context, hook, spec, SparkSubmitLauncher(self, context, hook))
 
     def _spark_target(self) -> tuple[SparkTarget, DeployMode]:
         """Where this attempt's Spark goes, from the connection and the operator's arguments (never

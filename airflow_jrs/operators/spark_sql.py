@@ -44,19 +44,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_sql import SparkSqlOperator
-from airflow.sdk.exceptions import AirflowTaskTerminated, AirflowTaskTimeout
 
 from airflow_jrs.domain.identity import job_id_for, sql_fingerprint
 from airflow_jrs.domain.sql_script import check_placeholders, fill_placeholders, script_text, split_statements
-from airflow_jrs.exceptions import JrsConfigError, JrsError, StoreUnavailableError
+from airflow_jrs.exceptions import JrsConfigError, JrsError
 from airflow_jrs.hooks.jrs import JrsHook
-from airflow_jrs.hooks.store_failures import airflow_failures
 from airflow_jrs.launch.session_launcher import JobContext, SessionLauncher
-from airflow_jrs.operators.guarded import attempt_from_context, kill_attempt, policy_for, run_attempt, task_payload
+from airflow_jrs.operators.guarded import GuardedJob, execute_with_store, kill_attempt, run_job
 from airflow_jrs.operators.links import JobResultLink
 from airflow_jrs.operators.session_settings import in_process_session
-from airflow_jrs.protocol import JobAttempt, JobSpec
-from airflow_jrs.protocol.recovery import PREDECESSOR_POLICIES
+from airflow_jrs.protocol import JobSpec
 
 __all__ = ["JrsSparkSqlOperator", "SparkSqlStatementError"]
 
@@ -79,7 +76,7 @@ class _SqlSessionLauncher(SessionLauncher):
         super().stop()
 
 
-class JrsSparkSqlOperator(SparkSqlOperator):
+class JrsSparkSqlOperator(SparkSqlOperator, GuardedJob):
     """Run a Spark SQL script once per job; later attempts reuse the stored result.
 
     Takes what the provider's ``SparkSqlOperator`` takes, and:
@@ -133,26 +130,10 @@ class JrsSparkSqlOperator(SparkSqlOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(sql=sql, conn_id=conn_id or "", **kwargs)
-        if predecessor not in PREDECESSOR_POLICIES:
-            raise JrsConfigError(
-                f"{self.task_id}: predecessor must be one of {list(PREDECESSOR_POLICIES)}, got {predecessor!r}"
-            )
+        self._take_job_params(locals())
         self.conn_id = conn_id
         self.tables = list(tables)
-        self.job_id = job_id
-        self.job_version = job_version
-        self.outputs = outputs
-        self.skip_when_done = skip_when_done
-        self.jrs_conn_id = jrs_conn_id
-        self.jrs_namespace = jrs_namespace
-        self.lease_ttl = lease_ttl
-        self.lease_wait_timeout = lease_wait_timeout
-        self.accept_changed_fingerprint = accept_changed_fingerprint
-        self.output_root = output_root
-        self.predecessor = predecessor
-        self._attempt: JobAttempt | None = None
         self._launcher: _SqlSessionLauncher | None = None
-        self._kill_pending = False
 
     # -- the attempt --------------------------------------------------------------------------
     def statements(self) -> list[str]:
@@ -163,21 +144,7 @@ class JrsSparkSqlOperator(SparkSqlOperator):
         return statements
 
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]  # the job payload, as every guarded operator
-        hook = JrsHook(
-            self.jrs_conn_id, namespace=self.jrs_namespace, lease_ttl=self.lease_ttl, output_root=self.output_root
-        )
-        self._attempt = None
-        self._kill_pending = False
-        try:
-            with airflow_failures(hook):
-                return self._execute_guarded(context, hook)
-        except StoreUnavailableError:
-            if hook.settings.on_store_unavailable == "run" and not (self._attempt and self._attempt.guarded):
-                self.log.error(
-                    "[jrs] on_store_unavailable=run is not supported by JrsSparkSqlOperator: failing closed "
-                    "(Airflow retries). Use JrsSparkSubmitOperator for jobs that must run without the store."
-                )
-            raise
+        return execute_with_store(self, context, unsupported_by="JrsSparkSqlOperator")
 
     def _execute_guarded(self, context: Any, hook: JrsHook) -> dict[str, Any]:
         job_id = self.job_id = job_id_for(self.job_id, context)
@@ -188,12 +155,9 @@ class JrsSparkSqlOperator(SparkSqlOperator):
             self._runner(statements), self._session_settings, callable_name=f"spark-sql ({len(statements)} statements)",
             log=self.log,
         )  # fmt: skip
-        attempt = JobAttempt(
-            hook.jobs(), JobSpec(job_id, sql_fingerprint(statements, self.job_version), outputs),
-            attempt_from_context(context), launcher, policy=policy_for(self, context), log=self.log,
-        )  # fmt: skip
-        attempt.interrupts = (AirflowTaskTimeout, AirflowTaskTerminated)
-        return task_payload(self, context, run_attempt(self, attempt))
+        return run_job(
+            self, context, hook, JobSpec(job_id, sql_fingerprint(statements, self.job_version), outputs), launcher
+        )
 
     def _runner(self, statements: list[str]) -> Any:
         """What the session launcher calls: every statement in order; the metrics (the launcher
