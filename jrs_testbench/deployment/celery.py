@@ -44,7 +44,8 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from jrs_testbench.deployment.local import LocalDeployment, _Component, _signal_group
+from jrs_testbench.deployment.local import LocalDeployment, _Component
+from jrs_testbench.deployment.processes import signal_group
 from jrs_testbench.deployment.rest import DeploymentError
 from jrs_testbench.redis_server import EmbeddedRedis
 
@@ -267,7 +268,7 @@ class CeleryDeployment(LocalDeployment):
         ``time.time()`` of the kill. With SIGKILL, waits until its PID namespace is empty."""
         comp = self.workers[hostname]
         when = time.time()
-        _signal_group(comp.process.pid, sig)
+        signal_group(comp.process.pid, sig)
         if sig == signal.SIGKILL:
             try:
                 comp.process.wait(timeout=30)
@@ -287,7 +288,7 @@ class CeleryDeployment(LocalDeployment):
 
     def _stop_workers(self, grace: float = 10.0) -> None:
         for comp in self.workers.values():
-            _signal_group(comp.process.pid, signal.SIGTERM)
+            signal_group(comp.process.pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
         for comp in self.workers.values():
             try:
@@ -295,7 +296,7 @@ class CeleryDeployment(LocalDeployment):
             except subprocess.TimeoutExpired:
                 pass
         for comp in self.workers.values():
-            _signal_group(comp.process.pid, signal.SIGKILL)  # PID 1 of its namespace: all inside die
+            signal_group(comp.process.pid, signal.SIGKILL)  # PID 1 of its namespace: all inside die
             try:
                 comp.process.wait(timeout=10)
             except subprocess.TimeoutExpired:

@@ -42,6 +42,7 @@ from typing import Any
 
 from jrs_testbench.deployment.backfills import Backfills
 from jrs_testbench.deployment.environment import component_env
+from jrs_testbench.deployment.processes import port_holder, running, signal_group
 from jrs_testbench.deployment.rest import AirflowClient, ApiError, DeploymentError
 from jrs_testbench.helpers import ROOT, free_port
 
@@ -284,7 +285,7 @@ class LocalDeployment:
                 file=sys.stderr,
                 flush=True,
             )
-            _signal_group(comp.process.pid, signal.SIGKILL)  # leftovers of its process group
+            signal_group(comp.process.pid, signal.SIGKILL)  # leftovers of its process group
             self._spawn(name)
 
     def wait_healthy(self, timeout: float = 240.0) -> dict[str, Any]:
@@ -358,7 +359,7 @@ class LocalDeployment:
         order = sorted(self._procs.values(), key=lambda c: ["scheduler", "triggerer", "dag-processor"].index(c.name)
                        if c.name in ("scheduler", "triggerer", "dag-processor") else 9)  # fmt: skip
         for comp in order:
-            _signal_group(comp.process.pid, signal.SIGTERM)
+            signal_group(comp.process.pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
         for comp in order:
             try:
@@ -366,7 +367,7 @@ class LocalDeployment:
             except subprocess.TimeoutExpired:
                 pass
         for comp in order:
-            _signal_group(comp.process.pid, signal.SIGKILL)
+            signal_group(comp.process.pid, signal.SIGKILL)
             try:
                 comp.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -382,7 +383,7 @@ class LocalDeployment:
                         proc.kill()
                 except psutil.Error:
                     continue
-            psutil.wait_procs([p for p in descendants if _running(p)], timeout=5)
+            psutil.wait_procs([p for p in descendants if running(p)], timeout=5)
         self._procs.clear()
         if self._temp_home and not self.keep_home:
             shutil.rmtree(self.home, ignore_errors=True)
@@ -392,44 +393,3 @@ class LocalDeployment:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def port_holder(port: int) -> str | None:
-    """``None`` if ``port`` can be bound on every interface now, else who holds it: ``pid N
-    (command)`` when this user may see the process, else a plain ``another process``."""
-    import socket
-
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind: TIME_WAIT is no holder
-        try:
-            s.bind(("0.0.0.0", port))
-            return None
-        except OSError:
-            pass
-    try:
-        import psutil
-
-        for conn in psutil.net_connections(kind="tcp"):
-            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
-                try:
-                    command = " ".join(" ".join(psutil.Process(conn.pid).cmdline()).split())[:160]
-                except psutil.Error:
-                    command = "?"
-                return f"pid {conn.pid} ({command})"
-    except Exception:  # psutil may not see other users' sockets: say what we know
-        pass
-    return "another process (not visible to this user: try `ss -ltnp`)"
-
-
-def _running(proc: Any) -> bool:
-    try:
-        return bool(proc.is_running())
-    except Exception:
-        return False
-
-
-def _signal_group(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass

@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import psutil
@@ -261,3 +261,52 @@ def paused(target: int | subprocess.Popen[Any] | psutil.Process, *, group: bool 
         yield
     finally:
         resume(target, group=group)
+
+
+# -- this runner worker's hosts -------------------------------------------------------------
+#: prctl option: orphaned descendants are re-parented to this process (and reaped by it).
+PR_SET_CHILD_SUBREAPER = 36
+#: This worker's trial hosts (:func:`start_hosts`): one UTS/PID namespace each.
+HOST_LAUNCHERS: dict[str, HostLauncher] = {}
+
+
+def start_hosts(names: Sequence[str]) -> str | None:
+    """Start this worker's hosts; returns why they are not isolated, if they are not."""
+    for name in names:
+        HOST_LAUNCHERS[name] = HostLauncher(name).start()
+    why = {h.why_not_isolated for h in HOST_LAUNCHERS.values() if not h.isolated}
+    return "; ".join(sorted(w for w in why if w)) or None
+
+
+def stop_hosts() -> None:
+    for host in HOST_LAUNCHERS.values():
+        with contextlib.suppress(Exception):
+            host.crash(wait=False)
+    HOST_LAUNCHERS.clear()
+
+
+def become_subreaper() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+
+
+def fork_on(target: Callable[[dict[str, Any]], int], spec: dict[str, Any], stderr: str,
+          host: HostLauncher | None = None) -> int:  # fmt: skip
+    """``target(spec)`` in a forked child, on ``host`` (its hostname, PID namespace and ``/proc``)."""
+    pid = host.fork() if host is not None else os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 4
+        try:
+            null = os.open(os.devnull, os.O_RDWR)
+            err = os.open(stderr, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            os.dup2(null, 0)
+            os.dup2(null, 1)
+            os.dup2(err, 2)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            code = target(spec)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    return pid

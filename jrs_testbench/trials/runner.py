@@ -42,9 +42,9 @@ from jrs_testbench.trials.checker import TrialReport, Violation, check_trial
 from jrs_testbench.trials.clock import faketime_missing
 from jrs_testbench.trials.faults import FaultMix, RunFault, TrialPlan, plan_run_faults, plan_trials
 from jrs_testbench.trials.history import HistoryLog, read_history
-from jrs_testbench.trials.hosts import HostLauncher
+from jrs_testbench.trials.hosts import HostLauncher, become_subreaper, start_hosts, stop_hosts
 from jrs_testbench.trials.redis_front import RedisFront
-from jrs_testbench.trials.trial import Bench, TrialDriver, become_subreaper, start_hosts, stop_hosts
+from jrs_testbench.trials.trial import Bench, TrialDriver
 
 HOSTS = ("h1", "h2", "h3")
 CHECKER_HOST = "cli"

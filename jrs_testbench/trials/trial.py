@@ -11,13 +11,11 @@ cleanup one running :func:`.cleanup.run_cleanup`. Faults are logged to the trial
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import os
 import signal
 import time
-import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,10 +31,9 @@ from jrs_testbench.trials import connect_launcher
 from jrs_testbench.trials.cleanup import COMMITTED, NOTHING, run_cleanup
 from jrs_testbench.trials.faults import TrialPlan, TryPlan
 from jrs_testbench.trials.history import HistoryLog, read_history
-from jrs_testbench.trials.hosts import HostLauncher
+from jrs_testbench.trials.hosts import HOST_LAUNCHERS, fork_on
 from jrs_testbench.trials.task import NO_RETRY, OK, run_task
 
-PR_SET_CHILD_SUBREAPER = 36
 CLEANUP_RUNS = 8
 #: try faults the driver sends as a signal at a moment of its choosing
 SIGNALLED = ("kill_task", "kill_task_computing", "kill_supervisor", "kill_app", "on_kill", "pause")
@@ -81,50 +78,6 @@ class Bench:
 
 #: This worker's readers of a Connect server's event log, by folder.
 OPERATION_LOGS: dict[str, connect_launcher.OperationLog] = {}
-#: This worker's trial hosts (:func:`start_hosts`): one UTS/PID namespace each.
-HOST_LAUNCHERS: dict[str, HostLauncher] = {}
-
-
-def start_hosts(names: Sequence[str]) -> str | None:
-    """Start this worker's hosts; returns why they are not isolated, if they are not."""
-    for name in names:
-        HOST_LAUNCHERS[name] = HostLauncher(name).start()
-    why = {h.why_not_isolated for h in HOST_LAUNCHERS.values() if not h.isolated}
-    return "; ".join(sorted(w for w in why if w)) or None
-
-
-def stop_hosts() -> None:
-    for host in HOST_LAUNCHERS.values():
-        with contextlib.suppress(Exception):
-            host.crash(wait=False)
-    HOST_LAUNCHERS.clear()
-
-
-def become_subreaper() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
-
-
-def _fork(target: Callable[[dict[str, Any]], int], spec: dict[str, Any], stderr: str,
-          host: HostLauncher | None = None) -> int:  # fmt: skip
-    """``target(spec)`` in a forked child, on ``host`` (its hostname, PID namespace and ``/proc``)."""
-    pid = host.fork() if host is not None else os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        code = 4
-        try:
-            null = os.open(os.devnull, os.O_RDWR)
-            err = os.open(stderr, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            os.dup2(null, 0)
-            os.dup2(null, 1)
-            os.dup2(err, 2)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            code = target(spec)
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
-    return pid
 
 
 @dataclass
@@ -199,7 +152,7 @@ class TrialDriver:
     def _start_try(self, tp: TryPlan) -> _Try:
         spec = {**self._spec(tp), "try_id": len(self.tries)}
         target = run_task if self.bench.connect_events is None else connect_launcher.exec_task
-        pid = _fork(target, spec, self.stderr, HOST_LAUNCHERS.get(tp.host))
+        pid = fork_on(target, spec, self.stderr, HOST_LAUNCHERS.get(tp.host))
         t = _Try(tp, len(self.tries), pid, time.monotonic())
         self.tries.append(t)
         return t
@@ -406,7 +359,7 @@ class TrialDriver:
                 "spec_root": b.spec_root, "lease_ttl": b.lease_ttl, "job_id": p.job_id,
                 "history": b.history(p.trial), "trial": p.trial, "host": p.hosts[0], "crash_at": crash,
                 "stall_s": stall_s}  # fmt: skip
-        pid = _fork(run_cleanup, spec, self.stderr, HOST_LAUNCHERS.get(p.hosts[0]))
+        pid = fork_on(run_cleanup, spec, self.stderr, HOST_LAUNCHERS.get(p.hosts[0]))
         self.children[pid] = None
         return pid
 
