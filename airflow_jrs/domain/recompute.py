@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_jrs.domain.decision import Decision, decide
 from airflow_jrs.domain.model import JobResultEntry
 from airflow_jrs.exceptions import JrsConfigError
 
@@ -167,6 +168,48 @@ def verdict(
         f"the run's recompute request of {at.isoformat()} is met already: this result was created after it "
         f"({created.isoformat()}); a request acts once, so a retry, clear or backfill of the run reuses it",
     )
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What an attempt does with what the store holds: the decision table, then the run's request."""
+
+    decision: Decision
+    #: The run's recompute verdict on a result the table would reuse (``None`` when it would run).
+    verdict: Verdict | None = None
+
+    @property
+    def reuse(self) -> bool:
+        """Reuse the stored result: the table says SKIP and the run does not ask to recompute it."""
+        return self.decision.skip and self.decision.entry is not None and not self.recompute
+
+    @property
+    def recompute(self) -> bool:
+        """The table would reuse the result, but the run asks to compute it again."""
+        return self.verdict is not None and self.verdict.recompute
+
+    @property
+    def reason(self) -> str:
+        return self.verdict.reason if self.recompute and self.verdict is not None else self.decision.reason
+
+
+def choose(
+    entry: JobResultEntry | None,
+    fingerprint: str | None,
+    *,
+    accept_changed_fingerprint: bool,
+    request: Request | None,
+    task_id: str,
+    first_seen: RequestSeen | None,
+) -> Choice:
+    """Reuse, recompute or run: the one policy every decider applies (the attempt in the worker,
+    before and under its lease, and the start-in-triggerer trigger). Pure: the callers read the
+    entry and the request's first-seen mark, each with its own I/O."""
+    decision = decide(entry, fingerprint, accept_changed_fingerprint=accept_changed_fingerprint)
+    if not decision.skip or decision.entry is None:
+        return Choice(decision)
+    entry = decision.entry
+    return Choice(decision, verdict(request, task_id=task_id, job_id=entry.job_id, entry=entry, first_seen=first_seen))
 
 
 def how_to_recompute(job_id: str) -> str:

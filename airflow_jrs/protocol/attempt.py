@@ -38,7 +38,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_jrs.domain import recompute
-from airflow_jrs.domain.decision import decide
 from airflow_jrs.domain.model import Actor, HistoryReason
 from airflow_jrs.domain.paths import app_name, staging_path
 from airflow_jrs.domain.recompute import RequestSeen
@@ -146,22 +145,23 @@ class JobAttempt:
         """Decide, lease, recover or launch, record. Raises what the caller must report: a
         :class:`~airflow_jrs.exceptions.JrsError` subclass or the launcher's own failure. Once per
         attempt: a :meth:`kill` that came before it (the task was killed while preparing) holds."""
-        store, job_id, fp = self.jobs.results, self.job.job_id, self.job.fingerprint
-        accept_changed = self.policy.accept_changed_fingerprint
-        decision = decide(store.get_entry(job_id), fp, accept_changed_fingerprint=accept_changed)
+        store, job_id = self.jobs.results, self.job.job_id
+        entry = store.get_entry(job_id)
         first_seen = self._first_seen()
-        if decision.skip and decision.entry is not None and not self._recompute(first_seen, decision.entry):
-            return self._skipped(decision.entry, decision.reason)
-        self.log.info("Job %s: %s; taking the lease to run it.", job_id, decision.reason)
+        choice = self._choose(entry, first_seen)
+        if choice.reuse and choice.decision.entry is not None:
+            return self._skipped(choice.decision.entry, choice.decision.reason)
+        self.log.info("Job %s: %s; taking the lease to run it.", job_id, choice.decision.reason)
         lease = self._acquire_lease()
         self.guarded = True
         reached("after_lease")
         try:
             # Someone may have finished the job between our read and our lease: read again.
-            decision = decide(store.get_entry(job_id), fp, accept_changed_fingerprint=accept_changed)
-            if decision.skip and decision.entry is not None:
-                if not self._recompute(first_seen, decision.entry):
-                    return self._skipped(decision.entry, decision.reason + " (found under lease)")
+            choice = self._choose(store.get_entry(job_id), first_seen)
+            decision = choice.decision
+            if choice.reuse and decision.entry is not None:
+                return self._skipped(decision.entry, decision.reason + " (found under lease)")
+            if choice.recompute and decision.entry is not None:
                 store.forget_result(  # fenced: a holder whose lease was taken over forgets nothing
                     job_id, expected=decision.entry, fence=lease.check(), reason=HistoryReason.RECOMPUTED,
                     actor=Actor.task(self.attempt),
@@ -172,8 +172,8 @@ class JobAttempt:
                     decision.entry.result.attempt.run_id if decision.entry.result.attempt else "?",
                 )  # fmt: skip
             run = JobRun(
-                self.jobs, store, self.jobs.intents, lease, job_id, fp, self.attempt, decision.supersede,
-                self.job.outputs,
+                self.jobs, store, self.jobs.intents, lease, job_id, self.job.fingerprint, self.attempt,
+                decision.supersede, self.job.outputs,
             )  # fmt: skip
             self.job_run = run
             adopted = recover(run, launcher=self.launcher, predecessor=self.policy.predecessor, log=self.log)
@@ -200,15 +200,19 @@ class JobAttempt:
             return None
         return self.jobs.recompute_requests.first_seen(self.job.job_id, self.attempt.run_id)
 
-    def _recompute(self, first_seen: RequestSeen | None, entry: JobResultEntry) -> bool:
-        """Recompute a done job because this run asks for it (:func:`airflow_jrs.domain.recompute.verdict`)."""
+    def _choose(self, entry: JobResultEntry | None, first_seen: RequestSeen | None) -> recompute.Choice:
+        """The one policy (:func:`airflow_jrs.domain.recompute.choose`); says why a request that names
+        the job does not act, with the way to recompute."""
         request = self.policy.recompute
-        verdict = recompute.verdict(
-            request, task_id=self.attempt.task_id, job_id=entry.job_id, entry=entry, first_seen=first_seen
-        )
-        if request is not None and request.names_job(self.attempt.task_id, entry.job_id) and not verdict.recompute:
-            self.log.info("Job %s: %s. %s", entry.job_id, verdict.reason, recompute.how_to_recompute(entry.job_id))
-        return verdict.recompute
+        choice = recompute.choose(
+            entry, self.job.fingerprint, accept_changed_fingerprint=self.policy.accept_changed_fingerprint,
+            request=request, task_id=self.attempt.task_id, first_seen=first_seen,
+        )  # fmt: skip
+        if choice.reuse and choice.verdict is not None and choice.decision.entry is not None:
+            job_id = choice.decision.entry.job_id
+            if request is not None and request.names_job(self.attempt.task_id, job_id):
+                self.log.info("Job %s: %s. %s", job_id, choice.verdict.reason, recompute.how_to_recompute(job_id))
+        return choice
 
     def _acquire_lease(self) -> JobLease:
         policy, job_id = self.policy, self.job.job_id

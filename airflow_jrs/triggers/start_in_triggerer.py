@@ -51,7 +51,6 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TaskSkippedEvent, TaskSuccessEvent, TriggerEvent
 
 from airflow_jrs.domain import recompute
-from airflow_jrs.domain.decision import decide
 from airflow_jrs.domain.identity import application_fingerprint, job_id_for
 from airflow_jrs.domain.payload import DECIDED_IN_TRIGGERER, SKIPPED_RESULT_KEY, entry_payload, tasks_job_ids
 from airflow_jrs.exceptions import CleanupError, JobResultEntryError, JrsConfigError
@@ -273,9 +272,6 @@ class StartInTriggererSubmitTrigger(StartInTriggererTrigger):
         fp = await asyncio.to_thread(application_fingerprint, self.application, self.application_args, self.job_version)
         store = await self._open()
         entry = (await self._read(store, [job_id]))[job_id]
-        decision = decide(entry, fp, accept_changed_fingerprint=self.accept_changed_fingerprint)
-        if not decision.skip or decision.entry is None:
-            raise _GoToWorker(f"job {job_id}: {decision.reason}")
         try:  # the worker reads the run's conf the same way, and says what is wrong with it
             context = self._task_context()
             request = recompute.read_request(context)
@@ -286,11 +282,13 @@ class StartInTriggererSubmitTrigger(StartInTriggererTrigger):
         if request is not None and request.names_job(task_id, job_id) and request.at is None:
             # Only read: a request not met yet goes to the worker, which records when it met it.
             first_seen = await seen_async(store.client, store.namespace, job_id, context["run_id"])
-        verdict = recompute.verdict(
-            request, task_id=task_id, job_id=job_id, entry=decision.entry, first_seen=first_seen
-        )
-        if verdict.recompute:
-            raise _GoToWorker(f"job {job_id}: {verdict.reason}")
+        choice = recompute.choose(
+            entry, fp, accept_changed_fingerprint=self.accept_changed_fingerprint, request=request,
+            task_id=task_id, first_seen=first_seen,
+        )  # fmt: skip
+        decision = choice.decision
+        if not choice.reuse or decision.entry is None:
+            raise _GoToWorker(f"job {job_id}: {choice.reason}")
         payload = entry_payload(decision.entry, skipped=True, decided_in=DECIDED_IN_TRIGGERER)
         self.log.info(
             "%s (%s; decided in the triggerer, where the task ends)", recompute.describe_reuse(job_id, decision.entry),

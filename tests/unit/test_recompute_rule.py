@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from airflow_jrs.domain.recompute import Request, RequestSeen, read_request, verdict
+from airflow_jrs.domain.recompute import Request, RequestSeen, choose, read_request, verdict
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.store import EntryState, JobResult, JobResultEntry, JobStatus
 
@@ -99,3 +99,25 @@ def test_a_request_is_read_from_a_task_context_or_a_bare_conf():
     assert read_request({"dag_run": Run()}) == Request(everything=False, names=frozenset({"t"}))
     assert read_request({"jrs_recompute": "false"}) is None
     assert read_request(None) is None
+
+
+def _choice(found: JobResultEntry | None, conf: dict, first_seen: RequestSeen | None = None, fp: str | None = None):
+    return choose(found, fp, accept_changed_fingerprint=False, request=read_request(conf), task_id="t",
+                  first_seen=first_seen)  # fmt: skip
+
+
+def test_choose_is_the_table_then_the_request_in_one_policy():
+    # The attempt (before and under its lease) and the start-in-triggerer trigger all call choose().
+    assert not _choice(None, {}).reuse and not _choice(None, {}).recompute
+    assert _choice(None, {}).reason == "no result in the store"
+    reused = _choice(entry(T0), {})
+    assert reused.reuse and not reused.recompute and reused.decision.entry is not None
+    asked = _choice(entry(T0), {"jrs_recompute": True})
+    assert asked.recompute and not asked.reuse and "asks to recompute" in asked.reason
+    met = _choice(entry(T0 + timedelta(days=1), fence=7), {"jrs_recompute": True}, seen(T0, fence=5))
+    assert met.reuse and met.verdict is not None and "met already" in met.verdict.reason
+    failed = JobResultEntry(JobResult(job_id=JOB, status=JobStatus.FAILED), EntryState.CLEAN, created_at=T0)
+    rerun = _choice(failed, {"jrs_recompute": True})
+    assert not rerun.reuse and not rerun.recompute and rerun.decision.supersede and rerun.verdict is None
+    changed = JobResultEntry(JobResult(job_id=JOB, status=JobStatus.SUCCEEDED, fingerprint="a" * 64), EntryState.CLEAN)
+    assert "the job changed" in _choice(changed, {}, fp="b" * 64).reason
