@@ -22,7 +22,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -96,6 +96,39 @@ def iso_utc(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def call_json(
+    base_url: str, method: str, path: str, body: Any = None, *, token: str | None = None, timeout: float = 30.0
+) -> Any:
+    """One JSON call to the API; ``urllib``'s ``HTTPError`` and ``URLError`` propagate, for the
+    caller to word (the CLI names what to do, a test keeps the status and the body)."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(base_url.rstrip("/") + path, data=data, method=method)
+    req.add_header("Accept", "application/json")
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        text = resp.read().decode()
+    return json.loads(text) if text else None
+
+
+def every_page(
+    get: Callable[[str], Any], path: str, key: str, query: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """All rows of a list call, ``get`` answering one page. The API server caps ``limit`` at
+    ``[api] maximum_page_limit`` (100 by default) whatever is asked, so a range of years must be
+    read page by page."""
+    rows: list[dict[str, Any]] = []
+    while True:
+        params = urllib.parse.urlencode({**(query or {}), "limit": PAGE, "offset": len(rows)})
+        doc = get(f"{path}?{params}")
+        page = list(doc.get(key, []))
+        rows += page
+        if not page or len(rows) >= int(doc.get("total_entries", 0)):
+            return rows
+
+
 class AirflowApi:
     """A few REST API v2 calls with one bearer token."""
 
@@ -132,16 +165,10 @@ class AirflowApi:
 
     # -- plumbing
     def _call(self, method: str, path: str, body: Any = None, *, auth: bool = True) -> Any:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base_url + path, data=data, method=method)
-        req.add_header("Accept", "application/json")
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        if auth:
-            req.add_header("Authorization", f"Bearer {self.token()}")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                text = resp.read().decode()
+            return call_json(
+                self.base_url, method, path, body, token=self.token() if auth else None, timeout=self.timeout
+            )
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode(errors="replace")[:500]
             raise AirflowApiError(
@@ -155,7 +182,6 @@ class AirflowApi:
                 f"Give its URL with --airflow-url or {URL_ENV}",
                 unreachable=True,
             ) from None
-        return json.loads(text) if text else None
 
     def token(self) -> str:
         """The bearer token: the one given, or one exchanged for the user name and password
@@ -182,16 +208,8 @@ class AirflowApi:
         return self.every_page(f"/api/v2/dags/{_q(dag_id)}/dagRuns", "dag_runs", query)
 
     def every_page(self, path: str, key: str, query: dict[str, str] | None = None) -> list[dict[str, Any]]:
-        """All rows of a list call. The API server caps ``limit`` at ``[api] maximum_page_limit``
-        (100 by default) whatever is asked, so a range of years must be read page by page."""
-        rows: list[dict[str, Any]] = []
-        while True:
-            params = urllib.parse.urlencode({**(query or {}), "limit": PAGE, "offset": len(rows)})
-            doc = self._call("GET", f"{path}?{params}")
-            page = list(doc.get(key, []))
-            rows += page
-            if not page or len(rows) >= int(doc.get("total_entries", 0)):
-                return rows
+        """All rows of a list call (:func:`every_page`)."""
+        return every_page(lambda page: self._call("GET", page), path, key, query)
 
     def forget_token(self) -> None:
         """Drop an exchanged token (expired: the next call fetches a new one); a given token stays."""

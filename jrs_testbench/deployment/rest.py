@@ -9,7 +9,6 @@ exchange and the backfill body. (It imports no Airflow either.)
 
 from __future__ import annotations
 
-import json
 import time
 import urllib.error
 import urllib.parse
@@ -18,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from typing import Any
 
-from airflow_jrs.cli.airflow_api import PAGE, AirflowApi, AirflowApiError, backfill_body
+from airflow_jrs.cli.airflow_api import AirflowApi, AirflowApiError, backfill_body, call_json, every_page
 
 TERMINAL_RUN_STATES = frozenset({"success", "failed"})
 
@@ -79,19 +78,10 @@ class AirflowClient:
 
     # -- plumbing
     def _raw(self, method: str, path: str, body: Any = None, *, token: str | None = None) -> Any:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base_url + path, data=data, method=method)
-        req.add_header("Accept", "application/json")
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        if token:
-            req.add_header("Authorization", f"Bearer {token}")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                text = resp.read().decode()
+            return call_json(self.base_url, method, path, body, token=token, timeout=self.timeout)
         except urllib.error.HTTPError as exc:
             raise ApiError(method, path, exc.code, exc.read().decode(errors="replace")) from None
-        return json.loads(text) if text else None
 
     def token(self) -> str:
         """A token from ``POST /auth/token``, exchanged by the product's client (kept until a 401)."""
@@ -157,16 +147,8 @@ class AirflowClient:
         return self.request("GET", f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}")  # type: ignore[no-any-return]
 
     def every_page(self, path: str, key: str, query: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-        """All rows of a list call: the API server caps ``limit`` at ``[api] maximum_page_limit`` (100
-        by default) whatever is asked, so a year of runs takes four pages."""
-        rows: list[dict[str, Any]] = []
-        while True:
-            params = urllib.parse.urlencode({**(query or {}), "limit": PAGE, "offset": len(rows)})
-            doc = self.request("GET", f"{path}?{params}")
-            page = list(doc.get(key, []))
-            rows += page
-            if not page or len(rows) >= int(doc.get("total_entries", 0)):
-                return rows
+        """All rows of a list call (the product's :func:`~airflow_jrs.cli.airflow_api.every_page`)."""
+        return every_page(lambda page: self.request("GET", page), path, key, query)
 
     def dag_runs(self, dag_id: str, *, limit: int | None = None) -> list[dict[str, Any]]:
         """The DAG's runs by logical date, every page (the first ``limit`` when given)."""
