@@ -51,10 +51,10 @@ VARIANTS = {
 }
 
 
-def context(day: str, task_id: str) -> dict[str, Any]:
+def context(day: str, task_id: str, dag_id: str = DAG_ID) -> dict[str, Any]:
     """What Airflow's task runner hands ``execute``: enough of it for these operators."""
     when = datetime.combine(date.fromisoformat(day), datetime.min.time(), tzinfo=UTC)
-    ti = SimpleNamespace(dag_id=DAG_ID, task_id=task_id, try_number=1, map_index=-1, xcom_push=lambda **kw: None)
+    ti = SimpleNamespace(dag_id=dag_id, task_id=task_id, try_number=1, map_index=-1, xcom_push=lambda **kw: None)
     return {"ti": ti, "run_id": f"scheduled__{day}", "data_interval_start": when, "logical_date": when}
 
 
@@ -97,7 +97,8 @@ def child(spec: dict[str, Any]) -> int:
 
     op = build_operator(spec["kind"], spec["task"], spec["day"], spec["landing"], spec["flights"], spec["out"])
     t0 = time.perf_counter()
-    result = op.execute(context(spec["day"], spec["task"]))
+    dag_id = "flights_daily" if spec["kind"] == "submit" else DAG_ID  # the job ids of the DAG each stands for
+    result = op.execute(context(spec["day"], spec["task"], dag_id))
     seconds = time.perf_counter() - t0
     import pyspark
 
