@@ -3,7 +3,7 @@
 A hook, the CLI, the triggerer, the supervisor and the Airflow-free protocol
 (:mod:`airflow_jrs.protocol`) all talk to one store: a wait on Redis must be bounded the same way
 wherever the client was built, or a lease renewal in one process could wait longer than the
-lease lives. Copies of that policy at each call site drifted; ``tests/unit/test_architecture.py``
+lease lives. Copies of that policy at each call site drifted; the project's architecture test
 now checks that no module outside this one constructs a redis-py client or pool.
 
 A client that must be rebuilt in another process (a trigger, the supervisor beside

@@ -319,10 +319,13 @@ def revert_9_own_nonce_unknown() -> None:
 
 
 def revert_10_connect_release() -> None:
-    """Issue 23's fix (found by the Connect trials): ``ConnectLauncher`` released its session after
-    the interrupt even when an operation still ran in it (one between its analysis and its first
-    Spark job ignores the interrupt); the released session answers SESSION_CLOSED, which a
-    successor reads as "nothing runs". Reverted: always released."""
+    """Defect 10 (commit c41936e, issue 23's, found by the Connect trials): ``ConnectLauncher``
+    released its session after the interrupt even when an operation still ran in it (one between
+    its analysis and its first Spark job ignores the interrupt); the released session answers
+    SESSION_CLOSED, which a successor reads as "nothing runs". Reverted: always released.
+
+    Breaks "two copies of one job never run at the same time" on Spark Connect: the successor
+    computes beside the leftover query."""
     from airflow_jrs.launch import connect_launcher
 
     if not hasattr(connect_launcher.ConnectLauncher, "_release"):
@@ -350,7 +353,7 @@ _applied: set[int] = set()
 def apply(number: int) -> None:
     """Revert fix ``number`` in this process (once; a second call is a no-op)."""
     if number not in REVERTS:
-        raise ValueError(f"{ENV} must be one of {sorted(REVERTS)} (issue 18's fixes), got {number!r}")
+        raise ValueError(f"{ENV} must be one of {sorted(REVERTS)} (the fixes), got {number!r}")
     if number not in _applied:
         REVERTS[number]()
         _applied.add(number)
@@ -365,6 +368,6 @@ def apply_from_env(environ: dict[str, str] | None = None) -> int | None:
     try:
         number = int(raw)
     except ValueError:
-        raise ValueError(f"{ENV} must be a number 1-9 (issue 18's fixes), got {raw!r}") from None
+        raise ValueError(f"{ENV} must be a number {min(REVERTS)}-{max(REVERTS)} (the fixes), got {raw!r}") from None
     apply(number)
     return number
