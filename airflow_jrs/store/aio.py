@@ -21,6 +21,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from airflow_jrs.domain.model import JobResultEntry, validate_job_id
+from airflow_jrs.domain.recompute import RequestSeen
 from airflow_jrs.store import result_scripts
 from airflow_jrs.store.clients import CONNECTION_KEYS, async_client
 from airflow_jrs.store.errors import redis_errors
@@ -34,6 +35,7 @@ from airflow_jrs.store.read_rules import (
     quarantine_call,
     quarantined_error,
 )
+from airflow_jrs.store.requests import seen_async
 from airflow_jrs.store.serde import event_job_id
 
 __all__ = ["ANY_JOB", "CONNECTION_KEYS", "AsyncRedisJobResultStore", "Notifications"]
@@ -96,6 +98,11 @@ class AsyncRedisJobResultStore:
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+    async def recompute_seen(self, job_id: str, run_id: str) -> RequestSeen | None:
+        """When ``run_id`` first met its recompute request for ``job_id`` (read only: the worker
+        records it), for the triggerer's copy of the recompute rule."""
+        return await seen_async(self.client, self.namespace, job_id, run_id)
 
     async def get_entry(self, job_id: str) -> JobResultEntry | None:
         """The job's entry, or ``None``; raises as :meth:`RedisJobResultStore.get_entry` does."""

@@ -55,7 +55,6 @@ from airflow_jrs.domain.identity import application_fingerprint, job_id_for
 from airflow_jrs.domain.payload import DECIDED_IN_TRIGGERER, SKIPPED_RESULT_KEY, entry_payload, tasks_job_ids
 from airflow_jrs.exceptions import CleanupError, JobResultEntryError, JrsConfigError
 from airflow_jrs.store import AsyncRedisJobResultStore, JobResultEntry, validate_job_id
-from airflow_jrs.store.requests import seen_async
 
 #: Seconds to wait for one request through the triggerer's Execution API channel.
 COMMS_TIMEOUT = 30.0
@@ -281,7 +280,7 @@ class StartInTriggererSubmitTrigger(StartInTriggererTrigger):
         first_seen = None
         if request is not None and request.names_job(task_id, job_id) and request.at is None:
             # Only read: a request not met yet goes to the worker, which records when it met it.
-            first_seen = await seen_async(store.client, store.namespace, job_id, context["run_id"])
+            first_seen = await store.recompute_seen(job_id, context["run_id"])
         choice = recompute.choose(
             entry, fp, accept_changed_fingerprint=self.accept_changed_fingerprint, request=request,
             task_id=task_id, first_seen=first_seen,

@@ -300,9 +300,6 @@ def test_the_client_check_sees_a_construction():
 CLIENT_READERS = {
     # JobNamespace builds every store part from its client, and closes it.
     "airflow_jrs.protocol.jobs": "hands the namespace's parts out",
-    # Reads RecomputeRequests' seen mark on the async store's client (seen_async): to become a
-    # method of AsyncRedisJobResultStore when the triggers change next (other work owned them here).
-    "airflow_jrs.triggers.start_in_triggerer": "seen_async(store.client, ...) until the async store has it",
 }
 
 
