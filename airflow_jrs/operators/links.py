@@ -56,3 +56,16 @@ class SparkApplicationLink(BaseOperatorLink):
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
         template = conf.get("jrs", SPARK_UI_OPTION, fallback=None)
         return spark_app_url(template, _payload(operator, ti_key).get("application_id")) or ""
+
+
+def submit_links() -> tuple[BaseOperatorLink, ...]:
+    """The links a submit operator declares: the Spark UI's only where ``[jrs] spark_ui_url`` is set.
+
+    Airflow's task runner writes one XCom per declared link when a task ends, whatever the link
+    returns, so an unconfigured Spark UI link cost every task (a committed one that only skipped
+    included) an XCom write of an empty string: a metadata-DB statement per task for a link that
+    can never open. Read where the DAG is parsed, as the workers and the UI see it.
+    """
+    if conf.get("jrs", SPARK_UI_OPTION, fallback=None):
+        return (JobResultLink(), SparkApplicationLink())
+    return (JobResultLink(),)

@@ -29,10 +29,11 @@ refuses configurations that cannot be made safe.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseOperatorLink
 
 from airflow_jrs.domain.identity import application_fingerprint, job_id_for
 from airflow_jrs.exceptions import JrsConfigError
@@ -42,7 +43,7 @@ from airflow_jrs.launch.deploy_modes import DeployMode
 from airflow_jrs.launch.spark_launcher import SparkSubmitLauncher
 from airflow_jrs.launch.spark_target import SparkTarget, refuse_unsafe, resolve_target
 from airflow_jrs.operators.guarded import GuardedJob, execute_with_store, kill_attempt, run_job
-from airflow_jrs.operators.links import JobResultLink, SparkApplicationLink
+from airflow_jrs.operators.links import JobResultLink, SparkApplicationLink, submit_links
 from airflow_jrs.operators.unguarded import run_unguarded
 from airflow_jrs.protocol import JobSpec
 from airflow_jrs.spark.conf import PLACEHOLDERS
@@ -90,7 +91,9 @@ class JrsSparkSubmitOperator(SparkSubmitOperator, GuardedJob):
         "outputs",
     )
     ui_color = "#fdd9b5"
-    operator_extra_links = (JobResultLink(), SparkApplicationLink())
+    #: both links for the docs and the provider's registry; each instance declares only the
+    #: ones that can open (``links.submit_links``)
+    operator_extra_links: Collection[BaseOperatorLink] = (JobResultLink(), SparkApplicationLink())
     jrs_guarded = "application"  # what the fingerprint covers; the CLI plans by it (protocol/guarded_task.py)
 
     def __init__(
@@ -122,6 +125,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator, GuardedJob):
             )
         kwargs.pop("reconnect_on_retry", None)
         super().__init__(durable=False, **kwargs)
+        self.operator_extra_links = submit_links()
         #: the Spark connection and deploy mode as the user gave them (not the hook's private copies)
         self.spark_conn_id: str = kwargs.get("conn_id", "spark_default")
         self.spark_deploy_mode: str | None = kwargs.get("deploy_mode")

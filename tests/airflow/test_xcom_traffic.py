@@ -111,10 +111,11 @@ def run(jrs_env: Any, monkeypatch: pytest.MonkeyPatch, dag_id: str, *, clean: bo
     return traffic
 
 
-#: Per skipped submit: its return value and Airflow's two extra-link XComs (written by
-#: ``finalize``; the links read the payload the operator kept, not the XCom). ontime's one read
-#: is its own template (``ti.xcom_pull(task_ids='ingest.submit')``), the DAG's data flow.
-SUBMIT_XCOM = {("ingest.submit", "SetXCom"): 3, ("ontime.submit", "SetXCom"): 3}
+#: Per skipped submit: its return value and Airflow's extra-link XCom of the job page (written by
+#: ``finalize``; the link reads the payload the operator kept, not the XCom). The Spark UI link is
+#: declared only where ``[jrs] spark_ui_url`` is set, which this test leaves unset. ontime's one
+#: read is its own template (``ti.xcom_pull(task_ids='ingest.submit')``), the DAG's data flow.
+SUBMIT_XCOM = {("ingest.submit", "SetXCom"): 2, ("ontime.submit", "SetXCom"): 2}
 TEMPLATE_PULL = {("ontime.submit", "GetXComSequenceSlice"): 1}
 #: Redis round trips per task: a submit reads the entry once (decide); a cleanup reads it once
 #: when clean; a dirty one also reads the live fences and the entry again, then commits.
@@ -125,11 +126,12 @@ REDIS = {"clean": {"submit": 1, "cleanup": 1}, "dirty": {"submit": 1, "cleanup":
 @pytest.mark.parametrize("clean", [True, False], ids=["clean", "dirty"])
 def test_calls_per_committed_date(jrs_env, monkeypatch, dag_id, clean):
     """Before issue 22: 15 XCom calls per date (each submit 5: return value, 2 link writes, 2 link
-    reads; each cleanup 2: the submit's payload pulled, its own pushed); now 7 (the cleanup
-    derives the job ids, reads the store and pushes nothing; the links read no XCom)."""
+    reads; each cleanup 2: the submit's payload pulled, its own pushed); then 7 (the cleanup
+    derives the job ids, reads the store and pushes nothing; the links read no XCom); now 5 (no
+    empty Spark UI link without ``[jrs] spark_ui_url``)."""
     traffic = run(jrs_env, monkeypatch, dag_id, clean=clean)
     assert dict(traffic.xcom) == {**SUBMIT_XCOM, **TEMPLATE_PULL}
-    assert sum(traffic.xcom.values()) == 7
+    assert sum(traffic.xcom.values()) == 5
     expected = REDIS["clean" if clean else "dirty"]
     assert dict(traffic.redis) == {
         f"{name}.{kind}": expected[kind] for name in ("ingest", "ontime") for kind in ("submit", "cleanup")
@@ -142,7 +144,22 @@ def test_calls_per_committed_date(jrs_env, monkeypatch, dag_id, clean):
 
 def test_a_submit_that_skips_with_skip_when_done_writes_its_payload_once_and_reads_none(jrs_env, monkeypatch):
     """Before: 7 (the ``jrs_result`` push, 2 link writes, and per link a read of ``return_value``
-    (none) then of ``jrs_result``); now 3. Its downstream tasks are skipped: no calls at all."""
+    (none) then of ``jrs_result``); now 2. Its downstream tasks are skipped: no calls at all."""
     traffic = run(jrs_env, monkeypatch, "jrs_xcom_skip_when_done", clean=True)
-    assert dict(traffic.xcom) == {("ingest.submit", "SetXCom"): 3}
+    assert dict(traffic.xcom) == {("ingest.submit", "SetXCom"): 2}
     assert dict(traffic.redis) == {"ingest.submit": 1}
+
+
+def test_the_spark_ui_link_is_declared_only_where_it_can_open(monkeypatch):
+    """Airflow writes one XCom per declared link when a task ends, an empty one included: the
+    Spark UI link is declared only with ``[jrs] spark_ui_url`` set (read where the DAG is parsed)."""
+    from airflow_jrs.operators import JrsSparkSubmitOperator
+
+    def names() -> list[str]:
+        op = JrsSparkSubmitOperator(task_id="t", application="app.py")
+        return [link.name for link in op.operator_extra_links]
+
+    monkeypatch.delenv("AIRFLOW__JRS__SPARK_UI_URL", raising=False)
+    assert names() == ["Job result"]
+    monkeypatch.setenv("AIRFLOW__JRS__SPARK_UI_URL", "http://history.example:18080/history/{application_id}/")
+    assert names() == ["Job result", "Spark application"]
