@@ -10,8 +10,8 @@ out (the benchmark extracts the landing data once before timing: it is not a Spa
 ``bench_plain``               the Spark provider's ``SparkSubmitOperator``; no-op cleanups (a)
 ``bench_python``              no-op ``PythonOperator`` in place of every task (b)
 ``bench_python_xcom``         (b) plus the JRS DAG's XCom traffic: submits return a result dict
-                              (ontime's template pulls ingest's) and write two more XComs (the
-                              JRS operator's two extra links); cleanups use no XCom
+                              (ontime's template pulls ingest's) and write one more XCom (the
+                              JRS operator's job page link); cleanups use no XCom
 ``bench_empty``               ``EmptyOperator`` in place of every task (c)
 ``bench_busy``                two tasks that hold the worker slots for ``conf["seconds"]``
 ============================  ===================================================================
@@ -134,10 +134,9 @@ bench_python = _pairs(
 
 
 def _result(name: str, day: str, upstream: str = "", ti: Any = None) -> dict[str, Any]:
-    """What a skipping JRS submit writes (a result dict of about the same size, and Airflow's two
-    extra-link XComs), without the store."""
-    for key in ("_link_JobResultLink", "_link_SparkApplicationLink"):
-        ti.xcom_push(key=key, value="")
+    """What a skipping JRS submit writes (a result dict of about the same size, and Airflow's
+    extra-link XCom), without the store."""
+    ti.xcom_push(key="_link_JobResultLink", value="")  # the Spark UI link only with [jrs] spark_ui_url
     return {"job_id": f"bench.{name}.{day}", "status": "SUCCEEDED", "outputs": {name: f"/out/{name}/{day}"},
             "fingerprint": "0" * 64, "upstream": upstream, "state": "clean", "skipped": True}  # fmt: skip
 
