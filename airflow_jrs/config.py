@@ -57,6 +57,14 @@ CONFIG_OPTIONS: dict[str, tuple[str, str, str]] = {
         "Seconds a write waits for the acknowledgement `durability` asks for before the task fails; "
         "keep it at least 1 s below `read_timeout`.",
     ),
+    "result_documents": (
+        "string",
+        "",
+        "Where the full results of clean jobs live (a folder path or file:// URL), so that Redis keeps "
+        "a ~40-B reference per clean job instead of its JSON (about 190 B of memory per job instead "
+        "of 470 B). Empty (the default) keeps full results in Redis. Every host that reads results "
+        "(workers, the UI, the CLI) must reach it. See docs/operations/sizing.md.",
+    ),
     "output_root": (
         "string",
         "",
@@ -121,3 +129,5 @@ class JrsSettings:
     index_limit: int = 10_000
     durability: str = "none"
     durability_timeout: float = 3.0
+    # Full results of clean jobs outside Redis (docs/operations/sizing.md); "" keeps them in Redis.
+    result_documents: str = ""

@@ -18,7 +18,8 @@
     │   ├── JobResultEntryChangedError         forget of an entry that changed since it was read
     │   ├── CorruptJobResultError              stored bytes are not a valid entry (now quarantined)
     │   ├── UnsupportedSchemaVersionError      entry written by a newer airflow-jrs
-    │   └── JobResultQuarantinedError          the job's entry sits in quarantine: operator action needed
+    │   ├── JobResultQuarantinedError          the job's entry sits in quarantine: operator action needed
+    │   └── ResultDocumentError                a clean entry's result document is missing or unreadable
     ├── LeaseError                     lease problems
     │   ├── LeaseHeldError             another live attempt holds the job's lease (never had it)
     │   └── LeaseLostError             we held it and lost it: stop, write nothing (fence is stale)
@@ -71,6 +72,7 @@ __all__ = [
     "LeaseLostError",
     "NoRunningStreamError",
     "NoSuchJobResultError",
+    "ResultDocumentError",
     "StaleHeartbeat",
     "StoreUnavailableError",
     "UnsupportedSchemaVersionError",
@@ -168,6 +170,16 @@ class JobResultQuarantinedError(JobResultEntryError):
     def __init__(self, message: str, *, job_id: str, namespace: str, key: str) -> None:
         super().__init__(message, job_id=job_id, namespace=namespace)
         self.key = key
+
+
+class ResultDocumentError(JobResultEntryError):
+    """A clean entry's full result lives in a result document (``[jrs] result_documents``) that
+    is missing, unreadable or not the entry's own (``location`` names where it should be). The
+    entry itself is fine and stays: restore the document, or forget the job so it runs again."""
+
+    def __init__(self, message: str, *, job_id: str, namespace: str, location: str) -> None:
+        super().__init__(message, job_id=job_id, namespace=namespace)
+        self.location = location
 
 
 class LeaseError(JrsError):

@@ -13,7 +13,10 @@ FAILED / CANCELED / STOPPED  -                       RUN; the old entry -> histo
 "Same fingerprint" compares what is computed (application file content, rendered application
 arguments, the user's ``job_version``), not resource settings. A result without a fingerprint
 (written by hand or by an older version) counts as matching: we never recompute on missing data.
-``accept_changed_fingerprint=True`` skips on any SUCCEEDED result.
+``accept_changed_fingerprint=True`` skips on any SUCCEEDED result. A *summary* entry (a clean
+reference, ``[jrs] result_documents``) keeps the fingerprint's first 33 hex digits (132 bits):
+it matches when the job's fingerprint starts with them, so the decision still needs nothing but
+the one Redis read.
 
 STOPPED and CANCELED are written by streaming jobs (docs/streaming.md): the stream ended on
 request and keeps its checkpoint, so RUN *resumes* it from there (no rewind); the new result
@@ -56,6 +59,8 @@ def decide(
     if not result.status.is_success:
         return Decision(Action.RUN, f"last result is {result.status.value}", entry, supersede=True)
     same = result.fingerprint is None or fingerprint is None or result.fingerprint == fingerprint
+    if entry.summary and result.fingerprint is not None and fingerprint is not None:
+        same = fingerprint.startswith(result.fingerprint)
     if not same and not accept_changed_fingerprint:
         return Decision(
             Action.RUN,

@@ -229,13 +229,20 @@ class JobResultEntry:
     ``stored`` holds the bytes the entry was read from (or written as): what a compare-and-set
     on "the entry I read" compares (:meth:`~.base.JobResultStore.forget_result`). ``moved`` is
     set on entries read from a job's history (``None`` when an older airflow-jrs moved it).
-    Neither takes part in equality: the same result is the same entry wherever it sits."""
+    Neither takes part in equality: the same result is the same entry wherever it sits.
+
+    ``summary`` is set on an entry read from a clean *reference* (format version 3, written
+    only with ``[jrs] result_documents``): its result holds what the skip decision needs (the
+    status, the fence, the creation time and the fingerprint's first 33 hex digits) and nothing
+    else; the full result is in its result document, one read away
+    (:meth:`~.base.JobResultStore.full_entry`)."""
 
     result: JobResult
     state: EntryState
     created_at: datetime | None = None
     stored: bytes | None = field(default=None, compare=False, repr=False)
     moved: HistoryNote | None = field(default=None, compare=False)
+    summary: bool = False
 
     @property
     def job_id(self) -> str:

@@ -47,7 +47,7 @@ from airflow_jrs.plugins.security import Access, Backend, Connected, VisibleQuer
 from airflow_jrs.plugins.task_instance import map_index as parse_map_index
 from airflow_jrs.plugins.task_instance import running_job, xcom_payload
 from airflow_jrs.store import EntryState, JobStatus
-from airflow_jrs.views.job import entry_dag, held_leases, inspect_job, lease_dag
+from airflow_jrs.views.job import entry_dag, held_leases, inspect_job, job_dag, lease_dag
 from airflow_jrs.views.json import entry_json, held_lease_json, job_json
 from airflow_jrs.views.links import SPARK_UI_OPTION
 
@@ -252,7 +252,7 @@ def create_app(backend: Backend | None = None) -> FastAPI:
         _confirmed(job_id, body)
         b = backend.get()
         entry = b.store.get_entry(job_id)
-        Access(user).require("PUT", entry_dag(entry))
+        Access(user).require("PUT", job_dag(b.store, entry))
         if entry is None:
             raise NoSuchJobResultError(
                 f"job {job_id!r} has no result in namespace {b.store.namespace!r}; nothing to forget.",
@@ -278,7 +278,7 @@ def create_app(backend: Backend | None = None) -> FastAPI:
 
         _confirmed(job_id, body)
         b = backend.get()
-        Access(user).require("PUT", entry_dag(b.store.get_entry(job_id)))
+        Access(user).require("PUT", job_dag(b.store, b.store.get_entry(job_id)))
         done = recompute_job(b.jobs, job_id, body, request, actor(user))
         log.warning("Job results: %s recomputes job %r: %s", who(user), job_id, done["message"])
         return done
@@ -288,7 +288,7 @@ def create_app(backend: Backend | None = None) -> FastAPI:
         """Mark a dirty result clean without its cleanup (when its staging data is already gone)."""
         _confirmed(job_id, body)
         b = backend.get()
-        Access(user).require("PUT", entry_dag(b.store.get_entry(job_id)))
+        Access(user).require("PUT", job_dag(b.store, b.store.get_entry(job_id)))
         changed = b.store.mark_result_as_clean(job_id)
         log.warning("Job results: %s marked job %r clean", who(user), job_id)
         return {"job_id": job_id, "done": "clean", "changed": changed}
@@ -336,7 +336,7 @@ def _stream_request(b: Connected, access: Access, user: Any, job_id: str, body: 
         entry = store.get_entry(job_id)
     except JobResultEntryError:
         entry = None
-    access.require("PUT", lease_dag(holder) or entry_dag(entry))
+    access.require("PUT", lease_dag(holder) or job_dag(store, entry))
     doc = request_stream(b.jobs, job_id, kind, by=f"Job results page ({who(user)})")
     log.warning("Job results: %s requested %s of job %r", who(user), kind, job_id)
     return {"job_id": job_id, "done": kind, "fence": doc.get("fence")}

@@ -69,7 +69,7 @@ def recompute_job(
     holder = jobs.lease(job_id).peek()
     if holder is not None:
         raise HTTPException(409, f"job {job_id} is running now (lease token {holder.token}): its result will be new")
-    attempt = entry.result.attempt
+    attempt = store.full_entry(entry).result.attempt  # a clean reference: from its document
     api = AirflowApi(airflow_root(request), token=user_token(request))
     if attempt is not None:
         try:  # reachable and allowed: fail before anything is forgotten

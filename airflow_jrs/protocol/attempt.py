@@ -189,6 +189,10 @@ class JobAttempt:
                 self.log.warning("Job %s: could not release the lease (it expires by its TTL): %s", job_id, exc)
 
     def _skipped(self, entry: JobResultEntry, reason: str) -> Outcome:
+        # The decision read a summary when the entry is a clean reference; what the task returns
+        # (outputs, metrics, attempt) is in its result document: one read, and an error naming
+        # the document when it is missing, never a result without its outputs.
+        entry = self.jobs.results.full_entry(entry)
         self.log.info("%s (%s)", recompute.describe_reuse(entry.job_id, entry), reason)
         return Outcome(SKIPPED, entry.job_id, entry.result, entry=entry, reason=reason)
 

@@ -193,7 +193,7 @@ def commit_job(
             )
         if entry.is_clean:
             log.info("Job %s is already clean; nothing to do.", job_id)
-            return result_payload(entry.result, EntryState.CLEAN)
+            return result_payload(store.full_entry(entry).result, EntryState.CLEAN)
         cleanup = _EntryCleanup(jobs, entry, context, files, retry, log)
         try:
             return cleanup.run(cleanup_paths, cleanup_callables, remove_staging_losers)

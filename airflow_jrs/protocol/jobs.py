@@ -20,6 +20,7 @@ from airflow_jrs.config import JrsSettings
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.store import RedisJobResultStore, validate_namespace
 from airflow_jrs.store.clients import client_from_url, connection_of, fresh_client
+from airflow_jrs.store.documents import FolderDocuments
 from airflow_jrs.store.intent import Heartbeats, IntentStore
 from airflow_jrs.store.lease import DEFAULT_LEASE_TTL, JobLease, LeaseHolder, default_owner, held_leases
 from airflow_jrs.store.requests import RecomputeRequests
@@ -89,6 +90,7 @@ class JobNamespace:
             index_limit=s.index_limit or None,
             durability=s.durability,
             durability_timeout=s.durability_timeout,
+            result_documents=FolderDocuments.from_setting(s.result_documents) if s.result_documents else None,
         )
 
     @cached_property

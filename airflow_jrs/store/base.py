@@ -138,8 +138,22 @@ class JobResultStore(abc.ABC):
 
     # -- reads ----------------------------------------------------------------------------
     def get_entry(self, job_id: str) -> JobResultEntry | None:
-        """The job's entry, or ``None``. Raises on corrupt or quarantined entries (fail closed)."""
+        """The job's entry, or ``None``. Raises on corrupt or quarantined entries (fail closed).
+
+        A clean entry committed as a reference (``[jrs] result_documents``) reads as a *summary*:
+        what the skip decision needs, in the same one read. :meth:`full_entry` adds the rest."""
         return self._get_entry(validate_job_id(job_id))
+
+    def full_entry(self, entry: JobResultEntry) -> JobResultEntry:
+        """``entry`` with its full result: itself, or for a summary the entry its result document
+        holds (one read). Raises :class:`~airflow_jrs.exceptions.ResultDocumentError` when the
+        document is missing or not the entry's, naming where it should be and what to do."""
+        return self._read_document(entry) if entry.summary else entry
+
+    def get_full_entry(self, job_id: str) -> JobResultEntry | None:
+        """:meth:`get_entry`, then :meth:`full_entry`: what a person or a downstream task sees."""
+        entry = self.get_entry(job_id)
+        return self.full_entry(entry) if entry is not None else None
 
     def has_job_result_entry(self, job_id: str) -> bool:
         return self.get_entry(job_id) is not None
@@ -236,6 +250,9 @@ class JobResultStore(abc.ABC):
 
     @abc.abstractmethod
     def _get_entry(self, job_id: str) -> JobResultEntry | None: ...
+
+    @abc.abstractmethod
+    def _read_document(self, summary: JobResultEntry) -> JobResultEntry: ...
 
     @abc.abstractmethod
     def _get_dirty_entries(self) -> list[JobResultEntry]: ...

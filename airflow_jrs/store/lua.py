@@ -21,6 +21,8 @@ decodes it, and quarantines it when corrupt); a few scripts add their own below.
 
 from __future__ import annotations
 
+from airflow_jrs.store import reference
+
 OK = 1
 NOOP = 0
 QUARANTINED = -1
@@ -59,13 +61,34 @@ local function fence_ok(lease_key, token)
 end
 """
 
+# Prelude: a clean reference (format version 3, store/reference.py), recognised by its prefix.
+# ``reference_fields`` returns its creation time, fence and fingerprint fields (strings, base36
+# and base64url as written), or nil when ``raw`` is no reference.
+REFERENCES = f"""
+local REFERENCE_PREFIX = '{reference.PREFIX}'
+local REFERENCE_NOTE_SEPARATOR = '\\n'
+local function is_reference(raw)
+  return string.sub(raw, 1, string.len(REFERENCE_PREFIX)) == REFERENCE_PREFIX
+end
+local function reference_fields(raw)
+  if not is_reference(raw) then return nil end
+  return string.match(string.sub(raw, string.len(REFERENCE_PREFIX) + 1), '^([^;]*);([^;]*);([^;]*)$')
+end
+"""
+
 # Prelude: moving an entry. ``to_history`` pushes the bytes to the job's history (capped), with
 # their note (serde.history_note: who, when, why) appended as the last member; only to what
-# looks like a JSON object: other bytes (a released quarantine) go as they were. The entry's
-# first bytes, its state prefix, stay in place. ``drop_entry`` takes the job's entry out of its
-# slot and out of every index (what a forget, a quarantine and a purge all do).
-ENTRY_MOVES = """
+# looks like a JSON object: a reference gets it after a newline, as ``{"h":...}``, and other
+# bytes (a released quarantine) go as they were. The entry's first bytes, its state prefix, stay
+# in place. ``drop_entry`` takes the job's entry out of its slot and out of every index (what a
+# forget, a quarantine and a purge all do).
+ENTRY_MOVES = (
+    REFERENCES
+    + """
 local function noted(raw, note)
+  if note ~= '' and is_reference(raw) then
+    return raw .. REFERENCE_NOTE_SEPARATOR .. '{' .. string.sub(note, 2) .. '}'
+  end
   if note == '' or string.sub(raw, 1, 2) ~= '{"' then return raw end
   local body = string.match(raw, '^(.*)}%s*$')
   if not body then return raw end
@@ -82,3 +105,4 @@ local function drop_entry(result_key, dirty_key, unsuccessful_key, index_key, jo
   redis.call('ZREM', index_key, job_id)
 end
 """
+)

@@ -8,6 +8,7 @@ what a refused write raises: :mod:`airflow_jrs.store.refusals`.
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 from dataclasses import replace
@@ -27,12 +28,14 @@ from airflow_jrs.store import lua
 from airflow_jrs.store import result_scripts as scripts
 from airflow_jrs.store.base import UNSUCCESSFUL_ONLY, JobResultStore, Supersede
 from airflow_jrs.store.clients import client_from_url
+from airflow_jrs.store.documents import ResultDocuments, read_document, write_document
 from airflow_jrs.store.durability import Durability
 from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.fence import fence_arg
 from airflow_jrs.store.keys import KeySpace
 from airflow_jrs.store.read_rules import READ_CHUNK, as_bytes, as_str
 from airflow_jrs.store.redis_reads import RedisReads
+from airflow_jrs.store.reference import document_name, encode_reference, is_reference
 from airflow_jrs.store.refusals import refusal
 from airflow_jrs.store.serde import (
     CLEAN_PREFIX,
@@ -41,11 +44,13 @@ from airflow_jrs.store.serde import (
     EntryDecodeError,
     compact_fingerprint,
     decode_entry,
+    decode_history_item,
     encode_entry,
     event_message,
     history_note,
 )
 
+log = logging.getLogger(__name__)
 #: The index keeps the most recent creations only (docs/store-lifecycle.md): at a million
 #: entries it would otherwise cost ~148 B per job for a listing nobody pages through.
 DEFAULT_INDEX_LIMIT = 10_000
@@ -78,6 +83,9 @@ class RedisJobResultStore(RedisReads, JobResultStore):
         ``"replicas:N"`` (waits until N replicas have it: ``WAIT N``); see :mod:`.durability`
     :param durability_timeout: seconds to wait for that acknowledgement before failing; shorter
         than the client's read timeout (else the client gives up first, and retries the write)
+    :param result_documents: where full results of clean jobs live (``[jrs] result_documents``,
+        :mod:`.documents`); then a committed entry is a ~40-B reference (:mod:`.reference`)
+        instead of its JSON. ``None`` (default) keeps the full JSON in Redis (version 2)
     """
 
     def __init__(
@@ -91,6 +99,7 @@ class RedisJobResultStore(RedisReads, JobResultStore):
         index_limit: int | None = DEFAULT_INDEX_LIMIT,
         durability: str | Durability | None = None,
         durability_timeout: float = DEFAULT_DURABILITY_TIMEOUT,
+        result_documents: ResultDocuments | None = None,
     ) -> None:
         self.keys = KeySpace(namespace)
         self.namespace = namespace
@@ -103,6 +112,12 @@ class RedisJobResultStore(RedisReads, JobResultStore):
             raise JrsConfigError(f"clean_ttl must be positive or None, got {clean_ttl!r}")
         self.clean_ttl_ms = int(clean_ttl * 1000) if clean_ttl else 0
         self.delete_on_commit = delete_on_commit
+        if result_documents is not None and delete_on_commit:
+            raise JrsConfigError(
+                "delete_on_commit deletes committed entries, result_documents keeps them as references: "
+                "set one of them, not both"
+            )
+        self.result_documents = result_documents
         if history_limit < 1:
             raise JrsConfigError(f"history_limit must be >= 1, got {history_limit}")
         self.history_limit = history_limit
@@ -191,8 +206,35 @@ class RedisJobResultStore(RedisReads, JobResultStore):
             )
         raise refusal(code, self.keys, job_id, "create", fence)
 
+    def _read_document(self, summary: JobResultEntry) -> JobResultEntry:
+        return read_document(self.result_documents, self.namespace, summary)
+
+    def _committing(self, job_id: str, expected: JobResultEntry | None) -> tuple[JobResultEntry | None, str, bool]:
+        """What a commit compares and writes: the dirty entry (read now when the caller has none
+        and documents are on: a reference is written only for the entry its document holds), its
+        reference ('' when it has none) and whether to write that reference.
+
+        The document is written here, before the script that writes the reference runs: a
+        reference never points at a missing document (intent before side effect). When the write
+        fails the entry stays dirty (:class:`ResultDocumentError`); a crash after it leaves a
+        document and a dirty entry, and the retried cleanup writes the same bytes again."""
+        if self.result_documents is not None and expected is None:
+            with redis_errors(f"read the result of job {job_id!r}", self.namespace, job_id):
+                raw = self.client.get(self.keys.result(job_id))
+            if raw is not None and not is_reference(as_bytes(raw)):
+                expected = self._decode_or_quarantine(job_id, as_bytes(raw))
+        if expected is None or expected.summary or not expected.is_dirty:
+            return expected, "", False
+        ref = encode_reference(expected) or ""
+        if not ref or self.result_documents is None:
+            return expected, ref, False
+        write_document(self.result_documents, self.namespace, expected)
+        return expected, ref, True
+
     def _mark_result_as_clean(self, job_id: str, expected: JobResultEntry | None, _retry: bool = True) -> bool:
         k = self.keys
+        read_here = expected is None
+        expected, ref, as_reference = self._committing(job_id, expected)
         with redis_errors(f"mark job {job_id!r} clean", self.namespace, job_id):
             code = self._durable_write(
                 self._clean,
@@ -210,10 +252,14 @@ class RedisJobResultStore(RedisReads, JobResultStore):
                     CLEAN_PREFIX,
                     expected.stored if expected is not None and expected.stored is not None else "",
                     history_note(HistoryReason.COMMITTED, None, utcnow()),
+                    ref,
+                    "1" if as_reference else "0",
                 ],
             )
         if code == lua.OK:
             return True
+        if code == lua.CHANGED and read_here and as_reference and _retry:
+            return self._mark_result_as_clean(job_id, None, _retry=False)  # changed since this call read it
         if code == lua.ALREADY_CLEAN:
             return False
         if code == lua.UNRECOGNISED and _retry:
@@ -221,7 +267,7 @@ class RedisJobResultStore(RedisReads, JobResultStore):
             # A corrupt entry is quarantined (and raises) by the read.
             with redis_errors(f"read the result of job {job_id!r}", self.namespace, job_id):
                 raw = self.client.get(k.result(job_id))
-            if raw is not None:
+            if raw is not None and not is_reference(as_bytes(raw)):
                 if expected is not None and as_bytes(raw) != expected.stored:
                     raise refusal(lua.CHANGED, self.keys, job_id, "clean")
                 entry = self._decode_or_quarantine(job_id, as_bytes(raw))
@@ -308,8 +354,26 @@ class RedisJobResultStore(RedisReads, JobResultStore):
                     continue
                 keys = [name, k.history(job_id), k.dirty, k.index, k.unsuccessful]
                 with redis_errors(f"purge job {job_id!r}", self.namespace, job_id):
-                    purged += self._purge(keys=keys, args=[job_id, raw]) == lua.OK
+                    history = self.client.lrange(k.history(job_id), 0, -1) if self.result_documents else []
+                    done = self._purge(keys=keys, args=[job_id, raw]) == lua.OK
+                purged += done
+                if done and self.result_documents is not None:
+                    self._delete_documents(job_id, [as_bytes(raw), *map(as_bytes, history)])
         return purged
+
+    def _delete_documents(self, job_id: str, raws: list[bytes]) -> None:
+        """After a purge: the documents of the purged entry and of its history's references. A
+        document left behind (a failed delete, a history item pushed meanwhile) costs disk and
+        no correctness: nothing refers to it any more; the warning names it."""
+        assert self.result_documents is not None
+        for raw in raws:
+            if not is_reference(raw):
+                continue
+            try:
+                name = document_name(decode_history_item(raw, job_id))
+                self.result_documents.delete(self.namespace, job_id, name)
+            except (EntryDecodeError, OSError, ValueError) as exc:
+                log.warning("job %r was purged; one of its result documents was not deleted: %s", job_id, exc)
 
     # -- durability -----------------------------------------------------------------------
     def _durable_write(self, script: Any, what: str, job_id: str, *, keys: list[str], args: list[Any]) -> Any:

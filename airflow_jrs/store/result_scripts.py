@@ -38,19 +38,31 @@ CREATE_DIRTY_RESULT = (
 --            none): what an entry stores as 'F'; ARGV[6] is compared with 'f'
 -- ARGV[14] - history note of an unsuccessful entry moved aside (reason 'rerun')
 -- ARGV[15] - history note of a SUCCEEDED entry of another fingerprint (reason 'superseded')
+-- An existing clean reference (store/reference.py) is compared by its fingerprint prefix and
+-- moved to history as it is (its document stays: documents are immutable per fence).
 -- return 1 created, 0 an entry exists, -1 quarantined, -2 stale fence, -3 existing entry unreadable
 if not fence_ok(KEYS[5], ARGV[4]) then return -2 end
 if redis.call('EXISTS', KEYS[4]) == 1 then return -1 end
 local existing = redis.call('GET', KEYS[1])
 if existing then
   if ARGV[5] ~= '1' and ARGV[5] ~= 'u' then return 0 end
-  local ok, doc = pcall(cjson.decode, existing)
-  if not ok or type(doc) ~= 'table' then return -3 end
-  if doc['v'] ~= tonumber(ARGV[10]) then return -3 end
-  -- status is left out when SUCCEEDED; a SHA-256 hex fingerprint is stored (and compared) as 'F'
-  local old_status, old_fp, new_fp = doc['st'] or 'SUCCEEDED', doc['f'], ARGV[6]
-  if doc['F'] ~= nil then old_fp, new_fp = doc['F'], ARGV[13] end
-  if type(old_fp) ~= 'string' then old_fp = '' end
+  local old_status, old_fp, new_fp
+  if is_reference(existing) then
+    -- a clean reference (version 3): always SUCCEEDED; it keeps the first 22 characters of
+    -- 'F' ('' when the result had no fingerprint, compared with ARGV[6] as a missing 'f' is)
+    local created, fence, fp = reference_fields(existing)
+    if not fp then return -3 end
+    old_status, old_fp, new_fp = 'SUCCEEDED', fp, ARGV[6]
+    if fp ~= '' then new_fp = string.sub(ARGV[13], 1, string.len(fp)) end
+  else
+    local ok, doc = pcall(cjson.decode, existing)
+    if not ok or type(doc) ~= 'table' then return -3 end
+    if doc['v'] ~= tonumber(ARGV[10]) then return -3 end
+    -- status is left out when SUCCEEDED; a SHA-256 hex fingerprint is stored (and compared) as 'F'
+    old_status, old_fp, new_fp = doc['st'] or 'SUCCEEDED', doc['f'], ARGV[6]
+    if doc['F'] ~= nil then old_fp, new_fp = doc['F'], ARGV[13] end
+    if type(old_fp) ~= 'string' then old_fp = '' end
+  end
   if old_status == 'SUCCEEDED' and (old_fp == new_fp or ARGV[5] == 'u') then return 0 end
   local note = ARGV[14]
   if old_status == 'SUCCEEDED' then note = ARGV[15] end
@@ -96,6 +108,12 @@ MARK_RESULT_AS_CLEAN = (
 --            another entry, dirty or clean, is left as it is (-4); the same entry already
 --            clean (its body after the state prefix unchanged) is a no-op (2)
 -- ARGV[10] - history note of the entry deleted on commit (serde.history_note; '' none)
+-- ARGV[11] - the clean reference of the caller's entry (reference.encode_reference; '' when it
+--            has none): an entry already committed as that reference is a no-op (2)
+-- ARGV[12] - '1' commit as the reference ARGV[11] (its result document is written: the caller
+--            wrote it first), '0' flip the state prefix in place (version 2, the default)
+-- An entry that is a reference already is clean: a no-op (2) for a caller without bytes or
+-- with the same entry's, another entry for a caller with other bytes (-4).
 -- return 1 marked clean, 2 was already clean, 0 no entry, -1 quarantined, -3 unrecognised,
 --        -4 the entry is not the one the caller read (nothing changed)
 local clean = ARGV[8]
@@ -129,10 +147,17 @@ if is_clean(v) then
   if same_entry_clean(v, false) then return 2 end
   return -4
 end
+if is_reference(v) then
+  if expected == '' or v == ARGV[11] then return 2 end
+  return -4
+end
 if expected ~= '' and v ~= expected then return -4 end
 if string.sub(v, 1, string.len(ARGV[6])) ~= ARGV[6] then return -3 end
 redis.call('SREM', KEYS[2], ARGV[1])
-if ARGV[3] == '1' then
+if ARGV[12] == '1' and ARGV[11] ~= '' and expected ~= '' then
+  redis.call('SET', KEYS[1], ARGV[11])
+  if tonumber(ARGV[2]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+elseif ARGV[3] == '1' then
   to_history(KEYS[5], clean .. string.sub(v, n + 1), ARGV[10], ARGV[7])
   redis.call('DEL', KEYS[1])
   redis.call('ZREM', KEYS[3], ARGV[1])

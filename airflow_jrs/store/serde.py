@@ -22,8 +22,10 @@ member appended by the script that moved it: ``"h":{"v":1,"r":"forgotten","t":<m
 :func:`decode_history_item`). Appended rather than wrapped, so an item still starts with its
 state prefix and a reader that does not know ``h`` (an older airflow-jrs) still reads the entry.
 
-Version 2 is the only one read: no released airflow-jrs wrote another (the version-1 drafts
-never left development). Nothing here ever unpickles: unknown data raises
+Version 2 is the only JSON version read: no released airflow-jrs wrote another (the version-1
+drafts never left development). Version 3 is not JSON: a clean *reference* that a store with
+``[jrs] result_documents`` writes in place of a committed entry (:mod:`.reference`); both are
+read here, so every reader accepts either. Nothing here ever unpickles: unknown data raises
 :class:`EntryDecodeError`, and the caller quarantines it (an older or malformed version) or
 leaves it for the newer airflow-jrs that wrote it (a newer version).
 """
@@ -41,6 +43,7 @@ from typing import Any
 
 from airflow_jrs.domain.model import Actor, Attempt, EntryState, HistoryNote, JobResult, JobResultEntry, JobStatus
 from airflow_jrs.exceptions import JrsError
+from airflow_jrs.store import reference
 
 SCHEMA_VERSION = 2
 DIRTY_PREFIX = '{"s":"d"'
@@ -210,8 +213,19 @@ def decode_entry(raw: bytes | str, job_id: str) -> JobResultEntry:
     """Decode and validate an entry, or raise :class:`EntryDecodeError` saying what is wrong.
 
     ``job_id`` is the job whose key held ``raw``: an entry does not repeat it in the value.
-    The entry keeps ``raw`` as its ``stored`` bytes (what a compare-and-set compares)."""
-    return replace(_decode_doc(_load(raw), job_id), stored=raw.encode() if isinstance(raw, str) else bytes(raw))
+    The entry keeps ``raw`` as its ``stored`` bytes (what a compare-and-set compares). A
+    reference (version 3) reads as a *summary* entry (:attr:`JobResultEntry.summary`)."""
+    stored = raw.encode() if isinstance(raw, str) else bytes(raw)
+    if reference.is_reference(stored):
+        return replace(_decode_reference(stored, job_id), stored=stored)
+    return replace(_decode_doc(_load(raw), job_id), stored=stored)
+
+
+def _decode_reference(raw: bytes, job_id: str) -> JobResultEntry:
+    try:
+        return reference.decode_reference(raw.decode("ascii"), job_id)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise EntryDecodeError(f"invalid reference (version {reference.REFERENCE_VERSION}): {exc}") from None
 
 
 def _load(raw: bytes | str) -> Any:
@@ -301,16 +315,45 @@ def _read_note(note: Any) -> HistoryNote | None:
 def decode_history_item(raw: bytes | str, job_id: str) -> JobResultEntry:
     """An item of a job's history: the entry (as :func:`decode_entry` reads it) with ``moved``
     set from its note; ``moved`` is ``None`` for items moved before notes existed. Raises
-    :class:`EntryDecodeError` when the entry or its note is invalid."""
-    doc = _load(raw)
-    entry = _decode_doc(doc, job_id)
+    :class:`EntryDecodeError` when the entry or its note is invalid. A reference's note follows
+    it after a newline (:data:`.reference.NOTE_SEPARATOR`)."""
+    stored = raw.encode() if isinstance(raw, str) else bytes(raw)
+    if reference.is_reference(stored):
+        ref, _, noted = stored.partition(reference.NOTE_SEPARATOR.encode())
+        entry = _decode_reference(ref, job_id)
+        doc = _load(noted) if noted else {}
+    else:
+        doc = _load(raw)
+        entry = _decode_doc(doc, job_id)
     note = None
     if isinstance(doc, dict) and "h" in doc:
         try:
             note = _read_note(doc["h"])
         except (TypeError, ValueError) as exc:
             raise EntryDecodeError(f"invalid history note: {exc}") from None
-    return replace(entry, stored=raw.encode() if isinstance(raw, str) else bytes(raw), moved=note)
+    return replace(entry, stored=stored, moved=note)
+
+
+def encode_document(entry: JobResultEntry) -> bytes:
+    """A clean entry's result document: its full schema-2 JSON, clean (what the reference
+    replaces in Redis; :func:`decode_document` reads it back)."""
+    return encode_entry(entry.result, EntryState.CLEAN, entry.created_at or _EPOCH).encode()
+
+
+def decode_document(raw: bytes, summary: JobResultEntry) -> JobResultEntry:
+    """The full entry a reference stands for, from its document; raises :class:`EntryDecodeError`
+    when the document is not that entry's (another fence, another creation time)."""
+    entry = decode_entry(raw, summary.job_id)
+    if entry.summary or not entry.is_clean:
+        raise EntryDecodeError("a result document holds a clean schema-2 entry")
+    if entry.result.fence != summary.result.fence or entry.created_at != summary.created_at:
+        raise EntryDecodeError(
+            f"the document is the result of fence {entry.result.fence} created {entry.created_at}, "
+            f"the reference names fence {summary.result.fence} created {summary.created_at}"
+        )
+    if summary.result.fingerprint and not (entry.result.fingerprint or "").startswith(summary.result.fingerprint):
+        raise EntryDecodeError("the document's fingerprint is not the one its reference names")
+    return replace(entry, stored=summary.stored, moved=summary.moved)
 
 
 def event_message(event: str, job_id: str, **extra: Any) -> str:

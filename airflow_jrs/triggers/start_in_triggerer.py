@@ -288,6 +288,8 @@ class StartInTriggererSubmitTrigger(StartInTriggererTrigger):
         decision = choice.decision
         if not choice.reuse or decision.entry is None:
             raise _GoToWorker(f"job {job_id}: {choice.reason}")
+        if decision.entry.summary:  # the return value is in its result document: the worker reads it
+            raise _GoToWorker(f"job {job_id}: committed as a reference; its result document is read on the worker")
         payload = entry_payload(decision.entry, skipped=True, decided_in=DECIDED_IN_TRIGGERER)
         self.log.info(
             "%s (%s; decided in the triggerer, where the task ends)", recompute.describe_reuse(job_id, decision.entry),
@@ -362,6 +364,8 @@ class StartInTriggererCleanupTrigger(StartInTriggererTrigger):
             if entry is None or not entry.is_clean:
                 state = "no result" if entry is None else entry.state.value
                 raise _GoToWorker(f"job {job_id} needs cleanup ({state})")
+            if entry.summary and self.do_xcom_push:
+                raise _GoToWorker(f"job {job_id}: committed as a reference; its result document is read on the worker")
             committed.append(entry_payload(entry))
         self.log.info("Jobs %s are already clean; started in the triggerer, the task ends there.", job_ids)
         if self.do_xcom_push:  # the operator's own setting (off by default: the store says it)

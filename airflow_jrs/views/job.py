@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from airflow_jrs.exceptions import CorruptIntentError, JobResultEntryError
-from airflow_jrs.store import JobResultEntry
+from airflow_jrs.exceptions import CorruptIntentError, JobResultEntryError, ResultDocumentError
+from airflow_jrs.store import JobResultEntry, JobResultStore
 from airflow_jrs.store.intent import Heartbeat, Intent
 from airflow_jrs.store.lease import LeaseHolder
 from airflow_jrs.store.stop_requests import StopRequest
@@ -31,6 +31,12 @@ def entry_dag(entry: JobResultEntry | None) -> str | None:
     """The DAG of the attempt that wrote ``entry`` (what the UI authorizes a job against)."""
     attempt = entry.result.attempt if entry is not None else None
     return attempt.dag_id if attempt is not None else None
+
+
+def job_dag(results: JobResultStore, entry: JobResultEntry | None) -> str | None:
+    """:func:`entry_dag` of the full entry: a summary (a clean reference) names no attempt, so
+    its document is read; ``None`` (every DAG's permission needed) when it cannot be."""
+    return entry_dag(_with_document(results, entry) if entry is not None else None)
 
 
 def lease_dag(holder: LeaseHolder | None) -> str | None:
@@ -104,6 +110,17 @@ class JobView:
         return self.entry is not None or self.problem is not None or self.running or self.intent is not None
 
 
+def _with_document(results: JobResultStore, item: JobResultEntry) -> JobResultEntry:
+    """A history item with its full result when it keeps a reference (its document is
+    immutable per fence, so still there); the summary when that document cannot be read."""
+    if not item.summary:
+        return item
+    try:
+        return results.full_entry(item)
+    except ResultDocumentError:
+        return item
+
+
 def inspect_job(jobs: JobNamespace, job_id: str) -> JobView:
     """Everything known about ``job_id`` in ``jobs``' namespace. An unreadable entry is kept as
     :attr:`JobView.problem`; an unreachable store raises (fail closed, as every reader does)."""
@@ -114,6 +131,13 @@ def inspect_job(jobs: JobNamespace, job_id: str) -> JobView:
         entry = results.get_entry(job_id)
     except JobResultEntryError as exc:
         problem = exc
+    if entry is not None and entry.summary:
+        # committed as a reference: the result a person reads is in its document; a missing
+        # one is the problem shown (with where and the fix), beside what Redis holds
+        try:
+            entry = results.full_entry(entry)
+        except ResultDocumentError as exc:
+            problem = exc
     intent: Intent | CorruptIntentError | None
     try:
         intent = jobs.intents.get(job_id)
@@ -125,7 +149,7 @@ def inspect_job(jobs: JobNamespace, job_id: str) -> JobView:
         entry=entry,
         problem=problem,
         quarantined=job_id in results.get_quarantined(),
-        history=results.get_history(job_id),
+        history=[_with_document(results, item) for item in results.get_history(job_id)],
         holder=jobs.lease(job_id).peek(),
         intent=intent,
         heartbeat=jobs.heartbeats.get(job_id),

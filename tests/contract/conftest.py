@@ -6,11 +6,11 @@ Adding a backend: a harness class with :class:`harness.Backend`'s methods, and o
 from __future__ import annotations
 
 import pytest
-from harness import Backend, RedisClusterHarness, RedisHarness
+from harness import Backend, RedisClusterHarness, RedisDocumentsHarness, RedisHarness
 
 from airflow_jrs.store import JobResultStore
 
-BACKENDS: list[type[Backend]] = [RedisHarness, RedisClusterHarness]
+BACKENDS: list[type[Backend]] = [RedisHarness, RedisDocumentsHarness, RedisClusterHarness]
 #: Marks per backend: the cluster one starts six redis-servers (once per session).
 MARKS = {RedisClusterHarness: [pytest.mark.cluster]}
 

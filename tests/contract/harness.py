@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from airflow_jrs.store import SCHEMA_VERSION, JobResult, JobResultStore, JobStatus, KeySpace, RedisJobResultStore
+from airflow_jrs.store.documents import FolderDocuments
 from airflow_jrs.store.lease import JobLease
 from jrs_testbench.helpers import free_port
 
@@ -151,6 +152,30 @@ class RedisClusterHarness(RedisHarness):
         return (
             "__import__('airflow_jrs.store').store.RedisJobResultStore("
             f"__import__('redis').RedisCluster(host='127.0.0.1', port={port}), {namespace!r})"
+        )
+
+
+class RedisDocumentsHarness(RedisHarness):
+    """The same store with ``[jrs] result_documents`` on (a folder of the test's own): a committed
+    entry becomes a reference (format version 3) and its full result a document. The contract is
+    the same; what a reader needs the full result for goes through ``store.full_entry``."""
+
+    name = "redis-documents"
+
+    def __init__(self, request: pytest.FixtureRequest) -> None:
+        super().__init__(request)
+        self.documents = FolderDocuments(request.getfixturevalue("tmp_path") / "documents")
+
+    def make_store(self, namespace: str, **options: Any) -> JobResultStore:
+        if not options.get("delete_on_commit"):  # deleted on commit: no reference to keep
+            options.setdefault("result_documents", self.documents)
+        return RedisJobResultStore(self.client, namespace, **options)
+
+    def child_store_expr(self, namespace: str) -> str:
+        return (
+            f"__import__('airflow_jrs.store.redis').store.redis.RedisJobResultStore({self.url!r}, {namespace!r}, "
+            f"result_documents=__import__('airflow_jrs.store.documents').store.documents.FolderDocuments("
+            f"{str(self.documents.root)!r}))"
         )
 
 

@@ -84,7 +84,7 @@ def test_second_create_of_a_job_raises_already_exists(store: JobResultStore, fir
     with pytest.raises(JobResultEntryAlreadyExistsError) as info:
         store.create_dirty_result(ok("j", application_id="second"))
     assert info.value.job_id == "j" and info.value.namespace == store.namespace
-    entry = store.get_entry("j")
+    entry = store.get_full_entry("j")  # a clean reference's full result: in its document
     assert entry is not None and entry.result.application_id == "first"
     assert entry.state is EntryState(first_state)
 
@@ -789,7 +789,7 @@ def test_supersede_never_replaces_a_success_of_the_same_fingerprint(
     store.mark_result_as_clean("j")
     with pytest.raises(JobResultEntryAlreadyExistsError):
         store.create_dirty_result(ok("j", fingerprint=fingerprint, application_id="second"), supersede=True)
-    entry = store.get_entry("j")
+    entry = store.get_full_entry("j")
     assert entry is not None and entry.result == old.result and entry.is_clean
     assert store.get_history("j") == []
 
@@ -942,7 +942,7 @@ def test_a_stale_holders_forget_is_refused_and_the_newer_result_stays(backend: B
     stale = backend.new_lease(store, "j")
     n = stale.acquire()
     read_by_n = store.get_entry("j")
-    assert read_by_n is not None and read_by_n.result == r0.result
+    assert read_by_n is not None and store.full_entry(read_by_n).result == r0.result
     newer = backend.new_lease(store, "j")
     holder = newer.peek()
     assert holder is not None and holder.token == n
@@ -955,9 +955,9 @@ def test_a_stale_holders_forget_is_refused_and_the_newer_result_stays(backend: B
     with pytest.raises(LeaseLostError) as info:
         store.forget_result("j", fence=n, expected=read_by_n)
     assert info.value.fence == n and info.value.job_id == "j"
-    now = store.get_entry("j")
+    now = store.get_full_entry("j")
     assert now is not None and now.result == r1.result and now.is_clean
-    assert [h.result.application_id for h in store.get_history("j")] == ["r0"]
+    assert [store.full_entry(h).result.application_id for h in store.get_history("j")] == ["r0"]
 
 
 def test_a_forget_of_an_entry_that_changed_since_it_was_read_is_refused(store: JobResultStore) -> None:
