@@ -76,6 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="store namespace (default: the connection's; 'default' with --redis-url)",
     )
     parser.add_argument("--conn-id", default=None, help="Airflow connection id (default: \\[jrs] conn_id)")
+    parser.add_argument(
+        "--result-documents",
+        default=None,
+        help="with --redis-url: the folder of clean jobs' result documents (default: "
+        "$AIRFLOW__JRS__RESULT_DOCUMENTS; without --redis-url, \\[jrs] result_documents)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON document (read commands)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -145,13 +146,14 @@ def open_store(args: argparse.Namespace, out: Output) -> Ctx:
     if args.redis_url:
         # The [jrs] defaults' bounded waits and retries, as the connection's client has them
         # (store/clients.py builds every client): a paused server must not hang the terminal.
-        settings = settings_for(args.namespace or "default", output_root="", spec_root="")
+        documents = getattr(args, "result_documents", None) or os.environ.get("AIRFLOW__JRS__RESULT_DOCUMENTS", "")
+        settings = settings_for(args.namespace or "default", output_root="", spec_root="", result_documents=documents)
         return Ctx(
             args, JobNamespace.from_url(args.redis_url, settings), url_server(args.redis_url), "--redis-url", out
         )
     from airflow_jrs.hooks.jrs import JrsHook
 
-    hook = JrsHook(args.conn_id, namespace=args.namespace)
+    hook = JrsHook(args.conn_id, namespace=args.namespace, result_documents=getattr(args, "result_documents", None))
     return Ctx(args, hook.jobs(), hook.server(), f"connection {hook.jrs_conn_id!r}", out)
 
 

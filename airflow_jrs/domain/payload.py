@@ -8,7 +8,9 @@ through the Execution API. Downstream tasks therefore see one shape::
      "skipped": bool, "reused": bool (submit tasks: the stored result was reused, Spark did not
      run; its ``attempt`` and ``end_time`` say which run computed it, and when),
      "decided_in": "triggerer" (when the triggerer ended the task),
-     "adopted_from": <fence> (when a predecessor's finished output was adopted)}
+     "adopted_from": <fence> (when a predecessor's finished output was adopted),
+     "summary": true (only where a clean reference was read without its result document: the
+     sensor's trigger; the sensor reads the document on the worker and returns the full payload)}
 """
 
 from __future__ import annotations
@@ -38,7 +40,10 @@ def result_payload(result: JobResult, state: EntryState | str, **extra: Any) -> 
 
 
 def entry_payload(entry: JobResultEntry, **extra: Any) -> dict[str, Any]:
-    """The payload of a stored entry."""
+    """The payload of a stored entry; a summary (a clean reference) says so: its outputs, metrics
+    and attempt are in its result document (:meth:`~airflow_jrs.store.JobResultStore.full_entry`)."""
+    if entry.summary:
+        extra = {**extra, "summary": True}
     return result_payload(entry.result, entry.state, **extra)
 
 

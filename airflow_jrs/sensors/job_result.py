@@ -28,6 +28,7 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, AirflowSkipException
 
+from airflow_jrs.domain.payload import entry_payload
 from airflow_jrs.domain.wait import DEFAULT_STATUSES, WaitOutcome, evaluate, validate_wait_args
 from airflow_jrs.exceptions import JrsConfigError, JrsError
 from airflow_jrs.hooks.jrs import JrsHook
@@ -112,7 +113,8 @@ class JobResultSensor(BaseSensorOperator):
         with airflow_failures(self.hook):
             store = self.hook.get_store()
             job_ids = self._rendered_job_ids()
-            entries: dict[str, JobResultEntry | None] = {j: store.get_entry(j) for j in job_ids}
+            # a clean reference's full result (the sensor's return value) is in its result document
+            entries: dict[str, JobResultEntry | None] = {j: store.get_full_entry(j) for j in job_ids}
         return evaluate(
             job_ids,
             entries,
@@ -121,6 +123,20 @@ class JobResultSensor(BaseSensorOperator):
             statuses=self.statuses,
             fail_on_unsuccessful=self.fail_on_unsuccessful,
         )
+
+    def _full_results(self, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The trigger's results, with the full payload of each summary (a clean reference: the
+        triggerer does not read result documents, the worker does). A missing document fails
+        the task with the error that names it and the fix."""
+        if not any(r.get("summary") for r in results):
+            return results
+        with airflow_failures(self.hook):
+            store = self.hook.get_store()
+            full = []
+            for r in results:
+                entry = store.get_full_entry(r["job_id"]) if r.get("summary") else None
+                full.append(entry_payload(entry) if entry is not None else r)
+        return full
 
     def _fail(self, message: str) -> None:
         """Fail without retries (waiting longer cannot help), or skip under ``soft_fail``/``never_fail``."""
@@ -183,7 +199,7 @@ class JobResultSensor(BaseSensorOperator):
         """Resume after the trigger's one event (timeouts arrive as AirflowSensorTimeout instead)."""
         status = (event or {}).get("status")
         if status == "success":
-            return event["results"]  # type: ignore[index]
+            return self._full_results(event["results"])  # type: ignore[index]
         if status == "failed":
             self._fail(event["message"])  # type: ignore[index]
         if status == "error":

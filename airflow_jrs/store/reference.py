@@ -8,8 +8,9 @@ cost about 186 B (docs/operations/sizing.md). So a committed entry becomes::
 
     c3;<created, µs since the epoch, base36>;<fence, base36>;<fingerprint's first 22 base64url chars>
 
-e.g. ``c3;hp0k6v1yq8x;2s;q1KxJ3X7h_3nY5n5c0V7aB`` (at most 3 + 11 + 1 + 13 + 1 + 22 = 51 B for
-the largest fence; 38-44 B for every fence below 36^6, about two billion). It holds exactly what
+e.g. ``c3;hogaqjkf2c;2n9c;LXEWQrcmsEQBYnyp-6wy9c`` (41 B). The creation time takes 10 base36
+digits until 2085, so a reference stays within 44 B for every fence below 36^7 (78 billion);
+past that it is still read and written, only no longer embedded. It holds exactly what
 the skip decision reads: the state (``c``: only clean entries are references), the creation
 time (the recompute rule), the fence (whose result it is, and the name of its document) and
 132 bits of the fingerprint (a false match needs a 2^-132 coincidence). The status is left out:

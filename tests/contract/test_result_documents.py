@@ -1,0 +1,256 @@
+"""The compact clean entry (issue 22, opt-in ``[jrs] result_documents``): what the contract suite
+cannot see from outside. A committed entry is a reference of at most 44 B that Redis keeps
+embedded; its document is written before it; the skip decision reads the reference alone in one
+round trip; readers that need the full result read the document, and a missing one is an error
+naming its path and the fix. Without the setting, entries stay schema-2 JSON."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from pathlib import Path
+
+import pytest
+import redis
+from redis.connection import AbstractConnection
+
+from airflow_jrs.cli import main
+from airflow_jrs.domain.decision import decide
+from airflow_jrs.exceptions import ResultDocumentError
+from airflow_jrs.protocol.jobs import JobNamespace, settings_for
+from airflow_jrs.store import Attempt, EntryState, JobResult, JobStatus, KeySpace, RedisJobResultStore
+from airflow_jrs.store.documents import FolderDocuments, ResultDocuments
+from airflow_jrs.store.lease import JobLease
+from airflow_jrs.store.reference import decode_reference, encode_reference
+from airflow_jrs.store.serde import decode_history_item
+from airflow_jrs.views.job import inspect_job
+
+JOB = "flights.daily.2013-01-01T00:00:00+00:00"
+FP = hashlib.sha256(b"the application and its arguments").hexdigest()
+
+
+def full(job_id: str = JOB, **fields: object) -> JobResult:
+    values: dict[str, object] = {
+        "application_id": "local-1795483251916",
+        "outputs": {"flights": f"/out/{job_id}/fence-7"},
+        "metrics": {"rows": 1234},
+        "fingerprint": FP,
+        "attempt": Attempt("flights", "daily", "scheduled__2013-01-01", 1),
+        **fields,
+    }
+    return JobResult(job_id=job_id, status=JobStatus.SUCCEEDED, **values)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> FolderDocuments:
+    return FolderDocuments(tmp_path / "documents")
+
+
+@pytest.fixture
+def store(redis_client: redis.Redis, namespace: str, folder: FolderDocuments) -> RedisJobResultStore:
+    return RedisJobResultStore(redis_client, namespace, result_documents=folder)
+
+
+def committed(store: RedisJobResultStore, redis_client: redis.Redis, fence: int = 7) -> bytes:
+    redis_client.set(KeySpace(store.namespace).fence_counter, fence - 1)  # the next token is ``fence``
+    lease = JobLease(redis_client, store.namespace, JOB, ttl=30)
+    token = lease.acquire()
+    assert token == fence
+    store.create_dirty_result(full(), fence=token)
+    lease.release()
+    store.mark_result_as_clean(JOB, expected=store.get_entry(JOB))
+    return redis_client.get(KeySpace(store.namespace).result(JOB))
+
+
+def test_a_committed_entry_is_a_reference_of_at_most_44_bytes_kept_embedded(store, redis_client):
+    raw = committed(store, redis_client)
+    assert raw.startswith(b"c3;") and len(raw) <= 44, raw
+    assert redis_client.object("encoding", KeySpace(store.namespace).result(JOB)) in (b"embstr", "embstr")
+
+
+def test_a_reference_stays_within_44_bytes_up_to_a_fence_of_36_to_the_7th_until_2085():
+    from datetime import UTC, datetime
+
+    from airflow_jrs.domain.model import JobResultEntry
+
+    created = datetime(2085, 1, 1, tzinfo=UTC)  # 36**10 µs after 1970 is in 2085
+    ref = encode_reference(JobResultEntry(full(fence=36**7 - 1), EntryState.DIRTY, created_at=created))
+    assert ref is not None and len(ref) <= 44, ref
+    back = decode_reference(ref, JOB)
+    assert (
+        back.created_at == created and back.result.fence == 36**7 - 1 and FP.startswith(back.result.fingerprint or "-")
+    )
+
+
+def test_without_result_documents_the_entry_stays_schema_2_json(redis_client, namespace):
+    plain = RedisJobResultStore(redis_client, namespace)
+    plain.create_dirty_result(full(fence=None))
+    plain.mark_result_as_clean(JOB)
+    raw = redis_client.get(KeySpace(namespace).result(JOB))
+    assert raw.startswith(b'{"s":"c","v":2,') and json.loads(raw)["O"] == {"flights": "/out/{j}/fence-7"}
+
+
+def test_the_skip_decision_of_a_reference_is_one_round_trip_and_reads_no_document(
+    store, redis_client, folder, monkeypatch
+):
+    committed(store, redis_client)
+    sent: list[bytes] = []
+    real_send = AbstractConnection.send_packed_command
+    me = threading.get_ident()
+
+    def counting_send(self, command, check_health=True):
+        if threading.get_ident() == me:
+            sent.append(b"".join(command) if isinstance(command, list) else command)
+        return real_send(self, command, check_health)
+
+    def no_document(*args, **kwargs):
+        raise AssertionError("the decision read a result document")
+
+    monkeypatch.setattr(AbstractConnection, "send_packed_command", counting_send)
+    monkeypatch.setattr(folder, "get", no_document)
+    entry = store.get_entry(JOB)
+    assert len(sent) == 1, sent
+    assert entry is not None and entry.summary and entry.is_clean and entry.result.fence == 7
+    assert decide(entry, FP).skip
+    assert not decide(entry, hashlib.sha256(b"changed code").hexdigest()).skip
+
+
+def test_readers_that_need_the_full_result_read_the_document(store, redis_client):
+    committed(store, redis_client)
+    entry = store.get_full_entry(JOB)
+    assert entry is not None and not entry.summary and entry.is_clean
+    assert entry.result == full(fence=7)
+
+
+def test_a_missing_document_is_an_error_naming_its_path_and_the_fix(store, redis_client, folder):
+    committed(store, redis_client)
+    where = Path(folder.location(store.namespace, JOB, "7"))
+    where.unlink()
+    entry = store.get_entry(JOB)  # the decision still reads the reference
+    assert entry is not None and entry.summary
+    with pytest.raises(ResultDocumentError) as info:
+        store.full_entry(entry)
+    message = str(info.value)
+    assert str(where) in message and f"airflow-jrs forget {JOB}" in message and "Restore" in message
+    assert info.value.location == str(where) and info.value.job_id == JOB
+    assert redis_client.get(KeySpace(store.namespace).result(JOB)).startswith(b"c3;")  # nothing changed
+
+
+def test_a_document_of_another_fence_is_never_shown_as_the_result(store, redis_client, folder):
+    committed(store, redis_client)
+    path = Path(folder.location(store.namespace, JOB, "7"))
+    doc = json.loads(path.read_bytes())
+    path.write_text(json.dumps({**doc, "n": 6}, separators=(",", ":")))
+    with pytest.raises(ResultDocumentError, match="fence 6"):
+        store.get_full_entry(JOB)
+
+
+class _Broken:
+    """Documents that cannot be written (a full disk, a read-only mount)."""
+
+    def __init__(self, inner: ResultDocuments) -> None:
+        self.inner = inner
+
+    def location(self, namespace: str, job_id: str, name: str) -> str:
+        return self.inner.location(namespace, job_id, name)
+
+    def put(self, namespace: str, job_id: str, name: str, data: bytes) -> None:
+        raise OSError(28, "No space left on device")
+
+    def get(self, namespace: str, job_id: str, name: str) -> bytes:
+        return self.inner.get(namespace, job_id, name)
+
+    def delete(self, namespace: str, job_id: str, name: str) -> None:
+        self.inner.delete(namespace, job_id, name)
+
+
+def test_a_failed_document_write_leaves_the_entry_dirty(redis_client, namespace, folder):
+    broken = RedisJobResultStore(redis_client, namespace, result_documents=_Broken(folder))
+    broken.create_dirty_result(full(fence=None))
+    with pytest.raises(ResultDocumentError, match="stays dirty") as info:
+        broken.mark_result_as_clean(JOB)
+    assert "No space left" in str(info.value)
+    entry = broken.get_entry(JOB)
+    assert entry is not None and entry.is_dirty and not entry.summary
+    assert JOB in [r.job_id for r in broken.get_dirty_results()]
+
+
+def test_killed_between_document_and_reference_the_entry_stays_dirty_and_a_retry_commits(
+    store, redis_client, namespace, folder, monkeypatch
+):
+    store.create_dirty_result(full(fence=None))
+    dirty = store.get_entry(JOB)
+
+    class Killed(BaseException):
+        pass
+
+    def killed(*args, **kwargs):
+        raise Killed  # the worker died after the document was written, before the script ran
+
+    monkeypatch.setattr(store, "_clean", killed)
+    with pytest.raises(Killed):
+        store.mark_result_as_clean(JOB, expected=dirty)
+    documents = list((folder.root / namespace).rglob("*.json"))
+    assert len(documents) == 1  # the document came first
+    assert store.get_entry(JOB) == dirty and JOB in [r.job_id for r in store.get_dirty_results()]
+
+    retry = RedisJobResultStore(redis_client, namespace, result_documents=folder)  # the cleanup's retry
+    assert retry.mark_result_as_clean(JOB, expected=dirty) is True
+    assert retry.mark_result_as_clean(JOB, expected=dirty) is False  # and again: a no-op
+    assert redis_client.get(KeySpace(namespace).result(JOB)).startswith(b"c3;")
+    assert retry.get_dirty_results() == []
+    assert list((folder.root / namespace).rglob("*.json")) == documents
+    assert retry.get_full_entry(JOB).result == dirty.result  # type: ignore[union-attr]
+
+
+def test_a_superseded_reference_keeps_its_note_in_history_and_finds_its_document(store, redis_client):
+    committed(store, redis_client)
+    store.create_dirty_result(full(fingerprint=hashlib.sha256(b"new code").hexdigest()), supersede=True)
+    raw = redis_client.lindex(KeySpace(store.namespace).history(JOB), 0)
+    assert raw.startswith(b"c3;") and b"\n{" in raw
+    item = decode_history_item(raw, JOB)
+    assert item.moved is not None and item.moved.reason == "superseded"
+    (old,) = store.get_history(JOB)
+    assert old.summary and store.full_entry(old).result == full(fence=7)
+
+
+def test_purge_deletes_the_documents_of_what_it_purges(store, redis_client, folder):
+    from datetime import timedelta
+
+    committed(store, redis_client)
+    assert store.purge_clean_entries(timedelta(0)) == 1
+    assert not Path(folder.location(store.namespace, JOB, "7")).exists()
+
+
+def test_show_and_the_job_view_read_the_document(redis_client, redis_url, namespace, tmp_path, capsys):
+    documents = str(tmp_path / "documents")
+    settings = settings_for(namespace, output_root=str(tmp_path), spec_root=str(tmp_path), result_documents=documents)
+    jobs = JobNamespace.from_url(redis_url, settings)
+    try:
+        committed(jobs.results, redis_client)
+        view = inspect_job(jobs, JOB)
+        assert view.problem is None and view.entry is not None and view.entry.result == full(fence=7)
+        assert view.dag_id == "flights"
+    finally:
+        jobs.close()
+    args = ["--redis-url", redis_url, "--namespace", namespace, "--result-documents", documents]
+    assert main([*args, "show", "--json", JOB]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["entry"]["outputs"] == {"flights": f"/out/{JOB}/fence-7"} and shown["entry"]["state"] == "clean"
+
+    (Path(documents) / namespace).rename(tmp_path / "moved-away")
+    assert main([*args, "show", JOB]) != 0
+    err = capsys.readouterr().err
+    assert "is missing at" in err and f"airflow-jrs forget {JOB}" in err
+
+
+def test_result_documents_accepts_a_folder_or_a_file_url_and_refuses_other_schemes(tmp_path):
+    from airflow_jrs.exceptions import JrsConfigError
+
+    assert FolderDocuments.from_setting(str(tmp_path)).root == tmp_path
+    assert FolderDocuments.from_setting(f"file://{tmp_path}").root == tmp_path
+    with pytest.raises(JrsConfigError, match="folder path or a file:// URL"):
+        FolderDocuments.from_setting("s3://bucket/results")
+    with pytest.raises(JrsConfigError, match="absolute"):
+        FolderDocuments.from_setting("relative/folder")
