@@ -16,8 +16,16 @@ Starts its own redis-server (``EmbeddedRedis``, append-only on) in a temporary d
    the same client (calls alternate); medians of fenced ``create_dirty_result`` and of
    ``mark_result_as_clean``.
 
+4. With ``--compact``: the same N jobs as clean *references* (``[jrs] result_documents``, issue
+   22), loaded through the product's own encoder (``reference.encode_reference``) after the same
+   kind of check against ``create_dirty_result`` + ``mark_result_as_clean`` on a store with
+   documents (sent to a :class:`DiscardedDocuments`: Redis memory is what is measured), into a
+   namespace of their own in the same server: ``used_memory`` delta / N against today's schema-2
+   delta of the same run, and the skip decision's read of a reference against a PING.
+
     .venv/bin/python benchmarks/store_bench.py                 # 1,000,000 clean entries
     .venv/bin/python benchmarks/store_bench.py --quick         # 20,000
+    .venv/bin/python benchmarks/store_bench.py --compact       # and the same jobs as references
 """
 
 from __future__ import annotations
@@ -41,10 +49,11 @@ import redis as redis_lib
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # jrs_testbench is not installed: it lives beside benchmarks/
 
-from airflow_jrs.domain.model import Attempt, EntryState, JobResult, JobStatus  # noqa: E402
+from airflow_jrs.domain.model import Attempt, EntryState, JobResult, JobResultEntry, JobStatus  # noqa: E402
 from airflow_jrs.store.keys import KeySpace  # noqa: E402
 from airflow_jrs.store.lease import JobLease  # noqa: E402
 from airflow_jrs.store.redis import DEFAULT_INDEX_LIMIT, RedisJobResultStore  # noqa: E402
+from airflow_jrs.store.reference import encode_reference  # noqa: E402
 from airflow_jrs.store.serde import DIRTY_PREFIX, decode_entry, encode_entry  # noqa: E402
 from jrs_testbench.redis_server import EmbeddedRedis, find_redis_server  # noqa: E402
 
@@ -91,11 +100,40 @@ def created_ms(created: datetime) -> int:
     return int(created.timestamp() * 1000)  # as RedisJobResultStore._create_dirty_result scores it
 
 
+def clean_json(result: JobResult, created: datetime) -> str:
+    """What MARK_RESULT_AS_CLEAN leaves without result documents: schema-2 JSON, clean."""
+    return encode_entry(result, EntryState.CLEAN, created)
+
+
+def clean_reference(result: JobResult, created: datetime) -> str:
+    """What it leaves with result documents: the dirty entry's reference (store/reference.py)."""
+    ref = encode_reference(JobResultEntry(result, EntryState.DIRTY, created_at=created))
+    assert ref is not None, "make_result's results are SUCCEEDED with a SHA-256 fingerprint"
+    return ref
+
+
+class DiscardedDocuments:
+    """Result documents that go nowhere: ``--compact`` measures Redis, not a disk."""
+
+    def location(self, namespace: str, job_id: str, name: str) -> str:
+        return f"discarded:{namespace}/{job_id}/{name}"
+
+    def put(self, namespace: str, job_id: str, name: str, data: bytes) -> None:
+        pass
+
+    def get(self, namespace: str, job_id: str, name: str) -> bytes:
+        raise FileNotFoundError(self.location(namespace, job_id, name))
+
+    def delete(self, namespace: str, job_id: str, name: str) -> None:
+        pass
+
+
 def bulk_load(
     client: redis_lib.Redis,
     keys: KeySpace,
     indices: Iterable[int],
     created_for: Callable[[int], datetime] | None = None,
+    encode: Callable[[JobResult, datetime], str] = clean_json,
 ) -> int:
     """Write clean entries exactly as CREATE + CLEAN leave them: MSET of entries, ZADD of the index
     (trimmed to the store's ``index_limit`` at the end, as the create script keeps it)."""
@@ -113,7 +151,7 @@ def bulk_load(
         result, created = make_result(i)
         if created_for is not None:
             created = created_for(i)
-        values[keys.result(result.job_id)] = encode_entry(result, EntryState.CLEAN, created)
+        values[keys.result(result.job_id)] = encode(result, created)
         scores[result.job_id] = created_ms(created)
         count += 1
         if len(values) >= CHUNK:
@@ -186,10 +224,13 @@ def timed(fn: Callable[[], object]) -> float:
 
 
 # -- the benchmark ----------------------------------------------------------------------------
-def verify_bulk_path(client: redis_lib.Redis) -> dict:
-    """Real create+clean on SAMPLE jobs vs the bulk path on the same jobs: must be identical."""
-    real, bulk = KeySpace("verify-real"), KeySpace("verify-bulk")
-    store = RedisJobResultStore(client, real.namespace)
+def verify_bulk_path(client: redis_lib.Redis, compact: bool = False) -> dict:
+    """Real create+clean on SAMPLE jobs vs the bulk path on the same jobs: must be identical.
+    ``compact``: the store writes references (its documents discarded), the bulk path too."""
+    suffix = "-compact" if compact else ""
+    real, bulk = KeySpace(f"verify-real{suffix}"), KeySpace(f"verify-bulk{suffix}")
+    documents = DiscardedDocuments() if compact else None
+    store = RedisJobResultStore(client, real.namespace, result_documents=documents)
     for i in range(SAMPLE):
         real_write(client, store, i, clean=True)
     created = {}
@@ -197,7 +238,9 @@ def verify_bulk_path(client: redis_lib.Redis) -> dict:
         entry = decode_entry(client.get(real.result(job_id(i))), job_id(i))
         assert entry.is_clean and entry.created_at is not None
         created[i] = entry.created_at
-    bulk_load(client, bulk, range(SAMPLE), created_for=created.__getitem__)
+    bulk_load(
+        client, bulk, range(SAMPLE), created_for=created.__getitem__, encode=clean_reference if compact else clean_json
+    )
 
     mismatches = []
     for i in range(SAMPLE):
@@ -230,12 +273,38 @@ def verify_bulk_path(client: redis_lib.Redis) -> dict:
     }
 
 
+def measure_compact(client: redis_lib.Redis, port: int, n: int) -> dict:
+    """The same N jobs as clean references, in namespace ``compact`` (appendonly still off)."""
+    verify_bulk_path(client, compact=True)
+    keys = KeySpace("compact")
+    before, _ = used_memory(client)
+    loader = redis_lib.Redis(port=port)
+    bulk_load(loader, keys, range(n), encode=clean_reference)
+    loader.close()
+    loader.connection_pool.disconnect()
+    after, _ = used_memory(client)
+    sample = [job_id(i) for i in random.Random(22).sample(range(n), min(SAMPLE, n))]
+    pipe = client.pipeline(transaction=False)
+    for j in sample:
+        pipe.memory_usage(keys.result(j), samples=0).strlen(keys.result(j))
+    got = pipe.execute()
+    return {
+        "delta": after - before,
+        "mean_usage": statistics.fmean(got[0::2]),
+        "lengths": got[1::2],
+        "encoding": client.object("encoding", keys.result(sample[0])).decode(),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--entries", type=int, default=1_000_000, help="clean entries to load (default 1,000,000)")
     parser.add_argument("--dirty", type=int, default=100, help="dirty entries (default 100)")
     parser.add_argument("--repeat", type=int, default=30, help="get_dirty_results calls per namespace (default 30)")
     parser.add_argument("--quick", action="store_true", help="20,000 clean entries")
+    parser.add_argument(
+        "--compact", action="store_true", help="also the same jobs as clean references ([jrs] result_documents)"
+    )
     args = parser.parse_args()
     n = 20_000 if args.quick else args.entries
     d = args.dirty
@@ -275,6 +344,7 @@ def main() -> int:
             loader.close()
             loader.connection_pool.disconnect()
             mem_after, clients_after = used_memory(client)
+            compact = measure_compact(client, server.port, n) if args.compact else None
             client.config_set("appendonly", "yes")
             aof_s = wait_for_aof(client)
             print(
@@ -344,6 +414,17 @@ def main() -> int:
                 entry = big_store.get_entry(j)
                 get_t.append(time.perf_counter() - t)
                 assert entry is not None and entry.is_clean
+            if compact is not None:
+                compact_store = RedisJobResultStore(client, "compact", result_documents=DiscardedDocuments())
+                compact["get_t"], compact["ping_t"] = [], []
+                for j in picks:
+                    t = time.perf_counter()
+                    client.ping()
+                    compact["ping_t"].append(time.perf_counter() - t)
+                    t = time.perf_counter()
+                    entry = compact_store.get_entry(j)
+                    compact["get_t"].append(time.perf_counter() - t)
+                    assert entry is not None and entry.summary and entry.is_clean
             create_t, clean_t = [], []
             for i in range(n + d, n + d + WRITES):
                 result, _ = make_result(i)
@@ -401,6 +482,26 @@ def main() -> int:
             f"  {'naive SCAN+MGET listing, once':<50}{ms(naive_s):>11}{'':>11}{med(base_t) * 1000:>11.3f}"
             f"{naive_s / med(base_t):>7.0f}x   ({naive_seen:,} entries read, {naive_dirty} dirty)"
         )
+        if compact is not None:
+            print()
+            print(f"clean references (--compact, [jrs] result_documents) at N={n:,}, same server and run")
+            print(
+                f"  bulk path faithful on {SAMPLE:,} jobs vs create_dirty_result+mark_result_as_clean with "
+                f"documents: byte-identical references, same encoding, MEMORY USAGE and index scores"
+            )
+            rows = [
+                ("reference length (STRLEN)", f"median {med(compact['lengths']):.0f} B, max {max(compact['lengths'])}"),
+                ("used_memory delta / N, schema 2", f"{delta / n:.1f} B"),
+                ("used_memory delta / N, reference", f"{compact['delta'] / n:.1f} B  ({compact['delta'] / delta:.0%})"),
+                ("MEMORY USAGE result key", f"mean {compact['mean_usage']:.1f} B, {compact['encoding']}"),
+            ]
+            for label, value in rows:
+                print(f"  {label:<34} {value}")
+            get_c, ping_c = compact["get_t"], compact["ping_t"]
+            print(
+                f"  {'get_entry, reference (skip decision)':<34} {med(get_c) * 1000:.3f} ms (p99 "
+                f"{pct(get_c, 0.99) * 1000:.3f}), PING {med(ping_c) * 1000:.3f} ms: {med(get_c) / med(ping_c):.2f}x"
+            )
         print(f"\ntotal {time.perf_counter() - started_all:.0f}s")
     finally:
         shutil.rmtree(work, ignore_errors=True)
