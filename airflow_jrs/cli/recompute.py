@@ -64,15 +64,18 @@ def _by_job_ids(ctx: Ctx) -> list[Target]:
     for job_id in ctx.args.job_ids:
         try:
             entry = ctx.store.get_entry(job_id)
+            # a clean reference names no task instance: its result document does (a missing one
+            # is an error naming its path and the fix)
+            written = ctx.store.full_entry(entry) if entry is not None else None
         except JobResultEntryError as exc:
             raise CliError(f"job {job_id}: {exc}", USAGE) from None
-        if entry is None:
+        if entry is None or written is None:
             raise CliError(
                 f"job {job_id!r} has no result in {ctx.where()}, so its task instance is unknown; give "
                 "--dag-id with --from-date and --to-date to clear the runs of those dates instead",
                 NOT_FOUND,
             )
-        a = entry.result.attempt
+        a = written.result.attempt
         if a is None:
             targets.append(Target(job_id, entry, note="its result names no task instance: the next run computes it"))
         else:

@@ -33,6 +33,8 @@ def entry_json(entry: JobResultEntry, spark_ui: str | None = None) -> dict[str, 
     }
     if entry.moved is not None:  # a history item: why, when and by whom it moved there
         doc["moved"] = entry.moved.to_json()
+    if entry.summary:  # a clean reference as Redis holds it: the rest is in its result document
+        doc["summary"] = True
     return doc
 
 

@@ -254,3 +254,47 @@ def test_result_documents_accepts_a_folder_or_a_file_url_and_refuses_other_schem
         FolderDocuments.from_setting("s3://bucket/results")
     with pytest.raises(JrsConfigError, match="absolute"):
         FolderDocuments.from_setting("relative/folder")
+
+
+def test_a_corrupt_reference_is_quarantined_like_any_corrupt_entry(store, redis_client):
+    from airflow_jrs.exceptions import CorruptJobResultError
+
+    keys = KeySpace(store.namespace)
+    redis_client.set(keys.result(JOB), b"c3;not-base36!;;")
+    with pytest.raises(CorruptJobResultError, match="invalid reference"):
+        store.get_entry(JOB)
+    assert redis_client.get(keys.quarantine(JOB)) == b"c3;not-base36!;;"
+    assert redis_client.get(keys.result(JOB)) is None
+
+
+def test_a_store_without_the_setting_still_decides_on_a_reference_and_names_the_setting_for_the_rest(
+    store, redis_client, namespace
+):
+    committed(store, redis_client)
+    plain = RedisJobResultStore(redis_client, namespace)
+    entry = plain.get_entry(JOB)
+    assert entry is not None and entry.summary and decide(entry, FP).skip
+    assert plain.mark_result_as_clean(JOB) is False  # already clean, as a reference
+    with pytest.raises(ResultDocumentError, match="AIRFLOW__JRS__RESULT_DOCUMENTS"):
+        plain.full_entry(entry)
+
+
+@pytest.mark.parametrize(("new_fp", "replaced"), [(FP, False), ("not-a-sha", True), (None, True)])
+def test_create_compares_a_reference_as_it_compares_schema_2_json(store, redis_client, namespace, new_fp, replaced):
+    """The create script's supersede rule reads a reference's fingerprint prefix; the answer is
+    the one a schema-2 entry of the same result gets."""
+    from airflow_jrs.exceptions import JobResultEntryAlreadyExistsError
+
+    answers = []
+    for documents in (True, False):
+        ns = f"{namespace}-{documents}"
+        s = RedisJobResultStore(redis_client, ns, result_documents=store.result_documents if documents else None)
+        s.create_dirty_result(full(fence=None))
+        s.mark_result_as_clean(JOB)
+        assert redis_client.get(KeySpace(ns).result(JOB)).startswith(b"c3;" if documents else b'{"s":"c"')
+        try:
+            s.create_dirty_result(full(fence=None, fingerprint=new_fp), supersede=True)
+            answers.append(True)
+        except JobResultEntryAlreadyExistsError:
+            answers.append(False)
+    assert answers == [replaced, replaced]
