@@ -298,3 +298,39 @@ def test_create_compares_a_reference_as_it_compares_schema_2_json(store, redis_c
         except JobResultEntryAlreadyExistsError:
             answers.append(False)
     assert answers == [replaced, replaced]
+
+
+def test_a_skipped_attempt_returns_the_full_result_from_the_document(redis_url, namespace, tmp_path):
+    """What a skipped task returns downstream (outputs, attempt) is its full result, although the
+    decision read only the reference."""
+    from airflow_jrs.protocol import COMPUTED, SKIPPED, JobAttempt, JobSpec, Launch, Launcher
+
+    class Recording(Launcher):
+        launched = 0
+
+        def prepare(self, launch: Launch) -> dict:
+            return {"application": "recording"}
+
+        def run(self, launch: Launch) -> None:
+            self.launched += 1
+
+        def read_marker(self, staging: str) -> None:
+            return None
+
+    settings = settings_for(
+        namespace, output_root=str(tmp_path / "out"), spec_root=str(tmp_path / "specs"),
+        result_documents=f"file://{tmp_path / 'documents'}",
+    )  # fmt: skip
+    jobs = JobNamespace.from_url(redis_url, settings)
+    try:
+        launcher = Recording()
+        first = JobAttempt(jobs, JobSpec(JOB, FP), Attempt("d", "t", "r1", 1), launcher).run()
+        assert first.kind == COMPUTED
+        jobs.results.mark_result_as_clean(JOB, expected=jobs.results.get_entry(JOB))
+        assert jobs.results.get_entry(JOB).summary  # type: ignore[union-attr]
+        again = JobAttempt(jobs, JobSpec(JOB, FP), Attempt("d", "t", "r2", 1), launcher).run()
+        assert again.kind == SKIPPED and launcher.launched == 1
+        assert again.entry is not None and not again.entry.summary
+        assert again.result.attempt == Attempt("d", "t", "r1", 1) and again.result.fingerprint == FP
+    finally:
+        jobs.close()
