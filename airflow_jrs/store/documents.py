@@ -7,8 +7,10 @@ backend, a handle in ZooKeeper). The store imports nothing of Airflow, so it see
 through the small :class:`ResultDocuments` interface; :class:`FolderDocuments` is the stdlib
 one (a local or mounted folder). An object store (``s3://``, ``gs://``) is not built yet.
 
-A document is named by its job and its fence and never rewritten: a history item that keeps
-a reference still finds its own document after the job ran again.
+A document is named by its job, its fence and its creation time, and never rewritten: a
+history item that keeps a reference still finds its own document after the job ran again.
+The folder itself is never created: on a host where the shared folder is not mounted, a
+cleanup fails (the entry stays dirty) instead of committing a result to that host's own disk.
 """
 
 from __future__ import annotations
@@ -26,11 +28,12 @@ from airflow_jrs.store.serde import EntryDecodeError, decode_document, encode_do
 
 
 class ResultDocuments(Protocol):
-    """Immutable documents by (namespace, job id, name); ``name`` is the fence (:func:`.reference.document_name`).
+    """Immutable documents by (namespace, job id, name) (``name``: :func:`.reference.document_name`).
 
     ``put`` of bytes already there is a no-op (a retried cleanup); of other bytes it raises
     ``FileExistsError`` (a document is never overwritten). ``get`` raises ``FileNotFoundError``
-    when the document is missing; every other failure is an ``OSError``."""
+    when the document is missing, and only then: storage this host cannot reach (a folder not
+    mounted) is another ``OSError``, so that nobody is told to forget a result that exists."""
 
     def location(self, namespace: str, job_id: str, name: str) -> str: ...
     def put(self, namespace: str, job_id: str, name: str, data: bytes) -> None: ...
@@ -43,7 +46,8 @@ class FolderDocuments:
 
     A job id may hold ``/`` and other characters a path must not: it is quoted whole. A write
     goes to a temporary file in the same folder, is flushed to disk, then renamed into place
-    (``os.replace``), so a reader sees a whole document or none, also after a crash."""
+    (``os.replace``), so a reader sees a whole document or none, also after a crash. ``root``
+    must exist (a mount point): it is never created, see :meth:`_reachable`."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
@@ -75,7 +79,19 @@ class FolderDocuments:
     def location(self, namespace: str, job_id: str, name: str) -> str:
         return str(self._path(namespace, job_id, name))
 
+    def _reachable(self) -> None:
+        """Raise :class:`FolderNotReachable` unless ``root`` is a folder on this host. Creating it
+        would hide a mount that failed: the cleanup would commit a reference to a document on
+        this host's own (perhaps ephemeral) disk, that every other host reports missing."""
+        if not self.root.is_dir():
+            raise FolderNotReachable(
+                f"the folder {self.root} ([jrs] result_documents) does not exist on this host; it is never "
+                "created here: mount the folder every worker, the UI and the CLI share at that path "
+                "(or fix the setting)"
+            )
+
     def put(self, namespace: str, job_id: str, name: str, data: bytes) -> None:
+        self._reachable()
         path = self._path(namespace, job_id, name)
         if path.exists():
             if path.read_bytes() == data:
@@ -95,6 +111,7 @@ class FolderDocuments:
         _fsync_dir(path.parent)
 
     def get(self, namespace: str, job_id: str, name: str) -> bytes:
+        self._reachable()
         return self._path(namespace, job_id, name).read_bytes()
 
     def delete(self, namespace: str, job_id: str, name: str) -> None:
@@ -104,6 +121,10 @@ class FolderDocuments:
             path.parent.rmdir()  # the job's folder, once its last document is gone
         except OSError:
             pass
+
+
+class FolderNotReachable(OSError):
+    """The documents' folder is not there on this host (not mounted): not a missing document."""
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -162,7 +183,8 @@ def read_document(documents: ResultDocuments | None, namespace: str, summary: Jo
         raw = documents.get(namespace, job_id, name)
     except FileNotFoundError:
         raise ResultDocumentError(
-            f"the result document of job {job_id!r} (fence {fence}) is missing at {where}. {fix}",
+            f"the result document of job {job_id!r} (fence {fence}) is missing at {where}. If this host's "
+            f"[jrs] result_documents is not the shared folder the cleanups write to, mount that one here. {fix}",
             job_id=job_id,
             namespace=namespace,
             location=where,

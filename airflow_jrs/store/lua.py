@@ -63,16 +63,22 @@ end
 
 # Prelude: a clean reference (format version 3, store/reference.py), recognised by its prefix.
 # ``reference_fields`` returns its creation time, fence and fingerprint fields (strings, base36
-# and base64url as written), or nil when ``raw`` is no reference.
+# and base64url as written), or nil when ``raw`` is no *valid* reference: bytes that only start
+# like one are corrupt, and a script must not act on them as a result (the caller's read
+# quarantines them, as :func:`.reference.decode_reference` refuses them).
 REFERENCES = f"""
 local REFERENCE_PREFIX = '{reference.PREFIX}'
 local REFERENCE_NOTE_SEPARATOR = '\\n'
+local REFERENCE_FINGERPRINT_CHARS = {reference.FINGERPRINT_CHARS}
 local function is_reference(raw)
   return string.sub(raw, 1, string.len(REFERENCE_PREFIX)) == REFERENCE_PREFIX
 end
 local function reference_fields(raw)
   if not is_reference(raw) then return nil end
-  return string.match(string.sub(raw, string.len(REFERENCE_PREFIX) + 1), '^([^;]*);([^;]*);([^;]*)$')
+  local created, fence, fp = string.match(
+    string.sub(raw, string.len(REFERENCE_PREFIX) + 1), '^([0-9a-z]+);([0-9a-z]*);([A-Za-z0-9_-]*)$')
+  if not created or (fp ~= '' and string.len(fp) ~= REFERENCE_FINGERPRINT_CHARS) then return nil end
+  return created, fence, fp
 end
 """
 

@@ -267,10 +267,12 @@ class RedisJobResultStore(RedisReads, JobResultStore):
             # A corrupt entry is quarantined (and raises) by the read.
             with redis_errors(f"read the result of job {job_id!r}", self.namespace, job_id):
                 raw = self.client.get(k.result(job_id))
-            if raw is not None and not is_reference(as_bytes(raw)):
+            if raw is not None:
                 if expected is not None and as_bytes(raw) != expected.stored:
                     raise refusal(lua.CHANGED, self.keys, job_id, "clean")
-                entry = self._decode_or_quarantine(job_id, as_bytes(raw))
+                entry = self._decode_or_quarantine(job_id, as_bytes(raw))  # a malformed reference too
+                if entry.summary:  # a valid reference (the script refuses only malformed ones)
+                    return self._mark_result_as_clean(job_id, expected, _retry=False)
                 canonical = encode_entry(entry.result, entry.state, entry.created_at or utcnow())
                 with redis_errors(f"rewrite the entry of job {job_id!r}", self.namespace, job_id):
                     rewritten = self._rewrite(keys=[k.result(job_id)], args=[raw, canonical])

@@ -12,10 +12,11 @@ e.g. ``c3;hogaqjkf2c;2n9c;LXEWQrcmsEQBYnyp-6wy9c`` (41 B). The creation time tak
 digits until 2085, so a reference stays within 44 B for every fence below 36^7 (78 billion);
 past that it is still read and written, only no longer embedded. It holds exactly what
 the skip decision reads: the state (``c``: only clean entries are references), the creation
-time (the recompute rule), the fence (whose result it is, and the name of its document) and
-132 bits of the fingerprint (a false match needs a 2^-132 coincidence). The status is left out:
-only a SUCCEEDED result is ever written as a reference (an unsuccessful one stays version 2;
-a cleanup of one is rare and its entry is replaced by the next run anyway).
+time (the recompute rule), the fence (whose result it is; with the creation time, the name
+of its document) and 132 bits of the fingerprint (a false match needs a 2^-132 coincidence).
+The status is left out: only a SUCCEEDED result is ever written as a reference (an
+unsuccessful one stays version 2; a cleanup of one is rare and its entry is replaced by the
+next run anyway).
 
 An entry is written as a reference only when it can be read back exactly as the decision sees
 it: a UTC creation time, and a SHA-256 hex fingerprint (or none). Others stay version 2.
@@ -120,11 +121,18 @@ def decode_reference(text: str, job_id: str) -> JobResultEntry:
 
 
 def document_name(entry: JobResultEntry) -> str:
-    """The name of an entry's result document in its job's folder: its fence (documents are
-    immutable per fence), or ``unfenced-<created µs, base36>`` for a result written without a
-    lease (an API or a test), so that two unfenced results never share a document."""
-    if entry.result.fence is not None:
-        return str(entry.result.fence)
-    if entry.created_at is None:
+    """The name of an entry's result document in its job's folder: ``<fence>-<created µs,
+    base36>``, both read from the reference (documents are immutable: one per result), or
+    ``unfenced-<created>`` for a result written without a lease (an API or a test).
+
+    The fence alone is not enough: a Redis restored from an older backup (or a namespace
+    recreated) hands the same job the same fence again, and its new result would find the old
+    result's document in its place: a cleanup that could never commit (documents are never
+    overwritten). The server's creation time, in µs, tells the two apart."""
+    created = entry.created_at
+    if created is not None:
+        created_field = _b36((created - _EPOCH) // _MICRO)
+        return f"unfenced-{created_field}" if entry.result.fence is None else f"{entry.result.fence}-{created_field}"
+    if entry.result.fence is None:
         raise ValueError(f"the entry of job {entry.job_id!r} has neither a fence nor a creation time")
-    return f"unfenced-{_b36((entry.created_at - _EPOCH) // _MICRO)}"
+    return str(entry.result.fence)

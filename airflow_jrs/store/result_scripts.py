@@ -112,8 +112,10 @@ MARK_RESULT_AS_CLEAN = (
 --            has none): an entry already committed as that reference is a no-op (2)
 -- ARGV[12] - '1' commit as the reference ARGV[11] (its result document is written: the caller
 --            wrote it first), '0' flip the state prefix in place (version 2, the default)
--- An entry that is a reference already is clean: a no-op (2) for a caller without bytes or
--- with the same entry's, another entry for a caller with other bytes (-4).
+-- An entry that is a reference already is clean: a no-op (2) for a caller without bytes, with
+-- the same entry's (its dirty bytes or the reference itself), another entry for a caller with
+-- other bytes (-4); bytes that only start like a reference are unrecognised (-3: the caller's
+-- read quarantines them).
 -- return 1 marked clean, 2 was already clean, 0 no entry, -1 quarantined, -3 unrecognised,
 --        -4 the entry is not the one the caller read (nothing changed)
 local clean = ARGV[8]
@@ -148,7 +150,8 @@ if is_clean(v) then
   return -4
 end
 if is_reference(v) then
-  if expected == '' or v == ARGV[11] then return 2 end
+  if not reference_fields(v) then return -3 end
+  if expected == '' or v == expected or v == ARGV[11] then return 2 end
   return -4
 end
 if expected ~= '' and v ~= expected then return -4 end

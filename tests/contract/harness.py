@@ -164,7 +164,9 @@ class RedisDocumentsHarness(RedisHarness):
 
     def __init__(self, request: pytest.FixtureRequest) -> None:
         super().__init__(request)
-        self.documents = FolderDocuments(request.getfixturevalue("tmp_path") / "documents")
+        root = request.getfixturevalue("tmp_path") / "documents"
+        root.mkdir(exist_ok=True)  # a mount point: the store never creates it
+        self.documents = FolderDocuments(root)
 
     def make_store(self, namespace: str, **options: Any) -> JobResultStore:
         if not options.get("delete_on_commit"):  # deleted on commit: no reference to keep

@@ -22,7 +22,7 @@ from airflow_jrs.protocol.jobs import JobNamespace, settings_for
 from airflow_jrs.store import Attempt, EntryState, JobResult, JobStatus, KeySpace, RedisJobResultStore
 from airflow_jrs.store.documents import FolderDocuments, ResultDocuments
 from airflow_jrs.store.lease import JobLease
-from airflow_jrs.store.reference import decode_reference, encode_reference
+from airflow_jrs.store.reference import decode_reference, document_name, encode_reference
 from airflow_jrs.store.serde import decode_history_item
 from airflow_jrs.views.job import inspect_job
 
@@ -44,6 +44,7 @@ def full(job_id: str = JOB, **fields: object) -> JobResult:
 
 @pytest.fixture
 def folder(tmp_path: Path) -> FolderDocuments:
+    (tmp_path / "documents").mkdir()  # a mount point: the store never creates it
     return FolderDocuments(tmp_path / "documents")
 
 
@@ -61,6 +62,15 @@ def committed(store: RedisJobResultStore, redis_client: redis.Redis, fence: int 
     lease.release()
     store.mark_result_as_clean(JOB, expected=store.get_entry(JOB))
     return redis_client.get(KeySpace(store.namespace).result(JOB))
+
+
+def document_path(store: RedisJobResultStore, folder: FolderDocuments) -> Path:
+    """Where the document of the job's current entry (a reference) is."""
+    entry = store.get_entry(JOB)
+    assert entry is not None and entry.summary
+    where = Path(folder.location(store.namespace, JOB, document_name(entry)))
+    assert where.name.startswith(f"{entry.result.fence}-"), where
+    return where
 
 
 def test_a_committed_entry_is_a_reference_of_at_most_44_bytes_kept_embedded(store, redis_client):
@@ -125,7 +135,7 @@ def test_readers_that_need_the_full_result_read_the_document(store, redis_client
 
 def test_a_missing_document_is_an_error_naming_its_path_and_the_fix(store, redis_client, folder):
     committed(store, redis_client)
-    where = Path(folder.location(store.namespace, JOB, "7"))
+    where = document_path(store, folder)
     where.unlink()
     entry = store.get_entry(JOB)  # the decision still reads the reference
     assert entry is not None and entry.summary
@@ -139,7 +149,7 @@ def test_a_missing_document_is_an_error_naming_its_path_and_the_fix(store, redis
 
 def test_a_document_of_another_fence_is_never_shown_as_the_result(store, redis_client, folder):
     committed(store, redis_client)
-    path = Path(folder.location(store.namespace, JOB, "7"))
+    path = document_path(store, folder)
     doc = json.loads(path.read_bytes())
     path.write_text(json.dumps({**doc, "n": 6}, separators=(",", ":")))
     with pytest.raises(ResultDocumentError, match="fence 6"):
@@ -219,12 +229,15 @@ def test_purge_deletes_the_documents_of_what_it_purges(store, redis_client, fold
     from datetime import timedelta
 
     committed(store, redis_client)
+    path = document_path(store, folder)
+    assert path.exists()
     assert store.purge_clean_entries(timedelta(0)) == 1
-    assert not Path(folder.location(store.namespace, JOB, "7")).exists()
+    assert not path.exists()
 
 
 def test_show_and_the_job_view_read_the_document(redis_client, redis_url, namespace, tmp_path, capsys):
     documents = str(tmp_path / "documents")
+    Path(documents).mkdir()
     settings = settings_for(namespace, output_root=str(tmp_path), spec_root=str(tmp_path), result_documents=documents)
     jobs = JobNamespace.from_url(redis_url, settings)
     try:
@@ -317,6 +330,7 @@ def test_a_skipped_attempt_returns_the_full_result_from_the_document(redis_url, 
         def read_marker(self, staging: str) -> None:
             return None
 
+    (tmp_path / "documents").mkdir()
     settings = settings_for(
         namespace, output_root=str(tmp_path / "out"), spec_root=str(tmp_path / "specs"),
         result_documents=f"file://{tmp_path / 'documents'}",
@@ -334,3 +348,100 @@ def test_a_skipped_attempt_returns_the_full_result_from_the_document(redis_url, 
         assert again.result.attempt == Attempt("d", "t", "r1", 1) and again.result.fingerprint == FP
     finally:
         jobs.close()
+
+
+# -- review of the compact clean entry (issue 22): what the first version got wrong ---------------
+
+
+def test_a_documents_folder_missing_on_this_host_is_never_created_and_the_entry_stays_dirty(
+    redis_client, namespace, tmp_path
+):
+    """A mount that failed on one worker must not turn into a local folder: the reference would
+    name a document only that (perhaps ephemeral) host has, and every other host would be told
+    the result is missing. The cleanup fails naming the folder; the entry stays dirty."""
+    root = tmp_path / "not-mounted"
+    s = RedisJobResultStore(redis_client, namespace, result_documents=FolderDocuments(root))
+    s.create_dirty_result(full(fence=None))
+    with pytest.raises(ResultDocumentError, match="stays dirty") as info:
+        s.mark_result_as_clean(JOB, expected=s.get_entry(JOB))
+    assert str(root) in str(info.value) and "mount" in str(info.value)
+    assert not root.exists()
+    entry = s.get_entry(JOB)
+    assert entry is not None and entry.is_dirty and not entry.summary
+
+
+def test_a_reader_without_the_shared_folder_is_told_to_mount_it_never_to_forget(
+    store, redis_client, namespace, tmp_path
+):
+    """A host where [jrs] result_documents is not the shared folder must not advise a forget
+    (that recomputes a result that exists): it names the folder and says to mount it."""
+    committed(store, redis_client)
+    elsewhere = RedisJobResultStore(redis_client, namespace, result_documents=FolderDocuments(tmp_path / "local"))
+    with pytest.raises(ResultDocumentError) as info:
+        elsewhere.get_full_entry(JOB)
+    message = str(info.value)
+    assert str(tmp_path / "local") in message and "mount" in message and "forget" not in message
+
+
+def test_a_fence_counter_that_went_back_never_blocks_a_commit(store, redis_client, namespace, folder):
+    """Redis restored from an older backup (or a namespace recreated) hands out fences again;
+    the document of an earlier result of the same job and fence must neither block the new
+    commit forever nor be overwritten: each result keeps its own document."""
+    committed(store, redis_client)
+    old_docs = {p: p.read_bytes() for p in (folder.root / namespace).rglob("*.json")}
+    assert len(old_docs) == 1
+    for key in redis_client.scan_iter(match=f"jrs:{{{namespace}}}:*"):
+        redis_client.delete(key)  # the restore: this job's entry and the counter are gone
+    new = full(metrics={"rows": 99})
+    redis_client.set(KeySpace(namespace).fence_counter, 6)
+    lease = JobLease(redis_client, namespace, JOB, ttl=30)
+    token = lease.acquire()
+    assert token == 7
+    store.create_dirty_result(new, fence=token)
+    lease.release()
+    assert store.mark_result_as_clean(JOB, expected=store.get_entry(JOB)) is True
+    assert store.get_full_entry(JOB).result == replace_fence(new, 7)  # type: ignore[union-attr]
+    assert all(p.read_bytes() == data for p, data in old_docs.items())
+
+
+def replace_fence(result: JobResult, fence: int) -> JobResult:
+    from dataclasses import replace
+
+    return replace(result, fence=fence)
+
+
+def test_marking_clean_with_the_reference_read_is_a_no_op(store, redis_client):
+    """``expected`` already clean is a no-op (the store's contract); a reference is clean."""
+    committed(store, redis_client)
+    entry = store.get_entry(JOB)
+    assert entry is not None and entry.summary
+    assert store.mark_result_as_clean(JOB, expected=entry) is False
+
+
+@pytest.mark.parametrize("bogus", [b"c3;zz;!!;xyz", b"c3;;;", b"c3;hogaqjkf2c;7;" + b"A" * 21])
+def test_create_never_supersedes_a_malformed_reference_it_quarantines_it(store, redis_client, bogus):
+    """The create script reads a reference by its fields; one that only looks like a reference
+    is corrupt data: quarantined (the read's rule), never moved aside as an old result."""
+    from airflow_jrs.exceptions import CorruptJobResultError
+
+    keys = KeySpace(store.namespace)
+    redis_client.set(keys.result(JOB), bogus)
+    with pytest.raises(CorruptJobResultError):
+        store.create_dirty_result(full(fence=None, fingerprint=hashlib.sha256(b"new").hexdigest()), supersede=True)
+    assert redis_client.get(keys.quarantine(JOB)) == bogus
+    assert redis_client.llen(keys.history(JOB)) == 0
+
+
+@pytest.mark.parametrize("documents", [True, False])
+@pytest.mark.parametrize("bogus", [b"c3;zz;!!;xyz", b"c3;;;"])
+def test_clean_never_reports_a_malformed_reference_as_already_clean(store, redis_client, namespace, bogus, documents):
+    """``airflow-jrs clean`` (no bytes read) on bytes that only start like a reference: they are
+    corrupt, so they are quarantined and named, not answered "already clean"."""
+    from airflow_jrs.exceptions import CorruptJobResultError
+
+    s = store if documents else RedisJobResultStore(redis_client, namespace)
+    keys = KeySpace(namespace)
+    redis_client.set(keys.result(JOB), bogus)
+    with pytest.raises(CorruptJobResultError):
+        s.mark_result_as_clean(JOB)
+    assert redis_client.get(keys.quarantine(JOB)) == bogus
