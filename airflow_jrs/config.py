@@ -63,7 +63,8 @@ CONFIG_OPTIONS: dict[str, tuple[str, str, str]] = {
         "Where the full results of clean jobs live (a folder path or file:// URL), so that Redis keeps "
         "a ~40-B reference per clean job instead of its JSON (about 190 B of memory per job instead "
         "of 470 B). Empty (the default) keeps full results in Redis. Every host that reads results "
-        "(workers, the UI, the CLI) must reach it. See docs/operations/sizing.md.",
+        "(workers, the UI, the CLI) must reach it; it must exist (it is never created, so that a failed "
+        "mount fails the cleanup). Upgrade every host before setting it. See docs/operations/sizing.md.",
     ),
     "output_root": (
         "string",
