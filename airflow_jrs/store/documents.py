@@ -91,24 +91,29 @@ class FolderDocuments:
             )
 
     def put(self, namespace: str, job_id: str, name: str, data: bytes) -> None:
+        """Write the document once; then make every name on its path durable (the document in
+        its job's folder, that folder in the namespace's, that one in ``root``), also when the
+        same bytes are there already: a cleanup killed after the rename and before the fsync
+        retries through here, and the reference it then writes must never outlive the file."""
         self._reachable()
         path = self._path(namespace, job_id, name)
         if path.exists():
-            if path.read_bytes() == data:
-                return
-            raise FileExistsError(f"{path} exists with other content; result documents are never overwritten")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        _fsync_dir(path.parent)
+            if path.read_bytes() != data:
+                raise FileExistsError(f"{path} exists with other content; result documents are never overwritten")
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    out.write(data)
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        for folder in (path.parent, path.parent.parent, self.root):
+            _fsync_dir(folder)
 
     def get(self, namespace: str, job_id: str, name: str) -> bytes:
         self._reachable()
@@ -128,7 +133,8 @@ class FolderNotReachable(OSError):
 
 
 def _fsync_dir(folder: Path) -> None:
-    """Make the rename itself durable: the reference written next must never outlive it."""
+    """Make the names in ``folder`` durable (a rename, a new folder): the reference written next
+    must never outlive them."""
     try:
         fd = os.open(folder, os.O_RDONLY)
     except OSError:

@@ -445,3 +445,20 @@ def test_clean_never_reports_a_malformed_reference_as_already_clean(store, redis
     with pytest.raises(CorruptJobResultError):
         s.mark_result_as_clean(JOB)
     assert redis_client.get(keys.quarantine(JOB)) == bogus
+
+
+def test_a_document_write_makes_every_folder_on_its_path_durable_also_on_a_retry(folder, namespace, monkeypatch):
+    """The job's and the namespace's folders are new on a first commit: their names must reach
+    the disk before the reference does (fsync of each parent), and a retry that finds the same
+    bytes (killed after the rename, before the fsync) must not skip that."""
+    from airflow_jrs.store import documents
+
+    synced: list[Path] = []
+    monkeypatch.setattr(documents, "_fsync_dir", lambda f: synced.append(Path(f)))
+    folder.put(namespace, JOB, "7-x", b"{}")
+    where = Path(folder.location(namespace, JOB, "7-x"))
+    path_folders = {where.parent, where.parent.parent, folder.root}
+    assert path_folders <= set(synced), synced
+    synced.clear()
+    folder.put(namespace, JOB, "7-x", b"{}")  # the retry: same bytes, a no-op write
+    assert path_folders <= set(synced), synced
