@@ -124,18 +124,26 @@ class JobResultSensor(BaseSensorOperator):
             fail_on_unsuccessful=self.fail_on_unsuccessful,
         )
 
-    def _full_results(self, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _full_results(self, results: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
         """The trigger's results, with the full payload of each summary (a clean reference: the
         triggerer does not read result documents, the worker does). A missing document fails
-        the task with the error that names it and the fix."""
+        the task with the error that names it and the fix. ``None`` when a job's entry is no
+        longer the one the trigger saw (forgotten, recomputed meanwhile): its document is not
+        the result waited for, and another entry's is not either; the caller checks again."""
         if not any(r.get("summary") for r in results):
             return results
         with airflow_failures(self.hook):
             store = self.hook.get_store()
             full = []
             for r in results:
-                entry = store.get_full_entry(r["job_id"]) if r.get("summary") else None
-                full.append(entry_payload(entry) if entry is not None else r)
+                if not r.get("summary"):
+                    full.append(r)
+                    continue
+                entry = store.get_entry(r["job_id"])
+                if entry is None or not entry.summary or entry.result.fence != r.get("fence"):
+                    self.log.info("Job %s changed since the trigger saw it; checking again", r["job_id"])
+                    return None
+                full.append(entry_payload(store.full_entry(entry)))
         return full
 
     def _fail(self, message: str) -> None:
@@ -199,7 +207,8 @@ class JobResultSensor(BaseSensorOperator):
         """Resume after the trigger's one event (timeouts arrive as AirflowSensorTimeout instead)."""
         status = (event or {}).get("status")
         if status == "success":
-            return self._full_results(event["results"])  # type: ignore[index]
+            full = self._full_results(event["results"])  # type: ignore[index]
+            return full if full is not None else self._check_or_defer(deadline, errors)
         if status == "failed":
             self._fail(event["message"])  # type: ignore[index]
         if status == "error":
