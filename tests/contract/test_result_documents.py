@@ -316,19 +316,8 @@ def test_create_compares_a_reference_as_it_compares_schema_2_json(store, redis_c
 def test_a_skipped_attempt_returns_the_full_result_from_the_document(redis_url, namespace, tmp_path):
     """What a skipped task returns downstream (outputs, attempt) is its full result, although the
     decision read only the reference."""
-    from airflow_jrs.protocol import COMPUTED, SKIPPED, JobAttempt, JobSpec, Launch, Launcher
-
-    class Recording(Launcher):
-        launched = 0
-
-        def prepare(self, launch: Launch) -> dict:
-            return {"application": "recording"}
-
-        def run(self, launch: Launch) -> None:
-            self.launched += 1
-
-        def read_marker(self, staging: str) -> None:
-            return None
+    from airflow_jrs.protocol import COMPUTED, SKIPPED, JobAttempt, JobSpec
+    from jrs_testbench.launchers import Recording
 
     (tmp_path / "documents").mkdir()
     settings = settings_for(

@@ -7,27 +7,12 @@ import time
 import pytest
 
 from airflow_jrs.exceptions import JobKilledError
-from airflow_jrs.protocol import COMPUTED, SKIPPED, JobAttempt, JobNamespace, JobSpec, Launch, Launcher, settings_for
+from airflow_jrs.protocol import COMPUTED, SKIPPED, JobAttempt, JobNamespace, JobSpec, Launcher, settings_for
 from airflow_jrs.store import Attempt
 from airflow_jrs.store.lease import JobLease
+from jrs_testbench.launchers import Recording
 
 JOB = "d.t.2013-01-01"
-
-
-class Recording(Launcher):
-    """Runs nothing: counts launches (the protocol's own code decides whether to launch)."""
-
-    def __init__(self) -> None:
-        self.launched = 0
-
-    def prepare(self, launch: Launch) -> dict:
-        return {"application": "recording"}
-
-    def run(self, launch: Launch) -> None:
-        self.launched += 1
-
-    def read_marker(self, staging: str) -> None:
-        return None
 
 
 @pytest.fixture
