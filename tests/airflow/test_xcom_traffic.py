@@ -163,3 +163,36 @@ def test_the_spark_ui_link_is_declared_only_where_it_can_open(monkeypatch):
     assert names() == ["Job result"]
     monkeypatch.setenv("AIRFLOW__JRS__SPARK_UI_URL", "http://history.example:18080/history/{application_id}/")
     assert names() == ["Job result", "Spark application"]
+
+
+def test_with_result_documents_a_committed_date_costs_the_same_and_returns_full_results(jrs_env, monkeypatch, tmp_path):
+    """``[jrs] result_documents`` on, through Airflow's own task runner: the DAG's cleanups commit
+    references (documents first), and a second pass over the date skips on them with the same
+    XCom calls and one Redis round trip per task. What a submit returns downstream is the full
+    result read from its document: ontime's template pulls ingest's ``outputs`` from it, and
+    ontime's fingerprint (its rendered arguments) matches only if they came through."""
+    from airflow_jrs.store import RedisJobResultStore
+    from airflow_jrs.store.documents import FolderDocuments
+
+    folder = tmp_path / "documents"
+    folder.mkdir()
+    monkeypatch.setenv("AIRFLOW__JRS__RESULT_DOCUMENTS", str(folder))
+    dag_id = "jrs_xcom_default"
+    dag, module = load(dag_id)
+    commit(jrs_env, module, dag_id, clean=False)  # dirty: the DAG's own cleanups commit them
+    first = dag.test(logical_date=DATE)
+    assert {str(ti.state) for ti in first.get_task_instances()} == {"success"}
+    store = RedisJobResultStore(jrs_env.store.client, jrs_env.namespace, result_documents=FolderDocuments(folder))
+    for name in ("ingest", "ontime"):
+        entry = store.get_entry(f"{dag_id}.{name}.submit.2013-01-01")
+        assert entry is not None and entry.is_clean and entry.summary, f"{name}: the cleanup should commit a reference"
+        assert store.full_entry(entry).result.outputs == {"output": str(jrs_env.output_root / "ingest-2013-01-01")}
+
+    again_dag, _ = load(dag_id)
+    traffic = Traffic(jrs_env.namespace)
+    traffic.install(monkeypatch)
+    again = again_dag.test(logical_date=DATE)
+    assert {str(ti.state) for ti in again.get_task_instances()} == {"success"}
+    assert jrs_env.launches() == 0
+    assert dict(traffic.xcom) == {**SUBMIT_XCOM, **TEMPLATE_PULL}
+    assert dict(traffic.redis) == {f"{n}.{k}": 1 for n in ("ingest", "ontime") for k in ("submit", "cleanup")}
