@@ -33,9 +33,10 @@ from airflow_jrs.store.durability import Durability
 from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.fence import fence_arg
 from airflow_jrs.store.keys import KeySpace
-from airflow_jrs.store.read_rules import READ_CHUNK, as_bytes, as_str
+from airflow_jrs.store.read_rules import as_bytes
+from airflow_jrs.store.redis_purge import RedisPurge
 from airflow_jrs.store.redis_reads import RedisReads
-from airflow_jrs.store.reference import document_name, encode_reference, is_reference
+from airflow_jrs.store.reference import encode_reference, is_reference
 from airflow_jrs.store.refusals import refusal
 from airflow_jrs.store.serde import (
     CLEAN_PREFIX,
@@ -44,7 +45,6 @@ from airflow_jrs.store.serde import (
     EntryDecodeError,
     compact_fingerprint,
     decode_entry,
-    decode_history_item,
     encode_entry,
     event_message,
     history_note,
@@ -68,7 +68,7 @@ def _read_timeout(client: Any) -> float | None:
     return float(timeout) if timeout is not None else None
 
 
-class RedisJobResultStore(RedisReads, JobResultStore):
+class RedisJobResultStore(RedisPurge, RedisReads, JobResultStore):
     """Job result store on Redis (standalone, Sentinel-managed or Cluster).
 
     :param client: a redis-py client, or a ``redis://`` / ``rediss://`` URL
@@ -330,52 +330,6 @@ class RedisJobResultStore(RedisReads, JobResultStore):
                 namespace=self.namespace,
             )
         return bytes(raw)
-
-    def _purge_clean_entries(self, older_than: timedelta) -> int:
-        # SCAN, not the index: the index keeps only the most recent creations. A purge is
-        # maintenance (a daily task, a CLI call): O(keys in the database) is its price, and
-        # what it buys is an index that costs nothing per job.
-        cutoff = utcnow() - older_than
-        k, purged = self.keys, 0
-        prefix = k.result("x")[:-1]
-        with redis_errors("list the entries to purge", self.namespace):
-            names = [as_str(n) for n in self.client.scan_iter(match=f"{prefix}*", count=1000)]
-        for start in range(0, len(names), READ_CHUNK):
-            chunk = names[start : start + READ_CHUNK]
-            with redis_errors("read the entries to purge", self.namespace):
-                raws = self.client.mget(chunk)
-            for name, raw in zip(chunk, raws, strict=True):
-                job_id = name[len(prefix) :]
-                if raw is None:
-                    continue
-                try:
-                    entry = decode_entry(raw, job_id)
-                except EntryDecodeError:
-                    continue  # a read quarantines it (or a newer version owns it): not purge's to judge
-                if not entry.is_clean or entry.created_at is None or entry.created_at > cutoff:
-                    continue
-                keys = [name, k.history(job_id), k.dirty, k.index, k.unsuccessful]
-                with redis_errors(f"purge job {job_id!r}", self.namespace, job_id):
-                    history = self.client.lrange(k.history(job_id), 0, -1) if self.result_documents else []
-                    done = self._purge(keys=keys, args=[job_id, raw]) == lua.OK
-                purged += done
-                if done and self.result_documents is not None:
-                    self._delete_documents(job_id, [as_bytes(raw), *map(as_bytes, history)])
-        return purged
-
-    def _delete_documents(self, job_id: str, raws: list[bytes]) -> None:
-        """After a purge: the documents of the purged entry and of its history's references. A
-        document left behind (a failed delete, a history item pushed meanwhile) costs disk and
-        no correctness: nothing refers to it any more; the warning names it."""
-        assert self.result_documents is not None
-        for raw in raws:
-            if not is_reference(raw):
-                continue
-            try:
-                name = document_name(decode_history_item(raw, job_id))
-                self.result_documents.delete(self.namespace, job_id, name)
-            except (EntryDecodeError, OSError, ValueError) as exc:
-                log.warning("job %r was purged; one of its result documents was not deleted: %s", job_id, exc)
 
     # -- durability -----------------------------------------------------------------------
     def _durable_write(self, script: Any, what: str, job_id: str, *, keys: list[str], args: list[Any]) -> Any:
