@@ -129,7 +129,14 @@ class Bench:
     def backfill(self, dag_id: str, dates: list[date], *, timed: bool = True, scenario: str = "idle") -> float:
         before, started = self.launches(), time.monotonic()
         result = self.airflow.backfills.run(
-            dag_id, dates[0], dates[-1], "none", max_active_runs=self.max_active_runs, via="rest", timeout=4 * 3600
+            dag_id,
+            dates[0],
+            dates[-1],
+            "none",
+            max_active_runs=self.max_active_runs,
+            via="rest",
+            timeout=4 * 3600,
+            complete=True,  # the next backfill of this DAG starts without Airflow's 30 s completion timer
         )
         took = time.monotonic() - started
         bad = {d: s for d, s in result.runs.items() if s != "success"}
@@ -201,14 +208,18 @@ def report(bench: Bench, args: argparse.Namespace) -> dict[str, Any]:
         for key, walls in busy.items():
             print(f"| {LABELS[key.split(' [')[0]]} | {walls[0][0]} | {walls[0][1]:.1f} s |")
     summary = {"dates": args.dates, "reps": args.reps, "per_date_s": rows, "walls": bench.walls}
-    pairs = (("bench_jrs", "bench_python"), ("bench_jrs", "bench_python_xcom"), ("bench_jrs_triggerer", "bench_empty"))
-    for num, den in pairs:  # each repetition's own ratio: the variants of one repetition ran back to back
+    pairs = (
+        ("bench_jrs", "bench_python", 1.05),
+        ("bench_jrs", "bench_python_xcom", 1.05),
+        ("bench_jrs_triggerer", "bench_empty", 1.2),
+    )  # and each pair's target
+    for num, den, target in pairs:  # each repetition's own ratio: the variants of one repetition ran back to back
         if num in rows and den in rows:
             ratios = [a / z for (_, a), (_, z) in zip(bench.walls[num], bench.walls[den], strict=False)]
             summary[f"{num}/{den} per repetition"] = ratios
             shown = " ".join(f"{r:.3f}" for r in ratios)
             print(f"{num} / {den}, per repetition: {shown}")
-            print(f"  {spread(ratios)}; {sum(r <= 1.05 for r in ratios)} of {len(ratios)} at or below 1.05")
+            print(f"  {spread(ratios)}; {sum(r <= target for r in ratios)} of {len(ratios)} at or below {target}")
     show_durations(bench, summary)
     if b and "bench_jrs" in rows:
         summary["jrs_vs_python"] = rows["bench_jrs"] / b
