@@ -11,6 +11,7 @@ the new result (:mod:`airflow_jrs.domain.recompute` on requests in a run's conf)
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from fastapi import HTTPException, Request
 
@@ -21,9 +22,6 @@ from airflow_jrs.store import Actor
 
 if TYPE_CHECKING:
     from airflow_jrs.protocol.jobs import JobNamespace
-
-#: Where the plugin app is mounted (:mod:`airflow_jrs.plugins`): stripped to reach Airflow's own API.
-URL_PREFIX = "/jrs"
 
 
 def user_token(request: Request) -> str:
@@ -40,9 +38,32 @@ def user_token(request: Request) -> str:
 
 
 def airflow_root(request: Request) -> str:
-    """Airflow's API server as this request reached it (behind a proxy and a base path too)."""
-    root = str(request.base_url).rstrip("/")
-    return root[: -len(URL_PREFIX)] if root.endswith(URL_PREFIX) else root
+    """Airflow's API server, from configuration or this server's own socket: never from the request.
+
+    The clear is sent with the user's own token, so the URL it goes to must be one the deployment
+    chose. ``request.base_url`` is built from the client's ``Host`` header: a request with
+    ``Host: attacker:80`` would have sent the user's bearer token there, and trusted its answer
+    (docs/threat-model.md, "The recompute button calls only its own server"). So: ``[api] base_url``
+    when it is an absolute URL (what Airflow itself uses for links behind a proxy); else the
+    address the client's connection reached on this server (the socket's local address, which
+    no header changes), with the scheme from ``[api] ssl_cert`` and the path of a relative
+    ``base_url``."""
+    from airflow.configuration import conf
+
+    configured = (conf.get("api", "base_url", fallback="") or "").strip()
+    parts = urlsplit(configured)
+    if parts.scheme in ("http", "https") and parts.netloc:
+        return configured.rstrip("/")
+    server = request.scope.get("server")
+    if not server or server[1] is None:
+        raise HTTPException(
+            500, "nothing was changed: this API server does not know its own address (a Unix socket?); "
+            "set [api] base_url to the URL Airflow's API is reached at",
+        )  # fmt: skip
+    host, port = server
+    host = f"[{host}]" if ":" in host else host
+    scheme = "https" if conf.get("api", "ssl_cert", fallback="") else "http"
+    return f"{scheme}://{host}:{port}{parts.path.rstrip('/')}"
 
 
 def recompute_job(

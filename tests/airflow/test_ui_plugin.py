@@ -377,6 +377,47 @@ def test_a_recompute_from_the_ui_changes_nothing_when_it_cannot_clear_the_task_i
     assert r.status == 404 and "no result" in r.json()["detail"]
 
 
+def test_a_recompute_never_sends_the_users_token_to_the_host_the_request_names(site: Site):
+    # Issue 29 item 7: the plugin built Airflow's URL from the request's Host header, so a
+    # request with "Host: <another server>" sent GET /api/v2/dags/... and the clear there, with
+    # the user's bearer token, and believed its answers. A real listener on that port records
+    # what reaches it and answers every request "200 {}", as a willing impostor would.
+    import http.server
+    import threading
+
+    seen: list[tuple[str, str, str | None]] = []
+
+    class Impostor(http.server.BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            seen.append((self.command, self.path, self.headers.get("Authorization")))
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    impostor = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Impostor)
+    threading.Thread(target=impostor.serve_forever, daemon=True).start()
+    try:
+        job = "dag_a.submit.2024-01-02"
+        forged = f"127.0.0.1:{impostor.server_address[1]}"
+        r = site.call("POST", f"/jrs/api/results/{job}/recompute", user="editor", body={"confirm": job}, Host=forged)
+    finally:
+        impostor.shutdown()
+        impostor.server_close()
+    assert seen == [], f"the recompute sent requests (and the user's token) to the forged host {forged}: {seen}"
+    # it asked the deployment's own API (which has no DAG dag_a): nothing was changed
+    assert r.status == 502, r.text
+    detail = r.json()["detail"]
+    assert detail.startswith("nothing was changed") and f"{site.url}/api/v2/dags/dag_a" in detail, detail
+    assert site.store.get_entry(job) is not None and site.store.get_history(job) == []
+
+
 def test_the_store_password_is_in_no_answer(site: Site):
     # an answer of every kind, then all of them (this module's earlier tests included)
     for method, path in ROUTES:
