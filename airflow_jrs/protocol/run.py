@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from airflow_jrs.exceptions import JobResultEntryAlreadyExistsError
 from airflow_jrs.protocol.application_ids import application_id_of
-from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
+from airflow_jrs.store import Attempt, JobResult, JobResultEntry, JobStatus, RedisJobResultStore
+from airflow_jrs.store.base import UNSUCCESSFUL_ONLY
 from airflow_jrs.store.intent import IntentStore
 from airflow_jrs.store.lease import JobLease
 
@@ -79,7 +81,14 @@ def record_failure(
     ``error`` is what the on-call engineer reads first (``airflow-jrs show``, the UI): the exit
     code and the end of the application's error output (:func:`.submission.failure_summary`).
     A FAILED result never makes a later attempt skip: the next one supersedes it. Never raises:
-    Spark's own error is what the task reports."""
+    Spark's own error is what the task reports.
+
+    FAILED supersedes only an unsuccessful entry (:data:`~airflow_jrs.store.UNSUCCESSFUL_ONLY`,
+    as a stop or cancel does), never a SUCCEEDED one of another fingerprint: a run of changed
+    code that fails must not throw out the old code's committed result ("done is done"; a
+    rollback to the old code would compute it again). The failure then stays visible where the
+    user looks first, the task's log and its failed state, and the SUCCEEDED result stays the
+    job's; the intent is dropped all the same (nothing of this attempt is left to recover)."""
     try:
         token = run.lease.check()
         if last_try:
@@ -87,8 +96,28 @@ def record_failure(
                 job_id=run.job_id, status=JobStatus.FAILED, fingerprint=run.fingerprint, attempt=run.attempt,
                 end_time=datetime.now(UTC), error=error, application_id=application_id,
             )  # fmt: skip
-            run.store.create_dirty_result(failed, fence=token, supersede=True)
-        else:
-            run.intents.clear(run.job_id, token)
+            try:
+                run.store.create_dirty_result(failed, fence=token, supersede=UNSUCCESSFUL_ONLY)
+                return
+            except JobResultEntryAlreadyExistsError:
+                kept = run.store.get_entry(run.job_id)
+                log.warning(
+                    "Job %s: FAILED is not recorded: the job keeps its SUCCEEDED result%s (done is done: a "
+                    "failed run of changed code never replaces it). This failure is in this log only; the "
+                    "next run of this code computes the job again. To drop the old result on purpose, use "
+                    "`airflow-jrs forget %s`.",
+                    run.job_id, _describe_kept(kept), run.job_id,
+                )  # fmt: skip
+        run.intents.clear(run.job_id, token)
     except Exception as exc:
         log.warning("Job %s: could not record the failure: %s", run.job_id, exc)
+
+
+def _describe_kept(entry: JobResultEntry | None) -> str:
+    """`` (fingerprint ..., run ..., dirty)`` of the entry a failure did not replace."""
+    if entry is None:
+        return ""
+    result = entry.result
+    run_id = result.attempt.run_id if result.attempt else "?"
+    fingerprint = (result.fingerprint or "none")[:12]
+    return f" (fingerprint {fingerprint}, run {run_id}, {entry.state.value})"

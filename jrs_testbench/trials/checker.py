@@ -35,6 +35,10 @@ bounds prove it. The invariants (violation kinds):
 ``took_over_live_holder``
     a try took the lease over (fast takeover: "its holder is provably dead") from a fence whose
     try logged something after the takeover was logged: the holder was alive.
+``success_displaced_by_failure``
+    a SUCCEEDED result left the job's slot for its history (``superseded``) to make room for a
+    FAILED, CANCELED or STOPPED one: a failed run of changed code must never throw out a
+    committed result (done is done; a rollback would compute it again).
 ``waited_for_itself``
     a try's ACQUIRE was refused while the lease's stored nonce was the try's own (read back
     right after the refusal: no other attempt draws that nonce): it waits for itself, as after
@@ -52,6 +56,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import redis as redis_lib
@@ -232,6 +237,16 @@ def check_trial(
         if not kept and not forgotten:
             now = f"{entry.result.status.value} of fence {entry.result.fence}" if entry else "nothing"
             violate("acknowledged_success_lost", f"fence {f}'s acknowledged SUCCEEDED is gone (the store holds {now})")
+
+    # a failure never displaces a success: the entry that replaced a superseded SUCCEEDED one (the
+    # next newer in the history, or the current entry) must be a SUCCEEDED one too
+    chain = ([entry] if entry is not None else []) + history  # newest first
+    for newer, older in pairwise(chain):
+        superseded = older.moved is not None and older.moved.reason == HistoryReason.SUPERSEDED.value
+        if superseded and older.result.status is JobStatus.SUCCEEDED and newer.result.status is not JobStatus.SUCCEEDED:
+            violate("success_displaced_by_failure", f"fence {older.result.fence}'s SUCCEEDED was moved to the "
+                                                    f"history for fence {newer.result.fence}'s "
+                                                    f"{newer.result.status.value}")  # fmt: skip
 
     # what is left
     report.outcome = "none" if entry is None else f"{entry.result.status.value}/{entry.state.value}"
