@@ -5,12 +5,12 @@ that exists twice drifts into a wrong skip. ``default_job_id`` reads only plain 
 of the task context it is given.
 
 The job id names *what* is computed for *which* data, never which run computes it: a
-scheduled run, a backfill run and a cleared run of one date are the same job. Rule, first
-that applies: ``{dag_id}.{task_id}.{key}[.map-N]`` with key = the run's partition key, else
-the data interval start, else the logical date, else (a manual run without a logical date)
-the run id. Midnight UTC renders as ``2013-01-01``, other times as ``2013-01-01T060000Z``.
-A key with characters a job id may not hold gets them replaced by ``_`` plus ``-h`` and a
-digest of the key as given, so two keys never become one job id.
+scheduled run, a backfill run, a cleared run and a run triggered by hand with a logical date
+(CLI, UI, REST, ``TriggerDagRunOperator``) of one date are the same job. The format is
+``{dag_id}.{task_id}.{key}[.map-N]``; :func:`run_key` says which key, and why it reads the
+logical date rather than the data interval. Midnight UTC renders as ``2013-01-01``, other times
+as ``2013-01-01T060000Z``. A key with characters a job id may not hold gets them replaced by
+``_`` plus ``-h`` and a digest of the key as given, so two keys never become one job id.
 """
 
 from __future__ import annotations
@@ -33,18 +33,41 @@ def _format_instant(value: datetime) -> str:
     return value.strftime("%Y-%m-%dT%H%M%SZ")
 
 
+def run_key(context: Mapping[str, Any]) -> str:
+    """The part of a default job id that names the run's data, first that applies:
+
+    1. the run's ``partition_key`` (a partitioned timetable, an asset partition, a manual run
+       given one);
+    2. its ``logical_date``: what ``{{ ds }}`` and every date template compute. Scheduled and
+       backfill runs (and their clears) have ``logical_date == data_interval_start`` in Airflow
+       3.3 (``DagRunInfo.logical_date`` *is* the interval's start), so their job ids are the
+       ones the data-interval rule gave them. A manual run's data interval is not its date's:
+       ``airflow dags trigger --logical-date`` (and ``TriggerDagRunOperator``) infer it from
+       the trigger time, the REST API and the UI from the logical date as a run *ending* there
+       (``[L - 1 day, L]`` for a cron data-interval ``@daily``: the previous date's job); and a
+       backfill that reprocesses such a run relabels its run type ``backfill`` and keeps that
+       interval. So neither the interval nor the run type names the date: the logical date does;
+    3. the data interval's start, for a caller that gives an interval and no logical date;
+    4. ``run-<run_id>``: a run without a logical date (a manual run triggered without one, an
+       asset-triggered run) is its own job; clearing it reuses its run id, so its job too.
+
+    Plain attributes only (no Airflow import): the worker, the triggerer and ``plan`` call it
+    with the task's template context or one built from Airflow's DB or the timetable.
+    """
+    if context.get("partition_key"):
+        return str(context["partition_key"])
+    if context.get("logical_date") is not None:
+        return _format_instant(context["logical_date"])
+    if context.get("data_interval_start") is not None:
+        return _format_instant(context["data_interval_start"])
+    return f"run-{context['run_id']}"
+
+
 def default_job_id(context: Mapping[str, Any]) -> str:
+    """``{dag_id}.{task_id}.{key}[.map-N]`` with the key of :func:`run_key`, made a valid job id."""
     ti = context["ti"]
     dag_id, task_id = ti.dag_id, ti.task_id
-    key: str
-    if context.get("partition_key"):
-        key = str(context["partition_key"])
-    elif context.get("data_interval_start") is not None:
-        key = _format_instant(context["data_interval_start"])
-    elif context.get("logical_date") is not None:
-        key = _format_instant(context["logical_date"])
-    else:
-        key = f"run-{context['run_id']}"
+    key = run_key(context)
     safe_key = sanitize_job_id_part(key)
     if safe_key != key:
         # Replacing characters maps several keys to one ("a;b" and "a<b" both become "a_b"): the
