@@ -1,12 +1,14 @@
 """The intent and heartbeat scripts (:mod:`airflow_jrs.store.intent`): the reference to a running job's
 spec, and the supervisor's beat beside spark-submit.
 
-Shared codes and the fence check: :mod:`.lua`.
+Shared codes and the fence check: :mod:`.lua`; which attempt a stop or cancel request addresses:
+:data:`.stop_requests.ADDRESSING`.
 """
 
 from __future__ import annotations
 
 from airflow_jrs.store.lua import FENCE_CHECK
+from airflow_jrs.store.stop_requests import ADDRESSING
 
 RECORD_INTENT = (
     FENCE_CHECK
@@ -51,6 +53,7 @@ return 1
 
 BEAT = (
     FENCE_CHECK
+    + ADDRESSING
     + """
 -- The supervisor beside spark-submit says it (and spark-submit) still run; answers with the stop
 -- or cancel request in force for its fence (REQUEST_CONTROL).
@@ -83,8 +86,9 @@ end
 redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'host', ARGV[3], 'pid', ARGV[4], 'child', ARGV[5], 'state', 'running')
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 local request = ''
--- a request names the attempt by its token (the CLI and the UI know no nonce)
-if KEYS[3] and fence_token(redis.call('HGET', KEYS[3], 'fence') or '') == fence_token(ARGV[1]) then
+-- a request with a nonce is for that attempt only (another one may hold the same token after a
+-- failover); a bare token, what people name, for whichever attempt holds it (``addresses``)
+if KEYS[3] and addresses(redis.call('HGET', KEYS[3], 'fence') or '', ARGV[1]) then
   request = redis.call('HGET', KEYS[3], 'kind') or request
 end
 return {1, request}

@@ -9,7 +9,10 @@ the job's control hash in Redis::
 through one script (:data:`REQUEST_CONTROL`): the request names the
 fence of the attempt it is for (a request for an attempt that no longer runs is refused, and a
 later attempt never obeys an older one), and a cancel is never downgraded to a stop (a cancel
-after a stop upgrades it; a stop after a cancel leaves the cancel).
+after a stop upgrades it; a stop after a cancel leaves the cancel). An attempt names itself by
+its whole fence identity (token and owner nonce, :mod:`.fence`), so after a failover that handed
+its token to a second attempt its ``on_kill`` cannot cancel that one; a person names the token
+the CLI and the UI show, which reaches whichever attempt holds it (:func:`addresses`).
 
 The supervisor beside spark-submit (:mod:`airflow_jrs.launch.supervisor`) reads the request with each
 beat and is the relay on the host: for a stream it forwards a stop to the driver's control file
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_jrs.store.errors import redis_errors
+from airflow_jrs.store.fence import Fence, fence_arg, nonce_of
 from airflow_jrs.store.keys import KeySpace
 from airflow_jrs.store.lua import FENCE_CHECK, NOOP
 from airflow_jrs.store.read_rules import as_str
@@ -41,8 +45,28 @@ DEFAULT_STOP_TIMEOUT = 30.0
 KEEP_MS = 86_400_000
 _FIELDS = ("fence", "kind", "by", "at_ms", "reason", "stop_timeout")
 
+# Prelude (after FENCE_CHECK): which attempt a request addresses. Also the BEAT's
+# (:mod:`.intent_scripts`): the supervisor obeys exactly the requests this rule gives it.
+ADDRESSING = """
+-- The owner nonce of a fence identity ("<token>:<nonce>"), or nil for a bare token.
+local function fence_nonce(fence)
+  return string.match(fence, '^%d+:(%x+)$')
+end
+-- Does a request for fence ``asked`` address the attempt of fence ``held``? With a nonce on both
+-- sides the whole identities must be equal: a failover that lost the counter's INCR hands one
+-- token to two attempts, and the request of one (its on_kill, a successor) must not reach the
+-- other. A bare token (a person's request: the CLI and the UI show the integer; or an attempt
+-- of a version without nonces) matches by token.
+local function addresses(asked, held)
+  if asked == '' or held == '' or fence_token(asked) ~= fence_token(held) then return false end
+  local a, h = fence_nonce(asked), fence_nonce(held)
+  return a == nil or h == nil or a == h
+end
+"""
+
 REQUEST_CONTROL = (
     FENCE_CHECK
+    + ADDRESSING
     + """
 -- Ask the running attempt of fence ARGV[1] to stop (at a batch boundary, for a stream) or to
 -- cancel (at once): the one place every stop and cancel goes (CLI, UI, on_kill, a successor).
@@ -50,9 +74,10 @@ REQUEST_CONTROL = (
 -- for one fence: a request for another fence replaces it (that attempt is over); a cancel is
 -- never downgraded (a stop after a cancel leaves the cancel; a cancel after a stop upgrades).
 -- KEYS[1] - control hash    KEYS[2] - intent key     KEYS[3] - heartbeat hash
--- ARGV[1] - fencing token of the attempt asked (compared by token: people and successors name an
---           attempt by the token they see; the stale holder of a re-issued token stops anyway,
---           its beats are refused)                   ARGV[2] - 'stop' or 'cancel'
+-- ARGV[1] - the fence of the attempt asked: its identity "<token>:<nonce>" (on_kill, a
+--           successor: only that attempt, see ``addresses``), or a bare token (a person names
+--           an attempt by the token the CLI and the UI show)
+-- ARGV[2] - 'stop' or 'cancel'
 -- ARGV[3] - who asks        ARGV[4] - when, in ms    ARGV[5] - why
 -- ARGV[6] - how long to keep the request, in ms
 -- ARGV[7] - a stop only: seconds the supervisor gives the stop before it kills ('' : no limit,
@@ -66,16 +91,15 @@ if raw then
   if ok and type(doc) == 'table' and doc['fence'] ~= nil then
     local fence = tostring(doc['fence'])
     if type(doc['nonce']) == 'string' then fence = fence .. ':' .. doc['nonce'] end
-    -- by token: the CLI and the UI name an attempt by the token they show
-    if fence == ARGV[1] or fence_token(fence) == fence_token(ARGV[1]) then running = true end
+    if addresses(ARGV[1], fence) then running = true end
   end
 end
 local beat = redis.call('HMGET', KEYS[3], 'fence', 'state')
-if beat[1] and fence_token(beat[1]) == fence_token(ARGV[1]) and beat[2] == 'running' then
+if beat[1] and addresses(ARGV[1], beat[1]) and beat[2] == 'running' then
   running = true
 end
 if not running then return {0, ''} end
-if fence_token(redis.call('HGET', KEYS[1], 'fence') or '') == fence_token(ARGV[1]) then
+if addresses(ARGV[1], redis.call('HGET', KEYS[1], 'fence') or '') then
   if ARGV[2] == 'stop' and redis.call('HGET', KEYS[1], 'kind') == 'cancel' then return {2, 'cancel'} end
 else
   redis.call('DEL', KEYS[1])
@@ -88,9 +112,22 @@ return {1, ARGV[2]}
 )
 
 
+def addresses(asked: int, held: int) -> bool:
+    """Does a request for fence ``asked`` address the attempt of fence ``held``? The rule of the
+    scripts' ``addresses``: the same token, and the same owner nonce when both carry one (a
+    failover can hand one token to two attempts); a bare token, what people name, matches by token."""
+    if int(asked) != int(held):
+        return False
+    a, h = nonce_of(asked), nonce_of(held)
+    return a is None or h is None or a == h
+
+
 @dataclass(frozen=True)
 class StopRequest:
-    """A request in force for the attempt of ``fence``: what, who asked, when (epoch s) and why."""
+    """A request in force for the attempt of ``fence``: what, who asked, when (epoch s) and why.
+
+    ``fence`` is the :class:`~airflow_jrs.store.fence.Fence` the request named: with the owner
+    nonce when an attempt or a successor asked, the bare token when a person did."""
 
     job_id: str
     fence: int
@@ -125,31 +162,37 @@ class StopRequests:
         """Ask the running attempt of ``fence`` to stop or cancel; returns the request in force
         (a cancel when one was asked before a stop), or ``None`` when no attempt of that fence
         runs (no intent of it and no running heartbeat). ``stop_timeout``: how long a stream's
-        stop may take before its supervisor kills it (``None``: until the batch boundary)."""
+        stop may take before its supervisor kills it (``None``: until the batch boundary).
+
+        A :class:`~airflow_jrs.store.fence.Fence` with its nonce (``on_kill``, a successor) asks
+        that attempt only, never another one a failover handed the same token; a plain integer
+        (a person at the CLI or the UI) asks whichever attempt holds that token."""
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {list(KINDS)}, got {kind!r}")
         keys = [self.keys.control(job_id), self.keys.intent(job_id), self.keys.heartbeat(job_id)]
         at_ms = int(time.time() * 1000)
         with redis_errors(f"ask job {job_id!r} to {kind}", self.namespace, job_id):
             limit = "" if stop_timeout is None else repr(float(stop_timeout))
-            code, _kind = self._ask(keys=keys, args=[int(fence), kind, by, at_ms, reason, KEEP_MS, limit])
+            code, _kind = self._ask(keys=keys, args=[fence_arg(fence), kind, by, at_ms, reason, KEEP_MS, limit])
         if int(code) == NOOP:
             return None
         return self.get(job_id, fence)
 
     def get(self, job_id: str, fence: int | None = None) -> StopRequest | None:
-        """The request kept for the job (for ``fence`` only, when given), or ``None``."""
+        """The request kept for the job (only one that addresses ``fence``, when given: see
+        :func:`addresses`), or ``None``."""
         with redis_errors(f"read the stop request of job {job_id!r}", self.namespace, job_id):
             values = self.client.hmget(self.keys.control(job_id), _FIELDS)
         doc = {f: as_str(v) for f, v in zip(_FIELDS, values, strict=True) if v is not None}
-        token = (doc.get("fence") or "").split(":")[0]  # a token, or a fence identity <token>:<nonce>
-        if doc.get("kind") not in KINDS or not token.isdigit():
+        try:  # a token, or a fence identity <token>:<nonce>
+            named = Fence.parse(doc.get("fence") or "")
+        except ValueError:
             return None
-        if fence is not None and int(token) != int(fence):
+        if doc.get("kind") not in KINDS or (fence is not None and not addresses(named, fence)):
             return None
         return StopRequest(
             job_id=job_id,
-            fence=int(token),
+            fence=named,
             kind=doc["kind"],
             by=doc.get("by", "?"),
             at=int(doc.get("at_ms") or 0) / 1000,
