@@ -1,0 +1,49 @@
+"""``./dev``: what each command installs (issue 31 item 6: ``./dev demo`` installed ``faketime``,
+which only the clock-step fault tests need).
+
+The script's own functions run under bash, with each ``ensure_*`` replaced by a recorder, so the
+test sees which installs ``setup`` (used by ``demo`` and ``setup``) and the ``test`` command do,
+without installing anything."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).parents[2]
+ENSURES = ("ensure_java", "ensure_redis_server", "ensure_faketime", "ensure_venv", "ensure_chromium")
+
+
+def called(body: str) -> list[str]:
+    """The ``ensure_*`` functions ``body`` calls, run after the script's own definitions."""
+    script = (ROOT / "dev").read_text()
+    prelude = script.split("\ncmd=${1:-help}", 1)[0]
+    recorders = "\n".join(f"{name}() {{ echo {name}; }}" for name in ENSURES)
+    done = subprocess.run(
+        ["bash", "-c", f"{prelude}\n{recorders}\nexec() {{ :; }}\n{body}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def case_arm(command: str) -> str:
+    """The body of ``command)`` in the script's ``case``, without the commands it runs last."""
+    script = (ROOT / "dev").read_text()
+    arm = re.search(rf"\n  {command}\)\n(.*?)\n    ;;", script, re.S)
+    assert arm is not None, command
+    return "\n".join(line for line in arm.group(1).splitlines() if "ensure_" in line or line.strip() == "setup")
+
+
+def test_demo_and_setup_do_not_install_faketime():
+    for command in ("demo", "setup"):
+        assert "ensure_faketime" not in called(case_arm(command)), command
+        assert "ensure_venv" in called(case_arm(command))
+
+
+def test_the_test_command_installs_faketime_for_the_clock_step_faults():
+    assert "ensure_faketime" in called(case_arm("test"))
