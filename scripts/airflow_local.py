@@ -7,6 +7,12 @@ Starts a redis-server (append-only, data in ``data/redis``, the demo's), then ap
 scheduler, dag-processor and triggerer (LocalExecutor, SQLite in ``data/airflow-local``), and
 prints the UI's URL and the admin password. Ctrl-C stops everything.
 
+What stays put between starts of one home, so that printed commands keep working: the
+redis-server's port (picked once, kept in ``<home>/.jrs-redis-port``), the admin password, the
+keys. The home's ``airflow.cfg`` is for the ``airflow`` CLI run with only ``AIRFLOW_HOME`` set
+(the components take their settings from the environment): it names this start's DAG folder and
+has ``load_examples = False``, so such a command sees the deployment's DAGs, not Airflow's examples.
+
 Which DAGs: ``--dags-folder``, else ``$AIRFLOW__CORE__DAGS_FOLDER``, else the project's ``dags/``.
 Which store namespace: ``--namespace``, else ``$AIRFLOW__JRS__NAMESPACE``, else ``jrs-demo``, shared
 with ``./dev demo``: dates the demo computed are committed here too (trigger one from the UI: no
@@ -25,10 +31,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
@@ -39,6 +47,95 @@ DEFAULT_NAMESPACE = "jrs-demo"
 
 def _stop_on_sigterm(*_: object) -> None:
     raise KeyboardInterrupt
+
+
+#: The redis-server's port of one home, chosen at its first start and reused after.
+REDIS_PORT_FILE = ".jrs-redis-port"
+
+
+def kept_redis_port(home: Path) -> int:
+    """The home's redis-server port: the kept one, else a free port, kept from now on.
+
+    A new port per start would change the ``airflow-jrs --redis-url ...`` line printed at every
+    start (and break a connection a user saved from it); the data directory is the same anyway.
+    """
+    from jrs_testbench.helpers import free_port
+
+    path = home / REDIS_PORT_FILE
+    try:
+        port = int(path.read_text().strip())
+        if 0 < port < 65536:
+            return port
+    except (OSError, ValueError):
+        pass
+    port = free_port()
+    home.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{port}\n")
+    return port
+
+
+def start_redis(home: Path, data_dir: Path) -> Any:
+    """An ``EmbeddedRedis`` on the home's kept port, started; ``SystemExit`` naming who holds it if taken."""
+    from jrs_testbench.deployment.processes import port_holder
+    from jrs_testbench.redis_server import EmbeddedRedis, PortTaken
+
+    port = kept_redis_port(home)
+
+    def taken(holder: str) -> SystemExit:
+        return SystemExit(
+            f"airflow_local: port {port}, the redis-server port kept for {home} in {home / REDIS_PORT_FILE}, "
+            f"is taken by {holder}: stop that process (a redis-server left from an earlier start of this "
+            f"home serves the same data), or delete {home / REDIS_PORT_FILE} to pick a new port"
+        )
+
+    holder = port_holder(port)  # checked first: a server that is not Redis would not answer a PING
+    if holder:
+        raise taken(holder)
+    try:
+        return EmbeddedRedis(data_dir, port=port).start()
+    except PortTaken as exc:  # taken between the check and the bind
+        raise taken(port_holder(port) or str(exc).splitlines()[0]) from None
+
+
+def write_cli_config(home: Path, dags_folder: Path) -> Path:
+    """Set ``[core] dags_folder`` and ``load_examples = False`` in the home's ``airflow.cfg``.
+
+    The components get every setting from their environment; the file is what ``AIRFLOW_HOME=<home>
+    airflow ...`` reads. Airflow writes it with its defaults (``load_examples = True``, ``dags_folder
+    = <home>/dags``), so such a command would parse Airflow's example DAGs and not ours. Only those
+    two lines are changed (an existing file keeps its comments and every other value); a missing
+    file gets just them, and Airflow's defaults apply to the rest.
+    """
+    wanted = {"dags_folder": str(dags_folder), "load_examples": "False"}
+    path = home / "airflow.cfg"
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        lines = [
+            "# The airflow CLI's settings for this home (scripts/airflow_local.py); the components'",
+            "# come from their environment. Airflow's defaults apply to everything not set here.",
+        ]
+    section, seen, out = "", set(), []
+    for line in lines:
+        header = re.match(r"\s*\[([^\]]+)\]", line)
+        if header:
+            if section == "core":
+                out.extend(f"{k} = {v}" for k, v in wanted.items() if k not in seen)
+                seen.update(wanted)
+            section = header.group(1).strip()
+        key = re.match(r"([A-Za-z_]+)\s*=", line)
+        if section == "core" and key and key.group(1) in wanted:
+            line = f"{key.group(1)} = {wanted[key.group(1)]}"
+            seen.add(key.group(1))
+        out.append(line)
+    if section == "core":
+        out.extend(f"{k} = {v}" for k, v in wanted.items() if k not in seen)
+        seen.update(wanted)
+    if not seen >= set(wanted):
+        out.extend(["", "[core]", *(f"{k} = {v}" for k, v in wanted.items())])
+    home.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(out) + "\n")
+    return path
 
 
 def _saved_password(home: Path, username: str) -> str | None:
@@ -76,7 +173,6 @@ def main() -> int:
     from airflow_jrs.store import validate_namespace
     from jrs_testbench.deployment import DeploymentError, LocalDeployment
     from jrs_testbench.helpers import jrs_env
-    from jrs_testbench.redis_server import EmbeddedRedis
 
     try:
         validate_namespace(namespace)
@@ -89,8 +185,12 @@ def main() -> int:
     deployment = None
     try:
         if not args.redis_url:
-            server = EmbeddedRedis(DATA / "redis").start()
-            print(f"redis-server on port {server.port} (append-only, data in {DATA / 'redis'})", flush=True)
+            server = start_redis(home, DATA / "redis")
+            print(
+                f"redis-server on port {server.port} (kept in {home / REDIS_PORT_FILE}; "
+                f"append-only, data in {DATA / 'redis'})",
+                flush=True,
+            )
         redis_url = args.redis_url or server.url  # type: ignore[union-attr]
         env = jrs_env(
             redis_url, namespace, data_dir=DATA, spark_master=args.spark_master, event_log_dir=DATA / "spark-events"
@@ -107,6 +207,7 @@ def main() -> int:
         print(f"Starting Airflow in {home} (logs in {deployment.log_dir}) ...", flush=True)
         started = time.monotonic()
         deployment.start()
+        write_cli_config(home, dags_folder)  # after start: Airflow has written its defaults by now
         project_dags = dags_folder == PROJECT_DAGS.resolve()
         if project_dags:
             deployment.wait_for_dag("flights_daily")
