@@ -26,6 +26,10 @@ Why each source is read the way it is:
   module has one, else the parser that the ``airflow-jrs`` entry point builds, caught at its
   ``parse_args`` call. A CLI reshaped into a package or with a builder keeps rendering.
 
+Read as source (on GitHub, in an editor) such a page would look empty where the comment is; it
+says so in a note between ``<!-- jrs-source-only -->`` and ``<!-- /jrs-source-only -->``, which
+the hook removes from the built page (where the generated text stands instead).
+
 What cannot be rendered is a warning, and ``mkdocs build --strict`` (run by ``./dev test``) fails
 on warnings: a reference that silently went stale is worse than a failed build.
 """
@@ -46,6 +50,10 @@ from jrs_reference.params import render_params
 from jrs_reference.text import cell, log
 
 MARKER = re.compile(r"^<!--\s*jrs-reference:\s*([\w-]+)(?:\s+([^>]*?))?\s*-->\s*$", re.MULTILINE)
+#: A note for readers of the page's source only, e.g. "this table is generated when the site is built".
+SOURCE_ONLY = re.compile(
+    r"^<!--\s*jrs-source-only\s*-->\n.*?^<!--\s*/jrs-source-only\s*-->[ \t]*\n?", re.MULTILINE | re.DOTALL
+)
 
 
 RENDERERS: dict[str, Callable[[str], str]] = {
@@ -71,7 +79,7 @@ def expand(markdown: str, where: str = "") -> str:
             log.warning("reference: %s: cannot render %s %s: %s: %s", where, kind, argument, type(exc).__name__, exc)
             return f"!!! warning\n    This reference could not be generated ({type(exc).__name__}: {cell(exc)})."
 
-    return MARKER.sub(one, markdown)
+    return MARKER.sub(one, SOURCE_ONLY.sub("", markdown))
 
 
 def on_page_markdown(markdown: str, page: Any = None, **_: Any) -> str:

@@ -58,6 +58,11 @@ def test_the_gate_passes_on_the_tree(tmp_path: Path):
     done = _gate(ROOT, tmp_path / "site")
     assert done.returncode == 0, done.stderr
     assert done.stderr == "" and done.stdout == ""  # quiet when all is well
+    # A generated page: the source's note for readers of the file is gone, the generated text is there.
+    source = (ROOT / "docs" / "reference" / "cli.md").read_text(encoding="utf-8")
+    built = (tmp_path / "site" / "reference" / "cli" / "index.html").read_text(encoding="utf-8")
+    assert "jrs-source-only" in source and "Reading this file" in source
+    assert "Reading this file" not in built and "jrs-source-only" not in built and "--redis-url" in built
 
 
 def test_the_gate_passes_on_an_unchanged_copy(tmp_path: Path):
