@@ -21,6 +21,7 @@ from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.store import RedisJobResultStore, validate_namespace
 from airflow_jrs.store.clients import client_from_url, connection_of, fresh_client
 from airflow_jrs.store.documents import FolderDocuments
+from airflow_jrs.store.durability import Durability, DurableWrites
 from airflow_jrs.store.intent import Heartbeats, IntentStore
 from airflow_jrs.store.lease import DEFAULT_LEASE_TTL, JobLease, LeaseHolder, default_owner, held_leases
 from airflow_jrs.store.requests import RecomputeRequests
@@ -94,12 +95,19 @@ class JobNamespace:
         )
 
     @cached_property
+    def durable_writes(self) -> DurableWrites:
+        """The configured ``durability`` for what lets an attempt start Spark: its lease, its
+        intent, its supervisor's first heartbeat (the results have it through :attr:`results`)."""
+        s = self.settings
+        return DurableWrites(Durability.parse(s.durability), s.durability_timeout)
+
+    @cached_property
     def intents(self) -> IntentStore:
-        return IntentStore(self.client, self.namespace, self.settings.spec_root)
+        return IntentStore(self.client, self.namespace, self.settings.spec_root, durable=self.durable_writes)
 
     @cached_property
     def heartbeats(self) -> Heartbeats:
-        return Heartbeats(self.client, self.namespace)
+        return Heartbeats(self.client, self.namespace, durable=self.durable_writes)
 
     @cached_property
     def stop_requests(self) -> StopRequests:
@@ -113,8 +121,9 @@ class JobNamespace:
         """A new (not yet acquired) lease of ``job_id``; ``owner`` names the attempt for the on-call
         engineer (dag_id, task_id, run_id, try_number), beside this process's host and pid."""
         return JobLease(
-            self.client, self.namespace, job_id, ttl=ttl or self.settings.lease_ttl, owner=default_owner(**owner)
-        )
+            self.client, self.namespace, job_id, ttl=ttl or self.settings.lease_ttl, owner=default_owner(**owner),
+            durable=self.durable_writes,
+        )  # fmt: skip
 
     def held_leases(self) -> dict[str, LeaseHolder]:
         """Every lease held now, by job id: who computes what.

@@ -17,17 +17,32 @@ figure):
 When the acknowledgement does not come in time the write has still happened (Redis cannot
 take it back): the task fails with :class:`StoreUnavailableError` and its retry finds the
 entry, exactly as after a lost reply.
+
+The same setting covers the writes that let an attempt start Spark (:class:`DurableWrites`):
+taking a job's lease (acquire and take-over), recording its intent and the supervisor's first
+heartbeat. A failover to a replica without them would let a second attempt take the lease
+and start beside the first until the first one's next renewal is refused (up to
+``lease_ttl``/3); with ``durability`` set none of them is acted on before the replicas (or the
+disk) have it. Renewals and later beats do not wait: the lease and the heartbeat they extend
+are already durable, and a lost extension only ends them earlier, which the next renewal
+finds (docs/concepts/leases.md).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
+
+import redis as redis_lib
 
 from airflow_jrs.exceptions import JrsConfigError, StoreUnavailableError
 
 #: Seconds between the end of the wait and the client's read timeout.
 READ_TIMEOUT_MARGIN = 1.0
+#: What the task does after a result or a clean was not made durable.
+_RETRY_FINDS_IT = "The task fails so that its retry (which finds the entry) runs once the store is healthy again"
 #: WAITAOF exists from this server version on.
 WAITAOF_SINCE = (7, 2)
 
@@ -108,8 +123,11 @@ class Durability:
         else:
             pipe.execute_command("WAIT", self.replicas, timeout_ms)
 
-    def require(self, reply: Any, what: str, namespace: str, job_id: str, timeout_ms: int) -> None:
-        """Raise unless ``reply`` (of :meth:`wait`) acknowledges the write."""
+    def require(
+        self, reply: Any, what: str, namespace: str, job_id: str, timeout_ms: int, *, then: str | None = None
+    ) -> None:
+        """Raise unless ``reply`` (of :meth:`wait`) acknowledges the write; ``then`` says what the
+        task does next (by default: its retry finds the entry)."""
         if self.mode == "aof":
             local = int(reply[0]) if isinstance(reply, (list, tuple)) and reply else 0
             if local >= 1:
@@ -120,11 +138,85 @@ class Durability:
                 return
             got = f"{int(reply)} of {self.replicas} replicas acknowledged it within {timeout_ms} ms"
         raise StoreUnavailableError(
-            f"{what} was written, but not durably as durability={str(self)!r} asks: {got}. The task "
-            "fails so that its retry (which finds the entry) runs once the store is healthy again; "
+            f"{what} was written, but not durably as durability={str(self)!r} asks: {got}. "
+            f"{then or _RETRY_FINDS_IT}; "
             "check the replicas' link (INFO replication) or the disk.",
             namespace=namespace,
             job_id=job_id,
             retryable=True,
             what=f"make {what} durable",
         )
+
+
+@dataclass
+class DurableWrites:
+    """``durability`` for the writes that let an attempt start Spark: the lease (acquire,
+    take-over), the intent and the first heartbeat (the result store has its own, the same rule).
+
+    One per client, shared by the lease, the intent store and the heartbeats of a namespace
+    (:class:`airflow_jrs.protocol.JobNamespace`), so the server is checked once. ``timeout``
+    is capped below the client's read timeout: redis-py would otherwise give up on the reply
+    first and send the script again (the supervisor's client is bounded at a sixth of the TTL)."""
+
+    durability: Durability = field(default_factory=Durability)
+    #: seconds a write waits for its acknowledgement
+    timeout: float = 3.0
+    checked: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        return self.durability.enabled
+
+    def timeout_ms(self, client: Any) -> int:
+        read_timeout = _read_timeout(client)
+        seconds = self.timeout
+        if read_timeout is not None:
+            seconds = min(seconds, max(read_timeout - READ_TIMEOUT_MARGIN, read_timeout / 2))
+        return max(1, int(seconds * 1000))
+
+    def run(
+        self,
+        client: Any,
+        script: Any,
+        *,
+        keys: list[str],
+        args: list[Any],
+        written: Callable[[Any], bool],
+        what: str,
+        namespace: str,
+        job_id: str,
+        then: str,
+        undo: Callable[[Any], Any] | None = None,
+    ) -> Any:
+        """Run the write ``script``; when ``written(reply)`` and durability is on, wait for the
+        acknowledgement on the same connection (one pipeline: ``WAIT`` counts the writes of its
+        own connection). Not acknowledged: ``undo(reply)`` (best effort: give the lease back), then
+        :class:`StoreUnavailableError` naming what was not made durable and ``then``."""
+        if not self.enabled:
+            return script(keys=keys, args=args)
+        node = (
+            client.get_node_from_key(keys[0]).redis_connection if isinstance(client, redis_lib.RedisCluster) else client
+        )
+        if not self.checked:
+            self.durability.check_server(node, namespace)
+            self.checked = True
+        timeout_ms = self.timeout_ms(node)
+        pipe = node.pipeline(transaction=False)
+        script(keys=keys, args=args, client=pipe)
+        self.durability.wait(pipe, timeout_ms)
+        reply, acked = pipe.execute()
+        if written(reply):
+            try:
+                self.durability.require(acked, what, namespace, job_id, timeout_ms, then=then)
+            except StoreUnavailableError:
+                if undo is not None:
+                    with contextlib.suppress(Exception):  # the TTL is the fallback; the error is what matters
+                        undo(reply)
+                raise
+        return reply
+
+
+def _read_timeout(client: Any) -> float | None:
+    kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", None) or {}
+    timeout = kwargs.get("socket_timeout")
+    return float(timeout) if timeout is not None else None

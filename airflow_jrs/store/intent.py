@@ -24,6 +24,7 @@ from airflow_jrs.domain.paths import fence_name, spec_path
 from airflow_jrs.exceptions import CorruptIntentError, HeartbeatGone, LeaseLostError, StaleHeartbeat
 from airflow_jrs.store import intent_scripts as scripts
 from airflow_jrs.store import lua
+from airflow_jrs.store.durability import DurableWrites
 from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.fence import Fence, fence_arg, nonce_of
 from airflow_jrs.store.keys import KeySpace
@@ -81,11 +82,15 @@ class Intent:
 class IntentStore:
     """Writes specs to ``spec_root`` and intents to Redis, under the job's fence."""
 
-    def __init__(self, client: redis_lib.Redis, namespace: str, spec_root: str) -> None:
+    def __init__(
+        self, client: redis_lib.Redis, namespace: str, spec_root: str, *, durable: DurableWrites | None = None
+    ) -> None:
         self.client = client
         self.namespace = namespace
         self.keys = KeySpace(namespace)
         self.spec_root = spec_root.rstrip("/")
+        #: ``durability`` for recording the intent (``None``: acknowledged in memory)
+        self.durable = durable
         self._record = client.register_script(scripts.RECORD_INTENT)
         self._clear = client.register_script(scripts.CLEAR_INTENT)
         self._amend = client.register_script(scripts.AMEND_INTENT)
@@ -104,11 +109,21 @@ class IntentStore:
         return intent
 
     def update(self, intent: Intent) -> None:
+        """Record ``intent`` (fenced). With ``durability`` set it returns only once the replicas (or
+        the disk) have it: Spark is submitted after this, and a successor that took the lease
+        after a failover must find what it has to recover."""
+        keys = [self.keys.lease(intent.job_id), self.keys.intent(intent.job_id)]
+        args = [fence_arg(intent.fence), intent.to_json()]
         with redis_errors(f"record the intent of job {intent.job_id!r}", self.namespace, intent.job_id):
-            code = self._record(
-                keys=[self.keys.lease(intent.job_id), self.keys.intent(intent.job_id)],
-                args=[fence_arg(intent.fence), intent.to_json()],
-            )
+            if self.durable is None:
+                code = self._record(keys=keys, args=args)
+            else:
+                code = self.durable.run(
+                    self.client, self._record, keys=keys, args=args, written=lambda code: code == lua.OK,
+                    what=f"the intent of job {intent.job_id!r}", namespace=self.namespace, job_id=intent.job_id,
+                    then="Spark was not submitted; the task's retry recovers from the intent (nothing ran) once "
+                    "the store is healthy",
+                )  # fmt: skip
         if code == lua.STALE_FENCE:
             raise LeaseLostError(
                 f"job {intent.job_id!r}: fencing token {intent.fence} lost the lease before "
@@ -240,6 +255,9 @@ class IntentStore:
 _FIELDS = ("fence", "host", "pid", "child", "state", "exit_code", "stop")
 #: How long an ended heartbeat keeps its answer (exit code) for a successor to read.
 ENDED_KEEP_MS = 3_600_000
+#: The exit code an ended heartbeat reports when spark-submit was never started (the
+#: supervisor's ``LOST_BEFORE_START``, :mod:`airflow_jrs.launch.supervisor`).
+NOT_STARTED_EXIT_CODE = 70
 
 
 @dataclass(frozen=True)
@@ -263,10 +281,12 @@ class Heartbeat:
 class Heartbeats:
     """Heartbeats of one namespace's running submissions."""
 
-    def __init__(self, client: redis_lib.Redis, namespace: str) -> None:
+    def __init__(self, client: redis_lib.Redis, namespace: str, *, durable: DurableWrites | None = None) -> None:
         self.client = client
         self.namespace = namespace
         self.keys = KeySpace(namespace)
+        #: ``durability`` for the first beat (``None``: acknowledged in memory)
+        self.durable = durable
         self._beat = client.register_script(scripts.BEAT)
         self._end = client.register_script(scripts.END_HEARTBEAT)
 
@@ -279,11 +299,24 @@ class Heartbeats:
         supervisor's attempt lost the job), or, on the ``first`` beat (before spark-submit
         starts), when the fence no longer holds the lease; :class:`HeartbeatGone` when a later
         beat finds its heartbeat gone (it expired early: a successor may run). Only the first
-        beat creates the heartbeat."""
+        beat creates the heartbeat. With ``durability`` set the first beat returns only once the
+        replicas (or the disk) have it: spark-submit starts after it, and a successor after a
+        failover must see it running."""
         keys = [self.keys.heartbeat(job_id), self.keys.lease(job_id), self.keys.control(job_id)]
         with redis_errors(f"renew the heartbeat of job {job_id!r}", self.namespace, job_id):
             args: list[str | int] = [fence_arg(fence), ttl_ms, host, pid, child, "1" if first else "0"]
-            code, request = self._beat(keys=keys, args=args)
+            if self.durable is None or not first:
+                code, request = self._beat(keys=keys, args=args)
+            else:
+                code, request = self.durable.run(
+                    self.client, self._beat, keys=keys, args=args, written=lambda reply: int(reply[0]) == lua.OK,
+                    what=f"the first heartbeat of job {job_id!r}", namespace=self.namespace, job_id=job_id,
+                    then="spark-submit was not started (the heartbeat now says so); the task's retry starts it once "
+                    "the store is healthy",
+                    undo=lambda _reply: self._end(
+                        keys=[keys[0]], args=[fence_arg(fence), NOT_STARTED_EXIT_CODE, ENDED_KEEP_MS]
+                    ),
+                )  # fmt: skip
         if int(code) == lua.STALE_FENCE:
             raise StaleHeartbeat(job_id, fence)
         if int(code) == lua.HEARTBEAT_GONE:

@@ -39,6 +39,7 @@ from airflow_jrs.domain.model import validate_job_id
 from airflow_jrs.exceptions import JrsConfigError, LeaseHeldError, LeaseLostError
 from airflow_jrs.store import lease_scripts as scripts
 from airflow_jrs.store.clients import fresh_client
+from airflow_jrs.store.durability import DurableWrites
 from airflow_jrs.store.errors import redis_errors
 from airflow_jrs.store.fence import Fence, fence_arg, new_nonce
 from airflow_jrs.store.keys import KeySpace
@@ -118,6 +119,9 @@ class JobLease:
     ttl: float = DEFAULT_LEASE_TTL
     owner: dict[str, Any] = field(default_factory=default_owner)
     on_lost: Callable[[JobLease], None] | None = None
+    #: ``durability`` for acquire and take-over (``None``: acknowledged in memory). A lease lost
+    #: in a failover lets a second attempt start beside this one until its next renewal.
+    durable: DurableWrites | None = None
 
     def __post_init__(self) -> None:
         validate_job_id(self.job_id)
@@ -151,9 +155,8 @@ class JobLease:
         :class:`LeaseHeldError`. A retry of this call after a lost reply gets the same fence."""
         sent = boot_clock()
         with redis_errors(f"acquire the lease of job {self.job_id!r}", self.namespace, self.job_id):
-            reply = self._acquire(
-                keys=self._acquire_keys(),
-                args=[json.dumps(self.owner), self.ttl_ms, int(time.time() * 1000), self.nonce],
+            reply = self._hand_out(
+                self._acquire, [json.dumps(self.owner), self.ttl_ms, int(time.time() * 1000), self.nonce]
             )
         if int(reply[0]) == ACQUIRED:
             self.token = Fence(int(reply[1]), self.nonce)
@@ -172,9 +175,9 @@ class JobLease:
         """
         sent = boot_clock()
         with redis_errors(f"take over the lease of job {self.job_id!r}", self.namespace, self.job_id):
-            reply = self._take_over(
-                keys=self._acquire_keys(),
-                args=[fence_arg(dead.fence), json.dumps(self.owner), self.ttl_ms, int(time.time() * 1000), self.nonce],
+            reply = self._hand_out(
+                self._take_over,
+                [fence_arg(dead.fence), json.dumps(self.owner), self.ttl_ms, int(time.time() * 1000), self.nonce],
             )
         if int(reply[0]) == ACQUIRED:
             self.token = Fence(int(reply[1]), self.nonce)
@@ -183,6 +186,23 @@ class JobLease:
         if len(reply) < 4:
             return None
         raise self._held(_holder(*reply[1:5]))
+
+    def _hand_out(self, script: Any, args: list[Any]) -> Any:
+        """Run ACQUIRE_LEASE or TAKE_OVER_LEASE; with ``durability`` set, the lease counts as taken
+        only once the replicas (or the disk) have it, else it is given back and the call raises
+        :class:`~airflow_jrs.exceptions.StoreUnavailableError` (nothing started: a retry takes it)."""
+        if self.durable is None:
+            return script(keys=self._acquire_keys(), args=args)
+        return self.durable.run(
+            self.client, script, keys=self._acquire_keys(), args=args,
+            written=lambda reply: int(reply[0]) == ACQUIRED,
+            what=f"the lease of job {self.job_id!r}", namespace=self.namespace, job_id=self.job_id,
+            then="The lease was given back and nothing was started; the task's retry takes it again once the "
+            "store is healthy",
+            undo=lambda reply: self._release(
+                keys=[self.keys.lease(self.job_id)], args=[fence_arg(Fence(int(reply[1]), self.nonce))]
+            ),
+        )  # fmt: skip
 
     def _held(self, holder: LeaseHolder) -> LeaseHeldError:
         return LeaseHeldError(

@@ -7,6 +7,8 @@ proves the write waits instead).
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,8 +17,12 @@ import pytest
 import redis
 
 from airflow_jrs.exceptions import JrsConfigError, StoreUnavailableError
-from airflow_jrs.store import JobResult, JobStatus, KeySpace, RedisJobResultStore
-from airflow_jrs.store.durability import WAITAOF_SINCE, Durability
+from airflow_jrs.protocol import JobAttempt, JobNamespace, JobSpec, settings_for
+from airflow_jrs.store import Attempt, JobResult, JobStatus, KeySpace, RedisJobResultStore
+from airflow_jrs.store.durability import WAITAOF_SINCE, Durability, DurableWrites
+from airflow_jrs.store.intent import Intent
+from airflow_jrs.store.lease import JobLease
+from jrs_testbench.launchers import Recording
 from jrs_testbench.redis_server import EmbeddedRedis
 
 
@@ -105,5 +111,108 @@ def test_replicas_durability_through_a_cluster_client(redis_cluster, namespace: 
         assert store.mark_result_as_clean("j") is True
         entry = store.get_entry("j")
         assert entry is not None and entry.is_clean
+        # the lease's wait goes to the primary of the namespace's slot, on the script's connection
+        lease = JobLease(client, namespace, JOB, durable=DurableWrites(Durability.parse("replicas:1")))
+        assert lease.acquire() and lease.peek() is not None
     finally:
         client.close()
+
+
+# -- what lets an attempt start Spark: the lease, the intent, the first heartbeat (issue 29, item 5) ----------
+JOB = "dag.task.2013-01-01"
+
+
+@contextlib.contextmanager
+def paused(server: EmbeddedRedis) -> Iterator[None]:
+    """The replica stops acknowledging (SIGSTOP), as one cut off or stalled does; then resumes."""
+    assert server.process is not None
+    server.process.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        server.process.send_signal(signal.SIGCONT)
+
+
+def durable_jobs(url: str, namespace: str, tmp_path: Path, timeout: float = 3.0) -> JobNamespace:
+    settings = settings_for(
+        namespace, output_root=str(tmp_path / "out"), spec_root=str(tmp_path / "specs"), durability="replicas:1",
+        durability_timeout=timeout,
+    )  # fmt: skip
+    return JobNamespace.from_url(url, settings)
+
+
+def intent_of(jobs: JobNamespace, fence: int) -> Intent:
+    return Intent(
+        job_id=JOB, fence=fence, spec_uri=jobs.intents.spec_uri(JOB, fence), staging=f"/out/{JOB}/x",
+        app_name="jrs-app", host="worker-1", pid=4242, started_at=time.time(),
+    )  # fmt: skip
+
+
+def test_the_lease_the_intent_and_the_first_beat_return_once_the_replica_has_them(
+    primary_and_replica, namespace: str, tmp_path: Path
+) -> None:
+    primary, replica = primary_and_replica
+    jobs = durable_jobs(primary.url, namespace, tmp_path)
+    on_replica, keys = redis.Redis(port=replica.port), KeySpace(namespace)
+    try:
+        fence = jobs.lease(JOB).acquire()
+        assert on_replica.hget(keys.lease(JOB), "nonce") == fence.nonce.encode()  # there already: no polling
+        jobs.intents.record(intent_of(jobs, fence), {"application": "app.py"})
+        assert on_replica.get(keys.intent(JOB)) == jobs.client.get(keys.intent(JOB))
+        jobs.heartbeats.beat(JOB, fence, 30_000, host="worker-1", pid=1, child=0, first=True)
+        assert on_replica.hget(keys.heartbeat(JOB), "fence") == fence.identity.encode()
+    finally:
+        jobs.close()
+        on_replica.close()
+
+
+def test_a_lease_the_replica_did_not_acknowledge_is_given_back(
+    primary_and_replica, namespace: str, tmp_path: Path
+) -> None:
+    primary, replica = primary_and_replica
+    jobs = durable_jobs(primary.url, namespace, tmp_path, timeout=0.3)
+    try:
+        with paused(replica), pytest.raises(StoreUnavailableError) as info:
+            jobs.lease(JOB).acquire()
+        message = str(info.value)
+        assert "the lease of job" in message and "0 of 1 replicas" in message and "given back" in message
+        assert jobs.lease(JOB).peek() is None, "a lease a failover may lose was kept"
+        holder = JobLease(jobs.client, namespace, JOB, ttl=30)  # no durability: proved dead by the caller
+        holder.acquire()
+        dead = holder.peek()
+        assert dead is not None
+        with paused(replica), pytest.raises(StoreUnavailableError, match="given back"):  # a take-over waits too
+            jobs.lease(JOB).take_over(dead)
+        assert jobs.lease(JOB).peek() is None
+    finally:
+        jobs.close()
+
+
+def test_an_intent_or_first_beat_the_replica_did_not_acknowledge_starts_nothing(
+    primary_and_replica, namespace: str, tmp_path: Path
+) -> None:
+    primary, replica = primary_and_replica
+    jobs = durable_jobs(primary.url, namespace, tmp_path, timeout=0.3)
+    try:
+        fence = jobs.lease(JOB).acquire()  # acknowledged
+        with paused(replica), pytest.raises(StoreUnavailableError, match=r"intent of job .*Spark was not submitted"):
+            jobs.intents.record(intent_of(jobs, fence), {"application": "app.py"})
+        with paused(replica), pytest.raises(StoreUnavailableError, match=r"first heartbeat .*not started"):
+            jobs.heartbeats.beat(JOB, fence, 30_000, host="worker-1", pid=1, child=0, first=True)
+        beat = jobs.heartbeats.get(JOB)
+        assert beat is not None and not beat.running, "a successor would wait a TTL for a spark-submit never started"
+    finally:
+        jobs.close()
+
+
+def test_an_attempt_whose_lease_is_not_durable_launches_nothing(redis_url: str, namespace: str, tmp_path: Path) -> None:
+    # no replica at all: WAIT 1 never reaches one (the real JobAttempt, counting launches)
+    jobs = durable_jobs(redis_url, namespace, tmp_path, timeout=0.1)
+    launcher = Recording()
+    try:
+        with pytest.raises(StoreUnavailableError, match="the lease of job"):
+            JobAttempt(jobs, JobSpec(JOB, "fp"), Attempt("d", "t", "r", 1), launcher).run()
+        assert launcher.launched == 0
+        assert jobs.lease(JOB).peek() is None and jobs.intents.get(JOB) is None
+    finally:
+        jobs.close()
