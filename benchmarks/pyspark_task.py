@@ -1,4 +1,4 @@
-"""One flights day through ``@task.jrs_pyspark`` against the plain ``@task.pyspark`` (issue 23).
+"""One flights day through ``@task.jrs_pyspark`` against the plain ``@task.pyspark``.
 
 Two questions, each answered against a baseline measured in the same run:
 

@@ -2,7 +2,8 @@
 
 "Done is done" (DESIGN.md invariant 1) is only worth something if what a committed result
 names is still there: every later run skips the job on the strength of that entry. A cleanup
-that removes the folder an adopted result points to (issue 18, defect 1) leaves an entry that
+that removes the folder an adopted result points to (a successor's result names its predecessor's
+folder) leaves an entry that
 says SUCCEEDED over an empty directory, and nothing in the store notices. So a recovery test
 ends with :func:`assert_clean_outputs_exist`, which looks at the files themselves.
 """

@@ -3,7 +3,7 @@
 That is what a network blip between a command and its reply looks like to redis-py: the
 connection breaks after the server executed the command, the client's retry policy sends the
 same command again on a new connection. Used to prove that a retried ACQUIRE or TAKE_OVER
-recognises the lease it already took (issue 18, defect 9)::
+recognises the lease it already took instead of waiting a TTL for "another attempt"::
 
     with LossyProxy("127.0.0.1", redis_port) as proxy:
         client = redis.Redis(port=proxy.port, retry=Retry(NoBackoff(), 3))
@@ -11,7 +11,7 @@ recognises the lease it already took (issue 18, defect 9)::
         proxy.drop_next_reply()     # the next reply is read from Redis, thrown away, and the
         client.incr("k")            # client's connection closed: redis-py retries, k == 2
 
-The fault trials (issue 20) give every "host" its own proxy, so one host can be cut off while
+The fault trials (``benchmarks/fault_trials.py``) give every "host" its own proxy, so one host can be cut off while
 the others go on, and set a lasting mode with :meth:`set_mode`:
 
 * ``drop-replies``: every command reaches Redis and runs; its reply is thrown away and the

@@ -14,7 +14,7 @@ on the entry this cleanup read; a result written meanwhile is cleaned up for in 
 (:class:`CleanupView`, docs/recovery.md "Cleanup after a recovery").
 
 This lives in the protocol, not in the Airflow operator, so the fault trials run the very
-cleanup the operator runs (issue 20). Files are reached through :class:`Files`: the default
+cleanup the operator runs. Files are reached through :class:`Files`: the default
 (:data:`LOCAL_OR_FSSPEC`) handles local paths and fsspec URLs; the operator hands in one built
 on Airflow's ``ObjectStoragePath`` so object-store connections behave as they always did.
 
@@ -350,7 +350,7 @@ class CleanupView:
     """What a cleanup read about a job, read again before each removal and checked.
 
     A cleanup may run for minutes (retries with backoff); attempts start and end meanwhile.
-    Timeline of what a single read at the start let happen (issue 18, defect 2)::
+    Timeline of what a single read at the start let happen (a result written meanwhile)::
 
         cleanup: read entry E1 (fence 3) and live fences {}
         recompute: takes the lease (fence 5), writes fence-5/, writes E2, releases the lease

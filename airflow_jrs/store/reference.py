@@ -1,7 +1,7 @@
 """The clean reference: entry format version 3, what a clean job costs in Redis when its full
 result lives in a result document (``[jrs] result_documents``, :mod:`.documents`).
 
-Issue 22 asks for at most 200 B of Redis memory per clean job at a million jobs. A string key's
+The target is at most 200 B of Redis memory per clean job at a million jobs. A string key's
 fixed part costs about 150 B whatever its value holds, and Redis keeps a value of up to 44 B
 inside the object header's own 64-B allocation (``embstr``): a 44-B reference makes a clean job
 cost about 186 B (docs/operations/sizing.md). So a committed entry becomes::

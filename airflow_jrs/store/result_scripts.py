@@ -226,7 +226,7 @@ FORGET_RESULT = (
 -- Forget a job's result on purpose (so it may run again); the entry is kept in history with its
 -- note. A compare-and-set on what the caller read: the entry must still be those bytes (a result
 -- written since is never forgotten in its place). An attempt that recomputes also passes its
--- fence: after its lease was taken over, its late forget is refused (issue 18, defect 3).
+-- fence: after its lease was taken over, its late forget is refused.
 -- KEYS[1] - result key      KEYS[2] - history list     KEYS[3] - dirty set
 -- KEYS[4] - index zset      KEYS[5] - unsuccessful set KEYS[6] - lease hash
 -- ARGV[1] - job id          ARGV[2] - history length cap

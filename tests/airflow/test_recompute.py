@@ -91,7 +91,7 @@ def test_a_recompute_run_does_not_recompute_what_it_computed_after_its_request(j
 
 
 def test_a_retry_of_a_run_carrying_a_request_reuses_what_another_run_computed_after_it(jrs_env, tmp_path):
-    """Issue 19 item 2: the request of run S must act once. S's first try meets the request
+    """A recompute request acts once: the request of run S must act once. S's first try meets the request
     while run M computes the job (it waits for M's lease and fails); M commits; S's retry,
     or a clear or backfill of S (which keep its conf), must reuse M's fresh result."""
     app = tmp_path / "app.py"
@@ -141,7 +141,7 @@ def test_run_conf_recomputes_the_job_once_and_keeps_the_old_result_in_history(jr
     entry = jrs_env.store.get_entry(job)
     assert entry.is_clean and entry.result.fence > first.fence
     assert [e.result for e in jrs_env.store.get_history(job)] == [first]
-    moved = jrs_env.store.get_history(job)[0].moved  # who recomputed it, and why (issue 19 item 4)
+    moved = jrs_env.store.get_history(job)[0].moved  # who recomputed it, and why (the history note)
     assert moved is not None and moved.reason == "recomputed" and moved.actor is not None
     assert moved.actor.via == "task" and moved.actor.attempt is not None and moved.actor.attempt.task_id == "submit"
     job_dir = jrs_env.output_root / jrs_env.namespace / job
@@ -162,8 +162,9 @@ with DAG("{dag_id}", schedule="@daily", start_date=datetime(2013, 1, 1, tzinfo=U
 
 
 def test_plan_tells_what_a_backfill_does_with_a_run_that_carries_a_recompute_request(jrs_env, tmp_path, capsys):
-    """Issue 19 item 2: ``plan`` said "skip" for a date whose run carried ``jrs_recompute``, and
-    the backfill recomputed it. Now it applies the task's rule to the run's conf in Airflow's DB."""
+    """A recompute request acts once, and ``plan`` says so: it said "skip" for a date whose run
+    carried ``jrs_recompute``, and the backfill recomputed it. Now it applies the task's rule to
+    the run's conf in Airflow's DB."""
     from airflow.models.dagrun import DagRun
     from airflow.utils.session import create_session
     from airflow.utils.types import DagRunType

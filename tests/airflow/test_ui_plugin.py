@@ -337,7 +337,7 @@ def test_an_editor_forgets_marks_clean_and_releases_quarantine_with_confirmation
 
 
 def test_a_forget_from_the_ui_says_who_when_and_why_and_goes_to_airflows_audit_log(site: Site):
-    # Issue 19 item 4: the history item names the UI user, the time and the reason, and the
+    # Who, when and why: the history item names the UI user, the time and the reason, and the
     # action is a row of Airflow's own audit log (the Log table, served by /api/v2/eventLogs).
     job = "dag_a.submit.2024-01-01"
     shown = site.call("GET", f"/jrs/api/results/{job}", user="editor").json()["entry"]
@@ -362,7 +362,7 @@ def test_a_forget_from_the_ui_says_who_when_and_why_and_goes_to_airflows_audit_l
 
 
 def test_a_recompute_from_the_ui_changes_nothing_when_it_cannot_clear_the_task_instance(site: Site):
-    # Issue 19 item 3: Recompute forgets, then clears the task instance through Airflow's own
+    # The one documented way to recompute: Recompute forgets, then clears the task instance through Airflow's own
     # API with the user's token. It asks that API first: here Airflow has no DAG dag_a, so the
     # result stays and the answer says why (the happy path: tests/e2e/test_ui_browser.py).
     job = "dag_a.submit.2024-01-02"
@@ -378,7 +378,7 @@ def test_a_recompute_from_the_ui_changes_nothing_when_it_cannot_clear_the_task_i
 
 
 def test_a_recompute_never_sends_the_users_token_to_the_host_the_request_names(site: Site):
-    # Issue 29 item 7: the plugin built Airflow's URL from the request's Host header, so a
+    # A defect fixed here: the plugin built Airflow's URL from the request's Host header, so a
     # request with "Host: <another server>" sent GET /api/v2/dags/... and the clear there, with
     # the user's bearer token, and believed its answers. A real listener on that port records
     # what reaches it and answers every request "200 {}", as a willing impostor would.

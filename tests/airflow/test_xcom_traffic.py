@@ -125,7 +125,7 @@ REDIS = {"clean": {"submit": 1, "cleanup": 1}, "dirty": {"submit": 1, "cleanup":
 @pytest.mark.parametrize("dag_id", ["jrs_xcom_default", "jrs_xcom_templated"])
 @pytest.mark.parametrize("clean", [True, False], ids=["clean", "dirty"])
 def test_calls_per_committed_date(jrs_env, monkeypatch, dag_id, clean):
-    """Before issue 22: 15 XCom calls per date (each submit 5: return value, 2 link writes, 2 link
+    """At first: 15 XCom calls per date (each submit 5: return value, 2 link writes, 2 link
     reads; each cleanup 2: the submit's payload pulled, its own pushed); then 7 (the cleanup
     derives the job ids, reads the store and pushes nothing; the links read no XCom); now 5 (no
     empty Spark UI link without ``[jrs] spark_ui_url``)."""

@@ -1,4 +1,4 @@
-"""The compact clean entry (issue 22, opt-in ``[jrs] result_documents``): what the contract suite
+"""The compact clean entry (opt-in ``[jrs] result_documents``): what the contract suite
 cannot see from outside. A committed entry is a reference of at most 44 B that Redis keeps
 embedded; its document is written before it; the skip decision reads the reference alone in one
 round trip; readers that need the full result read the document, and a missing one is an error
@@ -339,7 +339,7 @@ def test_a_skipped_attempt_returns_the_full_result_from_the_document(redis_url, 
         jobs.close()
 
 
-# -- review of the compact clean entry (issue 22): what the first version got wrong ---------------
+# -- review of the compact clean entry: what the first version got wrong ---------------------------
 
 
 def test_a_documents_folder_missing_on_this_host_is_never_created_and_the_entry_stays_dirty(

@@ -198,7 +198,7 @@ def test_mark_result_as_clean_accepts_every_entry_that_reads_as_dirty(backend: B
     assert store.has_clean_job_result_entry("j")
 
 
-# mark_result_as_clean(expected=...): a compare-and-set on the entry a cleanup read (issue 18)
+# mark_result_as_clean(expected=...): a compare-and-set on the entry a cleanup read
 
 
 def test_mark_result_as_clean_of_the_entry_read_commits_it(store: JobResultStore) -> None:
@@ -798,7 +798,7 @@ def test_supersede_never_replaces_a_success_of_the_same_fingerprint(
 def test_an_unsuccessful_only_supersede_never_replaces_a_success_of_any_fingerprint(
     store: JobResultStore, old_fp: str | None, new_fp: str | None
 ) -> None:
-    # Issue 18 review, finding 4: canceling a run of changed code (or one without a fingerprint)
+    # Canceling a run of changed code (or one without a fingerprint)
     # must not push the old code's SUCCEEDED result to history: done is done.
     old = store.create_dirty_result(ok("j", fingerprint=old_fp))
     canceled = JobResult(job_id="j", status=JobStatus.CANCELED, fingerprint=new_fp, error="canceled")
@@ -857,7 +857,7 @@ def test_forget_a_dirty_result_also_drops_it_from_dirty_results(store: JobResult
 
 
 def test_every_way_into_history_says_why_when_and_who(backend: Backend, namespace: str) -> None:
-    # Issue 19 item 4: rerun (after a failure), superseded (another fingerprint), forgotten (a
+    # Who, when and why: rerun (after a failure), superseded (another fingerprint), forgotten (a
     # person), committed (delete-on-commit): each history item carries its reason, time and actor.
     from airflow_jrs.store import Actor
 
@@ -934,7 +934,7 @@ def test_fenced_create_with_a_token_that_does_not_hold_the_lease_writes_nothing(
 
 
 def test_a_stale_holders_forget_is_refused_and_the_newer_result_stays(backend: Backend, store: JobResultStore) -> None:
-    # Issue 18, defect 3. Timeline: attempt N takes the lease to recompute the committed result R0
+    # A stale holder's late forget. Timeline: attempt N takes the lease to recompute the committed result R0
     # and reads it; N pauses; N+1 takes the lease over, forgets R0 under its fence and commits R1;
     # N wakes and forgets what it read. Its forget must be refused: R1 stays, history holds R0 only.
     r0 = store.create_dirty_result(ok("j", application_id="r0"))

@@ -191,7 +191,7 @@ def test_a_person_finds_filters_and_forgets_a_job_result_in_the_ui(e2e, page, tm
     expect(page.locator("#detail")).to_contain_text("History")
 
 
-# -- Recompute: the one documented way from the UI (issue 19 item 3) ------------------------------
+# -- Recompute: the one documented way from the UI ------------------------------------------------
 RECOMPUTE_DAY = "2013-06-20"  # this test's own date
 RECOMPUTE_TINY = f"{DAG}.tiny.submit.{RECOMPUTE_DAY}"
 
@@ -200,7 +200,7 @@ def test_a_person_recomputes_a_job_from_the_job_results_page_and_a_later_backfil
     """Browse -> Job results -> the job -> Recompute: its result is forgotten (kept in history, with
     who did it) and its task instance cleared through Airflow's API with the user's own token; the
     run computes the job again (one Spark launch) and a later backfill of the date reuses the new
-    result (no launch): nothing lingers on the run, unlike a recompute conf did (issue 19)."""
+    result (no launch): nothing lingers on the run, unlike a recompute conf did."""
     from playwright.sync_api import expect
 
     url = e2e.airflow.url
@@ -246,7 +246,7 @@ def test_a_person_recomputes_a_job_from_the_job_results_page_and_a_later_backfil
     assert e2e.store.get_entry(RECOMPUTE_TINY).result.fence == again.result.fence
 
 
-# -- The task instance's "Job result" tab, unmapped and mapped (issue 19 item 1) -------------------
+# -- The task instance's "Job result" tab, unmapped and mapped -----------------------------------
 TAB_DAY = "2013-06-25"  # this test's own date
 MAPPED_DAG = "jrs_e2e_mapped"
 UI_TIME = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d "  # the UI's format, then the offset of the UI's zone

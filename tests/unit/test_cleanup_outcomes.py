@@ -72,7 +72,7 @@ def test_late_cleanup_keeps_the_staging_of_the_attempt_holding_the_lease(store, 
     assert sorted(p.name for p in Path(job_root).iterdir()) == ["fence-3"]
 
 
-# -- issue 18: what the cleanup keeps, and what it commits ---------------------------------------
+# -- what the cleanup keeps, and what it commits -------------------------------------------------
 
 OLD_FP, NEW_FP = "a" * 64, "b" * 64
 
@@ -112,7 +112,7 @@ def step_action():
 
 
 def test_cleanup_keeps_the_staging_folder_an_adopted_result_points_to(store, tmp_path):
-    """Defect 1: a successor adopts fence 1's finished output and writes the result under its own
+    """An adopted output: a successor adopts fence 1's finished output and writes the result under its own
     fence; the folder the outputs live in is not the result's fence's, and must be kept."""
     adopted, loser = _staging(store, tmp_path, 1), _staging(store, tmp_path, 2)
     store.client.set(store.keys.fence_counter, 2)  # fences 1 and 2 ran before; the successor gets 3
@@ -125,7 +125,7 @@ def test_cleanup_keeps_the_staging_folder_an_adopted_result_points_to(store, tmp
 
 
 def test_a_result_written_while_the_cleanup_ran_is_committed_only_after_its_cleanup_ran(store, tmp_path, step_action):
-    """Defect 2: a recompute writes a new result between the cleanup's read and its clean. The
+    """A result written meanwhile: a recompute writes a new result between the cleanup's read and its clean. The
     old cleanup must not commit it on the strength of callables that ran for the old one: the
     clean is a compare-and-set on the entry it read, and the cleanup runs again for the new one."""
     old = _staging(store, tmp_path, 1)
@@ -174,7 +174,7 @@ def test_a_cleanup_that_keeps_meeting_new_results_gives_up_clearly_and_commits_n
 
 
 def test_a_staging_folder_started_after_the_cleanups_read_is_kept(store, tmp_path, step_action):
-    """Defect 2: an attempt that takes the lease after the cleanup read the live fences (a recompute
+    """A stale view: an attempt that takes the lease after the cleanup read the live fences (a recompute
     starting) must not lose its staging folder to that stale view: live fences are read again
     before each removal."""
     done = _staging(store, tmp_path, 1)
@@ -206,7 +206,7 @@ def assert_clean_outputs_exist_without_marker(store) -> None:
 
 
 def test_user_cleanup_steps_never_run_for_a_result_that_was_replaced_meanwhile(store, tmp_path):
-    """Issue 18 review, finding 10: like the staging removals, each cleanup path and callable first
+    """Like the staging removals, each cleanup path and callable first
     checks that the job's entry is still the one read. A result written after the first callable
     ran (a changed-code run) must not get the second callable for the old result: the cleanup
     starts over for the new one."""

@@ -165,7 +165,7 @@ def test_history_after_forget(base, store, capsys):
 
 
 def test_history_says_who_moved_each_entry_when_and_why(base, store, capsys):
-    # Issue 19 item 4: a forget from the CLI, a rerun after a failure, and a changed fingerprint
+    # Who, when and why: a forget from the CLI, a rerun after a failure, and a changed fingerprint
     # each leave a history item naming the actor, the time and the reason, in text and in JSON.
     import getpass
     import socket

@@ -1,5 +1,5 @@
-"""``./dev``: what each command installs (issue 31 item 6: ``./dev demo`` installed ``faketime``,
-which only the clock-step fault tests need).
+"""``./dev``: what each command installs (``./dev demo`` installed ``faketime``, which only the
+clock-step fault tests need).
 
 The script's own functions run under bash, with each ``ensure_*`` replaced by a recorder, so the
 test sees which installs ``setup`` (used by ``demo`` and ``setup``) and the ``test`` command do,

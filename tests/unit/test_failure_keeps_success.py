@@ -1,4 +1,4 @@
-"""A failure never displaces a committed success (issue 29, item 3), through JobAttempt and real Redis.
+"""A failure never displaces a committed success, through JobAttempt and real Redis.
 
 Code A computes and commits; code B (another fingerprint: changed code, args or job_version)
 runs, fails on its last try and records FAILED. That FAILED must not move A's clean SUCCEEDED

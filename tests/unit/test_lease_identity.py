@@ -1,10 +1,10 @@
-"""A lease's identity cannot repeat (issue 18, defects 6 and 9), against a real Redis.
+"""A lease's identity cannot repeat, against a real Redis.
 
-Defect 6: a Redis failover that loses the INCR of the namespace's fence counter (or an
+A lost increment: a Redis failover that loses the INCR of the namespace's fence counter (or an
 ``appendfsync everysec`` crash) hands the same fencing token to two attempts. The token alone
 cannot tell them apart; the owner nonce each lease carries can, and every fenced script checks it.
 
-Defect 9: a reply to ACQUIRE or TAKE_OVER lost on the wire makes redis-py send the command
+A lost reply: a reply to ACQUIRE or TAKE_OVER lost on the wire makes redis-py send the command
 again; the retry must recognise the lease it already took, not wait a TTL for "another attempt".
 """
 

@@ -1,6 +1,6 @@
 """``revoke()`` never raises, even when the kill lands while the renewal thread is being started.
 
-Found by the fault trials (issue 20, seed 1, trials 759 and 1750): ``on_kill`` 16 ms after the
+Found by the fault trials (seed 1, trials 759 and 1750): ``on_kill`` 16 ms after the
 lease was taken arrived between the renewal thread's creation and its ``start()``; ``revoke``
 joined a thread never started and raised ``RuntimeError`` out of the signal handler, so the lease
 was not released and the task failed with "cannot join thread before it is started".

@@ -270,7 +270,7 @@ def test_fingerprints_round_trip_in_whichever_form_they_are_stored(fingerprint: 
     assert decode_entry(raw, "dag.task.2013-01-01").result == result
 
 
-# -- history notes (issue 19 item 4) ------------------------------------------------------------
+# -- history notes: who moved an entry, when and why ---------------------------------------------
 
 
 def _noted(raw: str, note: str) -> str:

@@ -1,4 +1,4 @@
-"""The pandas pinned for pyspark 4.3 (issue 31 item 6): every Spark log carried pandas' FutureWarning
+"""The pandas pinned for pyspark 4.3: every Spark log carried pandas' FutureWarning
 "PySpark does not yet fully support pandas >= 3.0.0" while requirements.lock pinned pandas 3.
 
 pyspark 4.3 asks for pandas >= 2.2.0 (``pyspark/sql/pandas/utils.py``) and warns from 3.0.0 on:

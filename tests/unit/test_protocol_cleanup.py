@@ -1,4 +1,4 @@
-"""The protocol's cleanup without Airflow (issue 20): :func:`commit_job` on a JobNamespace, with
+"""The protocol's cleanup without Airflow: :func:`commit_job` on a JobNamespace, with
 its own files (local paths, fsspec URLs), as the fault trials call it.
 
 The operator's outcomes through the same code are in test_cleanup_outcomes.py; these pin what

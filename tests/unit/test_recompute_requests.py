@@ -112,7 +112,7 @@ def test_a_result_fenced_after_the_request_meets_it_whatever_the_clocks_say(redi
 
 
 def test_a_result_the_request_met_in_flight_meets_it_one_finished_before_does_not(redis_url, namespace):
-    """Issue 19 item 2: run S meets its request while run M computes the job; M's result, written
+    """A recompute request acts once: run S meets its request while run M computes the job; M's result, written
     after the request, meets it, even when M's host stamps it with an earlier time. A result
     whose lease was taken and released before the request does not, even when stamped later."""
     store = RedisJobResultStore(redis_url, namespace)

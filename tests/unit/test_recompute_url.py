@@ -1,5 +1,5 @@
 """Where the Recompute button sends the user's token: the deployment's own API server, never the
-host a request names (issue 29 item 7; the real route: tests/airflow/test_ui_plugin.py).
+host a request names (the real route: tests/airflow/test_ui_plugin.py).
 
 With ``[api] base_url`` unset, the URL is the address the connection reached on this server
 (the ASGI scope's ``server``, the socket's local address), which no header changes.

@@ -324,7 +324,7 @@ def test_a_revert_brings_back_the_pre_fix_behaviour(number, scenario, fixed, rev
 
 
 def test_every_fix_of_issue_18_has_a_revert_with_a_docstring_naming_its_commit():
-    assert sorted(reverts.REVERTS) == list(range(1, 11))  # 10: issue 23's Connect session release
+    assert sorted(reverts.REVERTS) == list(range(1, 11))  # 10: the Spark Connect session release
     for number, revert in reverts.REVERTS.items():
         doc = revert.__doc__ or ""
         assert f"Defect {number} (commit" in doc and "Breaks" in doc, revert.__name__

@@ -1,4 +1,4 @@
-"""One date is one job, whatever kind of run computes it (issue 29 item 1).
+"""One date is one job, whatever kind of run computes it (a manual run for a past date included).
 
 Two layers. First the rule itself (:func:`airflow_jrs.domain.identity.default_job_id`) on
 contexts shaped as Airflow 3.3's Task SDK builds them for each run type (``logical_date`` and
@@ -129,7 +129,7 @@ def _scheduled_infos(timetable: Any) -> list[Any]:
 
 
 def _old_rule(context: dict[str, Any]) -> str:
-    """What the rule said before issue 29: the data interval's start before the logical date."""
+    """The earlier rule, before a manual run became its date's job: the data interval's start first."""
     return run_key({k: v for k, v in context.items() if k != "logical_date"})
 
 

@@ -256,7 +256,7 @@ def test_a_batch_stop_through_the_same_path_terminates_with_a_grace_period(redis
     assert RedisJobResultStore(redis_client, namespace).get_entry(JOB) is None
 
 
-# -- issue 18 review: what an orphan's supervisor must NOT record ----------------------------------
+# -- what an orphan's supervisor must NOT record ---------------------------------------------------
 
 #: A batch spark-submit that, on SIGTERM, waits for ``<out>/go`` before it exits 143: the test
 #: changes the world (a successor appears) while the supervisor waits for it.

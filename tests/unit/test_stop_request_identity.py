@@ -1,5 +1,5 @@
-"""A stop or cancel reaches the attempt it names, not another one holding the same token (issue 29,
-item 4), against a real Redis.
+"""A stop or cancel reaches the attempt it names, not another one holding the same token (after a
+failover two attempts can), against a real Redis.
 
 A failover that lost the fence counter's INCR hands token N to two attempts (A, then B; their
 owner nonces differ). A's ``on_kill`` asks to cancel "its" attempt: it must not reach B, which

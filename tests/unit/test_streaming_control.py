@@ -61,7 +61,7 @@ def test_a_request_targets_one_fence_and_a_cancel_is_never_downgraded(tmp_path):
 
 
 def test_a_request_and_an_outcome_belong_to_one_fence_identity_not_only_its_token(tmp_path):
-    # Issue 18 review, finding 6: a failover can hand token 5 to two holders (nonces aa.., bb..).
+    # A failover can hand token 5 to two holders (nonces aa.., bb..).
     control = str(tmp_path / "control")
     first, second = Fence(5, "aa" * 8), Fence(5, "bb" * 8)
     write_request(control, STOP, first, by="test")

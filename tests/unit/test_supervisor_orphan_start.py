@@ -1,4 +1,4 @@
-"""spark-submit never starts once its supervisor is gone (fault trials, issue 20: seed 1, trial 283).
+"""spark-submit never starts once its supervisor is gone (found by the fault trials: seed 1, trial 283).
 
 The supervisor arms ``PR_SET_PDEATHSIG`` in the child between fork and exec, so spark-submit dies
 with it. A supervisor SIGKILLed between the fork and the ``prctl`` is already dead when the signal

@@ -1,4 +1,4 @@
-"""The fault machinery of the trials (issue 20) does what it claims, on real servers and processes.
+"""The fault machinery of the trials (benchmarks/fault_trials.py) does what it claims, on real servers and processes.
 
 Each test starts its own redis-servers (free ports, temporary dirs) and its own processes.
 """
