@@ -1,4 +1,4 @@
-"""Each of issue 18's nine reverts (jrs_testbench/trials/reverts.py) really takes its fix out.
+"""Each revert of a protocol fix (jrs_testbench/trials/reverts.py; "Defect N" below is revert N) takes its fix out.
 
 Every scenario runs the product's own code (store, lease, heartbeats, takeover, cleanup,
 JobAttempt, the standalone lookup) against the session's real redis-server, twice, in fresh
