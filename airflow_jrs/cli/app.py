@@ -1,12 +1,17 @@
 """The parser and the dispatch: one place decides exit codes and how errors read.
 
 A bad argument or a failure is one line on stderr, never a traceback: the person reading it
-is on call, and the line says what to type or do instead.
+is on call, and the line says what to type or do instead. With ``--json`` the same words come
+as one JSON object on stdout instead (``{"error": {"message", "exit_code", "type"}}``), where the
+script reads its answer, and the exit code is the same: stdout always holds one JSON document.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import json
 import os
 import sys
 from typing import Any, NoReturn
@@ -15,7 +20,7 @@ from rich_argparse import RawDescriptionRichHelpFormatter
 
 from airflow_jrs.cli import airflow_api, backfill, common, doctor, plan, reads, recompute, writes
 from airflow_jrs.cli.common import NOT_FOUND, UNREACHABLE, USAGE, CliError, Output
-from airflow_jrs.exceptions import JrsError, NoSuchJobResultError, StoreUnavailableError
+from airflow_jrs.exceptions import JrsError, NoSuchJobResultError, ResultDocumentError, StoreUnavailableError
 
 DESCRIPTION = """\
 The on-call engineer's view of the airflow-jrs job result store: which Spark jobs have a
@@ -32,7 +37,9 @@ exit codes:
   2  usage or configuration error, or the store refused (corrupt or quarantined entry,
      confirmation needed without a terminal)
   3  store unreachable, or it refused the connection (password, ACL)
-141  the reader of the output went away (a closed pipe, as in `| head`)"""
+141  the reader of the output went away (a closed pipe, as in `| head`)
+with --json, an error is one JSON object on stdout, {"error": {"message": ..., "exit_code": ...,
+"type": ...}}, with the same exit code (nothing on stderr)"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -169,15 +176,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _json_error(code: int, message: str, kind: str) -> int:
+    """A failure as ``--json`` prints it: one object on stdout (see the module docstring)."""
+    print(json.dumps({"error": {"message": message, "exit_code": code, "type": kind}}, indent=2))
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    wants_json = "--json" in words[: words.index("--")] if "--" in words else "--json" in words
+    said = io.StringIO()
     try:
-        args = parser.parse_args(argv)
+        with contextlib.redirect_stderr(said) if wants_json else contextlib.nullcontext():
+            args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, or a bad argument (already printed as one line)
-        return exc.code if isinstance(exc.code, int) else USAGE
+        code = exc.code if isinstance(exc.code, int) else USAGE
+        if wants_json and code:
+            return _json_error(code, said.getvalue().strip().removeprefix("airflow-jrs: error: "), "UsageError")
+        sys.stderr.write(said.getvalue())
+        return code
     out = Output(as_json=args.json)
 
-    def fail(code: int, line: str) -> int:
+    def fail(code: int, line: str, kind: str = "CliError") -> int:
+        if out.as_json:
+            return _json_error(code, line, kind)
         print(f"airflow-jrs: {line}", file=sys.stderr)
         return code
 
@@ -197,13 +220,17 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as exc:
         return fail(exc.code, str(exc))
     except StoreUnavailableError as exc:
-        return fail(UNREACHABLE, common.store_failure(exc, args))
+        return fail(UNREACHABLE, common.store_failure(exc, args), type(exc).__name__)
     except NoSuchJobResultError as exc:  # its message names the job and namespace: no class name needed
-        return fail(NOT_FOUND, str(exc))
+        return fail(NOT_FOUND, str(exc), type(exc).__name__)
+    except ResultDocumentError as exc:
+        # no folder at all: the store's words name [jrs] result_documents; the CLI's flag is this
+        hint = "" if exc.location else f" {common.DOCUMENTS_HINT}"
+        return fail(USAGE, f"{type(exc).__name__}: {exc}{hint}", type(exc).__name__)
     except JrsError as exc:
-        return fail(USAGE, f"{type(exc).__name__}: {exc}")
+        return fail(USAGE, f"{type(exc).__name__}: {exc}", type(exc).__name__)
     except KeyboardInterrupt:
-        return fail(130, "interrupted")
+        return fail(130, "interrupted", "KeyboardInterrupt")
 
 
 if __name__ == "__main__":

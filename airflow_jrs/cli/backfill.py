@@ -37,7 +37,7 @@ from datetime import datetime
 from typing import Any
 
 from airflow_jrs.cli.airflow_api import AirflowApi, AirflowApiError
-from airflow_jrs.cli.common import NOT_FOUND, OK, UNREACHABLE, USAGE, CliError, Ctx, stamp
+from airflow_jrs.cli.common import NOT_FOUND, OK, UNREACHABLE, USAGE, CliError, Ctx, plural, stamp
 from airflow_jrs.cli.plan import RENDERABLE, _fingerprint, job_ids, load_dag
 from airflow_jrs.domain.decision import decide
 from airflow_jrs.exceptions import JobResultEntryError
@@ -185,7 +185,9 @@ def cmd_backfill(ctx: Ctx) -> int:
         elif not todo:
             ctx.out.line("every date is committed: no backfill needed, nothing created")
         else:
-            ctx.out.line(f"dry run: would create {len(todo)} backfills for {needed} dates; nothing created")
+            ctx.out.line(
+                f"dry run: would create {plural(len(todo), 'backfill')} for {plural(needed, 'date')}; nothing created"
+            )
         return OK
     api = AirflowApi.from_environment(a.airflow_url)
     created: list[dict[str, Any]] = []
@@ -213,7 +215,7 @@ def cmd_backfill(ctx: Ctx) -> int:
         ctx.out.json(ctx.located(_doc(a, plans, summary, created, dry_run=False)))
     else:
         last = "" if a.wait else " (the last one runs on: see the Backfills page)"
-        ctx.out.line(f"created {len(created)} backfills for {needed} dates{last}")
+        ctx.out.line(f"created {plural(len(created), 'backfill')} for {plural(needed, 'date')}{last}")
     return OK
 
 
@@ -222,7 +224,7 @@ def _create(ctx: Ctx, api: AirflowApi, a: Any, group: list[DatePlan]) -> dict[st
     doc = api.create_backfill(a.dag_id, start, end, reprocess_behavior="completed", max_active_runs=a.max_active_runs)
     info = {"id": doc["id"], "from_date": start.isoformat(), "to_date": end.isoformat(), "dates": len(group)}
     if not ctx.out.as_json:
-        ctx.out.line(f"backfill {doc['id']}: {stamp(start)} to {stamp(end)} ({len(group)} dates)")
+        ctx.out.line(f"backfill {doc['id']}: {stamp(start)} to {stamp(end)} ({plural(len(group), 'date')})")
     return info
 
 
@@ -261,8 +263,9 @@ def _print_plan(ctx: Ctx, plans: list[DatePlan], summary: dict[str, int]) -> Non
                      "run" if p.needs_run else "no run", why])  # fmt: skip
     ctx.out.table(("logical date", "committed", "missing", "blocked", "backfill", "why"), rows)
     ctx.out.line(
-        f"{summary['dates']} dates, {summary['jobs']} jobs: {summary['dates_to_run']} dates need a run "
-        f"({summary['backfills']} contiguous ranges)"
+        f"{plural(summary['dates'], 'date')}, {plural(summary['jobs'], 'job')}: "
+        f"{plural(summary['dates_to_run'], 'date')} {'needs' if summary['dates_to_run'] == 1 else 'need'} a run "
+        f"({plural(summary['backfills'], 'contiguous range')})"
     )
     if any(p.blocked for p in plans):
         ctx.out.line("blocked jobs fail their task: fix them first (airflow-jrs quarantined, release-quarantine)")
@@ -273,12 +276,13 @@ def _explain(ctx: Ctx, plans: list[DatePlan], summary: dict[str, int]) -> int:
     tasks = summary["jobs"]
     text = (
         f"without --missing-only nothing is created. `airflow backfill create --dag-id {a.dag_id} "
-        f"--from-date {a.from_date.date()} --to-date {a.to_date.date()}` creates a run for each of the "
-        f"{summary['dates']} dates that has none in Airflow's metadata DB (it looks at runs, not results): "
+        f"--from-date {a.from_date.date()} --to-date {a.to_date.date()}` creates a run for each date (of "
+        f"{summary['dates']}) that has none in Airflow's metadata DB (it looks at runs, not results): "
         f"every guarded task of those runs is scheduled and skips a committed job "
-        f"({tasks} guarded tasks at most). `airflow-jrs backfill --missing-only` asks the store and creates "
-        f"runs for the {summary['dates_to_run']} dates where some job is not committed, in "
-        f"{summary['backfills']} Airflow backfills; add --dry-run to see only this table"
+        f"({plural(tasks, 'guarded task')} at most). `airflow-jrs backfill --missing-only` asks the store and "
+        "creates "
+        f"runs for the {plural(summary['dates_to_run'], 'date')} where some job is not committed, in "
+        f"{plural(summary['backfills'], 'Airflow backfill')}; add --dry-run to see only this table"
     )
     if ctx.out.as_json:
         ctx.out.json(ctx.located({**_doc(a, plans, summary, [], dry_run=True), "note": text}))

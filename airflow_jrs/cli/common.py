@@ -261,11 +261,40 @@ def progress(ctx: Ctx, description: str, total: int | None) -> Any:
 
 
 # -- entries ---------------------------------------------------------------------------------------
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``1 job``, ``2 jobs``, ``0 jobs``: a count with its noun in the right number (``many``
+    for an irregular plural, e.g. ``plural(n, "entry", "entries")``)."""
+    return f"{count} {word if count == 1 else many or word + 's'}"
+
+
 def stamp(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ") if value else "-"
 
 
 ENTRY_COLUMNS = ("job id", "state", "status", "fence", "created (UTC)", "written by")
+#: What to do when a clean reference's result document is needed and the CLI has no folder.
+DOCUMENTS_HINT = (
+    "Give airflow-jrs the folder the cleanups write result documents to: --result-documents FOLDER "
+    "(or AIRFLOW__JRS__RESULT_DOCUMENTS; from a connection, [jrs] result_documents)."
+)
+#: "written by" of a clean reference: its run is named in its result document.
+IN_DOCUMENT = "in its result document"
+
+
+def documents_note(ctx: Ctx, entries: Sequence[JobResultEntry]) -> str | None:
+    """For a listing: some entries are clean references ([jrs] result_documents) and this CLI has
+    no folder to read their documents from, so who wrote them is unknown here; say so, and how to
+    give the folder (``show`` of such a job fails with the same advice)."""
+    refs = sum(e.summary for e in entries)
+    if not refs or ctx.store.result_documents is not None:
+        return None
+    return (
+        f"{plural(refs, 'result')} {'is' if refs == 1 else 'are'} committed as a reference ([jrs] "
+        f"result_documents): the run that wrote {'it' if refs == 1 else 'them'} is named in a result "
+        f"document, and this command was given no folder. {DOCUMENTS_HINT}"
+    )
+
+
 #: A history item: when it left the job's current slot, why and by whom, then the entry as it was.
 HISTORY_COLUMNS = ("moved (UTC)", "why", "by", "state", "status", "fence", "created (UTC)", "written by")
 
@@ -281,5 +310,5 @@ def history_row(entry: JobResultEntry) -> list[Any]:
 
 def entry_row(entry: JobResultEntry) -> list[Any]:
     a = entry.result.attempt
-    by = f"{a.dag_id}/{a.task_id} {a.run_id} try {a.try_number}" if a else "-"
+    by = f"{a.dag_id}/{a.task_id} {a.run_id} try {a.try_number}" if a else IN_DOCUMENT if entry.summary else "-"
     return [entry.job_id, entry.state.value, entry.result.status.value, entry.result.fence, stamp(entry.created_at), by]

@@ -16,6 +16,7 @@ from airflow_jrs.cli.common import (
     NOT_FOUND,
     OK,
     Ctx,
+    documents_note,
     empty_namespace,
     empty_namespace_line,
     entry_row,
@@ -33,8 +34,10 @@ from airflow_jrs.views.json import entry_json, held_lease_json, in_flight_json, 
 def _entries(ctx: Ctx, what: str, entries: list[Any], doc: dict[str, Any], quarantined: list[str]) -> int:
     # Nothing at all in the namespace: a wrong --namespace, most likely (exit 1, naming the real ones).
     empty = empty_namespace(ctx) if not entries and not quarantined else None
+    note = documents_note(ctx, entries)  # clean references and no folder: say it, as show does
     if ctx.out.as_json:
         listed = {**doc, "entries": [entry_json(e) for e in entries], "quarantined": quarantined, **(empty or {})}
+        listed |= {"documents_needed": note} if note else {}
         ctx.out.json(ctx.located(listed))
         return NOT_FOUND if empty else OK
     if empty:
@@ -46,6 +49,8 @@ def _entries(ctx: Ctx, what: str, entries: list[Any], doc: dict[str, Any], quara
     ctx.out.header(ctx, what.capitalize())
     rows = [entry_row(e) for e in entries] + [[j, "quarantined", "?", "", "", "blocked: see show"] for j in quarantined]
     ctx.out.table(ENTRY_COLUMNS, rows)
+    if note:
+        ctx.out.line(f"note: {note}")
     return OK
 
 

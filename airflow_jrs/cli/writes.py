@@ -19,6 +19,7 @@ from airflow_jrs.cli.common import (
     Ctx,
     ask,
     entry_row,
+    plural,
     progress,
 )
 from airflow_jrs.cli.plan import load_dag, plan_jobs
@@ -91,13 +92,13 @@ def cmd_forget(ctx: Ctx) -> int:
         detail = "; ".join(skipped[:5]) + (" ..." if len(skipped) > 5 else "")
         raise CliError(f"nothing to forget in {ctx.where()} ({detail})", NOT_FOUND)
     if not ctx.out.as_json:
-        ctx.out.header(ctx, f"Will forget {len(entries)} results (kept in history; these jobs run again)")
+        ctx.out.header(ctx, f"Will forget {plural(len(entries), 'result')} (kept in history; these jobs run again)")
         ctx.out.table(ENTRY_COLUMNS, [entry_row(e) for e in entries])
         for line in skipped:
             ctx.out.line(f"skipped {line}")
     if a.dry_run:
         return _dry_run(ctx, {"forget": [entry_json(e) for e in entries], "skipped": skipped})
-    ask(ctx, f"forget {len(entries)} results so their jobs run again")
+    ask(ctx, f"forget {plural(len(entries), 'result')} so their jobs run again")
     forgotten: list[str] = []
     shown = len(skipped)
     with progress(ctx, "forgetting", len(entries)) as bar:
@@ -122,28 +123,30 @@ def cmd_forget(ctx: Ctx) -> int:
 
 def cmd_purge(ctx: Ctx) -> int:
     days = ctx.args.older_than_days
+    age = f"{days:g} day{'' if days == 1 else 's'}"
     cutoff = utcnow() - timedelta(days=days)
     with progress(ctx, "finding clean results to purge", None):
         old = ctx.store.find_entries(EntryQuery(state=EntryState.CLEAN, before=cutoff), limit=10_000_000)
     if not old:
-        ctx.out.line(f"no clean results older than {days:g} days in {ctx.where()}; nothing to purge")
-        if ctx.out.as_json:
+        if ctx.out.as_json:  # one JSON document on stdout, nothing else
             ctx.out.json(ctx.located({"purge": [], "purged": 0}))
+        else:
+            ctx.out.line(f"no clean results older than {age} in {ctx.where()}; nothing to purge")
         return OK
     if not ctx.out.as_json:
-        ctx.out.header(ctx, f"Will delete {len(old)} clean results older than {days:g} days (no history kept)")
+        ctx.out.header(ctx, f"Will delete {plural(len(old), 'clean result')} older than {age} (no history kept)")
         ctx.out.table(ENTRY_COLUMNS, [entry_row(e) for e in old[:20]])
         if len(old) > 20:
             ctx.out.line(f"... and {len(old) - 20} more; a backfill over these dates would recompute them")
     if ctx.args.dry_run:
         return _dry_run(ctx, {"purge": [e.job_id for e in old]})
-    ask(ctx, f"delete {len(old)} clean results older than {days:g} days")
-    with progress(ctx, f"purging {len(old)} clean results", None):
+    ask(ctx, f"delete {plural(len(old), 'clean result')} older than {age}")
+    with progress(ctx, f"purging {plural(len(old), 'clean result')}", None):
         purged = ctx.store.purge_clean_entries(timedelta(days=days))
     if ctx.out.as_json:
         ctx.out.json(ctx.located({"purged": purged}))
     else:
-        ctx.out.line(f"purged {purged} clean results older than {days:g} days (dirty ones are kept)")
+        ctx.out.line(f"purged {plural(purged, 'clean result')} older than {age} (dirty ones are kept)")
     return OK
 
 

@@ -22,6 +22,7 @@ from airflow_jrs.domain.model import EntryQuery
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.store import Actor, JobResultEntry, RedisJobResultStore
+from airflow_jrs.store.diagnosis import mask_password
 from airflow_jrs.views.job import entry_dag
 
 
@@ -66,7 +67,7 @@ class Backend:
     def mask(self, text: str) -> str:
         current = self._current
         if current is not None and current.password:
-            text = text.replace(current.password, "***")
+            text = mask_password(text, current.password)  # as a credential, not every occurrence of the word
         return text
 
 

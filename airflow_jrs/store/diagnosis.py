@@ -157,7 +157,7 @@ def diagnose(
             "auth",
             False,
             f"the Redis server{at} needs a password (or the user or password is wrong)",
-            f"set the ACL user and password in {conn} (login and password fields, or redis://user:password@host)",
+            f"set the ACL user and password in {conn} (login and password fields, or redis://USER:PASSWORD@HOST)",
         )
     if kind == "readonly":
         return Problem(
@@ -275,4 +275,22 @@ def unavailable_line(
         f"(namespace {exc.namespace!r}, {conn}, Redis {server}): {sentence}"
     )
     line = " ".join(line.split())
-    return line.replace(password, "***") if password else line
+    return mask_password(line, password)
+
+
+def mask_password(text: str, password: str | None) -> str:
+    """``text`` with ``password`` masked (``***``) where it stands as a credential: in a URL's
+    login (``://user:PASSWORD@``, ``://:PASSWORD@``) and after ``password=`` / ``password:``
+    (also ``pass``, ``pwd``, ``requirepass``; optionally quoted). Not every occurrence: a password
+    that is an ordinary word ("wrong", "or") would otherwise mask our own advice ("(or the user or
+    password is ***)"), and a masked word reads as a leak where there is none."""
+    if not password:
+        return text
+    secret = re.escape(password)
+    text = re.sub(rf"(://[^\s/@:]*:){secret}(?=@)", r"\1***", text)
+    return re.sub(
+        rf"(\b(?:requirepass|password|passwd|pass|pwd)\s*[=:]\s*(?P<q>['\"]?)){secret}(?=(?P=q)(?:[\s&;,)\]}}]|$))",
+        r"\1***",
+        text,
+        flags=re.IGNORECASE,
+    )
