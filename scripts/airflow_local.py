@@ -145,7 +145,8 @@ def _saved_password(home: Path, username: str) -> str | None:
         return None
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line; apart from :func:`main` so the docs' commands can be checked against it."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--port", type=int, default=None, help="API/UI port (default: a free port)")
     parser.add_argument("--parallelism", type=int, default=2, help="executor slots (default 2)")
@@ -163,6 +164,11 @@ def main() -> int:
         help=f"job result store namespace (default: $AIRFLOW__JRS__NAMESPACE, else {DEFAULT_NAMESPACE!r}, "
         "shared with ./dev demo)",
     )
+    return parser
+
+
+def main() -> int:
+    parser = build_parser()
     args = parser.parse_args()
     dags_folder = Path(args.dags_folder).expanduser().resolve()
     if not dags_folder.is_dir():
