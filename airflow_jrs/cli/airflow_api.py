@@ -216,11 +216,14 @@ class AirflowApi:
         if self.username and self.password:
             self._token = None
 
-    def clear(self, dag_id: str, run_id: str, task_ids: Sequence[str]) -> list[dict[str, Any]]:
+    def clear(
+        self, dag_id: str, run_id: str, task_ids: Sequence[str], *, dry_run: bool = False
+    ) -> list[dict[str, Any]]:
         """Clear the tasks (and what runs after them: the cleanup) in one run, as the UI's Clear
-        does; the run is queued again. Returns the cleared task instances."""
+        does; the run is queued again. Returns the cleared task instances (with their rendered
+        fields). ``dry_run`` asks Airflow which ones it would clear, by the same rule."""
         body = {
-            "dry_run": False,
+            "dry_run": dry_run,
             "dag_run_id": run_id,
             "task_ids": list(task_ids),
             "only_failed": False,
@@ -229,6 +232,17 @@ class AirflowApi:
         }
         doc = self._call("POST", f"/api/v2/dags/{_q(dag_id)}/clearTaskInstances", body)
         return list(doc.get("task_instances", []))
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> Any:
+        """The task instance's ``return_value`` XCom, ``None`` when it has none."""
+        path = f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}/taskInstances/{_q(task_id)}/xcomEntries/return_value"
+        try:
+            doc = self._call("GET", f"{path}?map_index={int(map_index)}&deserialize=true&stringify=false")
+        except AirflowApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return doc.get("value") if isinstance(doc, dict) else None
 
     def create_backfill(
         self, dag_id: str, from_date: datetime, to_date: datetime, *, reprocess_behavior: str, max_active_runs: int

@@ -8,19 +8,26 @@ of that date reuses the new result. The Job results page's Recompute button does
 
 A job whose lease is held is running now: it is left alone (its result will be new). A job
 whose result changed between the preview and the forget is left alone too (look again).
+
+The clear includes downstream tasks, so guarded tasks after a recomputed one run again too and
+may recompute their own jobs: the preview asks Airflow which task instances the clear clears (the
+same call as a dry run) and applies the rule of :func:`airflow_jrs.domain.recompute.knock_on` to
+them, so it lists every job the recompute will compute, and why.
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from airflow_jrs.cli.airflow_api import AirflowApi, AirflowApiError
-from airflow_jrs.cli.common import NOT_FOUND, OK, UNREACHABLE, USAGE, CliError, Ctx, ask, stamp
+from airflow_jrs.cli.common import NOT_FOUND, OK, UNREACHABLE, USAGE, CliError, Ctx, ask, plural, stamp
 from airflow_jrs.cli.plan import load_dag, plan_jobs
-from airflow_jrs.domain.model import Actor, HistoryReason
+from airflow_jrs.domain.model import Actor, HistoryReason, JobResult
+from airflow_jrs.domain.recompute import ClearedJob, knock_on
 from airflow_jrs.exceptions import JobResultEntryChangedError, JobResultEntryError, NoSuchJobResultError
 from airflow_jrs.store import JobResultEntry
 
@@ -41,6 +48,8 @@ class Target:
     left_alone: bool = False  # running now, or changed since the preview: neither forgotten nor cleared
     forgotten: bool = False
     cleared: bool = False
+    #: Not asked for: a guarded task after a recomputed one, cleared with it, that recomputes too.
+    downstream: bool = False
 
     @property
     def clears(self) -> str:
@@ -55,6 +64,7 @@ class Target:
             "had_result": self.entry is not None,
             "forgotten": self.forgotten,
             "cleared": self.cleared,
+            "downstream": self.downstream,
             "note": self.note,
         }
 
@@ -110,6 +120,80 @@ def _ts(raw: Any) -> float:
     return datetime.fromisoformat(str(raw).replace("Z", "+00:00")).timestamp() if raw else float("nan")
 
 
+def _written(ctx: Ctx, entry: JobResultEntry | None) -> JobResult | None:
+    """The full result of ``entry`` (a clean reference's outputs are in its document)."""
+    if entry is None:
+        return None
+    try:
+        return ctx.store.full_entry(entry).result
+    except JobResultEntryError:
+        return entry.result
+
+
+def _knock_on(ctx: Ctx, api: AirflowApi, targets: list[Target]) -> list[str]:
+    """The downstream jobs the clear recomputes too (appended to ``targets``), and notes: the
+    task instances Airflow's dry run of the same clear names, judged by
+    :func:`~airflow_jrs.domain.recompute.knock_on`."""
+    runs = _by_run(targets)
+    if not runs:
+        return []
+    if not api.has_credentials:
+        return [
+            "the clear includes downstream tasks, which may recompute their jobs too: without credentials for "
+            "Airflow's API this preview cannot ask which ones (set AIRFLOW_JRS_API_TOKEN, or "
+            "AIRFLOW_JRS_API_USERNAME and AIRFLOW_JRS_API_PASSWORD)"
+        ]
+    recomputed = {t.job_id: _written(ctx, t.entry) for t in targets}
+    notes = []
+    for (dag_id, run_id), group in runs.items():
+        asked = {(t.task_id, t.map_index) for t in group}
+        try:
+            cleared = api.clear(dag_id, run_id, _task_markers(group), dry_run=True)
+        except AirflowApiError as exc:
+            if exc.status != 404:
+                raise
+            continue  # the run is gone: nothing is cleared there
+        jobs: list[ClearedJob] = []
+        for ti in cleared:
+            task_id, map_index = str(ti.get("task_id")), int(ti.get("map_index", -1))
+            fields = ti.get("rendered_fields") or {}
+            if (task_id, map_index) in asked or "job_id" not in fields:  # asked for, or not a guarded task
+                continue
+            payload = api.xcom(dag_id, run_id, task_id, map_index)
+            if not isinstance(payload, dict) or "job_id" not in payload:
+                notes.append(f"{task_id} in run {run_id} is cleared too and runs again; it handed no job result "
+                             "downstream yet, so which job it computes is known only when it runs")  # fmt: skip
+                continue
+            job_id = str(payload["job_id"])
+            entry = ctx.store.get_entry(job_id)
+            result = _written(ctx, entry)
+            text = json.dumps(fields, sort_keys=True, default=str)
+            jobs.append(ClearedJob(task_id, job_id, text, result))
+        for found in knock_on(recomputed, jobs):
+            if found.recompute:
+                t = Target(found.job.job_id, ctx.store.get_entry(found.job.job_id), dag_id, run_id, found.job.task_id,
+                           note=found.reason, downstream=True)  # fmt: skip
+                targets.append(t)
+            else:
+                notes.append(f"{found.job.job_id}: {found.reason}")
+    return notes
+
+
+def _by_run(targets: list[Target]) -> dict[tuple[str, str], list[Target]]:
+    """The targets whose task instance is cleared, by run."""
+    runs: dict[tuple[str, str], list[Target]] = defaultdict(list)
+    for t in targets:
+        if t.dag_id and t.run_id and t.task_id and not t.left_alone and not t.downstream:
+            runs[(t.dag_id, t.run_id)].append(t)
+    return runs
+
+
+def _task_markers(group: list[Target]) -> list[Any]:
+    """The ``task_ids`` of a clear: plain ids for unmapped tasks, ``[task_id, map_index]`` for mapped ones."""
+    task_ids: list[Any] = sorted({t.task_id for t in group if t.map_index == -1 and t.task_id})
+    return task_ids + [[t.task_id, t.map_index] for t in group if t.map_index != -1]
+
+
 def _running(ctx: Ctx, targets: list[Target]) -> None:
     for t in targets:
         holder = ctx.jobs.lease(t.job_id).peek()
@@ -133,9 +217,13 @@ def cmd_recompute(ctx: Ctx) -> int:
         if not targets:
             raise CliError(f"no jobs to recompute in {ctx.where()}", NOT_FOUND)
         _running(ctx, targets)
+        notes = _knock_on(ctx, api, targets)
+        downstream = sum(t.downstream for t in targets)
         if not ctx.out.as_json:
-            ctx.out.header(ctx, f"Will recompute {len(targets)} jobs: forget each result (kept in history), then "
-                                f"clear its task instance through Airflow's API at {api.base_url}")  # fmt: skip
+            more = f" (and {plural(downstream, 'job')} downstream of them, cleared with them)" if downstream else ""
+            ctx.out.header(ctx, f"Will recompute {plural(len(targets) - downstream, 'job')}{more}: forget each "
+                                f"result (kept in history), then clear its task instance through Airflow's API "
+                                f"at {api.base_url}")  # fmt: skip
             rows = [
                 [t.job_id, t.entry.state.value if t.entry else "no result",
                  stamp(t.entry.created_at if t.entry else None), "-" if t.left_alone else t.clears]
@@ -145,13 +233,17 @@ def cmd_recompute(ctx: Ctx) -> int:
             for t in targets:
                 if t.note:
                     ctx.out.line(f"{t.job_id}: {t.note}")
+            for note in notes:
+                ctx.out.line(f"note: {note}")
         if a.dry_run:
             if ctx.out.as_json:
-                ctx.out.json(ctx.located({"recompute": [t.json() for t in targets], "dry_run": True}))
+                doc = {"recompute": [t.json() for t in targets], "notes": notes, "dry_run": True}
+                ctx.out.json(ctx.located(doc))
             else:
                 ctx.out.line("dry run: nothing changed")
             return OK
-        ask(ctx, f"recompute {len(targets)} jobs (forget their results and clear their task instances)")
+        ask(ctx, f"recompute {plural(len(targets), 'job')} (forget the results asked for and clear their task "
+                 "instances)")  # fmt: skip
         for dag_id in sorted({t.dag_id for t in targets if t.dag_id and t.run_id and not t.left_alone}):
             api.check_dag(dag_id)  # reachable, credentials, the DAG: fail before anything is forgotten
         _forget(ctx, targets)
@@ -167,10 +259,13 @@ def cmd_recompute(ctx: Ctx) -> int:
         code = UNREACHABLE if exc.unreachable else USAGE
         raise CliError(f"{exc}{done}", code) from None
     if ctx.out.as_json:
-        ctx.out.json(ctx.located({"recompute": [t.json() for t in targets]}))
+        ctx.out.json(ctx.located({"recompute": [t.json() for t in targets], "notes": notes}))
         return OK
     for t in targets:
-        if t.cleared:
+        if t.downstream:
+            done = "cleared with them by Airflow; it recomputes" if t.cleared else "not cleared"
+            ctx.out.line(f"{t.job_id}: {done} ({t.note})")
+        elif t.cleared:
             what = "forgot its result (kept in history), " if t.forgotten else ""
             ctx.out.line(f"{t.job_id}: {what}cleared {t.dag_id} run {t.run_id} task {t.task_id}; it runs again now")
         elif t.forgotten:
@@ -183,7 +278,7 @@ def cmd_recompute(ctx: Ctx) -> int:
 def _forget(ctx: Ctx, targets: list[Target]) -> None:
     actor = Actor.cli()
     for t in targets:
-        if t.entry is None or t.left_alone:
+        if t.entry is None or t.left_alone or t.downstream:  # a downstream job supersedes its own result
             continue
         try:
             ctx.store.forget_result(t.job_id, expected=t.entry, reason=HistoryReason.RECOMPUTED, actor=actor)
@@ -195,15 +290,9 @@ def _forget(ctx: Ctx, targets: list[Target]) -> None:
 
 
 def _clear(api: AirflowApi, targets: list[Target]) -> None:
-    runs: dict[tuple[str, str], list[Target]] = defaultdict(list)
-    for t in targets:
-        if t.dag_id and t.run_id and t.task_id and not t.left_alone:
-            runs[(t.dag_id, t.run_id)].append(t)
-    for (dag_id, run_id), group in runs.items():
-        task_ids: list[Any] = sorted({t.task_id for t in group if t.map_index == -1 and t.task_id})
-        task_ids += [[t.task_id, t.map_index] for t in group if t.map_index != -1]
+    for (dag_id, run_id), group in _by_run(targets).items():
         try:
-            api.clear(dag_id, run_id, task_ids)
+            cleared = api.clear(dag_id, run_id, _task_markers(group))
         except AirflowApiError as exc:
             if exc.status != 404:
                 raise
@@ -212,3 +301,7 @@ def _clear(api: AirflowApi, targets: list[Target]) -> None:
             continue
         for t in group:
             t.cleared = True
+        done = {(str(ti.get("task_id")), int(ti.get("map_index", -1))) for ti in cleared}
+        for t in targets:  # the downstream jobs the preview listed, cleared with them by Airflow
+            if t.downstream and (t.dag_id, t.run_id) == (dag_id, run_id) and (t.task_id, t.map_index) in done:
+                t.cleared = True

@@ -32,13 +32,14 @@ lease) falls back to the recorded time.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from airflow_jrs.domain.decision import Decision, decide
-from airflow_jrs.domain.model import JobResultEntry
+from airflow_jrs.domain.model import JobResult, JobResultEntry
+from airflow_jrs.domain.paths import fence_token_of
 from airflow_jrs.exceptions import JrsConfigError
 
 #: The DAG run conf key.
@@ -237,3 +238,102 @@ def describe_reuse(job_id: str, entry: JobResultEntry) -> str:
         f"{f', fence {result.fence}' if result.fence is not None else ''}; Spark is not "
         f"started. {how_to_recompute(job_id)}"
     )
+
+
+# --- What clearing a recomputed job's task instance recomputes besides it ---------------------
+#
+# ``airflow-jrs recompute`` and the Recompute button clear the task instance with its downstream
+# tasks (``include_downstream``, as the UI's Clear does): the cleanup must run again, and so does
+# every task after it. A cleared guarded task then asks the decision table like any attempt: it
+# reuses its result when its fingerprint is the same, and runs Spark when it has no successful
+# result or its rendered arguments changed. They change when they carry the output location of a
+# job that recomputes: a new result lives in a new ``fence-<token>`` folder. ``knock_on`` is that
+# rule, applied before the clear to what the clear will clear (Airflow's own dry run says which
+# task instances), so the preview lists what the clear will cost.
+
+
+@dataclass(frozen=True)
+class ClearedJob:
+    """A guarded task instance that the clear clears besides the recomputed ones (downstream)."""
+
+    task_id: str
+    job_id: str
+    #: Its rendered template fields (arguments, SQL, ...) as text: what its fingerprint covers.
+    arguments: str
+    #: Its stored result; ``None`` when it has none.
+    result: JobResult | None
+
+
+@dataclass(frozen=True)
+class KnockOn:
+    """What a cleared downstream job does when its task runs again, and why."""
+
+    job: ClearedJob
+    recompute: bool
+    reason: str
+    #: The recomputed job whose output its arguments carry (``None`` when not that).
+    upstream: str | None = None
+
+
+def moving_outputs(result: JobResult | None) -> list[str]:
+    """The output locations of ``result`` that a recomputation moves: those inside its attempt's
+    ``fence-<token>`` folder (a fixed location, written in place, stays where it is)."""
+    if result is None or result.fence is None:
+        return []
+    return [
+        location
+        for location in result.outputs.values()
+        if any(fence_token_of(part) == int(result.fence) for part in str(location).split("/"))
+    ]
+
+
+def knock_on(recomputed: Mapping[str, JobResult | None], cleared: Sequence[ClearedJob]) -> list[KnockOn]:
+    """Which of the ``cleared`` downstream jobs recompute when the jobs of ``recomputed`` (job id:
+    its result now, forgotten by the recompute) compute again, in the order given.
+
+    A cleared job runs Spark when it has no successful result, or when its arguments carry a
+    moving output (:func:`moving_outputs`) of a job that recomputes (its fingerprint changes; the
+    decision table runs it as a new job). That applies transitively: a job recomputed because of
+    another moves its own outputs too. Otherwise it reuses its result."""
+    moving = {job_id: moving_outputs(result) for job_id, result in recomputed.items()}
+    found: dict[str, KnockOn] = {}
+    changed = True
+    while changed:
+        changed = False
+        for job in cleared:
+            if job.job_id in found or job.job_id in recomputed:
+                continue
+            verdict_ = _knock_on_one(job, moving)
+            if verdict_ is not None:
+                found[job.job_id] = verdict_
+                moving[job.job_id] = moving_outputs(job.result)
+                changed = True
+    out = []
+    for job in cleared:
+        if job.job_id in recomputed:
+            continue
+        out.append(found.get(job.job_id) or KnockOn(job, False, _REUSES))
+    return out
+
+
+_CLEARED = "cleared with the recomputed jobs (the clear includes downstream tasks)"
+_REUSES = (
+    f"{_CLEARED}; its arguments carry no output of a recomputed job, so its fingerprint is the same: it "
+    "reuses its result"
+)
+
+
+def _knock_on_one(job: ClearedJob, moving: Mapping[str, list[str]]) -> KnockOn | None:
+    if job.result is None or not job.result.status.is_success:
+        return KnockOn(job, True, f"{_CLEARED}; it has no successful result, so it runs")
+    for upstream, locations in moving.items():
+        for location in locations:
+            if location in job.arguments:
+                return KnockOn(
+                    job,
+                    True,
+                    f"downstream of {upstream}: {_CLEARED}, and its arguments carry {upstream}'s output "
+                    f"{location}, which the new result moves: its fingerprint changes, so it runs Spark",
+                    upstream,
+                )
+    return None

@@ -159,6 +159,38 @@ def test_airflow_jrs_recompute_computes_a_date_again_once_and_a_later_backfill_r
     assert flights.store.get_entry(job_id).result.fence == new.result.fence
 
 
+def test_recompute_preview_lists_the_downstream_jobs_the_clear_recomputes_too(flights, first_date):
+    """Issue 31 item 5: recomputing ingest also recomputes ontime, whose arguments carry ingest's
+    output path (the clear includes downstream tasks). The dry run lists both, with why; what the
+    recompute then computes (new fences, Spark launches) is exactly that list."""
+    import json
+
+    ingest, ontime = job("ingest", DAY1), job("ontime", DAY1)
+    old = {j: flights.store.get_entry(j) for j in (ingest, ontime)}
+    assert all(old.values())
+    cli = [str(Path(sys.executable).parent / "airflow-jrs"), "--json", "--redis-url", flights.redis_url,
+           "--namespace", flights.namespace, "recompute", ingest, "--airflow-url", flights.airflow.url]  # fmt: skip
+    env = {**os.environ, "AIRFLOW_JRS_API_USERNAME": flights.airflow.username,
+           "AIRFLOW_JRS_API_PASSWORD": flights.airflow.password}  # fmt: skip
+    preview = subprocess.run([*cli, "--dry-run"], capture_output=True, text=True, timeout=300, env=env)
+    assert preview.returncode == 0, preview.stderr
+    listed = {row["job_id"]: row for row in json.loads(preview.stdout)["recompute"]}
+    assert set(listed) == {ingest, ontime}, preview.stdout
+    assert listed[ontime]["downstream"] and f"its arguments carry {ingest}'s output" in listed[ontime]["note"]
+    assert {j: flights.store.get_entry(j) for j in old} == old  # a preview changes nothing
+
+    before = flights.launches()
+    done = subprocess.run([*cli, "--yes"], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = json.loads(done.stdout)["recompute"]
+    assert all(row["cleared"] for row in rows), rows
+    run_id = rows[0]["run_id"]
+    assert flights.run(FLIGHTS, run_id) == ALL_SUCCESS
+    recomputed = {j for j in old if flights.store.get_entry(j).result.fence != old[j].result.fence}
+    assert recomputed == set(listed)
+    assert flights.launches() - before == len(listed)
+
+
 def test_start_in_triggerer_ends_committed_tasks_without_a_worker(e2e):
     """REST backfill computes (the trigger hands tasks to workers); a reprocess ends every task in the triggerer."""
     e2e.airflow.wait_for_dag(TRIGGERER_DAG)

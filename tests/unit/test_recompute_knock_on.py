@@ -1,0 +1,58 @@
+"""What clearing a recomputed job's task instance recomputes besides it (issue 31 item 5).
+
+The clear includes downstream tasks; a cleared guarded task recomputes when it has no successful
+result or its arguments carry an output of a recomputed job (a new result lives in a new fence
+folder, so its fingerprint changes). :func:`knock_on` is that rule; the CLI's preview applies it
+to the task instances Airflow's dry run of the same clear names."""
+
+from __future__ import annotations
+
+from airflow_jrs.domain.recompute import ClearedJob, knock_on, moving_outputs
+from airflow_jrs.store import JobResult, JobStatus
+
+ROOT = "/data/ns"
+
+
+def result(job_id: str, fence: int, **outputs: str) -> JobResult:
+    return JobResult(job_id=job_id, status=JobStatus.SUCCEEDED, fence=fence, outputs=outputs)
+
+
+INGEST = result("d.ingest.2013-01-01", 7, flights=f"{ROOT}/d.ingest.2013-01-01/fence-7-ab/flights")
+ONTIME = result("d.ontime.2013-01-01", 8, ontime=f"{ROOT}/d.ontime.2013-01-01/fence-8-cd/ontime")
+
+
+def cleared(task_id: str, res: JobResult | None, *args: str, job_id: str | None = None) -> ClearedJob:
+    return ClearedJob(task_id, job_id or (res.job_id if res else f"d.{task_id}.2013-01-01"), repr(list(args)), res)
+
+
+def test_a_job_whose_arguments_carry_a_recomputed_output_recomputes_and_says_whose():
+    ontime = cleared("ontime", ONTIME, "--flights", INGEST.outputs["flights"])
+    (found,) = knock_on({INGEST.job_id: INGEST}, [ontime])
+    assert found.recompute and found.upstream == INGEST.job_id
+    assert f"downstream of {INGEST.job_id}" in found.reason and "its arguments carry" in found.reason
+
+
+def test_the_rule_applies_transitively_and_a_job_without_the_outputs_reuses():
+    ontime = cleared("ontime", ONTIME, "--flights", INGEST.outputs["flights"])
+    report = cleared("report", result("d.report.2013-01-01", 9), "--in", ONTIME.outputs["ontime"])
+    other = cleared("other", result("d.other.2013-01-01", 10), "--date", "2013-01-01")
+    found = knock_on({INGEST.job_id: INGEST}, [report, other, ontime])  # in any order
+    assert [(k.job.task_id, k.recompute, k.upstream) for k in found] == [
+        ("report", True, ONTIME.job_id),
+        ("other", False, None),
+        ("ontime", True, INGEST.job_id),
+    ]
+    assert "reuses its result" in found[1].reason
+
+
+def test_a_cleared_job_without_a_successful_result_runs():
+    failed = JobResult(job_id="d.x.2013-01-01", status=JobStatus.FAILED, fence=3)
+    found = knock_on({INGEST.job_id: INGEST}, [cleared("x", failed), cleared("y", None)])
+    assert [k.recompute for k in found] == [True, True] and "no successful result" in found[0].reason
+
+
+def test_an_output_outside_the_fence_folder_does_not_move_so_its_readers_reuse():
+    fixed = result("d.fixed.2013-01-01", 5, table="/warehouse/flights", staged=f"{ROOT}/x/fence-5/part")
+    assert moving_outputs(fixed) == [f"{ROOT}/x/fence-5/part"]
+    (found,) = knock_on({fixed.job_id: fixed}, [cleared("reader", ONTIME, "--in", "/warehouse/flights")])
+    assert not found.recompute
