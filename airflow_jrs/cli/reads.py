@@ -27,6 +27,7 @@ from airflow_jrs.domain.model import EntryQuery
 from airflow_jrs.exceptions import CorruptIntentError
 from airflow_jrs.protocol.takeover import describe
 from airflow_jrs.store import EntryState, JobStatus
+from airflow_jrs.store.intent import Heartbeat
 from airflow_jrs.views.job import JobView, held_leases, in_flight, inspect_job
 from airflow_jrs.views.json import entry_json, held_lease_json, in_flight_json, job_json
 
@@ -200,9 +201,26 @@ def _print_job(ctx: Ctx, view: JobView) -> None:
     elif intent is not None:
         out.line(f"intent: fence {intent.fence}, {intent.host} pid {intent.pid}, staging {intent.staging}")
     if beat is not None:
-        out.line(f"heartbeat: fence {beat.fence} on {beat.host}, {beat.state}, {beat.ttl_ms / 1000:.1f}s left")
+        out.line(f"heartbeat: {_heartbeat_line(beat)}")
     if request is not None:
         state = "pending" if view.stop_pending else "for an earlier attempt"
         out.line(f"stop request ({state}): {request.describe()} for fence {request.fence}")
     if history:
         out.table(HISTORY_COLUMNS, [history_row(h) for h in history], title="History (newest first)")
+    if view.recoveries:
+        rows = [[stamp(r.at), r.event, r.fence, r.predecessor, r.text] for r in view.recoveries]
+        out.table(RECOVERY_COLUMNS, rows, title="Recoveries (newest first): what successors did about dead attempts")
+
+
+#: A recovery step: when (the Redis server's clock), what, by which fence, about which one.
+RECOVERY_COLUMNS = ("at (UTC)", "step", "fence", "of fence", "what happened")
+
+
+def _heartbeat_line(beat: Heartbeat) -> str:
+    """The supervisor's heartbeat: a running one with the time it has left to be renewed; an
+    ended one with its exit code (its key only lingers so a successor can read that code: the
+    time left is when Redis drops it, which means nothing to a reader)."""
+    if beat.running:
+        return f"fence {beat.fence} on {beat.host}, running (supervisor pid {beat.pid}), {beat.ttl_ms / 1000:.1f}s left"
+    code = "" if beat.exit_code is None else f" with exit code {beat.exit_code}"
+    return f"fence {beat.fence} on {beat.host}, {beat.state}{code}"

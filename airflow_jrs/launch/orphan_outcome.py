@@ -110,10 +110,31 @@ def record_orphan_outcome(
             with contextlib.suppress(Exception):
                 IntentStore.delete_spec(intent.spec_uri)
             _say(f"job {job_id}: the task was gone; recorded {result.status.value} under fence {token}")
+            _note_recorded(jobs, job_id, token, fence, result.status.value, request, code)
         finally:
             lease.release()
     except Exception as exc:  # a successor recovers from the intent, as after any crash
         _say(f"job {job_id}: could not record the outcome of the {request.kind} ({exc}); a successor recovers it")
+
+
+def _note_recorded(
+    jobs: JobNamespace, job_id: str, token: int, fence: int, status: str, request: StopRequest, code: int
+) -> None:
+    """Put the outcome in the job's recovery log (:mod:`airflow_jrs.store.recoveries`): the job page
+    and ``show`` then say that the task was gone and who ended its spark-submit. Best effort."""
+    from airflow_jrs.store.recoveries import RECORDED, RecoveryStep
+
+    step = RecoveryStep(
+        RECORDED,
+        f"the task of fence {int(fence)} was gone; its supervisor ended spark-submit ({request.describe()}, "
+        f"exit code {code}) and recorded {status}",
+        predecessor=int(fence),
+        facts={"status": status, "kind": request.kind, "by": request.by, "exit_code": code},
+    )
+    try:
+        jobs.recoveries.record(job_id, token, step)
+    except Exception as exc:
+        _say(f"job {job_id}: could not record the outcome in the recovery log ({exc})")
 
 
 #: Ids of drivers that run in the cluster, not in spark-submit (the cluster-mode shapes of

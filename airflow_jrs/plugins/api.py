@@ -185,7 +185,7 @@ def create_app(backend: Backend | None = None) -> FastAPI:
     @app.get("/api/results/{job_id:path}")
     def result(user: GetUserDep, job_id: str) -> dict[str, Any]:
         """One job, as ``airflow-jrs show --json`` prints it: entry, history, lease holder, intent,
-        heartbeat, stop request; an unreadable (quarantined) entry shows as a problem."""
+        heartbeat, stop request, recoveries; an unreadable (quarantined) entry shows as a problem."""
         return job_detail(backend.get(), Access(user), job_id)
 
     @app.get("/api/task-instance")

@@ -24,6 +24,7 @@ from airflow_jrs.store.documents import FolderDocuments
 from airflow_jrs.store.durability import Durability, DurableWrites
 from airflow_jrs.store.intent import Heartbeats, IntentStore
 from airflow_jrs.store.lease import DEFAULT_LEASE_TTL, JobLease, LeaseHolder, default_owner, held_leases
+from airflow_jrs.store.recoveries import Recoveries
 from airflow_jrs.store.requests import RecomputeRequests
 from airflow_jrs.store.server import (
     Namespaces,
@@ -116,6 +117,11 @@ class JobNamespace:
     @cached_property
     def recompute_requests(self) -> RecomputeRequests:
         return RecomputeRequests(self.client, self.namespace)
+
+    @cached_property
+    def recoveries(self) -> Recoveries:
+        """What successors did about dead attempts, per job (for people; nothing decides from it)."""
+        return Recoveries(self.client, self.namespace)
 
     def lease(self, job_id: str, *, ttl: float | None = None, **owner: Any) -> JobLease:
         """A new (not yet acquired) lease of ``job_id``; ``owner`` names the attempt for the on-call

@@ -18,6 +18,11 @@ order, it
 In local and client mode a spark-submit left on *another* worker cannot be seen from here:
 the successor names that host and pid in its log (its output stays in its own fence's
 staging and is never published).
+
+Each step is also recorded in the job's recovery log (:mod:`airflow_jrs.store.recoveries`:
+which try died, what was found, what was waited for or stopped, adopted or submitted again,
+with the server's time), so the job page, ``airflow-jrs show`` and the JSON API can tell it
+after the task log is gone. Recording is best effort and never fails the recovery.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_jrs.exceptions import CorruptCommitMarkerError
 from airflow_jrs.protocol.launcher import Launcher, Predecessor
@@ -33,13 +38,55 @@ from airflow_jrs.protocol.markers import names_attempt
 from airflow_jrs.protocol.run import JobRun, succeeded_result
 from airflow_jrs.spark.commit import read_commit_marker
 from airflow_jrs.store import JobResult
-from airflow_jrs.store.intent import Heartbeat, IntentStore
+from airflow_jrs.store.intent import Heartbeat, Intent, IntentStore
+from airflow_jrs.store.recoveries import ADOPTED, FOUND, RESUBMITTED, STOPPED, WAITED, RecoveryStep
 from airflow_jrs.store.stop_requests import DEFAULT_STOP_TIMEOUT, STOP
+
+if TYPE_CHECKING:
+    from airflow_jrs.protocol.jobs import JobNamespace
 
 #: What a successor does with a predecessor's application that still runs.
 PREDECESSOR_POLICIES = ("wait", "stop")
 #: Seconds between two reads of a predecessor's heartbeat.
 HEARTBEAT_POLL = 0.5
+
+
+def note(jobs: JobNamespace, job_id: str, fence: int | None, step: RecoveryStep, log: Any) -> None:
+    """Record ``step`` in the job's recovery log as the holder of ``fence``; never raises (the log
+    is for people: a recovery must not fail because Redis could not take a line of history)."""
+    if fence is None:
+        return
+    try:
+        if not jobs.recoveries.record(job_id, fence, step):
+            log.info("Job %s: recovery step %r not recorded: fence %s no longer holds the lease.", job_id, step.event,
+                     int(fence))  # fmt: skip
+    except Exception as exc:
+        log.warning("Job %s: could not record the recovery step %r (%s); the task log has it.", job_id,
+                    step.event, exc)  # fmt: skip
+
+
+def _tried(intent: Intent) -> dict[str, Any]:
+    """Which try the intent's attempt was (from its spec), for the recovery log; ``{}`` if unknown."""
+    try:
+        attempt = IntentStore.read_spec(intent.spec_uri).get("attempt")
+    except Exception:
+        return {}
+    if not isinstance(attempt, dict):
+        return {}
+    return {k: attempt[k] for k in ("dag_id", "task_id", "run_id", "try_number", "map_index") if k in attempt}
+
+
+def _who(intent: Intent, tried: dict[str, Any]) -> str:
+    """The dead attempt in the words of the task log: try, task, run, host and pid."""
+    task = ".".join(str(tried[k]) for k in ("dag_id", "task_id") if tried.get(k))
+    head = f"try {tried['try_number']} of {task} (run {tried.get('run_id')})" if tried.get("try_number") else "attempt"
+    return f"{head}, fence {int(intent.fence)}, pid {intent.pid} on host {intent.host}"
+
+
+def _application(app_id: str | None) -> str:
+    """An application id as the log shows it: in local and client mode the intent has none
+    until the commit marker names it."""
+    return app_id if app_id else "not recorded"
 
 
 def wait_for(predecessors: list[Predecessor], check: Callable[[], object], poll: float = 1.0) -> None:
@@ -78,14 +125,95 @@ def _settle_supervised_predecessor(run: JobRun, fence: int, predecessor: str, lo
             "pid %s); waiting for it to end (its output is adopted when it finished).",
             run.job_id, beat.host, beat.pid, beat.child,
         )  # fmt: skip
+    started = time.monotonic()
     while True:
         run.lease.check()
         current = heartbeats.get(run.job_id)
         if current is None or not current.running or current.fence != fence:
             ended = "expired" if current is None else f"ended with exit code {current.exit_code}"
             log.info("Job %s: the predecessor's supervisor %s.", run.job_id, ended)
+            took = round(time.monotonic() - started, 1)
+            doing = "asked its supervisor to stop spark-submit" if predecessor == "stop" else "waited for spark-submit"
+            step = RecoveryStep(
+                STOPPED if predecessor == "stop" else WAITED,
+                f"{doing} (pid {beat.child}, supervisor pid {beat.pid} on host {beat.host}): its supervisor {ended} "
+                f"after {took:g}s",
+                predecessor=int(fence),
+                facts={"host": beat.host, "supervisor_pid": beat.pid, "submit_pid": beat.child, "seconds": took,
+                       "exit_code": None if current is None else current.exit_code},
+            )  # fmt: skip
+            note(run.jobs, run.job_id, run.lease.token, step, log)
             return beat
         time.sleep(HEARTBEAT_POLL)
+
+
+def _settle_launched_predecessors(run: JobRun, launcher: Launcher, stale: Intent, predecessor: str, log: Any) -> bool:
+    """Wait for, or stop, what the launcher finds of the predecessor (a local spark-submit, a
+    cluster driver or application); ``False`` when it finds nothing."""
+    predecessors = launcher.predecessors_of(run.jobs.namespace, stale)
+    if not predecessors:
+        return False
+    names = [p.description for p in predecessors]
+    started = time.monotonic()
+    if predecessor == "stop":
+        log.warning("Stopping the predecessor's application: %s", names)
+        for p in predecessors:
+            p.stop()
+    else:
+        log.warning("Waiting for the predecessor's application to end: %s", names)
+    wait_for(predecessors, check=run.lease.check)
+    took = round(time.monotonic() - started, 1)
+    step = RecoveryStep(
+        STOPPED if predecessor == "stop" else WAITED,
+        f"{'stopped' if predecessor == 'stop' else 'waited for'} {', '.join(names)}: ended after {took:g}s",
+        predecessor=int(stale.fence),
+        facts={"applications": names, "seconds": took},
+    )
+    note(run.jobs, run.job_id, run.lease.token, step, log)
+    return True
+
+
+def _found(run: JobRun, stale: Intent, who: str, tried: dict[str, Any], log: Any) -> None:
+    """Say what the successor found: the dead attempt's intent, and whether its spark-submit beats."""
+    log.warning(
+        "Job %s: %s left an intent (spark-submit pid %s, application %s); recovering.",
+        run.job_id, who, stale.submit_pid, _application(stale.application_id),
+    )  # fmt: skip
+    beat = run.jobs.heartbeats.get(run.job_id)
+    if beat is not None and beat.fence == stale.fence:
+        heartbeat = f"its supervisor's heartbeat is {beat.state} (pid {beat.pid} on host {beat.host})"
+    else:
+        heartbeat = "no heartbeat of its supervisor is left"
+    facts = {"host": stale.host, "pid": stale.pid, "submit_pid": stale.submit_pid,
+             "application_id": stale.application_id, "staging": stale.staging, **tried}  # fmt: skip
+    step = RecoveryStep(FOUND, f"found the intent of {who}, which died without a result; {heartbeat}",
+                        predecessor=int(stale.fence), facts=facts)  # fmt: skip
+    note(run.jobs, run.job_id, run.lease.token, step, log)
+
+
+def _adoptable(run: JobRun, stale: Intent, log: Any) -> tuple[dict[str, Any] | None, str]:
+    """The predecessor's commit marker when its output can be adopted, else ``None`` and why not."""
+    job_id = run.job_id
+    try:
+        marker = read_commit_marker(stale.staging)
+    except CorruptCommitMarkerError as exc:  # half-written marker: the output cannot be trusted
+        log.warning("Job %s: predecessor's commit marker is unreadable (%s); recomputing.", job_id, exc)
+        return None, f"its commit marker is unreadable ({exc})"
+    if marker is None:
+        return None, f"no commit marker in {stale.staging}: its application did not finish"
+    if not names_attempt(marker, job_id, stale.fence):
+        log.warning(
+            "Job %s: the commit marker in %s names job %s, fence %s, not the predecessor (fence %s): it was not "
+            "written by the predecessor's application, so its output is not adopted; resubmitting.",
+            job_id, stale.staging, marker.get("job_id"), marker.get("fence"), int(stale.fence),
+        )  # fmt: skip
+        return (
+            None,
+            f"the commit marker in {stale.staging} names job {marker.get('job_id')}, fence {marker.get('fence')}",
+        )
+    if stale.fingerprint and stale.fingerprint != run.fingerprint:
+        return None, "its output is of another fingerprint (the job's code or arguments changed since)"
+    return marker, ""
 
 
 def recover(run: JobRun, *, launcher: Launcher, predecessor: str, log: Any) -> tuple[JobResult, int] | None:
@@ -95,48 +223,39 @@ def recover(run: JobRun, *, launcher: Launcher, predecessor: str, log: Any) -> t
     stale = run.intents.get(job_id)
     if stale is None:
         return None
-    log.warning(
-        "Job %s: attempt with fence %s (pid %s on %s; spark-submit pid %s, application %s) left an "
-        "intent; recovering.",
-        job_id, stale.fence, stale.pid, stale.host, stale.submit_pid, stale.application_id,
-    )  # fmt: skip
+    tried = _tried(stale)
+    who = _who(stale, tried)
+    _found(run, stale, who, tried, log)
     beat = _settle_supervised_predecessor(run, stale.fence, predecessor, log)
-    predecessors = launcher.predecessors_of(run.jobs.namespace, stale)
-    if predecessors:
-        names = [p.description for p in predecessors]
-        if predecessor == "stop":
-            log.warning("Stopping the predecessor's application: %s", names)
-            for p in predecessors:
-                p.stop()
-        else:
-            log.warning("Waiting for the predecessor's application to end: %s", names)
-        wait_for(predecessors, check=lease.check)
-    elif beat is None and stale.host != socket.gethostname() and stale.application_id is None:
+    found = _settle_launched_predecessors(run, launcher, stale, predecessor, log)
+    if not found and beat is None and stale.host != socket.gethostname() and stale.application_id is None:
         log.warning(
             "Job %s: the predecessor ran on host %s (spark-submit pid %s) and left no heartbeat: its "
             "supervisor ended or expired, so nothing of it runs (a bare spark-submit of an older "
             "airflow-jrs could not be checked from %s).",
             job_id, stale.host, stale.submit_pid, socket.gethostname(),
         )  # fmt: skip
-    try:
-        marker = read_commit_marker(stale.staging)
-    except CorruptCommitMarkerError as exc:  # half-written marker: the output cannot be trusted
-        log.warning("Job %s: predecessor's commit marker is unreadable (%s); recomputing.", job_id, exc)
-        marker = None
-    if marker is not None and not names_attempt(marker, job_id, stale.fence):
-        log.warning(
-            "Job %s: the commit marker in %s names job %s, fence %s, not the predecessor (fence %s): it was not "
-            "written by the predecessor's application, so its output is not adopted; resubmitting.",
-            job_id, stale.staging, marker.get("job_id"), marker.get("fence"), int(stale.fence),
-        )  # fmt: skip
-        marker = None
-    if marker is None or (stale.fingerprint and stale.fingerprint != run.fingerprint):
+    marker, why = _adoptable(run, stale, log)
+    if marker is None:
         launcher.before_resubmit(stale)
-        log.info("Job %s: predecessor left no complete output; resubmitting.", job_id)
+        log.info("Job %s: predecessor left no complete output (%s); resubmitting.", job_id, why)
+        step = RecoveryStep(RESUBMITTED, f"submits again: {why}", predecessor=int(stale.fence),
+                            facts={"staging": stale.staging})  # fmt: skip
+        note(run.jobs, job_id, lease.token, step, log)
         return None
     token = lease.check()
     result = succeeded_result(run, stale.staging, marker, started=None, application_id=stale.application_id)
     run.store.create_dirty_result(result, fence=token, supersede=run.supersede)
     IntentStore.delete_spec(stale.spec_uri)
-    log.info("Job %s: adopted the finished output of fence %s without re-running.", job_id, stale.fence)
+    application = _application(result.application_id)
+    log.info(
+        "Job %s: adopted the finished output of fence %s (application %s) without re-running.",
+        job_id, int(stale.fence), application,
+    )  # fmt: skip
+    step = RecoveryStep(
+        ADOPTED, f"adopted the finished output of {who} (application {application}) without re-running",
+        predecessor=int(stale.fence),
+        facts={"application_id": result.application_id, "staging": stale.staging, **tried},
+    )  # fmt: skip
+    note(run.jobs, job_id, token, step, log)
     return result, int(stale.fence)

@@ -35,11 +35,17 @@ import psutil
 
 from airflow_jrs.exceptions import LeaseHeldError
 from airflow_jrs.protocol.processes import find_job_processes
+from airflow_jrs.protocol.recovery import note
 from airflow_jrs.store.intent import Heartbeat, Intent
 from airflow_jrs.store.lease import JobLease, LeaseHolder, process_identity
+from airflow_jrs.store.recoveries import TOOK_OVER, RecoveryStep
 
 if TYPE_CHECKING:
     from airflow_jrs.protocol.jobs import JobNamespace
+
+
+#: What the recovery log keeps of a dead holder (its lease's owner): the try, where it ran.
+_OWNER_FACTS = ("dag_id", "task_id", "run_id", "try_number", "map_index", "host", "pid")
 
 
 @dataclass(frozen=True)
@@ -139,6 +145,15 @@ def take_over_if_dead(jobs: JobNamespace, lease: JobLease, log: Any) -> tuple[bo
         "Job %s: took over the lease from %s with fence %s, %.1fs before it would have expired: %s.",
         job_id, describe(holder), token, holder.ttl_ms / 1000, verdict.why,
     )  # fmt: skip
+    owner = {k: v for k, v in holder.owner.items() if k in _OWNER_FACTS}
+    step = RecoveryStep(
+        TOOK_OVER,
+        f"took over the lease from {describe(holder)}, {holder.ttl_ms / 1000:.1f}s before it would have expired: "
+        f"{verdict.why}",
+        predecessor=int(holder.token),
+        facts={**owner, "ttl_left_s": round(holder.ttl_ms / 1000, 1)},
+    )
+    note(jobs, job_id, token, step, log)
     return True, ""
 
 

@@ -21,6 +21,8 @@ script may update them together. Tests pin these literals: change them only with
                                           (fence counter, lease in flight, time; JSON), TTL (see ``requests``)
 ``jrs:{ns}:control:<job id>``             hash: the stop or cancel request for one fence (kind, by, at_ms,
                                           reason), TTL; the supervisor of that fence acts on it
+``jrs:{ns}:recoveries:<job id>``          list: what successors did about dead attempts of the job (JSON,
+                                          newest first, capped, TTL; see ``recoveries``)
 ``jrs:{ns}:events``                       pub/sub channel: one message per create/clean/forget
 ========================================  =====================================================
 """
@@ -77,6 +79,9 @@ class KeySpace:
 
     def control(self, job_id: str) -> str:
         return self._job("control", job_id)
+
+    def recoveries(self, job_id: str) -> str:
+        return self._job("recoveries", job_id)
 
     def job_pattern(self, kind: str) -> str:
         """SCAN pattern matching every ``kind`` key of the namespace (``lease``, ``intent``, ...):

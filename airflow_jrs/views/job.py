@@ -14,13 +14,14 @@ shows what it read; none decides anything from a view (the protocol does, under 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from airflow_jrs.exceptions import CorruptIntentError, JobResultEntryError, ResultDocumentError
 from airflow_jrs.store import JobResultEntry, JobResultStore
 from airflow_jrs.store.intent import Heartbeat, Intent
 from airflow_jrs.store.lease import LeaseHolder
+from airflow_jrs.store.recoveries import RecoveryStep
 from airflow_jrs.store.stop_requests import StopRequest
 
 if TYPE_CHECKING:
@@ -74,6 +75,9 @@ class JobView:
     heartbeat: Heartbeat | None
     #: The last stop or cancel asked of the job (kept a day), for whichever attempt it named.
     stop_request: StopRequest | None
+    #: What successors did about dead attempts of the job, newest first (which try died, what
+    #: was found, waited for, stopped, adopted or submitted again; :mod:`~airflow_jrs.store.recoveries`).
+    recoveries: list[RecoveryStep] = field(default_factory=list)
 
     @property
     def dag_id(self) -> str | None:
@@ -154,6 +158,7 @@ def inspect_job(jobs: JobNamespace, job_id: str) -> JobView:
         intent=intent,
         heartbeat=jobs.heartbeats.get(job_id),
         stop_request=jobs.stop_requests.get(job_id),
+        recoveries=jobs.recoveries.get(job_id),
     )
 
 

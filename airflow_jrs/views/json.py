@@ -7,6 +7,9 @@ these members, so a change here is a change there.
 
 Entries are flat: the result's members (:func:`~airflow_jrs.store.result_to_dict`) beside
 ``state``, ``created_at``, ``spark_url`` and, for a history item, ``moved`` (why, when, by whom).
+A job's ``recoveries`` list what successors did about its dead attempts, newest first: ``at``,
+``event`` (``took_over``, ``found``, ``waited``, ``stopped``, ``adopted``, ``resubmitted``,
+``recorded``), ``fence`` (who did it), ``predecessor`` (the fence it acted on), ``text``, ``facts``.
 """
 
 from __future__ import annotations
@@ -78,6 +81,7 @@ def job_json(view: JobView, spark_ui: str | None = None) -> dict[str, Any]:
         "intent": intent_json(view.intent),
         "heartbeat": heartbeat_json(view.heartbeat),
         "stop_request": stop_request_json(view.stop_request, pending=view.stop_pending),
+        "recoveries": [step.to_json() for step in view.recoveries],
     }
 
 

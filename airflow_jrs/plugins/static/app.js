@@ -209,6 +209,17 @@
       el("pre", { text: JSON.stringify(items, null, 2) }));
   }
 
+  // What successors did about dead attempts of the job (newest first): which try died, what was
+  // found, waited for, stopped, adopted or submitted again, when (the store's clock).
+  function recoverySection(steps) {
+    if (!steps || !steps.length) return null;
+    const lines = steps.map((r) => el("li", { "data-event": r.event },
+      `${when(r.at)} · ${r.event.replace("_", " ")}${r.fence != null ? ` by fence ${r.fence}` : ""}`
+        + `${r.predecessor != null ? ` (of fence ${r.predecessor})` : ""}: ${r.text}`));
+    return el("div", { class: "recoveries" }, el("h3", { text: "Recoveries (newest first)" }),
+      el("ul", { class: "recoveries" }, ...lines));
+  }
+
   // The page's own confirmation dialog, not window.confirm(): the UI frames this page in a
   // sandbox without allow-modals, where the browser ignores confirm() (it returns false) and
   // every action would silently do nothing.
@@ -294,7 +305,7 @@
       section("Problem", d.problem),
       section("Outputs", e && e.outputs), section("Metrics", e && e.metrics),
       section("Lease holder", d.lease), section("Intent (running attempt)", d.intent),
-      section("Heartbeat", d.heartbeat), historySection(d.history),
+      section("Heartbeat", d.heartbeat), recoverySection(d.recoveries), historySection(d.history),
       task && task.payload && Object.keys(task.payload).length ? section("What this task returned", task.payload) : null,
     ].filter((node) => node !== null && node !== undefined));
     box.hidden = false;
