@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import subprocess
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,8 +50,18 @@ class Supervision:
         return cls(settings.namespace, job_id, fence, settings.lease_ttl, connection, dataclasses.asdict(settings))
 
     def wrap(self, spark_hook: Any) -> None:
-        """Make the provider's hook run spark-submit under the supervisor (command and environment)."""
+        """Make the provider's hook run spark-submit under the supervisor (command and environment),
+        with stdin on ``/dev/null``: the task's own stdin is Airflow's requests socket, and a
+        supervisor that outlives a ``kill -9`` of the task must not hold it (Airflow's task
+        supervisor keeps the try running until every channel of the task is closed)."""
         build = spark_hook._build_spark_submit_command
+        submit = spark_hook.submit
+
+        def submit_detached(application: str = "", **kwargs: Any) -> Any:
+            kwargs.setdefault("stdin", subprocess.DEVNULL)
+            return submit(application, **kwargs)
+
+        spark_hook.submit = submit_detached
 
         def supervised(application: str) -> list[str]:
             command = build(application)

@@ -41,6 +41,19 @@ Failure cases (see docs/recovery.md):
   driver or complete output (it leaves those to recovery);
 * **a host that is gone**: its heartbeat expires; the successor proceeds.
 
+It holds nothing of Airflow's: Airflow's task supervisor ends a try only once every channel of
+the task process (the requests socket on stdin, stdout, stderr, the log socket) is closed, and a
+supervisor that inherited the task's stdin kept a ``kill -9``-ed try "running" until its
+orphaned application ended (or Airflow's ``socket_cleanup_timeout`` ran out). So the launcher
+starts it with stdin on ``/dev/null`` (:class:`~airflow_jrs.launch.submission.Supervision`), it
+points its own stdin there again (a supervisor started some other way), and spark-submit gets
+``/dev/null`` too; its stdout and stderr are the task process's own pipe (the task's log shows
+spark-submit's output while the task lives; when the task is gone, :func:`_relay` drains it),
+and no other descriptor is inherited (``close_fds``). It stays in the task's process group on
+purpose: Airflow's own kill of a try (``killpg``: a timeout, "mark failed", its SIGKILL
+escalation) then ends it and spark-submit with the task, instead of leaving an orphan; a group
+keeps no try alive once the task process is gone.
+
 The Redis connection comes in the environment (``JRS_SUPERVISOR_REDIS``: the plain kwargs of
 :func:`airflow_jrs.store.clients.connection_of`), never on the command line, and so do the task's
 ``[jrs]`` settings (``JRS_SUPERVISOR_SETTINGS``, JSON; the defaults without it), so that a
@@ -126,6 +139,21 @@ def _relay(source: Any) -> None:
             out.flush()
         except OSError:
             out = None
+
+
+def detach_stdin() -> None:
+    """Point stdin at ``/dev/null``: an inherited stdin may be Airflow's requests socket of the task
+    process, which must close when the task dies (see the module docstring). Nothing here reads it."""
+    try:
+        null = os.open(os.devnull, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        if null != 0:
+            os.dup2(null, 0)
+    finally:
+        if null != 0:
+            os.close(null)
 
 
 def _die_with_parent(parent: int) -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -306,7 +334,11 @@ def supervise(
         _say(f"cannot keep the heartbeat of job {job_id} ({exc}); not starting spark-submit")
         return LOST_BEFORE_START
     child = subprocess.Popen(
-        list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=partial(_die_with_parent, pid)
+        list(command),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        preexec_fn=partial(_die_with_parent, pid),
     )
     relay_output = threading.Thread(target=_relay, args=(child.stdout,), name="jrs-supervisor-relay", daemon=True)
     relay_output.start()
@@ -370,6 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--stop-timeout", type=float, help="seconds a stream's stop may take (default: as asked)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
+    detach_stdin()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command after --")
