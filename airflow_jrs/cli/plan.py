@@ -170,8 +170,12 @@ def guarded_tasks(dag: Any) -> tuple[list[Any], list[str]]:
     return tasks, mapped
 
 
-def job_ids(dag: Any, start: datetime, end: datetime) -> tuple[list[tuple[Any, Any, str]], list[str]]:
-    """``(interval, task, job id)`` for every guarded task and interval, and notes."""
+def job_ids(
+    dag: Any, start: datetime, end: datetime, runs: dict[float, ExistingRun] | None = None
+) -> tuple[list[tuple[Any, Any, str]], list[str]]:
+    """``(interval, task, job id)`` for every guarded task and interval, and notes. An interval
+    whose date has a run in ``runs`` (:func:`existing_runs`) is seen with that run's data interval
+    (:func:`_as_run`): a backfill runs it again as it is, so its tasks render with it."""
     notes: list[str] = []
     tasks, mapped = guarded_tasks(dag)
     if mapped:
@@ -182,7 +186,7 @@ def job_ids(dag: Any, start: datetime, end: datetime) -> tuple[list[tuple[Any, A
             "nothing to plan",
             NOT_FOUND,
         )
-    infos = _intervals(dag, start, end)
+    infos = [_as_run(info, runs) for info in _intervals(dag, start, end)]
     if not infos:
         raise CliError(
             f"DAG {dag.dag_id!r} has no scheduled run between {stamp(start)} and {stamp(end)} "
@@ -219,6 +223,31 @@ class ExistingRun:
 
     run_id: str
     conf: Any
+    #: ``(start, end)`` as Airflow stored it: a run triggered by hand has one of its own (the
+    #: trigger time's, or one ending at its logical date), which a backfill keeps when it re-runs it.
+    data_interval: tuple[datetime, datetime] | None = None
+
+
+def _as_run(info: Any, runs: dict[float, ExistingRun] | None) -> Any:
+    """``info`` (a timetable's ``DagRunInfo``) with the data interval of the run that exists at
+    its logical date, if any: what that run's ``data_interval_start``/``end`` templates render.
+    The default job id reads the logical date (:func:`airflow_jrs.domain.identity.run_key`), the
+    same either way."""
+    run = runs.get(info.logical_date.timestamp()) if runs and info.logical_date is not None else None
+    if run is None or run.data_interval is None or info.data_interval is None:
+        return info
+    import pendulum
+    from airflow.timetables.base import DataInterval
+
+    start, end = run.data_interval
+    # Not info._replace(): DagRunInfo.logical_date is a property, its data interval's start.
+    return SimpleNamespace(
+        logical_date=info.logical_date,
+        data_interval=DataInterval(pendulum.instance(start), pendulum.instance(end)),
+        run_after=info.run_after,
+        partition_key=getattr(info, "partition_key", None),
+        partition_date=getattr(info, "partition_date", None),
+    )
 
 
 def existing_runs(dag_id: str, start: datetime, end: datetime) -> tuple[dict[float, ExistingRun], str | None]:
@@ -236,9 +265,13 @@ def existing_runs(dag_id: str, start: datetime, end: datetime) -> tuple[dict[flo
             raise FileNotFoundError(f"no metadata DB at {url.database}")  # connecting would create an empty one
         with create_session() as session:
             rows = session.execute(
-                select(DagRun.logical_date, DagRun.run_id, DagRun.conf).where(
-                    DagRun.dag_id == dag_id, DagRun.logical_date >= start, DagRun.logical_date <= end
-                )
+                select(
+                    DagRun.logical_date,
+                    DagRun.run_id,
+                    DagRun.conf,
+                    DagRun.data_interval_start,
+                    DagRun.data_interval_end,
+                ).where(DagRun.dag_id == dag_id, DagRun.logical_date >= start, DagRun.logical_date <= end)
             ).all()
     except Exception as exc:  # a plan is a preview: say what it could not see, and go on
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
@@ -246,7 +279,13 @@ def existing_runs(dag_id: str, start: datetime, end: datetime) -> tuple[dict[flo
             f"could not read the DAG's runs from Airflow's metadata DB ({type(exc).__name__}: {first}); "
             f"runs whose conf asks to recompute ({RECOMPUTE_KEY}) are not taken into account"
         )
-    return {row.logical_date.timestamp(): ExistingRun(row.run_id, row.conf) for row in rows if row.logical_date}, None
+    return {
+        row.logical_date.timestamp(): ExistingRun(
+            row.run_id, row.conf, (row.data_interval_start, row.data_interval_end) if row.data_interval_start else None
+        )
+        for row in rows
+        if row.logical_date
+    }, None
 
 
 def _requested(
@@ -270,9 +309,9 @@ def _requested(
 
 
 def plan_jobs(ctx: Ctx, dag: Any, start: datetime, end: datetime) -> tuple[list[PlannedJob], list[str]]:
-    jobs, notes = job_ids(dag, start, end)
-    store = ctx.store
     runs, runs_note = existing_runs(dag.dag_id, start, end)
+    jobs, notes = job_ids(dag, start, end, runs)
+    store = ctx.store
     if runs_note:
         notes.append(runs_note)
     requests = ctx.jobs.recompute_requests
