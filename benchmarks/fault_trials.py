@@ -15,10 +15,17 @@ holder -> next lease holder) median and p95, wall and CPU.
     nice -n 10 .venv/bin/python benchmarks/fault_trials.py --trials 10000 --seed 1 --concurrency 6
     .venv/bin/python benchmarks/fault_trials.py --trials 50 --faults pause_before_write --break unfenced_result
     .venv/bin/python benchmarks/fault_trials.py --trials 60 --launcher connect --concurrency 3
+    .venv/bin/python benchmarks/fault_trials.py --trials 200 --result-documents
+    .venv/bin/python benchmarks/fault_trials.py --trials 4 --shape documents_unmounted --result-documents --revert 11
 
 ``--launcher connect``: the tries run through the product's ConnectLauncher against one Spark
 Connect server started for the run (``jrs_testbench.trials.connect_launcher``); the faults that
 need spark-submit's supervisor and application process (kill_supervisor, kill_app) are not drawn.
+``--result-documents``: ``[jrs] result_documents`` on (the compact clean entry): the cleanups write
+result documents to a folder of the run and commit ~40-B references, and the checker reads each
+clean reference's document (a missing one is ``clean_document_missing``). ``--shape``: every
+trial has one fixed shape (``jrs_testbench.trials.faults.SHAPES``, what the reverted-fix cases
+of tests/chaos/test_reverted_fixes.py run) instead of a drawn plan.
 
 Exit status 1 when a violation was found.
 """
@@ -26,6 +33,7 @@ Exit status 1 when a violation was found.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import shutil
@@ -50,6 +58,12 @@ def main() -> int:
     parser.add_argument("--time-budget", type=float, default=None, help="start no trial after S seconds")
     parser.add_argument("--workdir", default=None, help="keep histories and outputs here")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON too")
+    parser.add_argument(
+        "--result-documents",
+        action="store_true",
+        help="[jrs] result_documents on: cleanups commit references, full results in documents",
+    )
+    parser.add_argument("--shape", default=None, help="every trial has this fixed shape (faults.SHAPES)")
     parser.add_argument("--launcher", choices=("standin", "connect"), default="standin",
                         help="standin: the real supervisor and a stand-in application; connect: the product's "
                              "ConnectLauncher on one Spark Connect server started for the run")  # fmt: skip
@@ -59,6 +73,8 @@ def main() -> int:
     from jrs_testbench.trials.runner import RunConfig, run_trials
 
     mix = FaultMix().only(set(args.faults.split(","))) if args.faults else FaultMix()
+    if args.shape:  # a fixed plan: no drawn run faults either (a shape asks for the ones it needs)
+        mix = dataclasses.replace(mix, shape=args.shape, run_weights={})
     env = {k: v for k, v in (("JRS_TRIALS_REVERT", args.revert), ("JRS_TRIALS_BREAK", args.broken)) if v}
     keep = args.workdir is not None
     work = Path(args.workdir) if keep else Path(tempfile.mkdtemp(prefix="jrs-fault-trials-"))
@@ -76,10 +92,12 @@ def main() -> int:
                 env=env,
                 time_budget=args.time_budget,
                 launcher=args.launcher,
+                result_documents=args.result_documents,
             )
         )
         s = outcome.summary()
-        where = f", env {env}" if env else ""
+        where = (f", env {env}" if env else "") + (", result_documents on" if args.result_documents else "")
+        where += f", shape {args.shape}" if args.shape else ""
         print(f"fault trials: {started:%Y-%m-%d %H:%M} UTC, Python {platform.python_version()}, seed {args.seed}, "
               f"lease TTL {args.lease_ttl:g} s, {args.concurrency} at once, {args.launcher}{where}")  # fmt: skip
         print(f"trials: {s['trials']} of {args.trials} (from trial {args.first_trial})")

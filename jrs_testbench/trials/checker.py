@@ -24,6 +24,10 @@ bounds prove it. The invariants (violation kinds):
 ``clean_output_broken``
     the clean entry's outputs do not exist or do not hold what its marker says
     (:func:`jrs_testbench.invariants.check_outputs`; checked after every trial).
+``clean_document_missing``
+    with ``[jrs] result_documents`` on, the clean entry is a reference whose result document is
+    missing or not that entry's (read through the product's own reader from the shared folder,
+    as every other host reads it): the full result is gone while Redis says "done".
 ``intent_left`` / ``heartbeat_left``
     a clean SUCCEEDED job still has an intent, or a heartbeat that never expires.
 ``stuck_without_message``
@@ -62,7 +66,9 @@ from typing import Any
 import redis as redis_lib
 
 from airflow_jrs.domain.model import HistoryReason
+from airflow_jrs.exceptions import ResultDocumentError
 from airflow_jrs.store import JobResultEntry, JobStatus, RedisJobResultStore
+from airflow_jrs.store.documents import ResultDocuments
 from airflow_jrs.store.intent import Heartbeats, IntentStore
 from jrs_testbench.invariants import check_outputs
 from jrs_testbench.trials.history import read_history
@@ -130,8 +136,10 @@ def check_trial(
     namespace: str,
     *,
     lossy_windows: Iterable[tuple[int, int]] = (),
+    documents: ResultDocuments | None = None,
 ) -> TrialReport:
-    """Check one trial: its history ``records`` (one job) and what ``client`` holds for it."""
+    """Check one trial: its history ``records`` (one job) and what ``client`` holds for it
+    (``documents``: the run's ``[jrs] result_documents``, where clean references' full results are)."""
     recs = sorted(records, key=lambda r: r.get("t", 0))
     start = next(r for r in recs if r["event"] == "trial_start")
     trial, job = start["trial"], start["job"]
@@ -144,7 +152,7 @@ def check_trial(
         v = Violation(kind, trial, job, detail)
         (report.excused if lossy and kind in LOSSY else report.violations).append(v)
 
-    store = RedisJobResultStore(client, namespace)
+    store = RedisJobResultStore(client, namespace, result_documents=documents)
     entry: JobResultEntry | None = _retry(lambda: store.get_entry(job))
     history: list[JobResultEntry] = _retry(lambda: store.get_history(job))
 
@@ -251,7 +259,14 @@ def check_trial(
     # what is left
     report.outcome = "none" if entry is None else f"{entry.result.status.value}/{entry.state.value}"
     if entry is not None and entry.is_clean and entry.result.status is JobStatus.SUCCEEDED:
-        for problem in check_outputs(entry):
+        full: JobResultEntry | None = entry
+        if entry.summary:  # a clean reference: its outputs are in its result document
+            try:
+                full = store.full_entry(entry)
+            except ResultDocumentError as exc:
+                full = None
+                violate("clean_document_missing", f"fence {entry.result.fence}'s clean reference: {exc}")
+        for problem in check_outputs(full) if full is not None else []:
             violate("clean_output_broken", problem)
         intent = _retry(lambda: IntentStore(client, namespace, spec_root="").get(job))
         if intent is not None:

@@ -38,6 +38,10 @@ TRY_FAULTS: dict[str, float] = {
     "app_failure": 1,  # the application fails on purpose
 }
 #: Faults of the whole run, with their default weights.
+#: Run faults a trial's driver can ask for at a moment of its plan (``TryPlan.run_faults_before``):
+#: hold replication (from here the primary acknowledges what the replica never gets), then fail
+#: over to the replica (losing those writes) and add a new replica.
+REQUESTED_RUN_FAULTS = ("hold_replication", "failover")
 RUN_FAULTS: dict[str, float] = {
     "redis_restart": 2,
     "redis_crash": 2,
@@ -70,6 +74,12 @@ class TryPlan:
     seed: int = 0
     #: seconds the application computes on after a SIGTERM (spark-submit's shutdown hooks); 0: it ends at once
     term_linger: float = 0.0
+    #: start once the previous try logged this history event (e.g. ``work_start``: its application
+    #: computes), and as a zombie if it still runs then: a moment chosen by event, not by seconds
+    start_after: str | None = None
+    #: run faults the driver asks the runner for, and waits for, before it starts this try
+    #: (``hold_replication``, ``failover``: :data:`REQUESTED_RUN_FAULTS`)
+    run_faults_before: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -86,6 +96,12 @@ class TrialPlan:
     #: seconds the first DAG run's cleanup stalls after its first read, while the recompute run
     #: goes on (a cleanup retrying with backoff); 0: none
     slow_cleanup: float = 0.0
+    #: the first DAG run's cleanup stalls after its first read until the recompute run's result
+    #: is acknowledged (whatever that takes), instead of ``slow_cleanup`` seconds
+    slow_cleanup_until_result: bool = False
+    #: the first this many runs of the last cleanup run where the result documents folder is not
+    #: mounted (only with ``result_documents`` on)
+    documents_unmounted: int = 0
 
 
 @dataclass(frozen=True)
@@ -171,9 +187,95 @@ def _heartbeat_lost_early(rng: random.Random, trial: int, ttl: float) -> TrialPl
                      faults=["kill_task_computing", "heartbeat_lost_early"])  # fmt: skip
 
 
+def _try(run_id: str, n: int, *, last: bool, rng: random.Random, **fields: object) -> TryPlan:
+    """A try of a fixed shape on h1 (unless ``host=``), waiting for its predecessor."""
+    plan: dict[str, object] = dict(run_id=run_id, try_number=n, host="h1", last_try=last, seed=rng.getrandbits(32))
+    return TryPlan(**{**plan, **fields})  # type: ignore[arg-type]
+
+
+def _adopt_after_kill(rng: random.Random, trial: int, ttl: float) -> TrialPlan:
+    """Try 1's task is SIGKILLed once its application computes (the supervisor and the application
+    live on); try 2 waits for the application and adopts its output (a result naming try 1's folder)."""
+    tries = [_try("run-1", 1, last=False, rng=rng, fault="kill_task_computing", chunks=5, rows=3, pace=(0.1, 0.15)),
+             _try("run-1", 2, last=True, rng=rng, chunks=2, rows=2)]  # fmt: skip
+    return TrialPlan(trial, f"job-{trial}", ["h1"], tries, faults=["kill_task_computing"])
+
+
+def _recompute_during_slow_cleanup(rng: random.Random, trial: int, ttl: float) -> TrialPlan:
+    """Run 1 computes; its cleanup stalls after its first read until run 2, which recomputes,
+    has its result acknowledged; then the stalled cleanup goes on (a cleanup retrying with backoff)."""
+    tries = [_try("run-1", 1, last=True, rng=rng, chunks=2, rows=2),
+             _try("run-2", 1, last=True, rng=rng, chunks=3, rows=3, recompute=True)]  # fmt: skip
+    return TrialPlan(trial, f"job-{trial}", ["h1"], tries, faults=["recompute", "slow_cleanup"],
+                     slow_cleanup_until_result=True)  # fmt: skip
+
+
+def _forget_paused(rng: random.Random, trial: int, ttl: float) -> TrialPlan:
+    """Run 1 computes; run 2 recomputes: its try 1 stops itself right before its forget reaches
+    Redis (its fence and the entry it read taken) until try 2, which takes the lease after the
+    TTL, has its result acknowledged; then it is woken into that forget."""
+    tries = [_try("run-1", 1, last=True, rng=rng, chunks=2, rows=2),
+             _try("run-2", 1, last=False, rng=rng, recompute=True, fault="pause_before_forget", pause_s=60.0),
+             _try("run-2", 2, last=True, rng=rng, recompute=True, chunks=2, rows=2)]  # fmt: skip
+    return TrialPlan(trial, f"job-{trial}", ["h1"], tries, faults=["recompute", "pause_before_forget"])
+
+
+def _zombie_while_computing(rng: random.Random, trial: int, ttl: float) -> TrialPlan:
+    """Try 1 computes for ~3 TTLs; try 2 starts on the same host once try 1's application logged
+    its start (try 1 was "lost": a zombie that holds its lease and computes)."""
+    per_chunk = 3 * ttl / 8
+    tries = [_try("run-1", 1, last=False, rng=rng, chunks=8, rows=2, pace=(per_chunk, per_chunk * 1.05)),
+             _try("run-1", 2, last=True, rng=rng, chunks=2, rows=2, start_after="work_start")]  # fmt: skip
+    return TrialPlan(trial, f"job-{trial}", ["h1"], tries, faults=["zombie"])
+
+
+def _two_tries(rng: random.Random, trial: int, ttl: float) -> TrialPlan:
+    """Two tries one after the other on h1, the first computing for ~3 TTLs (a cluster driver that
+    outlives a client which failed or returned early is still running when the retry starts)."""
+    per_chunk = 3 * ttl / 8
+    tries = [_try("run-1", 1, last=False, rng=rng, chunks=8, rows=2, pace=(per_chunk, per_chunk * 1.05)),
+             _try("run-1", 2, last=True, rng=rng, chunks=2, rows=2)]  # fmt: skip
+    return TrialPlan(trial, f"job-{trial}", ["h1"], tries)
+
+
+def _acquire_reply_lost(rng: random.Random, trial: int, ttl: float) -> TrialPlan:
+    """One try whose first ACQUIRE's reply is lost (redis-py sends the command again)."""
+    tries = [_try("run-1", 1, last=True, rng=rng, chunks=2, rows=2, fault="lose_acquire_reply")]
+    return TrialPlan(trial, f"job-{trial}", ["h1"], tries, faults=["lose_acquire_reply"])
+
+
+def _token_handed_out_twice(rng: random.Random, trial: int, ttl: float) -> TrialPlan:
+    """Replication is held before try 1 takes its lease (INCR of the fence counter: token N), and
+    its application fails after writing 4 parts into its staging folder; once try 1 ended, a
+    failover loses everything since the hold (the INCR, the lease, the failure), and try 2 gets
+    token N again and writes 2 parts. Only the owner nonce tells the two holders' folders apart.
+    The namespace's fence counter must be this trial's alone (one trial at a time)."""
+    hold, failover = ("hold_replication",), ("failover",)
+    tries = [_try("run-1", 1, last=False, rng=rng, chunks=6, rows=3, fail_at=4, run_faults_before=hold),
+             _try("run-1", 2, last=True, rng=rng, chunks=2, rows=2, run_faults_before=failover)]  # fmt: skip
+    return TrialPlan(trial, f"job-{trial}", ["h1"], tries, faults=["app_failure"])
+
+
+def _documents_unmounted(rng: random.Random, trial: int, ttl: float) -> TrialPlan:
+    """One try computes; the first run of its cleanup runs where the result documents folder is
+    not mounted (the folder ``[jrs] result_documents`` names is not there), the next ones where it is."""
+    tries = [_try("run-1", 1, last=True, rng=rng, chunks=2, rows=2)]
+    return TrialPlan(trial, f"job-{trial}", ["h1"], tries, documents_unmounted=1)
+
+
 #: Trial shapes a mix can ask for (``FaultMix.shape``): a fixed plan of one trial, for a fault
-#: whose timing a drawn plan would reach only by chance.
-SHAPES = {"heartbeat_lost_early": _heartbeat_lost_early}
+#: whose timing a drawn plan would reach only by chance (each reverted-fix case names one).
+SHAPES = {
+    "heartbeat_lost_early": _heartbeat_lost_early,
+    "adopt_after_kill": _adopt_after_kill,
+    "recompute_during_slow_cleanup": _recompute_during_slow_cleanup,
+    "forget_paused": _forget_paused,
+    "zombie_while_computing": _zombie_while_computing,
+    "two_tries": _two_tries,
+    "acquire_reply_lost": _acquire_reply_lost,
+    "token_handed_out_twice": _token_handed_out_twice,
+    "documents_unmounted": _documents_unmounted,
+}
 
 
 def plan_trials(seed: int, trials: int, mix: FaultMix | None = None, *, ttl: float = 2.0, first: int = 0

@@ -26,7 +26,7 @@ import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
-#: Environment variable naming the fix to revert (1-9, issue 18's table); unset or empty: none.
+#: Environment variable naming the fix to revert (:data:`REVERTS`); unset or empty: none.
 ENV = "JRS_TRIALS_REVERT"
 
 
@@ -333,7 +333,59 @@ def revert_10_connect_release() -> None:
     connect_launcher.ConnectLauncher._release = lambda self, spark: spark.stop()  # type: ignore[method-assign]
 
 
-#: Issue 18's fixes by their number in its table (10: issue 23's): each function takes that fix back out.
+# -- the compact clean entry's (``[jrs] result_documents``) ------------------------------------------
+def revert_11_reference_before_document() -> None:
+    """Defect 11 (commit beae2d0, pinned by be9745c): the commit writes the result document
+    *before* the script that replaces the dirty entry by its reference. Reverted: the reference
+    first, then the document.
+
+    Breaks "every clean entry's outputs exist" (and Done is done with a result nobody can read):
+    a cleanup whose document write fails (a folder not mounted, a full disk, a kill between the
+    two) leaves a clean reference pointing at no document, and the dirty entry holding the full
+    result is gone; every later cleanup finds the job "already clean"."""
+    from airflow_jrs.store.redis import RedisJobResultStore
+
+    _recompile(
+        RedisJobResultStore,
+        "_committing",
+        [
+            (
+                "    write_document(self.result_documents, self.namespace, expected)\n",
+                "    # reverted (defect 11): the document is written after the reference\n",
+            )
+        ],
+    )
+    _recompile(
+        RedisJobResultStore,
+        "_mark_result_as_clean",
+        [
+            (
+                "    if code == lua.OK:\n        return True\n",
+                "    if code == lua.OK:\n"
+                "        if as_reference:  # reverted (defect 11): the reference first, then the document\n"
+                "            write_document(self.result_documents, self.namespace, expected)\n"
+                "        return True\n",
+            )
+        ],
+    )
+
+
+def revert_12_documents_folder_created() -> None:
+    """Defect 12 (commit d5a881d): a result documents folder that is not there is created (the
+    write makes every folder on the document's path) instead of failing the cleanup.
+
+    Breaks "every clean entry's outputs exist" across hosts: a cleanup on a host where the shared
+    folder is not mounted writes the document to that host's own disk and commits the reference;
+    every other host (the checker reads the shared folder) finds the document missing."""
+    from airflow_jrs.store import documents
+
+    if "self._reachable()" not in inspect.getsource(documents.FolderDocuments.put):
+        raise RevertShapeError("FolderDocuments.put no longer checks _reachable(): update reverts.py")
+    documents.FolderDocuments._reachable = lambda self: None  # type: ignore[method-assign]
+
+
+#: The fixes by number (1-9: lease, fence, cleanup and cluster-mode fixes; 10: the Connect session
+#: release; 11-12: the compact clean entry's): each function takes that fix back out.
 REVERTS: dict[int, Callable[[], None]] = {
     1: revert_1_adopted_folders,
     2: revert_2_cleanup_reads_once,
@@ -345,6 +397,8 @@ REVERTS: dict[int, Callable[[], None]] = {
     8: revert_8_takeover_guesses_dead,
     9: revert_9_own_nonce_unknown,
     10: revert_10_connect_release,
+    11: revert_11_reference_before_document,
+    12: revert_12_documents_folder_created,
 }
 
 _applied: set[int] = set()

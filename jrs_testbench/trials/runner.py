@@ -19,6 +19,7 @@ as soon as it ended (:func:`.checker.check_trial`): the clean-output invariant h
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import multiprocessing.util
 import os
@@ -36,15 +37,23 @@ from typing import Any
 
 import redis as redis_lib
 
+from airflow_jrs.store.documents import FolderDocuments
 from jrs_testbench.spark_connect import SparkConnectServer
 from jrs_testbench.trials import connect_launcher
 from jrs_testbench.trials.checker import TrialReport, Violation, check_trial
 from jrs_testbench.trials.clock import faketime_missing
-from jrs_testbench.trials.faults import FaultMix, RunFault, TrialPlan, plan_run_faults, plan_trials
+from jrs_testbench.trials.faults import (
+    REQUESTED_RUN_FAULTS,
+    FaultMix,
+    RunFault,
+    TrialPlan,
+    plan_run_faults,
+    plan_trials,
+)
 from jrs_testbench.trials.history import HistoryLog, read_history
 from jrs_testbench.trials.hosts import HostLauncher, become_subreaper, start_hosts, stop_hosts
 from jrs_testbench.trials.redis_front import RedisFront
-from jrs_testbench.trials.trial import Bench, TrialDriver
+from jrs_testbench.trials.trial import DOCUMENTS_FOLDER, Bench, TrialDriver
 
 HOSTS = ("h1", "h2", "h3")
 CHECKER_HOST = "cli"
@@ -70,6 +79,10 @@ class RunConfig:
     launcher: str = "standin"
     #: a running :class:`jrs_testbench.spark_connect.SparkConnectServer` for "connect"; None: the run starts one
     connect_server: Any = None
+    #: ``[jrs] result_documents`` on (the compact clean entry): cleanups write result documents to a
+    #: folder of the run (:data:`.trial.DOCUMENTS_FOLDER`) and commit ~40-B references; the checker
+    #: reads each clean reference's document
+    result_documents: bool = False
 
 
 @dataclass
@@ -144,9 +157,10 @@ def _lossy_windows(path: str) -> list[tuple[int, int]]:
 def _run_one(bench: Bench, plan: TrialPlan) -> TrialReport:
     try:
         TrialDriver(bench, plan).run()
+        documents = FolderDocuments(bench.result_documents) if bench.result_documents else None
         with redis_lib.Redis.from_url(bench.check_url, socket_timeout=5, socket_connect_timeout=5) as client:
             return check_trial(read_history(bench.history(plan.trial)), client, bench.namespace,
-                               lossy_windows=_lossy_windows(bench.run_history))  # fmt: skip
+                               lossy_windows=_lossy_windows(bench.run_history), documents=documents)  # fmt: skip
     except Exception:
         report = TrialReport(plan.trial, plan.job_id, status="harness_error")
         report.violations.append(Violation("harness_error", plan.trial, plan.job_id, traceback.format_exc()[-2000:]))
@@ -157,16 +171,58 @@ def _run_one(bench: Bench, plan: TrialPlan) -> TrialReport:
 class RunFaults(threading.Thread):
     """Injects :func:`~.faults.plan_run_faults` into the front until :meth:`finish`."""
 
-    def __init__(self, front: RedisFront, faults: list[RunFault], log_path: str) -> None:
+    def __init__(self, front: RedisFront, faults: list[RunFault], log_path: str, requests: str | None = None) -> None:
         super().__init__(name="jrs-run-faults", daemon=True)
         self.front, self.faults, self.log = front, faults, HistoryLog(log_path)
         self.done = threading.Event()
         self.counts: Counter[str] = Counter()
         self.errors: list[str] = []
+        self.lock = threading.Lock()  # one fault at a time, scheduled or requested
+        self.requests = requests
+        self.server = threading.Thread(target=self._serve, name="jrs-run-fault-requests", daemon=True)
+
+    def start(self) -> None:
+        super().start()
+        if self.requests is not None:
+            self.server.start()
 
     def finish(self) -> None:
         self.done.set()
         self.join(60)
+        if self.server.is_alive():
+            self.server.join(60)
+
+    def _serve(self) -> None:
+        """Inject the run faults trial drivers ask for (:func:`.trial.request_run_fault`) at the
+        moment their plan chose: a request ``<name>.json`` is answered with ``<name>.done``."""
+        assert self.requests is not None
+        while not self.done.wait(0.02):
+            for name in sorted(os.listdir(self.requests)):
+                if not name.endswith(".json"):
+                    continue
+                path = os.path.join(self.requests, name)
+                with open(path) as request:
+                    kind = json.load(request)["kind"]
+                try:
+                    self._requested(kind)
+                except Exception as exc:
+                    self.errors.append(f"requested {kind}: {type(exc).__name__}: {exc}")
+                    self.log.log("run_fault_error", kind=kind, error=str(exc))
+                    self.front.heal()
+                os.rename(path, path[: -len(".json")] + ".done")
+
+    def _requested(self, kind: str) -> None:
+        if kind not in REQUESTED_RUN_FAULTS:
+            raise ValueError(f"a trial asked for run fault {kind!r}; the runner serves {REQUESTED_RUN_FAULTS}")
+        with self.lock:
+            if kind == "hold_replication":  # a failover window opens (the checker's lossy window)
+                self.log.log("run_fault", kind="failover", requested=True)
+                self.front.hold_replication()
+            else:
+                done = self.front.failover()
+                self.front.add_replica()
+                self.counts["failover"] += 1
+                self.log.log("run_fault_end", kind="failover", lost_bytes=done.lost_bytes, requested=True)
 
     def run(self) -> None:
         start = time.monotonic()
@@ -174,7 +230,8 @@ class RunFaults(threading.Thread):
             if self.done.wait(max(0.0, start + fault.at - time.monotonic())):
                 return
             try:
-                self._inject(fault)
+                with self.lock:
+                    self._inject(fault)
             except Exception as exc:  # the run goes on; the report says what could not be injected
                 self.errors.append(f"{fault.kind}: {type(exc).__name__}: {exc}")
                 self.log.log("run_fault_error", kind=fault.kind, error=str(exc))
@@ -219,7 +276,6 @@ def run_trials(config: RunConfig) -> RunOutcome:
         notes.append(f"clock_step not injected: {missing}")
         mix = FaultMix(**{**mix.__dict__, "run_weights": {**mix.run_weights, "clock_step": 0}})
         clock = False
-    replica = mix.run_weights.get("failover", 0) > 0
     env, server, own_server = dict(config.env), config.connect_server, False
     if config.launcher == "connect":
         mix, own_server = _connect_mix(mix, notes), server is None
@@ -228,6 +284,8 @@ def run_trials(config: RunConfig) -> RunOutcome:
     elif config.launcher != "standin":
         raise ValueError(f"launcher {config.launcher!r}: the trials know 'standin' and 'connect'")
     plans = plan_trials(config.seed, config.trials, mix, ttl=config.lease_ttl, first=config.first_trial)
+    requested = {kind for p in plans for tp in p.tries for kind in tp.run_faults_before}
+    replica = mix.run_weights.get("failover", 0) > 0 or bool(requested)
     t0, cpu0 = time.monotonic(), _cpu()
     if config.isolate_hosts:
         probe = HostLauncher("probe").start()
@@ -244,12 +302,14 @@ def run_trials(config: RunConfig) -> RunOutcome:
             server.start()
         with RedisFront(workdir / "redis", replica=replica, clock=clock) as front:
             namespace = f"trials-{config.seed}-{uuid.uuid4().hex[:6]}"
+            documents = str(workdir / DOCUMENTS_FOLDER) if config.result_documents else None
             bench = Bench({h: front.url_for(h) for h in HOSTS}, front.url_for(CHECKER_HOST), namespace, str(workdir),
-                          config.lease_ttl, connect_events=str(server.event_log_dir) if server else None)  # fmt: skip
+                          config.lease_ttl, connect_events=str(server.event_log_dir) if server else None,
+                          result_documents=documents)  # fmt: skip
             bench.create_dirs()
             span = 3600.0 * 24
             injector = RunFaults(front, plan_run_faults(config.seed, span, mix, ttl=config.lease_ttl),
-                                 bench.run_history)  # fmt: skip
+                                 bench.run_history, bench.requests if requested else None)  # fmt: skip
             injector.start()
             try:
                 deadline = None if config.time_budget is None else time.time() + config.time_budget

@@ -64,10 +64,12 @@ def break_protocol() -> str | None:
 
 
 def jobs_for(spec: dict[str, Any]) -> JobNamespace:
-    """The trial's namespace through this process's host's Redis URL (a try's, a cleanup's)."""
+    """The trial's namespace through this process's host's Redis URL (a try's, a cleanup's), with
+    ``[jrs] result_documents`` when the run has it on (``spec["result_documents"]``: the folder)."""
     settings = settings_for(
-        spec["namespace"], output_root=spec["output_root"], spec_root=spec["spec_root"], lease_ttl=spec["lease_ttl"]
-    )
+        spec["namespace"], output_root=spec["output_root"], spec_root=spec["spec_root"], lease_ttl=spec["lease_ttl"],
+        result_documents=spec.get("result_documents") or "",
+    )  # fmt: skip
     return JobNamespace.from_url(spec["url"], settings)
 
 
@@ -166,16 +168,22 @@ NO_PROC_ENV = "JRS_TRIALS_NO_PROC"
 CLONE_NEWNS, MS_REC, MS_PRIVATE = 0x00020000, 0x4000, 0x40000
 
 
-def _hide_proc() -> None:
-    """Cover ``/proc`` with an empty tmpfs in a mount namespace of this process's own (single-threaded:
-    just forked; a host's ``/proc`` lies over the machine's, so unmounting one would show the other);
-    what it starts (supervisor, application) inherits it. The host's other processes keep theirs."""
+def cover_with_tmpfs(path: str, why: str) -> None:
+    """Cover ``path`` with an empty tmpfs in a mount namespace of this process's own (call it
+    single-threaded: just forked); what the process starts inherits it, the host's other
+    processes keep their view. Needs root (as the hosts do); ``why`` names the fault for the error."""
     libc = ctypes.CDLL(None, use_errno=True)
     for call, args in (("unshare", (CLONE_NEWNS,)), ("mount", (None, b"/", None, MS_REC | MS_PRIVATE, None)),
-                       ("mount", (b"none", b"/proc", b"tmpfs", 0, None))):  # fmt: skip
+                       ("mount", (b"none", path.encode(), b"tmpfs", 0, None))):  # fmt: skip
         if getattr(libc, call)(*args) != 0:
             err = ctypes.get_errno()
-            raise OSError(err, f"{call} failed ({os.strerror(err)}): {NO_PROC_ENV} needs root")
+            raise OSError(err, f"{call} failed ({os.strerror(err)}): {why} needs root")
+
+
+def _hide_proc() -> None:
+    """Every try where ``/proc`` is not mounted (a host's ``/proc`` lies over the machine's, so
+    unmounting one would show the other: it is covered instead)."""
+    cover_with_tmpfs("/proc", NO_PROC_ENV)
     os.mkdir(f"/proc/{os.getpid()}")  # psutil's pid list may not be empty; the folder holds nothing to read
 
 

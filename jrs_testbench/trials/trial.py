@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
+import json
 import os
 import signal
 import time
@@ -49,9 +51,12 @@ class Bench:
     namespace: str
     workdir: str
     lease_ttl: float
-    fingerprint: str = "fp-trials-v1"
+    #: SHA-256 hex, as the product's fingerprints are: only such a result is committed as a reference
+    fingerprint: str = hashlib.sha256(b"fp-trials-v1").hexdigest()
     #: the Spark Connect server's event log folder: tries run through the Connect launcher (:mod:`.connect_launcher`)
     connect_events: str | None = None
+    #: ``[jrs] result_documents`` of every try and cleanup (the compact clean entry), or None: off
+    result_documents: str | None = None
 
     @property
     def output_root(self) -> str:
@@ -71,9 +76,39 @@ class Bench:
     def lock(self, job_id: str) -> str:
         return f"{self.workdir}/locks/{job_id}.lock"
 
+    @property
+    def requests(self) -> str:
+        """Where a driver asks the runner for a run fault (:func:`request_run_fault`)."""
+        return f"{self.workdir}/requests"
+
     def create_dirs(self) -> None:
-        for sub in ("out", "specs", "history", "locks"):
+        for sub in ("out", "specs", "history", "locks", "requests"):
             os.makedirs(f"{self.workdir}/{sub}", exist_ok=True)
+        if self.result_documents:  # the shared folder, "mounted" (it is never created by the product)
+            os.makedirs(self.result_documents, exist_ok=True)
+
+
+#: The documents folder inside a run's workdir: its parent is the "mount point" a
+#: ``documents_unmounted`` cleanup covers (so the folder the setting names is not there).
+DOCUMENTS_FOLDER = "documents/shared"
+#: How long a driver waits for a run fault it asked for.
+REQUEST_LIMIT = 60.0
+
+
+def request_run_fault(bench: Bench, name: str, kind: str) -> bool:
+    """Ask the runner (the caller, where the Redis front lives) for run fault ``kind`` and wait
+    until it was injected; ``False`` when it was not in time. The request is a file ``<name>.json``
+    in :attr:`Bench.requests`; the runner answers with ``<name>.done`` (:class:`.runner.RunFaults`)."""
+    path = f"{bench.requests}/{name}"
+    with open(path + ".tmp", "w") as out:
+        json.dump({"kind": kind}, out)
+    os.replace(path + ".tmp", path + ".json")
+    deadline = time.monotonic() + REQUEST_LIMIT
+    while not os.path.exists(path + ".done"):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(POLL)
+    return True
 
 
 #: This worker's readers of a Connect server's event log, by folder.
@@ -147,9 +182,15 @@ class TrialDriver:
                          "--fail-at", str(tp.fail_at), "--seed", str(tp.seed),
                          *(["--term-linger", str(tp.term_linger)] if tp.term_linger else [])],
             "hold_after_lease": self._hold(len(self.tries)) if tp.fault == "heartbeat_lost_early" else None,
+            "result_documents": b.result_documents,
         }  # fmt: skip
 
     def _start_try(self, tp: TryPlan) -> _Try:
+        for kind in tp.run_faults_before:
+            name = f"{self.plan.trial}-{len(self.tries)}-{kind}"
+            self.log.log("run_fault_requested", kind=kind, try_index=len(self.tries))
+            if not request_run_fault(self.bench, name, kind):
+                self.log.log("fault_missed", kind=kind, why=f"the runner did not inject it in {REQUEST_LIMIT:g} s")
         spec = {**self._spec(tp), "try_id": len(self.tries)}
         target = run_task if self.bench.connect_events is None else connect_launcher.exec_task
         pid = fork_on(target, spec, self.stderr, HOST_LAUNCHERS.get(tp.host))
@@ -192,6 +233,24 @@ class TrialDriver:
         if not t.released and now - t.held_at >= 3 * min(self.bench.lease_ttl / 3, REQUEST_POLL):
             t.released = True
             open(self._hold(t.index), "w").close()
+
+    def _stalled(self, cleanup: int, since: int) -> bool:
+        """Has cleanup run ``cleanup`` (started at ``since``, ns) ended, or logged its stall? (It
+        logs under its host's pid, not this worker's: the stall is the only one since.)"""
+        return self.children.get(cleanup) is not None or any(
+            r.get("t", 0) > since and r.get("event") == "fault" and r.get("kind") == "slow_cleanup"
+            for r in read_history(self.bench.history(self.plan.trial))
+        )
+
+    def _ended_or_logged(self, t: _Try, event: str) -> bool:
+        return _ended(t) or self._logged_event(t, event)
+
+    def _logged_event(self, t: _Try, event: str) -> bool:
+        """Was ``event`` logged since try ``t`` started (by it, its supervisor or its application,
+        which log under the fence rather than the try; a start-after try is the only one running)?"""
+        since = int(t.started * 1e9)
+        return any(r.get("event") == event and r.get("t", 0) > since
+                   for r in read_history(self.bench.history(self.plan.trial)))  # fmt: skip
 
     def _logged(self, t: _Try, event: str, step: str) -> bool:
         return any(r.get("try") == t.index and r.get("event") == event and r.get("step") == step
@@ -320,7 +379,14 @@ class TrialDriver:
             for tp in [tp for tp in p.tries if tp.run_id == run_id]:
                 if previous is not None:
                     ended = functools.partial(_ended, previous)
-                    if tp.zombie_after is not None and previous.code is None:
+                    if tp.start_after is not None:
+                        started = functools.partial(self._ended_or_logged, previous, tp.start_after)
+                        self._wait(started, self.trial_timeout)
+                        if previous.code is None:
+                            self.log.log("fault", kind="zombie", try_index=previous.index, after=tp.start_after)
+                        else:
+                            self.log.log("fault_missed", kind="zombie", why=f"the try ended before {tp.start_after}")
+                    elif tp.zombie_after is not None and previous.code is None:
                         self._wait(ended, tp.zombie_after)
                         if previous.code is None:
                             self.log.log("fault", kind="zombie", try_index=previous.index)
@@ -346,19 +412,24 @@ class TrialDriver:
                     proc.kill()
             self._wait(lambda: not self._leftovers(), 5)
             if run_id != runs[-1]:  # the next DAG run starts while this one's cleanup runs
-                self._cleanup_spawn(None, stall_s=p.slow_cleanup)
+                spawned = time.monotonic_ns()
+                pid = self._cleanup_spawn(None, stall_s=p.slow_cleanup, stall_until_result=p.slow_cleanup_until_result)
+                if p.slow_cleanup_until_result:  # ... and once it stalls after its first read (not before it)
+                    self._wait(functools.partial(self._stalled, pid, spawned), self.trial_timeout)
             else:
                 self._cleanup()  # the DAG run's cleanup task, until it commits
         self.log.log("trial_end", status=status, took_ms=int((time.monotonic() - self.started) * 1000))
         return status
 
-    def _cleanup_spawn(self, crash: str | None, *, stall_s: float = 0.0) -> int:
+    def _cleanup_spawn(self, crash: str | None, *, stall_s: float = 0.0, stall_until_result: bool = False,
+                       unmounted: bool = False) -> int:  # fmt: skip
         """One run of the cleanup task, started now (reaped by :meth:`_reap`)."""
         b, p = self.bench, self.plan
         spec = {"url": b.urls[p.hosts[0]], "namespace": b.namespace, "output_root": b.output_root,
                 "spec_root": b.spec_root, "lease_ttl": b.lease_ttl, "job_id": p.job_id,
                 "history": b.history(p.trial), "trial": p.trial, "host": p.hosts[0], "crash_at": crash,
-                "stall_s": stall_s}  # fmt: skip
+                "stall_s": stall_s, "stall_until_result": stall_until_result, "result_documents": b.result_documents,
+                "documents_unmounted": unmounted and b.result_documents is not None}  # fmt: skip
         pid = fork_on(run_cleanup, spec, self.stderr, HOST_LAUNCHERS.get(p.hosts[0]))
         self.children[pid] = None
         return pid
@@ -368,7 +439,7 @@ class TrialDriver:
         for n in range(CLEANUP_RUNS):
             crash = p.cleanup_crashes[self.cleanup_runs] if self.cleanup_runs < len(p.cleanup_crashes) else None
             self.cleanup_runs += 1
-            pid = self._cleanup_spawn(crash)
+            pid = self._cleanup_spawn(crash, unmounted=n < p.documents_unmounted)
             self._wait(functools.partial(lambda p: self.children[p] is not None, pid), 120)
             code = self.children[pid]
             if code in (COMMITTED, NOTHING):

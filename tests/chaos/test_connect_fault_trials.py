@@ -5,7 +5,8 @@ against the real Spark Connect server of the ``connect_server`` fixture (one for
 the application is a Spark Connect query whose UDF takes the job's lock file on the server, so
 two applications of one job computing at once are seen where they compute
 (:mod:`jrs_testbench.trials.connect_launcher`). The faults that need spark-submit's supervisor
-and application process are not drawn; the rest of the mix applies.
+and application process are not drawn; the rest of the mix applies. Half the trials run with
+``[jrs] result_documents`` on (the compact clean entry).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import dataclasses
 import fcntl
 import json
 import os
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -34,16 +36,21 @@ def test_connect_trials_keep_every_invariant(tmp_path: Path, connect_server: Spa
     # run faults 3x sparser than the default mix: a Connect try lasts ~5x a stand-in's (an interpreter,
     # a session, a query), and with a Redis fault in nearly every try a handful of trials never succeeds
     mix = dataclasses.replace(FaultMix(), run_fault_every=(12.0, 30.0))
-    outcome = run_trials(RunConfig(trials=TRIALS, seed=SEED, workdir=tmp_path, concurrency=3, mix=mix,
-                                   launcher="connect", connect_server=connect_server))  # fmt: skip
-    summary = outcome.summary()
-    assert outcome.violations == [], summary
-    assert len(outcome.reports) == TRIALS
-    assert summary["status"] == {"done": TRIALS}, summary  # no operation of a job outlived its trial
-    mix = outcome.fault_mix()
-    assert [f for f in SKIPPED_FAULTS if mix[f]] == [], summary
-    assert sum(mix[f] for f in ("kill_task", "on_kill", "pause", "zombie") if f in mix) > 0, summary
-    assert summary["outcomes"].get("SUCCEEDED/clean", 0) > 0, summary
+    drawn: Counter[str] = Counter()
+    clean = 0
+    for documents, first in ((False, 0), (True, TRIALS // 2)):  # the same seed's next trials with documents on
+        outcome = run_trials(RunConfig(trials=TRIALS // 2, seed=SEED, workdir=tmp_path / str(documents),
+                                       concurrency=3, mix=mix, launcher="connect", connect_server=connect_server,
+                                       first_trial=first, result_documents=documents))  # fmt: skip
+        summary = {"result_documents": documents, **outcome.summary()}
+        assert outcome.violations == [], summary
+        assert len(outcome.reports) == TRIALS // 2
+        assert summary["status"] == {"done": TRIALS // 2}, summary  # no operation of a job outlived its trial
+        drawn += outcome.fault_mix()
+        clean += summary["outcomes"].get("SUCCEEDED/clean", 0)
+    assert [f for f in SKIPPED_FAULTS if drawn[f]] == [], drawn
+    assert sum(drawn[f] for f in ("kill_task", "on_kill", "pause", "zombie") if f in drawn) > 0, drawn
+    assert clean > 0, drawn
 
 
 def test_the_query_reports_another_application_computing(tmp_path: Path) -> None:

@@ -3,13 +3,17 @@
 The trials (``jrs_testbench.trials``) run ``airflow_jrs.protocol.JobAttempt`` in real processes
 with a stand-in application under the real supervisor, the real cleanup, recompute and stop
 requests, and real Redis faults (restart, crash, failover losing acknowledged writes, host
-partitions, clock steps). These tests prove that the product keeps every invariant, that the
+partitions, clock steps), half of them with ``[jrs] result_documents`` on (the compact clean
+entry: cleanups write result documents and commit references; the checker reads each clean
+reference's document). These tests prove that the product keeps every invariant, that the
 checker fails when the protocol is broken on purpose, and the checker's rules on hand-written
 histories.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -17,11 +21,13 @@ import redis
 
 from airflow_jrs.protocol.steps import STEPS
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
+from airflow_jrs.store.documents import FolderDocuments
 from airflow_jrs.store.result_scripts import CREATE_DIRTY_RESULT
 from jrs_testbench.trials.checker import check_trial
 from jrs_testbench.trials.faults import TRY_FAULTS, FaultMix
 from jrs_testbench.trials.runner import RunConfig, run_trials
 from jrs_testbench.trials.task import FENCE_CHECK_LINE
+from jrs_testbench.trials.trial import DOCUMENTS_FOLDER
 
 pytestmark = [pytest.mark.chaos]
 
@@ -30,16 +36,26 @@ TRIALS = 250  # a few hundred, seeded: ~1 min on 2 idle cores (150 took 37 s at 
 
 
 def test_hundreds_of_faulty_trials_keep_every_invariant(tmp_path: Path) -> None:
-    outcome = run_trials(RunConfig(trials=TRIALS, seed=SEED, workdir=tmp_path, concurrency=8))
-    summary = outcome.summary()
-    assert outcome.violations == [], summary
-    assert len(outcome.reports) == TRIALS
-    mix = outcome.fault_mix()
+    """Half the trials with full results in Redis, half with ``result_documents`` on (the same
+    seed's next trials): each half keeps every invariant, and together they drew every fault."""
+    mix: Counter[str] = Counter()
+    for documents, first in ((False, 0), (True, TRIALS // 2)):
+        workdir = tmp_path / ("documents" if documents else "plain")
+        config = RunConfig(trials=TRIALS // 2, seed=SEED, workdir=workdir, concurrency=8, first_trial=first,
+                           result_documents=documents)  # fmt: skip
+        outcome = run_trials(config)
+        summary = {"result_documents": documents, **outcome.summary()}
+        assert outcome.violations == [], summary
+        assert len(outcome.reports) == TRIALS // 2
+        clean = summary["outcomes"].get("SUCCEEDED/clean", 0)
+        assert clean > TRIALS // 4, summary
+        assert summary["takeover_ms"]["samples"] > 0, summary
+        if documents:  # the clean entries are references: each one's document is in the shared folder
+            assert len(list((workdir / DOCUMENTS_FOLDER).rglob("*.json"))) >= clean, summary
+        mix += outcome.fault_mix()
     try_faults = [f for f in TRY_FAULTS if f != "crash_point"] + [f"crash_point:{s}" for s in STEPS]
-    assert [f for f in try_faults if mix[f] == 0] == [], summary
+    assert [f for f in try_faults if mix[f] == 0] == [], mix
     assert [f for f in ("redis_restart", "redis_crash", "zombie", "recompute", "stop", "cancel") if mix[f] == 0] == []
-    assert summary["outcomes"].get("SUCCEEDED/clean", 0) > TRIALS // 2, summary
-    assert summary["takeover_ms"]["samples"] > 0, summary
 
 
 def test_the_checker_fails_when_the_result_script_is_unfenced(tmp_path: Path) -> None:
@@ -100,3 +116,24 @@ def test_a_write_that_began_after_a_newer_fence_took_the_lease_is_a_violation(
 def test_a_job_without_success_whose_last_try_said_nothing_is_stuck(redis_client: redis.Redis, namespace: str) -> None:
     history = _history(_rec(5, "error", kind="JobNotStartedError", message="  "))
     assert [v.kind for v in check_trial(history, redis_client, namespace).violations] == ["stuck_without_message"]
+
+
+def test_a_clean_reference_without_its_document_is_a_violation(
+    redis_client: redis.Redis, namespace: str, tmp_path: Path
+) -> None:
+    """With result documents on, the checker reads a clean reference's document as every host
+    would: the reference committed by the product's own store is fine; its document gone is not."""
+    folder = tmp_path / "documents"
+    folder.mkdir()
+    documents = FolderDocuments(folder)
+    store = RedisJobResultStore(redis_client, namespace, result_documents=documents)
+    result = JobResult(job_id="job-7", status=JobStatus.SUCCEEDED, attempt=Attempt("d", "t", "r", 1),
+                       fingerprint=hashlib.sha256(b"job-7").hexdigest())  # fmt: skip
+    store.create_dirty_result(result)
+    assert store.mark_result_as_clean("job-7")
+    assert store.get_entry("job-7").summary  # committed as a reference
+    assert check_trial(_history(), redis_client, namespace, documents=documents).violations == []
+    for document in folder.rglob("*.json"):
+        document.unlink()
+    report = check_trial(_history(), redis_client, namespace, documents=documents)
+    assert [v.kind for v in report.violations] == ["clean_document_missing"]

@@ -1,29 +1,33 @@
-"""The fault trials catch issue 18's fixes being taken out (issue 20: "reverting any one of the
-nine fixes of the previous issue makes a seeded trial run fail").
+"""The fault trials catch each fix being taken out: reverting any one of the protocol's fixes
+(lease, fence, cleanup, cluster mode) or the compact clean entry's (``[jrs] result_documents``)
+makes a trial run fail, every time.
 
-For each fix, a small seeded batch of trials runs through the trials' own runner with
+For each fix, a small batch of trials runs through the trials' own runner with
 ``JRS_TRIALS_REVERT=<n>`` (:mod:`jrs_testbench.trials.reverts` patches the fix back out in every
-try, supervisor and cleanup process), with a fault mix chosen to reach the defect; the checker
-must report a violation of the guarantee that fix protects. The same seed without the revert
-must report none, so the violation is the revert's doing and not the harness's.
+try, supervisor and cleanup process); the checker must report a violation of the guarantee that
+fix protects IN EVERY TRIAL of the batch. The same batch without the revert must report none, so
+the violation is the revert's doing and not the harness's.
+
+Every case drives the fault its fix is about with a fixed trial shape
+(:data:`jrs_testbench.trials.faults.SHAPES`), not a drawn mix: what happens, on which host and
+after which event, is chosen, and the moments are events (a try starts once its predecessor's
+application logged its start; a paused forget wakes once a successor's result is acknowledged;
+a stalled cleanup goes on once the recompute's result is; a failover is asked for by the driver
+between two tries), never seconds a loaded machine could overrun. (A drawn mix made fix 8's case
+miss on a fresh clone: 4 trials, 2 zombies, both too late to meet a live holder.)
 
 Defects 4 and 5 live in cluster deploy mode: their trials launch the stand-in application as a
 detached driver on a fake standalone master (:mod:`jrs_testbench.trials.cluster_launcher`) whose
-client loses the master right after the submission, and the product's standalone cluster mode
-looks the driver up.
-
-Some cases add a fault or a checker rule of their own (:mod:`jrs_testbench.trials`): a cleanup
-that stalls after its first read while the next DAG run recomputes (2); a recompute's forget
-stopped after its fence and entry were taken, woken once a successor's result is acknowledged
-(3, ``pause_before_forget``); failovers that hand a lost token out again, one trial at a time
-(6); tries where ``/proc`` shows nothing, with same-host zombies, and the rule
-``took_over_live_holder`` (8); an ACQUIRE whose reply is lost, and the rule
-``waited_for_itself`` (9); the trial shape ``heartbeat_lost_early`` (7: an orphan's heartbeat
-deleted while its successor holds after its lease, :func:`jrs_testbench.trials.faults._heartbeat_lost_early`).
+client loses the master right after the submission (or returns at once), and the product's
+standalone cluster mode looks the driver up. Defects 11 and 12 need ``result_documents`` on:
+the first run of the cleanup runs where the shared documents folder is not mounted (its mount
+point covered by an empty tmpfs in that process alone, ``documents_unmounted``).
 
 A defect the trials' faults could not reach would be listed in :data:`UNREACHED` with the reason
-and the test that covers it instead (tests/unit/test_reverts.py runs every revert against the
-product's own code); none is left.
+and the test that covers it instead (tests/unit/test_reverts.py runs the reverts against the
+product's own code). The fsync of a result document's folders (a reference must never outlive
+its document after a power loss) is not a revert here: the trials cannot lose a page cache, and
+tests/contract/test_result_documents.py pins it.
 """
 
 from __future__ import annotations
@@ -52,73 +56,94 @@ def _mix(**chosen: object) -> FaultMix:
     return FaultMix(**{**quiet, **chosen})  # type: ignore[arg-type]
 
 
-#: a failover (losing what the primary acknowledged since replication was held) every 0.3-0.8 s
-_FAILOVERS: dict[str, object] = dict(run_weights={"failover": 1}, run_fault_every=(0.3, 0.8))
-#: every DAG run after the first recomputes; half the tries stop right before their forget
-_FORGET_PAUSED: dict[str, object] = dict(recompute_rate=1.0, try_fault_rate=0.5, try_weights={"pause_before_forget": 1})
+def _shape(name: str) -> FaultMix:
+    """Every trial has the fixed shape ``name`` (:data:`jrs_testbench.trials.faults.SHAPES`)."""
+    return _mix(shape=name)
 
 
 @dataclass(frozen=True)
 class Case:
-    """A seeded batch that reaches defect ``number``; ``rules``: checker kinds that prove it."""
+    """A batch of fixed-shape trials that reaches defect ``number`` in each trial; ``rules``:
+    checker kinds that prove it."""
 
     number: int
     rules: frozenset[str]
     mix: FaultMix
-    trials: int
-    seed: int
+    trials: int = 2
+    seed: int = 7
     #: cluster deploy mode: the stand-in driver's client plan (:mod:`.cluster_launcher`)
     client: str | None = None
     #: extra environment of the tries (:data:`jrs_testbench.trials.task.NO_PROC_ENV`)
     env: tuple[tuple[str, str], ...] = ()
     #: trials at once (1: the fence counter is the trial's alone, so a lost INCR hands its token out again)
-    concurrency: int = 3
+    concurrency: int = 2
     #: the lease's (and heartbeat's) TTL in seconds
     lease_ttl: float = 2.0
+    #: ``[jrs] result_documents`` on (the compact clean entry)
+    documents: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"fix-{self.number}" + (f"-client-{self.client}" if self.client else "")
 
 
 CASES = [
-    # The task is SIGKILLed while its application runs; the retry waits for it and adopts its
-    # output (a result naming the predecessor's folder); the cleanup removes that folder.
-    Case(1, frozenset({"clean_output_broken"}), _mix(try_fault_rate=1.0, try_weights={"kill_task": 1}), 8, 7),
-    # The client loses the master after the submission: the intent is dropped while the driver
-    # runs (4), or the master is asked for applications only and the driver looks ended (5); the
-    # retry submits a second driver beside the first.
-    Case(4, frozenset({"two_applications"}), _mix(), 3, 7, client="lose"),
-    Case(5, frozenset({"two_applications"}), _mix(), 3, 7, client="lose"),
-    # The client returns at the submission (waitAppCompletion=false): without a marker naming this
-    # job and fence nothing may be published, yet the reverted attempt publishes the unfinished folder.
-    Case(4, frozenset({"clean_output_broken"}), _mix(), 2, 7, client="return"),
-    # The next DAG run recomputes while the previous run's cleanup stalls after its first read
-    # (slow_cleanup): the reverted cleanup commits whatever entry is there by then, the recompute's,
-    # having removed its folder as a loser's.
-    Case(2, frozenset({"clean_output_broken"}), _mix(recompute_rate=1.0), 6, 7),
+    # The task is SIGKILLed once its application computes; the retry waits for it and adopts its
+    # output (a result naming the predecessor's folder); the reverted cleanup removes that folder.
+    Case(1, frozenset({"clean_output_broken"}), _shape("adopt_after_kill")),
+    # The client loses the master after the submission while the driver computes for ~3 TTLs: the
+    # intent is dropped while the driver runs (4), or the master is asked for applications only and
+    # the driver looks ended (5); the retry submits a second driver beside the first.
+    Case(4, frozenset({"two_applications"}), _shape("two_tries"), client="lose"),
+    Case(5, frozenset({"two_applications"}), _shape("two_tries"), client="lose"),
+    # The client returns at the submission (waitAppCompletion=false) while the driver computes for
+    # ~3 TTLs: without a marker naming this job and fence nothing may be published, yet the reverted
+    # attempt publishes the unfinished folder, and the cleanup commits it before the driver ends.
+    Case(4, frozenset({"clean_output_broken"}), _shape("two_tries"), client="return"),
+    # The next DAG run recomputes while the previous run's cleanup stalls after its first read,
+    # until the recompute's result is acknowledged: the reverted cleanup commits whatever entry is
+    # there by then, the recompute's, having removed its folder as a loser's.
+    Case(2, frozenset({"clean_output_broken"}), _shape("recompute_during_slow_cleanup")),
     # A recompute try stops right before its forget reaches Redis (its fence and the entry it read
     # taken) and is woken once its successor's SUCCEEDED is acknowledged: the reverted forget,
     # neither fenced nor a compare-and-set, removes the successor's result.
-    Case(3, frozenset({"acknowledged_success_lost"}), _mix(**_FORGET_PAUSED), 6, 7),
-    # Failovers every 0.3-0.8 s lose the fence counter's INCR with the lease: the retry gets its failed
-    # predecessor's token again. Reverted, the staging folder is fence-<N> (no owner nonce): the
-    # retry computes into the folder the predecessor left rows in, and the entry's output holds both.
-    Case(6, frozenset({"clean_output_broken", "write_by_displaced_holder"}), _mix(**_FAILOVERS), 14, 9, concurrency=1),
-    # Every try runs where /proc shows nothing (a locked-down container), and each retry starts on
-    # the same host while its predecessor still runs (a zombie): nothing proves the holder dead, yet
-    # the reverted takeover counts the uninspectable pid and the two unknown pid spaces as "dead".
-    Case(8, frozenset({"took_over_live_holder"}), _mix(zombie_rate=1.0), 4, 22, env=((NO_PROC_ENV, "1"),)),
-    # The reply of a try's ACQUIRE is lost (its own proxy drops it) and redis-py sends the command
+    Case(3, frozenset({"acknowledged_success_lost"}), _shape("forget_paused")),
+    # Replication is held before try 1 takes its lease; its application fails after writing 4
+    # parts; a failover then loses the fence counter's INCR and try 2 gets try 1's token again.
+    # Reverted, the staging folder is fence-<N> (no owner nonce): try 2 computes 2 parts into the
+    # folder try 1 left 4 in, and the clean entry's output holds both.
+    Case(
+        6,
+        frozenset({"clean_output_broken", "write_by_displaced_holder"}),
+        _shape("token_handed_out_twice"),
+        concurrency=1,
+    ),
+    # Every try runs where /proc shows nothing (a locked-down container), and the retry starts on
+    # the same host once its predecessor's application computes (a zombie): nothing proves the
+    # holder dead, yet the reverted takeover counts the uninspectable pid and the two unknown pid
+    # spaces as "dead".
+    Case(8, frozenset({"took_over_live_holder"}), _shape("zombie_while_computing"), env=((NO_PROC_ENV, "1"),)),
+    # The reply of the try's ACQUIRE is lost (its own proxy drops it) and redis-py sends the command
     # again: the reverted script does not know the caller's nonce and the try waits for itself.
-    Case(9, frozenset({"waited_for_itself"}), _mix(try_fault_rate=1.0, try_weights={"lose_acquire_reply": 1}), 3, 7),
+    Case(9, frozenset({"waited_for_itself"}), _shape("acquire_reply_lost")),
     # Try 1 is SIGKILLed while its application computes for ~10 s (an orphan under its live
     # supervisor); try 2, on another host, holds right after its lease while the driver deletes the
     # heartbeat for three beats and until try 2's intent (an early expiry: a failover to a replica
     # without the key, a clock step). Fixed, the orphan's supervisor kills it at its next beat; the
     # reverted BEAT re-creates the key, and the orphan still computes when try 2's application starts
     # (a 5 s TTL leaves that application 2.5 s to start before the orphan's grace ends).
-    Case(7, frozenset({"two_applications"}), _mix(shape="heartbeat_lost_early"), 2, 7, concurrency=2, lease_ttl=5.0),
+    Case(7, frozenset({"two_applications"}), _shape("heartbeat_lost_early"), lease_ttl=5.0),
+    # result_documents on; the first cleanup runs where the documents folder is not mounted. Fixed,
+    # its document write fails before anything changes in Redis (the entry stays dirty) and the
+    # next run commits. Reverted (11), the reference is written first: it points at no document,
+    # the full result is gone, and every later cleanup finds the job "already clean".
+    Case(11, frozenset({"clean_document_missing"}), _shape("documents_unmounted"), documents=True),
+    # Reverted (12), the missing folder is created on that host's own disk: the document lands
+    # there, the reference is committed, and the shared folder has no document.
+    Case(12, frozenset({"clean_document_missing"}), _shape("documents_unmounted"), documents=True),
 ]
 
-#: Defects the trials' fault set does not reach, why, and what covers them instead (of issue 18's, none since fix 7's
-#: case: tests/unit/test_reverts.py still runs every revert against the product's own code).
+#: Defects the trials' fault set does not reach, why, and what covers them instead.
 UNREACHED: dict[int, str] = {
     10: "a Spark Connect session released while a query is between its analysis and its first Spark "
     "job: the stand-in launcher has no Connect session, and the Connect trials (24 with the revert, "
@@ -144,22 +169,27 @@ def _run(case: Case, workdir: Path, *, revert: bool) -> RunOutcome:
     with _launched_as(case, workdir):
         config = RunConfig(
             trials=case.trials, seed=case.seed, workdir=workdir, concurrency=case.concurrency, mix=case.mix, env=env,
-            lease_ttl=case.lease_ttl,
+            lease_ttl=case.lease_ttl, result_documents=case.documents,
         )  # fmt: skip
         return run_trials(config)
 
 
-@pytest.mark.parametrize(
-    "case", CASES, ids=[f"fix-{c.number}" + (f"-client-{c.client}" if c.client else "") for c in CASES]
-)
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_reverting_a_fix_makes_a_seeded_trial_run_fail(case: Case, tmp_path: Path) -> None:
     reverted = _run(case, tmp_path / "reverted", revert=True)
-    caught = {v.kind for v in reverted.violations} & case.rules
-    assert caught, f"revert {case.number} was not caught: {reverted.summary()}"
+    missed = [r.trial for r in reverted.reports if not {v.kind for v in r.violations} & case.rules]
+    assert len(reverted.reports) == case.trials and not missed, (
+        f"revert {case.number} was not caught in trials {missed}: {reverted.summary()}"
+    )
     plain = _run(case, tmp_path / "plain", revert=False)
-    assert plain.violations == [], f"the same seed without the revert: {plain.summary()}"
+    assert plain.violations == [], f"the same trials without the revert: {plain.summary()}"
 
 
 def test_every_fix_is_either_caught_by_a_trial_or_says_why_not() -> None:
     assert sorted({c.number for c in CASES} | set(UNREACHED)) == sorted(REVERTS)
     assert not {c.number for c in CASES} & set(UNREACHED)
+
+
+def test_every_case_drives_its_fault_by_a_fixed_shape() -> None:
+    """No case depends on what a seed draws (fix 8's drawn case missed on a fresh clone: its zombies came too late)."""
+    assert [c.id for c in CASES if c.mix.shape is None] == []

@@ -324,7 +324,7 @@ def test_a_revert_brings_back_the_pre_fix_behaviour(number, scenario, fixed, rev
 
 
 def test_every_fix_of_issue_18_has_a_revert_with_a_docstring_naming_its_commit():
-    assert sorted(reverts.REVERTS) == list(range(1, 11))  # 10: the Spark Connect session release
+    assert sorted(reverts.REVERTS) == list(range(1, 13))  # 10: Connect session release; 11-12: result documents
     for number, revert in reverts.REVERTS.items():
         doc = revert.__doc__ or ""
         assert f"Defect {number} (commit" in doc and "Breaks" in doc, revert.__name__
@@ -341,7 +341,7 @@ def test_a_revert_whose_code_changed_shape_fails_loudly(monkeypatch):
 
 def test_an_unknown_revert_number_is_refused_with_what_is_allowed():
     with pytest.raises(ValueError, match="JRS_TRIALS_REVERT must be"):
-        reverts.apply_from_env({reverts.ENV: "11"})
-    with pytest.raises(ValueError, match="number 1-10"):
+        reverts.apply_from_env({reverts.ENV: "13"})
+    with pytest.raises(ValueError, match="number 1-12"):
         reverts.apply_from_env({reverts.ENV: "six"})
     assert reverts.apply_from_env({}) is None
