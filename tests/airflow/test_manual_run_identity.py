@@ -1,4 +1,4 @@
-"""A run triggered by hand for a past date is that date's job (issue 29 item 1), on a real scheduler.
+"""A run triggered by hand for a past date is that date's job, on a real scheduler.
 
 api-server, dag-processor and scheduler (LocalExecutor, SQLite), the session's redis-server and
 the stand-in spark-submit (:mod:`jrs_testbench.fake_spark`: one line per launch; this is about

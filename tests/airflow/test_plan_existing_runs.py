@@ -1,4 +1,4 @@
-"""``plan`` names the jobs a run that already exists would run (issue 29 item 1).
+"""``plan`` names the jobs a run that already exists would run: its own data interval.
 
 A backfill with ``--reprocess-behavior completed`` runs an existing run again as it is: a run
 triggered by hand keeps the data interval Airflow gave it (``airflow dags trigger

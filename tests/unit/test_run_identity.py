@@ -21,7 +21,7 @@ import pytest
 from airflow_jrs.domain.identity import default_job_id, run_key
 
 DATE = datetime(2024, 1, 2, tzinfo=UTC)
-#: When the user typed ``airflow dags trigger`` (the issue's report).
+#: When the user typed ``airflow dags trigger`` (a user's report).
 NOW = datetime(2026, 11, 27, 8, 35, 47, tzinfo=UTC)
 JOB = "newbie_sales.sales.submit.2024-01-02"
 
