@@ -80,7 +80,8 @@ def derive(dag: Any, start: datetime, end: datetime) -> list[tuple[datetime, lis
     """``(logical date, [(task, job id)])`` per interval, or a :class:`CliError` saying why the
     jobs cannot be derived. A date is left out of a backfill only on the store's word, so
     anything uncertain is refused rather than guessed: a job id template plan cannot render, a
-    mapped task (its jobs depend on the run's expansion), a partitioned timetable (no logical
+    mapped task expanded over another task's output (its jobs depend on the run's expansion; one
+    expanded over literal lists is derived per map index), a partitioned timetable (no logical
     date), a job id that does not change with the date."""
     try:
         jobs, notes = job_ids(dag, start, end)
@@ -91,7 +92,8 @@ def derive(dag: Any, start: datetime, end: datetime) -> list[tuple[datetime, lis
     if any(note.startswith("left out mapped tasks") for note in notes):
         raise CliError(
             f"DAG {dag.dag_id!r}: {notes[0]}, so a date's missing jobs cannot be known before its run; "
-            "use `airflow backfill create` for this DAG",
+            "use `airflow backfill create` for this DAG (each map index then skips its committed job), or "
+            "expand the task over a list written in the DAG file",
             USAGE,
         )
     dates: dict[datetime, list[tuple[Any, str]]] = {}
@@ -122,7 +124,7 @@ def read_dates(
     (at most ``batch_jobs`` jobs, at least one date)."""
     per_date = max(len(jobs) for _, jobs in dates)
     step = max(1, batch_jobs // per_date)
-    fingerprints: dict[str, str | None] = {}
+    fingerprints: dict[int, str | None] = {}
     plans = []
     for first in range(0, len(dates), step):
         chunk = dates[first : first + step]
@@ -131,9 +133,9 @@ def read_dates(
         for when, jobs in chunk:
             plan = DatePlan(when)
             for task, job_id in jobs:
-                if task.task_id not in fingerprints:
-                    fingerprints[task.task_id] = _fingerprint(task)
-                _classify(plan, task, job_id, answers[job_id], fingerprints[task.task_id])
+                if id(task) not in fingerprints:  # per task, and per map index of a mapped one
+                    fingerprints[id(task)] = _fingerprint(task)
+                _classify(plan, task, job_id, answers[job_id], fingerprints[id(task)])
             plans.append(plan)
     return plans
 

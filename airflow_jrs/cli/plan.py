@@ -15,9 +15,11 @@ DagBag) and the operators' own rule (:func:`airflow_jrs.domain.identity.job_id_f
 id for tasks without ``job_id``; a templated ``job_id`` is rendered with the interval's
 values (``ds``, ``ds_nodash``, ``ts``, ``logical_date``, ``data_interval_start``/``end``,
 ``dag``, ``task``, ``ti.dag_id``/``ti.task_id``, ``dag_id``, ``task_id``). A template needing
-anything else (XCom, a Variable, a macro) is refused by name rather than guessed. Mapped tasks
-(and tasks in mapped groups) are left out, and named: their job ids depend on an expansion
-known only at run time. Fingerprints follow each kind's rule
+anything else (XCom, a Variable, a macro) is refused by name rather than guessed. A mapped task
+whose DAG file says its expansion (``expand`` over literal lists) is planned per map index, as
+the task each map index becomes (:mod:`airflow_jrs.cli.mapped`); one expanded over another task's
+output (or in a mapped group) is left out, and named: only a run knows its map indexes.
+Fingerprints follow each kind's rule
 (:func:`~airflow_jrs.protocol.guarded_task.planned_fingerprint`).
 """
 
@@ -33,6 +35,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from airflow_jrs.cli.common import NOT_FOUND, OK, USAGE, CliError, Ctx, stamp
+from airflow_jrs.cli.mapped import is_mapped, map_index_of, planned_map_indexes
 from airflow_jrs.domain.decision import decide
 from airflow_jrs.domain.identity import job_id_for
 from airflow_jrs.domain.recompute import RECOMPUTE_KEY, read_request, verdict
@@ -65,6 +68,7 @@ class PlannedJob:
     backfill: str  # skip | run | blocked
     reason: str
     entry: JobResultEntry | None = None
+    map_index: int = -1  # the task's map index for a mapped task
 
 
 def load_dag(dag_id: str, dags_folder: str | None) -> Any:
@@ -109,7 +113,9 @@ def _intervals(dag: Any, start: datetime, end: datetime) -> list[Any]:
     return infos
 
 
-def _render(template: str, dag: Any, task: Any, info: Any, compiled: dict[str, Any] | None = None) -> str:
+def _render(
+    template: str, dag: Any, task: Any, info: Any, compiled: dict[str, Any] | None = None, map_index: int = -1
+) -> str:
     """``template`` rendered for one interval. ``compiled`` caches the compiled template across
     intervals: compiling is 5 ms a job, so ten years of ten jobs would spend minutes on it."""
     import jinja2
@@ -119,7 +125,7 @@ def _render(template: str, dag: Any, task: Any, info: Any, compiled: dict[str, A
     context: dict[str, Any] = {
         "dag": dag,
         "task": task,
-        "ti": SimpleNamespace(dag_id=dag.dag_id, task_id=task.task_id, map_index=-1),
+        "ti": SimpleNamespace(dag_id=dag.dag_id, task_id=task.task_id, map_index=map_index),
         "dag_id": dag.dag_id,
         "task_id": task.task_id,
         "logical_date": logical,
@@ -148,25 +154,22 @@ def _render(template: str, dag: Any, task: Any, info: Any, compiled: dict[str, A
         ) from None
 
 
-def _is_mapped(task: Any) -> bool:
-    """Mapped itself, or inside a mapped task group: its job ids carry a map index known at run time."""
-    if getattr(task, "is_mapped", False):
-        return True
-    group = getattr(task, "get_closest_mapped_task_group", None)
-    return group is not None and group() is not None
-
-
 def guarded_tasks(dag: Any) -> tuple[list[Any], list[str]]:
     """The DAG's guarded tasks (:mod:`airflow_jrs.protocol.guarded_task`: whatever runs Spark
-    through the job result store, operators and ``@task.jrs_pyspark`` alike), and the task ids of
-    the mapped ones, which are left out. Asks the marker, not the operator classes."""
+    through the job result store, operators and ``@task.jrs_pyspark`` alike; a mapped one as one
+    task per map index when its DAG file says its expansion), and the task ids of the mapped ones
+    only a run can expand, which are left out. Asks the marker, not the operator classes."""
     tasks, mapped = [], []
     for task in dag.tasks:
-        if not _is_mapped(task):
+        if not is_mapped(task):
             if guarded_kind(task):
                 tasks.append(task)
         elif guarded_kind(getattr(task, "operator_class", None)) or guarded_kind(task):
-            mapped.append(task.task_id)
+            per_index = planned_map_indexes(task)
+            if per_index is None:
+                mapped.append(task.task_id)
+            else:
+                tasks.extend(per_index)
     return tasks, mapped
 
 
@@ -179,7 +182,10 @@ def job_ids(
     notes: list[str] = []
     tasks, mapped = guarded_tasks(dag)
     if mapped:
-        notes.append(f"left out mapped tasks {mapped}: their job ids depend on the run's expansion")
+        notes.append(
+            f"left out mapped tasks {mapped}: expanded over another task's output (or in a mapped group), their "
+            "job ids depend on the run's expansion"
+        )
     if not tasks:
         raise CliError(
             f"DAG {dag.dag_id!r} has no guarded task ({GUARDED_OPERATORS}){' besides mapped ones' if mapped else ''}; "
@@ -197,18 +203,37 @@ def job_ids(
     compiled: dict[str, Any] = {}
     for info in infos:
         for task in tasks:
-            template = task.job_id
-            rendered = _render(template, dag, task, info, compiled) if is_templated(template) else template
+            template, index = task.job_id, map_index_of(task)
+            rendered = _render(template, dag, task, info, compiled, index) if is_templated(template) else template
             interval = info.data_interval
             context = {
-                "ti": SimpleNamespace(dag_id=dag.dag_id, task_id=task.task_id, map_index=-1),
+                "ti": SimpleNamespace(dag_id=dag.dag_id, task_id=task.task_id, map_index=index),
                 "partition_key": getattr(info, "partition_key", None),
                 "data_interval_start": interval.start if interval else None,
                 "logical_date": info.logical_date,
                 "run_id": f"backfill__{info.run_after.isoformat()}",
             }
             out.append((info, task, job_id_for(rendered, context)))
+    _one_job_per_map_index(out)
     return out, notes
+
+
+def _one_job_per_map_index(jobs: list[tuple[Any, Any, str]]) -> None:
+    """Refuse a mapped task whose map indexes of one date share a job id (a ``job_id`` without the
+    map index): at run time all but one would skip on the first one's result."""
+    seen: dict[tuple[int, str, str], int] = {}
+    for info, task, job_id in jobs:
+        index = map_index_of(task)
+        if index < 0:
+            continue
+        first = seen.setdefault((id(info), task.task_id, job_id), index)
+        if first != index:
+            raise CliError(
+                f"task {task.task_id!r} is mapped, and its map indexes {first} and {index} both have job id "
+                f"{job_id!r}: all but one would skip on the first one's result. Leave job_id unset (the "
+                "default ends in .map-<index>) or name the map index in it ({{ ti.map_index }})",
+                USAGE,
+            )
 
 
 def _fingerprint(task: Any) -> str | None:
@@ -317,7 +342,7 @@ def plan_jobs(ctx: Ctx, dag: Any, start: datetime, end: datetime) -> tuple[list[
     requests = ctx.jobs.recompute_requests
     leases = ctx.jobs.held_leases()
     intents = ctx.jobs.intents.list_intents()
-    fingerprints = {task.task_id: _fingerprint(task) for _, task, _ in jobs}
+    fingerprints = {id(task): _fingerprint(task) for _, task, _ in jobs}  # one per map index of a mapped task
     planned = []
     answers = read_entries(store, [job_id for _, _, job_id in jobs])  # one round trip per 500 jobs
     for info, task, job_id in jobs:
@@ -336,7 +361,7 @@ def plan_jobs(ctx: Ctx, dag: Any, start: datetime, end: datetime) -> tuple[list[
             status = "committed" if entry.is_clean else "dirty"
         else:
             status = "failed"
-        decision = decide(entry, fingerprints[task.task_id], accept_changed_fingerprint=task.accept_changed_fingerprint)
+        decision = decide(entry, fingerprints[id(task)], accept_changed_fingerprint=task.accept_changed_fingerprint)
         logical = info.logical_date
         run = runs.get(logical.timestamp()) if logical is not None else None
         asked = _requested(requests, run, task.task_id, job_id, entry) if decision.skip and entry else None
@@ -367,7 +392,7 @@ def _row(
     entry: JobResultEntry | None = None,
 ) -> PlannedJob:
     when = info.logical_date or getattr(info, "partition_date", None) or info.run_after
-    return PlannedJob(when, task.task_id, job_id, status, result_status, action, reason, entry)
+    return PlannedJob(when, task.task_id, job_id, status, result_status, action, reason, entry, map_index_of(task))
 
 
 def cmd_plan(ctx: Ctx) -> int:

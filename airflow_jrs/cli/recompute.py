@@ -25,6 +25,7 @@ from typing import Any
 
 from airflow_jrs.cli.airflow_api import AirflowApi, AirflowApiError
 from airflow_jrs.cli.common import NOT_FOUND, OK, UNREACHABLE, USAGE, CliError, Ctx, ask, plural, stamp
+from airflow_jrs.cli.mapped import run_time_mapped
 from airflow_jrs.cli.plan import load_dag, plan_jobs
 from airflow_jrs.domain.model import Actor, HistoryReason, JobResult
 from airflow_jrs.domain.recompute import ClearedJob, knock_on
@@ -98,6 +99,14 @@ def _by_dates(ctx: Ctx, api: AirflowApi) -> list[Target]:
     if a.from_date > a.to_date:
         raise CliError("--from-date is after --to-date; swap them", USAGE)
     dag = load_dag(a.dag_id, a.dags_folder)
+    left_out = run_time_mapped(dag, a.task or None)
+    if left_out:  # never recompute a date's other jobs and silently not these
+        raise CliError(
+            f"DAG {a.dag_id!r}: mapped tasks {left_out} are expanded over another task's output (or in a mapped "
+            "group), so their jobs are known only in a run; recompute them by job id (airflow-jrs recompute "
+            f"{a.dag_id}.<task>.<date>.map-<index> ...), or leave them out with --task",
+            USAGE,
+        )
     planned, _notes = plan_jobs(ctx, dag, a.from_date, a.to_date)
     if a.task:
         unknown = sorted(set(a.task) - {p.task_id for p in planned})
@@ -112,7 +121,7 @@ def _by_dates(ctx: Ctx, api: AirflowApi) -> list[Target]:
     for p in planned:
         run_id = runs.get(p.logical_date.timestamp()) if p.logical_date else None
         note = "" if run_id else "no run of this date yet: its first run computes it"
-        targets.append(Target(p.job_id, p.entry, a.dag_id, run_id, p.task_id, note=note))
+        targets.append(Target(p.job_id, p.entry, a.dag_id, run_id, p.task_id, p.map_index, note=note))
     return targets
 
 
