@@ -94,7 +94,8 @@ def plan(redis_url, namespace, dags, capsys, dag_id="jrs_kinds", last="2013-01-0
     capsys.readouterr()
     code = main(argv)
     captured = capsys.readouterr()
-    return code, json.loads(captured.out) if code == 0 else {"err": captured.err}
+    doc = json.loads(captured.out)  # with --json an error is one JSON object on stdout too
+    return code, doc if code == 0 else {"err": doc["error"]["message"]}
 
 
 def test_plan_counts_the_decorator_the_sql_the_triggerer_and_the_mapped_tasks(
