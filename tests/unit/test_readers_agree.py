@@ -141,10 +141,12 @@ def read_cli(redis_url: str, namespace: str, capsys: pytest.CaptureFixture[str])
         return ("entry", json.loads(out)["state"])
     if code == 1:
         return ("none",)
-    line = next(x for x in err.splitlines() if x.startswith("airflow-jrs: "))  # the one line for the user
-    name = line.split(":")[1].strip()
+    # --json prints a failure as one JSON object on stdout (stderr keeps the store's log lines)
+    error = json.loads(out)["error"]
+    assert error["exit_code"] == code
+    name = error["type"]
     key = KeySpace(namespace)
-    named = [k for k in (key.quarantine(JOB), key.result(JOB)) if k in err]
+    named = [k for k in (key.quarantine(JOB), key.result(JOB)) if k in error["message"]]
     return ("error", name, named[0] if named else None)
 
 
