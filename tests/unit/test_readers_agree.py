@@ -136,7 +136,7 @@ def read_start_in_triggerer(redis_url: str, namespace: str, monkeypatch: pytest.
 
 def read_cli(redis_url: str, namespace: str, capsys: pytest.CaptureFixture[str]) -> Answer:
     code = cli_main(["--redis-url", redis_url, "--namespace", namespace, "show", "--json", JOB])
-    out, err = capsys.readouterr()
+    out, _err = capsys.readouterr()
     if code == 0:
         return ("entry", json.loads(out)["state"])
     if code == 1:
