@@ -164,10 +164,11 @@ class JrsCleanupOperator(BaseOperator):
             raise JrsConfigError(f"{self.task_id}: `jobs` is empty; name the job ids or submit tasks to commit")
         wrong = [j for j in jobs if not isinstance(j, str | BaseOperator | MappedOperator)]
         if wrong:  # an entry left out would leave its jobs dirty, with the task a success
+            hint = " (a @task.jrs_pyspark call: pass its .operator)" if hasattr(wrong[0], "operator") else ""
             raise JrsConfigError(
-                f"{self.task_id}: `jobs` holds {wrong[0]!r} ({type(wrong[0]).__name__}); give job ids (str) or the "
-                "submit tasks themselves (a JrsSparkSubmitOperator, or its .partial(...).expand(...)), not their "
-                "output or their task group"
+                f"{self.task_id}: `jobs` holds {wrong[0]!r} ({type(wrong[0]).__name__}){hint}; give job ids (str) or "
+                "the submit tasks themselves (a JrsSparkSubmitOperator, or its .partial(...).expand(...)), not "
+                "their output or their task group"
             )
         self.job_ids = [j for j in jobs if isinstance(j, str)]
         self.job_tasks = [j.task_id for j in jobs if not isinstance(j, str)]

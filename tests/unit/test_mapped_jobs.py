@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from airflow.sdk import DAG, TaskGroup, task_group
+from airflow.sdk import DAG, TaskGroup, task, task_group
 from airflow.triggers.base import TaskSuccessEvent
 
 from airflow_jrs.cli import main
@@ -68,6 +68,19 @@ def test_a_jobs_entry_that_is_neither_a_job_id_nor_a_task_fails_at_parse_time(wh
         entry = {"output": mapped.output, "group": group, "number": 7}[what]
         with pytest.raises(JrsConfigError, match=r"region_cleanup: `jobs` holds .*give job ids \(str\) or the submit"):
             JrsCleanupOperator(task_id="region_cleanup", jobs=[entry])
+
+
+def test_a_mapped_pyspark_function_counts_through_its_operator_and_its_call_is_refused_by_name():
+    @task.jrs_pyspark
+    def per_region(region: str, spark: Any = None, jrs: Any = None) -> dict[str, Any]:
+        return {"region": region}
+
+    with DAG("d", schedule=None):
+        call = per_region.expand(region=["eu", "us"])
+        cleanup = JrsCleanupOperator(task_id="cleanup", jobs=[call.operator])
+        with pytest.raises(JrsConfigError, match=r"a @task.jrs_pyspark call: pass its .operator"):
+            JrsCleanupOperator(task_id="cleanup2", jobs=[call])
+    assert cleanup.mapped_submits == {"per_region": True}
 
 
 def test_a_mapped_job_id_naming_one_job_for_every_map_index_fails_at_parse_time():
