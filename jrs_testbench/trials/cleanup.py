@@ -37,12 +37,13 @@ STALL_LIMIT = 90.0
 
 
 def _stall_until_result(log: HistoryLog, history: str) -> None:
-    """Stall until a result is acknowledged after this point (the recompute run's, which goes on
-    meanwhile): a stall measured in events, not seconds, so a loaded machine cannot end it early."""
+    """Stall until a SUCCEEDED result is acknowledged after this point (the recompute run's, which
+    goes on meanwhile): a stall measured in events, not seconds, so a loaded machine cannot end it early."""
     began = log.log("fault", kind="slow_cleanup", until="result_written")
     deadline = time.monotonic() + STALL_LIMIT
     while time.monotonic() < deadline:
-        if any(r.get("event") == "result_written" and r.get("t", 0) > began for r in read_history(history)):
+        if any(r.get("event") == "result_written" and r.get("status") == "SUCCEEDED" and r.get("t", 0) > began
+               for r in read_history(history)):  # fmt: skip
             break
         time.sleep(0.05)
     log.log("fault_end", kind="slow_cleanup")

@@ -19,7 +19,7 @@ is the point (Jepsen: the interleavings come from the real system).
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from airflow_jrs.protocol.steps import STEPS
 
@@ -193,6 +193,13 @@ def _try(run_id: str, n: int, *, last: bool, rng: random.Random, **fields: objec
     return TryPlan(**{**plan, **fields})  # type: ignore[arg-type]
 
 
+def _run(run_id: str, rng: random.Random, tries: int = 3, **fields: object) -> list[TryPlan]:
+    """A DAG run of ``tries`` plain tries (a retry starts only when the try before failed): a
+    shape that needs the run's result must not lose it to a try that failed on a loaded machine
+    (its supervisor self-fences when Redis does not answer in time)."""
+    return [_try(run_id, n, last=n == tries, rng=rng, chunks=2, rows=2, **fields) for n in range(1, tries + 1)]
+
+
 def _adopt_after_kill(rng: random.Random, trial: int, ttl: float) -> TrialPlan:
     """Try 1's task is SIGKILLed once its application computes (the supervisor and the application
     live on); try 2 waits for the application and adopts its output (a result naming try 1's folder)."""
@@ -204,8 +211,7 @@ def _adopt_after_kill(rng: random.Random, trial: int, ttl: float) -> TrialPlan:
 def _recompute_during_slow_cleanup(rng: random.Random, trial: int, ttl: float) -> TrialPlan:
     """Run 1 computes; its cleanup stalls after its first read until run 2, which recomputes,
     has its result acknowledged; then the stalled cleanup goes on (a cleanup retrying with backoff)."""
-    tries = [_try("run-1", 1, last=True, rng=rng, chunks=2, rows=2),
-             _try("run-2", 1, last=True, rng=rng, chunks=3, rows=3, recompute=True)]  # fmt: skip
+    tries = _run("run-1", rng) + _run("run-2", rng, recompute=True)
     return TrialPlan(trial, f"job-{trial}", ["h1"], tries, faults=["recompute", "slow_cleanup"],
                      slow_cleanup_until_result=True)  # fmt: skip
 
@@ -214,9 +220,9 @@ def _forget_paused(rng: random.Random, trial: int, ttl: float) -> TrialPlan:
     """Run 1 computes; run 2 recomputes: its try 1 stops itself right before its forget reaches
     Redis (its fence and the entry it read taken) until try 2, which takes the lease after the
     TTL, has its result acknowledged; then it is woken into that forget."""
-    tries = [_try("run-1", 1, last=True, rng=rng, chunks=2, rows=2),
-             _try("run-2", 1, last=False, rng=rng, recompute=True, fault="pause_before_forget", pause_s=60.0),
-             _try("run-2", 2, last=True, rng=rng, recompute=True, chunks=2, rows=2)]  # fmt: skip
+    paused = _try("run-2", 1, last=False, rng=rng, recompute=True, fault="pause_before_forget", pause_s=60.0)
+    successors = [replace(t, try_number=t.try_number + 1) for t in _run("run-2", rng, recompute=True)]
+    tries = [*_run("run-1", rng), paused, *successors]
     return TrialPlan(trial, f"job-{trial}", ["h1"], tries, faults=["recompute", "pause_before_forget"])
 
 
@@ -248,19 +254,18 @@ def _token_handed_out_twice(rng: random.Random, trial: int, ttl: float) -> Trial
     """Replication is held before try 1 takes its lease (INCR of the fence counter: token N), and
     its application fails after writing 4 parts into its staging folder; once try 1 ended, a
     failover loses everything since the hold (the INCR, the lease, the failure), and try 2 gets
-    token N again and writes 2 parts. Only the owner nonce tells the two holders' folders apart.
+    token N again and writes 1 part. Only the owner nonce tells the two holders' folders apart.
     The namespace's fence counter must be this trial's alone (one trial at a time)."""
     hold, failover = ("hold_replication",), ("failover",)
     tries = [_try("run-1", 1, last=False, rng=rng, chunks=6, rows=3, fail_at=4, run_faults_before=hold),
-             _try("run-1", 2, last=True, rng=rng, chunks=2, rows=2, run_faults_before=failover)]  # fmt: skip
+             _try("run-1", 2, last=True, rng=rng, chunks=1, rows=2, run_faults_before=failover)]  # fmt: skip
     return TrialPlan(trial, f"job-{trial}", ["h1"], tries, faults=["app_failure"])
 
 
 def _documents_unmounted(rng: random.Random, trial: int, ttl: float) -> TrialPlan:
     """One try computes; the first run of its cleanup runs where the result documents folder is
     not mounted (the folder ``[jrs] result_documents`` names is not there), the next ones where it is."""
-    tries = [_try("run-1", 1, last=True, rng=rng, chunks=2, rows=2)]
-    return TrialPlan(trial, f"job-{trial}", ["h1"], tries, documents_unmounted=1)
+    return TrialPlan(trial, f"job-{trial}", ["h1"], _run("run-1", rng), documents_unmounted=1)
 
 
 #: Trial shapes a mix can ask for (``FaultMix.shape``): a fixed plan of one trial, for a fault

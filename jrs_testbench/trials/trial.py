@@ -263,8 +263,9 @@ class TrialDriver:
             return
         if t.paused_until is not None and tp.fault == "pause_before_write" and self._taken_over(t):
             t.paused_until = now  # its lease is another's now: wake it into the write it was about to make
-        if t.paused_until is not None and tp.fault == "pause_before_forget" and self._taken_over(t, "result_written"):
-            t.paused_until = now  # a successor's result is acknowledged: wake it into the forget it was about to make
+        succeeded = functools.partial(self._taken_over, t, "result_written", "SUCCEEDED")
+        if t.paused_until is not None and tp.fault == "pause_before_forget" and succeeded():
+            t.paused_until = now  # a successor's success is acknowledged: wake it into the forget it was about to make
         if t.paused_until is not None and now >= t.paused_until:
             t.paused_until = None
             self.log.log("fault_end", kind="pause", try_index=t.index)
@@ -299,14 +300,16 @@ class TrialDriver:
             else:
                 os.kill(target, signal.SIGKILL)
 
-    def _taken_over(self, t: _Try, event: str = "lease_acquired") -> bool:
-        """Has another try logged ``event`` (taking the lease) since ``t`` stopped itself?"""
+    def _taken_over(self, t: _Try, event: str = "lease_acquired", status: str | None = None) -> bool:
+        """Has another try logged ``event`` (taking the lease; with ``status``: a result write of
+        that status) since ``t`` stopped itself?"""
         paused = None
         for r in read_history(self.bench.history(self.plan.trial)):
             if r.get("try") == t.index and r.get("event") == "fault":
                 paused = r["t"]
             elif paused is not None and r.get("event") == event and r.get("try") != t.index:
-                return True
+                if status is None or r.get("status") == status:
+                    return True
         return False
 
     def _stop_request(self, now: float) -> None:

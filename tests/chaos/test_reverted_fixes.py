@@ -56,6 +56,10 @@ def _mix(**chosen: object) -> FaultMix:
     return FaultMix(**{**quiet, **chosen})  # type: ignore[arg-type]
 
 
+#: The compact clean entry's own fixes (their cases always run with ``result_documents`` on).
+DOCUMENT_FIXES = frozenset({11, 12})
+
+
 def _shape(name: str) -> FaultMix:
     """Every trial has the fixed shape ``name`` (:data:`jrs_testbench.trials.faults.SHAPES`)."""
     return _mix(shape=name)
@@ -84,7 +88,11 @@ class Case:
 
     @property
     def id(self) -> str:
-        return f"fix-{self.number}" + (f"-client-{self.client}" if self.client else "")
+        return (
+            f"fix-{self.number}"
+            + (f"-client-{self.client}" if self.client else "")
+            + ("-documents" if self.documents and self.number not in DOCUMENT_FIXES else "")
+        )
 
 
 CASES = [
@@ -133,6 +141,12 @@ CASES = [
     # reverted BEAT re-creates the key, and the orphan still computes when try 2's application starts
     # (a 5 s TTL leaves that application 2.5 s to start before the orphan's grace ends).
     Case(7, frozenset({"two_applications"}), _shape("heartbeat_lost_early"), lease_ttl=5.0),
+    # The two cleanup fixes again with result_documents on: the commit writes a document and a
+    # reference (and reads the entry itself when the caller passes none), so the loser's folder
+    # removed (1) or the recompute's entry committed by a cleanup done for the old one (2) is
+    # found in the document the reference points at.
+    Case(1, frozenset({"clean_output_broken"}), _shape("adopt_after_kill"), documents=True),
+    Case(2, frozenset({"clean_output_broken"}), _shape("recompute_during_slow_cleanup"), documents=True),
     # result_documents on; the first cleanup runs where the documents folder is not mounted. Fixed,
     # its document write fails before anything changes in Redis (the entry stays dirty) and the
     # next run commits. Reverted (11), the reference is written first: it points at no document,
