@@ -3,7 +3,8 @@
 Every operator class that runs Spark through :class:`~airflow_jrs.protocol.JobAttempt` carries
 one class attribute, :data:`MARKER` (``jrs_guarded``), naming what its fingerprint covers:
 :data:`APPLICATION` (spark-submit: the application and its arguments), :data:`FUNCTION` (a
-PySpark function: its source and arguments) or :data:`SQL` (the statements). Subclasses inherit
+PySpark function: its source and arguments), :data:`SQL` (the statements) or :data:`PIPELINE`
+(a Spark Declarative Pipelines spec and its definition files). Subclasses inherit
 it: the start-in-triggerer variant and ``@task.jrs_pyspark`` are guarded because the operator
 they extend is. A reader asks the task (or, for a mapped task, its operator class) for the
 marker instead of importing operator classes: ``airflow-jrs plan`` then sees every guarded
@@ -19,12 +20,13 @@ from datetime import date, datetime, time, timedelta
 from typing import Any, ClassVar, Protocol
 
 from airflow_jrs.domain.identity import application_fingerprint, function_fingerprint, sql_fingerprint
+from airflow_jrs.domain.pipeline_spec import pipeline_fingerprint
 from airflow_jrs.exceptions import JrsConfigError
 
 #: The class attribute a guarded operator sets to one of :data:`KINDS`.
 MARKER = "jrs_guarded"
-APPLICATION, FUNCTION, SQL = "application", "function", "sql"
-KINDS = (APPLICATION, FUNCTION, SQL)
+APPLICATION, FUNCTION, SQL, PIPELINE = "application", "function", "sql", "pipeline"
+KINDS = (APPLICATION, FUNCTION, SQL, PIPELINE)
 #: What a SQL operator runs as a file; its content is known only once Airflow has templated it.
 _SQL_FILES = (".sql", ".hql")
 
@@ -34,7 +36,7 @@ class GuardedTask(Protocol):
 
     By kind, also: ``application``/``application_args`` (:data:`APPLICATION`),
     ``python_callable``/``op_args``/``op_kwargs`` (:data:`FUNCTION`), ``sql`` and
-    ``statements()`` (:data:`SQL`)."""
+    ``statements()`` (:data:`SQL`), ``pipeline_spec`` (:data:`PIPELINE`)."""
 
     jrs_guarded: ClassVar[str]
     task_id: str
@@ -108,5 +110,13 @@ def planned_fingerprint(task: Any) -> str | None:
         try:
             return sql_fingerprint(task.statements(), version)
         except JrsConfigError:  # no statement: the task fails, saying so
+            return None
+    if kind == PIPELINE:
+        spec = task.pipeline_spec
+        if not isinstance(spec, str) or not _literal(spec):
+            return None
+        try:
+            return pipeline_fingerprint(spec, version)
+        except JrsConfigError:  # no spec on this host: the task fails, saying so
             return None
     return None

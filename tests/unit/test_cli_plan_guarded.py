@@ -19,7 +19,7 @@ from airflow_jrs.cli import main
 from airflow_jrs.cli.plan import load_dag
 from airflow_jrs.domain.identity import default_job_id, function_fingerprint, job_id_for, sql_fingerprint
 from airflow_jrs.domain.sql_script import split_statements
-from airflow_jrs.protocol.guarded_task import APPLICATION, FUNCTION, KINDS, SQL, guarded_kind
+from airflow_jrs.protocol.guarded_task import APPLICATION, FUNCTION, KINDS, PIPELINE, SQL, guarded_kind
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
 
 SQL_TEXT = "SELECT 1 AS one; INSERT OVERWRITE DIRECTORY '{jrs_output}' USING parquet SELECT 2 AS two"
@@ -161,6 +161,7 @@ def test_a_dag_whose_guarded_tasks_are_all_mapped_says_so(redis_url, namespace, 
 def test_every_guarded_operator_carries_the_marker_and_the_cleanup_does_not():
     from airflow_jrs.decorators.pyspark import _JrsPySparkDecoratedOperator
     from airflow_jrs.operators import JrsCleanupOperator, JrsPySparkOperator, JrsSparkSubmitOperator
+    from airflow_jrs.operators.spark_pipelines import JrsSparkPipelinesOperator
     from airflow_jrs.operators.spark_sql import JrsSparkSqlOperator
     from airflow_jrs.operators.start_in_triggerer import (
         JrsStartInTriggererCleanupOperator,
@@ -172,8 +173,9 @@ def test_every_guarded_operator_carries_the_marker_and_the_cleanup_does_not():
     assert guarded_kind(JrsPySparkOperator) == FUNCTION
     assert guarded_kind(_JrsPySparkDecoratedOperator) == FUNCTION
     assert guarded_kind(JrsSparkSqlOperator) == SQL
+    assert guarded_kind(JrsSparkPipelinesOperator) == PIPELINE
     assert guarded_kind(JrsCleanupOperator) is None and guarded_kind(JrsStartInTriggererCleanupOperator) is None
-    assert set(KINDS) == {APPLICATION, FUNCTION, SQL}
+    assert set(KINDS) == {APPLICATION, FUNCTION, SQL, PIPELINE}
 
 
 def test_a_marker_with_an_unknown_kind_is_refused_by_name():

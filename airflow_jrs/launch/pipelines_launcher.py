@@ -1,0 +1,318 @@
+"""``spark-pipelines run`` as the protocol's launcher: a Spark Declarative Pipelines run per job.
+
+:class:`PipelinesLauncher` is what :class:`~airflow_jrs.operators.spark_pipelines.JrsSparkPipelinesOperator`
+hands to the Airflow-free protocol (:class:`airflow_jrs.protocol.JobAttempt`). ``spark-pipelines``
+(shipped in pyspark's distribution) is a CLI driver like spark-submit: its bash launcher
+``exec``s ``SparkSubmit`` (``org.apache.spark.deploy.SparkPipelines``), a JVM that starts a
+local Spark Connect server in itself and runs ``pyspark/pipelines/cli.py`` as its Python child,
+a Connect client that registers the pipeline's graph and streams its events. So it gets the
+same fencing as spark-submit: it runs under the supervisor
+(:mod:`airflow_jrs.launch.supervisor`, unchanged: heartbeat for its fence, the first beat
+refused when the lease is lost, self-fencing when Redis is unreachable, ``PR_SET_PDEATHSIG``,
+stop and cancel requests relayed), and :meth:`PipelinesLauncher.stop` kills the supervisor and
+everything under it (the JVM and the CLI's Python), so a killed task leaves no process behind.
+
+Where the pipeline writes (the fence): each attempt runs a copy of the spec whose ``storage``
+(checkpoints, pipeline metadata) is ``<fenced folder>/storage``, with ``spark.sql.warehouse.dir``
+at ``<fenced folder>/warehouse`` on the JVM's command line (a static conf: it must be set when
+the server starts). Materialized views and tables of the session catalog land there
+(``warehouse/<table>``, ``warehouse/<db>.db/<table>``): another attempt has another folder,
+and the result names the winner's. The copy of the spec lives in a temporary folder with the
+pipeline's project (the CLI resolves library globs against the spec's folder), removed when
+the run ends; the definitions run are the ones the fingerprint covered.
+
+Only the CLI's own local Connect server is accepted (the operator refuses the rest): a
+``--master`` is refused by Spark itself ("Remote cannot be specified with master and/or deploy
+mode"), ``--remote local[N]`` makes the CLI start a *second* JVM without our conf (its
+warehouse would be the working directory: unfenced), and a remote ``sc://`` server has one
+warehouse for everyone.
+
+After the CLI exited 0 (and only if the attempt was not stopped) the launcher writes the commit
+marker, LAST, naming the job and fence, with the datasets it found under the warehouse as the
+result's metrics; a successor adopts a predecessor's folder only with that marker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psutil
+
+from airflow_jrs.domain.pipeline_spec import fenced_spec, load_spec
+from airflow_jrs.exceptions import JrsConfigError, JrsError
+from airflow_jrs.launch.submission import OutputTail, Supervision
+from airflow_jrs.launch.supervisor import LOST_BEFORE_START, SETTINGS_ENV, SUPERVISOR_ENV, supervised_command
+from airflow_jrs.protocol.launcher import Launch, Launcher
+from airflow_jrs.protocol.stopping import cancel_on_kill
+from airflow_jrs.spark.commit import MARKER_VERSION, marker_path
+from airflow_jrs.spark.conf import job_conf
+
+if TYPE_CHECKING:
+    from airflow_jrs.protocol.run import JobRun
+
+#: The folders of the fenced output folder the pipeline writes.
+WAREHOUSE, STORAGE = "warehouse", "storage"
+#: The prefix of an attempt's temporary folder (the project copy with the fenced spec).
+TEMP_PREFIX = "jrs-pipeline-"
+
+
+class PipelineRunError(JrsError):
+    """``spark-pipelines run`` failed: carries its exit code and the last lines it printed."""
+
+
+def pipelines_binary(env: Mapping[str, str]) -> str:
+    """``spark-pipelines`` on the task's ``PATH``, else the one pyspark installed beside this
+    interpreter (a virtualenv's ``bin``); raises when neither exists."""
+    found = shutil.which("spark-pipelines", path=env.get("PATH"))
+    if found:
+        return found
+    beside = Path(sys.executable).parent / "spark-pipelines"
+    if beside.is_file():
+        return str(beside)
+    raise JrsConfigError(
+        "spark-pipelines was not found on PATH nor beside this Python. It ships with pyspark 4.1+ "
+        "(pip install 'pyspark>=4.1'); put its bin folder on the worker's PATH."
+    )
+
+
+def datasets_under(warehouse: str) -> list[str]:
+    """The datasets a run left in ``warehouse``: ``table`` for the default database, ``db.table``
+    for ``<db>.db/<table>`` (Spark's session-catalog layout). Empty when there is none."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(warehouse)
+    found: list[str] = []
+    try:
+        entries = fs.ls(root, detail=True)
+    except FileNotFoundError:
+        return []
+    for entry in entries:
+        if entry.get("type") != "directory":
+            continue
+        name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
+        if name.startswith((".", "_")):
+            continue
+        if name.endswith(".db"):
+            for table in fs.ls(entry["name"], detail=True):
+                if table.get("type") == "directory":
+                    found.append(f"{name[:-3]}.{table['name'].rstrip('/').rsplit('/', 1)[-1]}")
+        else:
+            found.append(name)
+    return sorted(found)
+
+
+def write_marker(staging: str, *, job_id: str, fence: int, application_id: str | None, metrics: dict[str, Any]) -> None:
+    """The commit marker of a finished run (same document as :mod:`airflow_jrs.spark.commit`),
+    written through fsspec like its reader; a local one appears atomically (rename)."""
+    import fsspec
+
+    doc = {
+        "v": MARKER_VERSION, "application_id": application_id, "job_id": job_id, "fence": int(fence),
+        "metrics": metrics, "written_at": datetime.now(UTC).isoformat(),
+    }  # fmt: skip
+    payload = json.dumps(doc, sort_keys=True).encode("utf-8")
+    url = marker_path(staging)
+    fs, path = fsspec.core.url_to_fs(url)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with fs.open(tmp, "wb") as out:
+        out.write(payload)
+    fs.mv(tmp, path)
+
+
+def spark_conf_dir(folder: str, base: str | None, conf: Mapping[str, str]) -> str:
+    """A ``SPARK_CONF_DIR`` for one attempt: ``base``'s files (the worker's own Spark
+    configuration, if any) with ``conf`` appended to ``spark-defaults.conf``.
+
+    Why not ``--conf`` alone: the JVM ``spark-pipelines`` starts does not run the pipeline; the
+    CLI's Python starts a second one (the local Connect server) from the conf ``SparkSubmit``
+    hands it in ``PYSPARK_REMOTE_INIT_CONF_<i>`` chunks, and pyspark 4.3 keeps only the *last*
+    chunk (``connect/session.py``, ``_start_connect_server``): with a dozen settings the
+    warehouse was silently dropped and the datasets went to ``./spark-warehouse``, outside the
+    fence. Every ``spark-submit`` (both JVMs) reads ``spark-defaults.conf`` first, so the
+    fence's warehouse and the ``spark.jrs.*`` conf reach the server whatever pyspark does."""
+    target = Path(folder) / "conf"
+    if base and Path(base).is_dir():
+        shutil.copytree(base, target)
+    target.mkdir(parents=True, exist_ok=True)
+    defaults = target / "spark-defaults.conf"
+    existing = defaults.read_text(encoding="utf-8") if defaults.exists() else ""
+    lines = [f"{key} {value}".replace("\\", "\\\\") for key, value in conf.items()]
+    defaults.write_text(existing.rstrip("\n") + "\n# airflow-jrs: this attempt's fence\n" + "\n".join(lines) + "\n")
+    return str(target)
+
+
+class PipelinesLauncher(Launcher):
+    """One attempt's ``spark-pipelines run``, under the supervisor."""
+
+    name = "spark-pipelines"
+
+    def __init__(
+        self,
+        *,
+        spec_path: str,
+        conf: Mapping[str, Any],
+        cli_args: Sequence[str],
+        env: Mapping[str, str],
+        hook: Any,
+        log: Any,
+    ) -> None:
+        self.spec_path, self.user_conf, self.cli_args = spec_path, dict(conf), list(cli_args)
+        self.env, self.hook, self.log = dict(env), hook, log
+        self.tail = OutputTail()
+        self._lock = threading.RLock()  # stop() runs from on_kill, a signal handler
+        self._process: subprocess.Popen[bytes] | None = None
+        self._stopped = False
+        self._command: list[str] = []
+        self._folder: str | None = None
+
+    # -- the launch ----------------------------------------------------------------------------
+    def conf_for(self, launch: Launch) -> dict[str, str]:
+        """The JVM's conf: the user's, then the fence's warehouse and the job's ``spark.jrs.*``
+        (also the command-line marks a successor finds a predecessor's JVM by)."""
+        return {
+            **{str(k): str(v) for k, v in self.user_conf.items()},
+            "spark.app.name": launch.app_name,
+            "spark.sql.warehouse.dir": f"{launch.staging}/{WAREHOUSE}",
+            **job_conf(job_id=launch.job_id, namespace=launch.namespace, fence=launch.fence, output_dir=launch.staging),
+        }
+
+    def prepare(self, launch: Launch) -> dict[str, Any]:
+        conf = self.conf_for(launch)
+        args = [arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")]
+        self._command = [pipelines_binary(self.env), "run", "--spec", "<copy of pipeline_spec>", *args, *self.cli_args]
+        return {
+            "launcher": "spark-pipelines",
+            "pipeline_spec": self.spec_path,
+            "storage": f"{launch.staging}/{STORAGE}",
+            "warehouse": conf["spark.sql.warehouse.dir"],
+            "command": self._command,
+        }
+
+    def _project_copy(self, launch: Launch, folder: str) -> str:
+        """Copy the spec's folder (the pipeline's project) into ``folder`` and write the fenced
+        spec there; returns the spec's path."""
+        source = Path(self.spec_path).resolve()
+        project = Path(folder) / "project"
+        shutil.copytree(source.parent, project, ignore=shutil.ignore_patterns("__pycache__", ".*"))
+        import yaml
+
+        spec = fenced_spec(load_spec(self.spec_path), f"{launch.staging}/{STORAGE}")
+        target = project / source.name
+        target.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+        return str(target)
+
+    def run(self, launch: Launch) -> None:
+        supervision = Supervision.for_attempt(self.hook, launch.job_id, launch.fence, self.log)
+        if supervision is None:
+            raise JrsConfigError(
+                f"job {launch.job_id}: the store's connection cannot be handed to the supervisor, and spark-pipelines "
+                "does not run without one (a killed task would leave it running beside its successor). Use a "
+                "jrs connection with a plain redis:// URL, host, port and password."
+            )
+        folder = self._folder = tempfile.mkdtemp(prefix=TEMP_PREFIX)
+        try:
+            command = list(self._command)
+            command[3] = self._project_copy(launch, folder)
+            supervised = supervised_command(
+                command, namespace=supervision.namespace, job_id=launch.job_id, fence=launch.fence, ttl=supervision.ttl
+            )
+            env = {**os.environ, **self.env, SUPERVISOR_ENV: json.dumps(supervision.connection)}
+            env["SPARK_CONF_DIR"] = spark_conf_dir(folder, env.get("SPARK_CONF_DIR"), self.conf_for(launch))
+            env.setdefault("PYSPARK_PYTHON", sys.executable)  # the CLI's Python needs pyspark, as this one has
+            if supervision.settings is not None:
+                env[SETTINGS_ENV] = json.dumps(supervision.settings)
+            with self._lock:
+                if self._stopped:
+                    raise RuntimeError(f"job {launch.job_id}: stopped before spark-pipelines started")
+                self._process = subprocess.Popen(
+                    supervised, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
+                )
+            self._follow(self._process)
+            code = self._process.wait()
+            if code:
+                raise PipelineRunError(self._exit_message(launch, code))
+            with self._lock:
+                if self._stopped:
+                    raise RuntimeError(f"job {launch.job_id}: stopped before its commit marker was written")
+                metrics = {"datasets": datasets_under(f"{launch.staging}/{WAREHOUSE}")}
+                # LAST: the marker vouches for every dataset the run wrote.
+                write_marker(launch.staging, job_id=launch.job_id, fence=launch.fence,
+                             application_id=self.tail.application_id, metrics=metrics)  # fmt: skip
+        finally:
+            self._sweep()
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def _follow(self, process: subprocess.Popen[bytes]) -> None:
+        """Log what the CLI prints, as the provider's hook does, keeping the tail for a failure."""
+        assert process.stdout is not None
+        for raw in iter(process.stdout.readline, b""):
+            line = raw.decode(errors="replace").rstrip()
+            self.tail.add(line)
+            if line:
+                self.log.info("%s", line)
+
+    def _exit_message(self, launch: Launch, code: int) -> str:
+        if code == LOST_BEFORE_START:
+            return (
+                f"job {launch.job_id}: spark-pipelines was not started: the attempt lost its lease or Redis did not "
+                "answer before the launch (see the [jrs-supervisor] line above). Airflow retries."
+            )
+        tail = self.tail.text()
+        return f"spark-pipelines exited with code {code}" + (f"; last lines of its output:\n{tail}" if tail else "")
+
+    def submission(self) -> tuple[int | None, str | None]:
+        process = self._process
+        return (process.pid if process is not None else None), self.tail.application_id
+
+    # -- ending it -----------------------------------------------------------------------------
+    def alive(self) -> bool:
+        process = self._process
+        return process is not None and process.poll() is None
+
+    def stop(self) -> None:
+        """Kill the supervisor and everything it started (the JVM, the CLI's Python). Never raises."""
+        with self._lock:
+            self._stopped = True
+            process = self._process
+        if process is not None and process.poll() is None:
+            try:
+                tree = psutil.Process(process.pid).children(recursive=True)
+            except psutil.Error:
+                tree = []
+            with contextlib.suppress(OSError):
+                process.kill()
+            for child in tree:
+                with contextlib.suppress(psutil.Error):
+                    child.kill()
+        self._sweep()
+
+    def _sweep(self) -> None:
+        """Kill what is left of this attempt once its supervisor ended: the CLI's Python is the
+        JVM's child, and a JVM that ended on a signal leaves it to init. It is found by the
+        attempt's own folder on its command line (``--spec <folder>/project/...``). Never raises."""
+        folder = self._folder
+        if folder is None:
+            return
+        for proc in psutil.process_iter(["cmdline"]):
+            with contextlib.suppress(psutil.Error):
+                if any(folder in part for part in proc.info.get("cmdline") or []):
+                    proc.kill()
+
+    def kill(self, run: JobRun | None, fence: int | None) -> None:
+        cancel_on_kill(run, fence, self.alive, self.log)  # the one stop path: the request says who asked
+        self.stop()
+
+    def failure(self, error: BaseException) -> tuple[str, str | None]:
+        text = str(error) if isinstance(error, PipelineRunError) else f"spark-pipelines failed: {error}"
+        return text, self.tail.application_id

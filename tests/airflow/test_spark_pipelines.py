@@ -1,0 +1,154 @@
+"""JrsSparkPipelinesOperator with the real ``spark-pipelines`` CLI of pyspark's distribution and a real Redis.
+
+What is counted, not mocked: Spark applications (event log files: one per ``spark-pipelines``
+run), the datasets on disk, the processes on this host (psutil), the store's entries. One full
+pipeline run (a JVM with its local Spark Connect server) and one that is killed while it runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import psutil
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_jrs.domain.pipeline_spec import pipeline_fingerprint
+from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.launch.pipelines_launcher import TEMP_PREFIX
+from airflow_jrs.operators.cleanup import JrsCleanupOperator
+from airflow_jrs.operators.spark_pipelines import JrsSparkPipelinesOperator
+from airflow_jrs.protocol.guarded_task import planned_fingerprint
+from airflow_jrs.protocol.processes import find_job_processes
+from jrs_testbench.invariants import assert_clean_outputs_exist
+
+pytestmark = [pytest.mark.airflow]
+
+DAY = datetime(2013, 1, 1, tzinfo=UTC)
+JOB = "d.t.2013-01-01"
+SPEC = Path(__file__).resolve().parent / "pipelines" / "daily_counts" / "spark-pipeline.yml"
+
+
+def context(day: datetime = DAY, try_number: int = 1) -> dict[str, Any]:
+    ti = SimpleNamespace(dag_id="d", task_id="t", try_number=try_number, map_index=-1, xcom_push=lambda **kw: None)
+    return {"ti": ti, "run_id": f"scheduled__{day.date()}", "data_interval_start": day, "logical_date": day}
+
+
+def operator(jrs_env: Any, **kwargs: Any) -> JrsSparkPipelinesOperator:
+    return JrsSparkPipelinesOperator(
+        task_id="t", pipeline_spec=str(SPEC), conf=jrs_env.spark_conf(), outputs={"daily": "warehouse/daily"}, **kwargs
+    )
+
+
+def pipeline_processes() -> list[psutil.Process]:
+    """spark-pipelines processes of a guarded attempt on this host (the JVM, the CLI's Python,
+    the supervisor): each names the attempt's temporary project copy on its command line."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(proc.info.get("cmdline") or [])
+        if TEMP_PREFIX in cmdline and "--spec" in cmdline:
+            found.append(proc)
+    return [proc for proc in found if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.spark
+def test_a_date_is_computed_once_under_its_fence_committed_by_the_cleanup_and_then_starts_no_pipeline(jrs_env):
+    payload = operator(jrs_env).execute(context())
+    assert payload["status"] == "SUCCEEDED" and payload["reused"] is False
+    assert jrs_env.launches() == 1
+    # the datasets are under the winner's fenced folder, not in a shared warehouse
+    daily = Path(payload["outputs"]["daily"])
+    fence = jrs_env.store.get_entry(JOB).result.fence
+    assert daily.parent.name == "warehouse" and daily.parent.parent.name.startswith(f"fence-{fence}-")
+    table = pq.read_table(str(daily)).to_pydict()
+    assert dict(zip(table["kind"], table["n"], strict=True)) == {"even": 13, "odd": 12}
+    assert (daily.parent.parent / "_JRS_COMMIT.json").exists()
+    assert payload["metrics"] == {"datasets": ["daily", "numbers"]}
+    assert not pipeline_processes()
+    assert not (SPEC.parent / "spark-warehouse").exists()  # nothing written beside the project
+
+    # the same date again: the store answers, no pipeline runs (no application, no process)
+    again = operator(jrs_env).execute(context(try_number=2))
+    assert again["reused"] is True and again["metrics"] == payload["metrics"]
+    assert jrs_env.launches() == 1
+
+    JrsCleanupOperator(task_id="cleanup", jobs=[JOB]).execute({"ti": context()["ti"], "outlet_events": {}})
+    assert len(assert_clean_outputs_exist(jrs_env.store)) == 1
+    assert jrs_env.store.get_entry(JOB).state.value == "clean"
+
+
+@pytest.mark.spark
+def test_a_killed_attempt_leaves_no_spark_pipelines_process_and_records_no_success(jrs_env):
+    day = datetime(2013, 1, 2, tzinfo=UTC)
+    op = operator(jrs_env)
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            op.execute(context(day))
+        except BaseException as exc:
+            failed.append(exc)
+
+    task = threading.Thread(target=run, name="task")
+    task.start()
+    # kill it once the whole tree runs: the supervisor, the spark-pipelines JVM, the CLI's Python
+    # (its child) and the local Spark Connect server that Python starts (a JVM, its child)
+    deadline = time.monotonic() + 300
+    tree: list[psutil.Process] = []
+    while time.monotonic() < deadline and task.is_alive() and not tree:
+        for proc in pipeline_processes():
+            with contextlib.suppress(psutil.Error):
+                if proc.name().startswith("python") and "pipelines/cli.py" in " ".join(proc.cmdline()):
+                    servers = [c for c in proc.children() if c.name() == "java"]
+                    tree = [*pipeline_processes(), *servers] if servers else []
+        time.sleep(0.2)
+    assert task.is_alive() and tree, "spark-pipelines never started its Connect server"
+    op.on_kill()
+    task.join(120)
+    assert not task.is_alive() and failed, "execute must fail after on_kill"
+    assert not pipeline_processes()
+    assert not [proc.pid for proc in tree if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE]
+    assert not find_job_processes(jrs_env.namespace, "d.t.2013-01-02")
+    entry = jrs_env.store.get_entry("d.t.2013-01-02")
+    assert entry is None or entry.result.status.value != "SUCCEEDED"
+    folder = op._attempt.launcher._folder
+    assert folder is not None and not Path(folder).exists()  # the attempt's project copy is gone
+
+
+def test_the_fingerprint_follows_the_definitions_and_job_version_not_the_storage(tmp_path):
+    project = tmp_path / "p"
+    (project / "transformations").mkdir(parents=True)
+    spec = project / "spark-pipeline.yml"
+    spec.write_text("name: p\nstorage: file:///a\nlibraries:\n  - glob:\n      include: transformations/**\n")
+    (project / "transformations" / "v.sql").write_text("CREATE MATERIALIZED VIEW v AS SELECT 1 AS x;\n")
+    base = pipeline_fingerprint(str(spec), None)
+    spec.write_text(spec.read_text().replace("file:///a", "file:///b"))
+    assert pipeline_fingerprint(str(spec), None) == base  # storage is the guard's, per fence
+    assert pipeline_fingerprint(str(spec), "2") != base
+    (project / "transformations" / "v.sql").write_text("CREATE MATERIALIZED VIEW v AS SELECT 2 AS x;\n")
+    assert pipeline_fingerprint(str(spec), None) != base
+    with pytest.raises(JrsConfigError, match="does not exist on this worker"):
+        pipeline_fingerprint(str(tmp_path / "missing.yml"), None)
+    # airflow-jrs plan computes the one the task will record
+    task = JrsSparkPipelinesOperator(task_id="t", pipeline_spec=str(spec), job_version="2")
+    assert planned_fingerprint(task) == pipeline_fingerprint(str(spec), "2")
+
+
+def test_what_cannot_be_fenced_is_refused_with_the_reason(monkeypatch):
+    with pytest.raises(JrsConfigError, match="dry-run validates"):
+        JrsSparkPipelinesOperator(task_id="t", pipeline_spec=str(SPEC), pipeline_command="dry-run")
+    with pytest.raises(JrsConfigError, match=r"spark\.sql\.warehouse\.dir"):
+        JrsSparkPipelinesOperator(
+            task_id="t", pipeline_spec=str(SPEC), conf={"spark.sql.warehouse.dir": "/shared"}
+        )._checked_conf()
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", '{"conn_type": "spark", "host": "yarn"}')
+    with pytest.raises(JrsConfigError, match="is not supported"):
+        JrsSparkPipelinesOperator(task_id="t", pipeline_spec=str(SPEC), conn_id="spark_yarn")._checked_conf()
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_L", '{"conn_type": "spark", "host": "local[1]"}')
+    assert JrsSparkPipelinesOperator(task_id="t", pipeline_spec=str(SPEC), conn_id="spark_l")._checked_conf() == {}
