@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from airflow_jrs.operators.factory import jrs_spark_job
     from airflow_jrs.operators.pyspark import JrsPySparkOperator
     from airflow_jrs.operators.spark import JrsSparkSubmitOperator
+    from airflow_jrs.operators.spark_jdbc import JrsSparkJDBCOperator
     from airflow_jrs.operators.spark_sql import JrsSparkSqlOperator
     from airflow_jrs.operators.start_in_triggerer import (
         JrsStartInTriggererCleanupOperator,
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "JrsCleanupOperator": "airflow_jrs.operators.cleanup",
     "JrsPySparkOperator": "airflow_jrs.operators.pyspark",
+    "JrsSparkJDBCOperator": "airflow_jrs.operators.spark_jdbc",
     "JrsSparkSqlOperator": "airflow_jrs.operators.spark_sql",
     "JrsSparkSubmitOperator": "airflow_jrs.operators.spark",
     "JrsStartInTriggererCleanupOperator": "airflow_jrs.operators.start_in_triggerer",
@@ -43,6 +45,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "JrsCleanupOperator",
     "JrsPySparkOperator",
+    "JrsSparkJDBCOperator",
     "JrsSparkSqlOperator",
     "JrsSparkSubmitOperator",
     "JrsStartInTriggererCleanupOperator",

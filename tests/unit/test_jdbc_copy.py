@@ -1,0 +1,113 @@
+"""JrsSparkJDBCOperator without Spark: the provider internal it uses (pinned), what its
+fingerprint covers, and the copies it refuses because their output would leave the fence.
+
+The real copies (spark-submit, Derby) are in tests/airflow/test_spark_jdbc.py."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+
+import pytest
+from airflow.providers.apache.spark.hooks.spark_jdbc import SparkJDBCHook
+
+from airflow_jrs.domain.identity import application_fingerprint
+from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.operators.spark_jdbc import (
+    SCRIPT_PATH,
+    JrsSparkJDBCOperator,
+    copy_definition,
+    masked,
+    provider_jdbc_arguments,
+    table_folder,
+)
+from airflow_jrs.protocol.guarded_task import planned_fingerprint
+
+
+@pytest.fixture
+def derby_conn(monkeypatch):
+    conn = {"conn_type": "jdbc", "host": "derby", "schema": "src", "login": "app", "password": "s3cret",
+            "extra": {"conn_prefix": "jdbc:derby:/data/"}}  # fmt: skip
+    monkeypatch.setenv("AIRFLOW_CONN_DERBY_SRC", json.dumps(conn))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_LOCAL", json.dumps({"conn_type": "spark", "host": "local[1]"}))
+
+
+def copy(**kwargs) -> JrsSparkJDBCOperator:
+    args = {"task_id": "copy", "cmd_type": "jdbc_to_spark", "jdbc_conn_id": "derby_src", "jdbc_table": "APP.T",
+            "metastore_table": "t", "spark_conn_id": "spark_local", **kwargs}  # fmt: skip
+    return JrsSparkJDBCOperator(**args)
+
+
+def test_the_providers_jdbc_internals_this_operator_uses_are_still_there(derby_conn):
+    """Pins the one private name used (``provider_jdbc_arguments``): a provider release that
+    renames the builder, its connection attribute, or the script fails here, naming it."""
+    assert Path(SCRIPT_PATH).is_file(), f"the provider no longer ships {SCRIPT_PATH}"
+    builder = getattr(SparkJDBCHook, "_build_jdbc_application_arguments", None)
+    assert builder is not None, "SparkJDBCHook._build_jdbc_application_arguments is gone"
+    assert list(inspect.signature(builder).parameters) == ["self", "jdbc_conn"]
+    hook = SparkJDBCHook(
+        spark_conn_id="spark_local", conn_id="spark_local", cmd_type="jdbc_to_spark", jdbc_table="APP.T",
+        jdbc_conn_id="derby_src", metastore_table="t", save_mode="overwrite",
+    )  # fmt: skip
+    assert isinstance(getattr(hook, "_jdbc_connection", None), dict), "SparkJDBCHook._jdbc_connection is gone"
+    assert provider_jdbc_arguments(hook) == [
+        "-cmdType", "jdbc_to_spark", "-url", "jdbc:derby:/data/derby/src", "-user", "app", "-password", "s3cret",
+        "-metastoreTable", "t", "-jdbcTable", "APP.T", "-saveMode", "overwrite",
+    ]  # fmt: skip
+
+
+def test_the_arguments_come_from_the_hook_and_the_spec_never_keeps_the_password(derby_conn):
+    args = copy(save_mode="overwrite").jdbc_arguments()
+    assert args[args.index("-url") + 1] == "jdbc:derby:/data/derby/src"
+    assert masked([*args, "-name", "x"])[args.index("-password") + 1] == "***"
+    with pytest.raises(JrsConfigError, match=r"JDBC connection 'nowhere' is not defined or has no host.*conn_prefix"):
+        copy(jdbc_conn_id="nowhere").jdbc_arguments()
+
+
+def test_the_fingerprint_covers_the_copy_not_the_connections_content_nor_the_scripts_path(derby_conn, monkeypatch):
+    op = copy(save_mode="overwrite", num_partitions=2)
+    assert op.application == "spark_jdbc_script.py"
+    assert op.application_args == [
+        "cmd_type=jdbc_to_spark", "jdbc_conn_id=derby_src", "jdbc_table=APP.T", "metastore_table=t",
+        "save_mode=overwrite", "num_partitions=2",
+    ]  # fmt: skip
+    # what airflow-jrs plan computes from the task is what the task records
+    planned = planned_fingerprint(op)
+    assert planned == application_fingerprint("spark_jdbc_script.py", copy_definition(vars(op)), None)
+    assert copy_definition(vars(copy(save_mode="append", num_partitions=2))) != op.application_args
+    # a new password is not a new copy
+    monkeypatch.setenv("AIRFLOW_CONN_DERBY_SRC", json.dumps({"conn_type": "jdbc", "host": "derby", "password": "x"}))
+    assert copy_definition(vars(copy(save_mode="overwrite", num_partitions=2))) == op.application_args
+
+
+def test_jdbc_to_spark_records_the_tables_folder_and_refuses_what_would_leave_the_fence():
+    assert copy().outputs == {"table": "warehouse/t"}
+    assert table_folder("default.Flights", task_id="c") == "warehouse/flights"
+    assert table_folder("spark_catalog.default.`t`", task_id="c") == "warehouse/t"
+    with pytest.raises(JrsConfigError, match="names a database other than 'default'"):
+        copy(metastore_table="sales.t")
+    op = copy(spark_conf={"spark.sql.warehouse.dir": "/shared/warehouse"})
+    with pytest.raises(JrsConfigError, match=r"spark_conf sets \['spark.sql.warehouse.dir'\]"):
+        op._refuse_fence_escapes()
+    # an operator object run again (dag.test, a retry in one process): the last launch's fence conf is not the user's
+    again = copy(spark_conf={"spark.executor.memory": "1g"})
+    again.conf = {**again.conf, "spark.sql.warehouse.dir": "/o/fence-1-ab/warehouse"}
+    again._jdbc_fence_conf = {"spark.sql.warehouse.dir": "/o/fence-1-ab/warehouse"}
+    again._refuse_fence_escapes()
+    assert again.conf == {"spark.executor.memory": "1g"}
+    # spark_to_jdbc writes a database table: no folder to record, and any conf (its metastore) is the user's
+    to_jdbc = copy(cmd_type="spark_to_jdbc", metastore_table="sales.t", spark_conf={"spark.sql.warehouse.dir": "/w"})
+    assert to_jdbc.outputs == {}
+    to_jdbc._refuse_fence_escapes()
+
+
+def test_arguments_that_the_operator_defines_itself_are_refused():
+    with pytest.raises(JrsConfigError, match="cmd_type must be 'spark_to_jdbc' or 'jdbc_to_spark', got 'both'"):
+        copy(cmd_type="both")
+    with pytest.raises(JrsConfigError, match="does not take 'application_args'"):
+        copy(application_args=["x"])
+    with pytest.raises(JrsConfigError, match="needs both jdbc_table and metastore_table"):
+        copy(jdbc_table=None)
+    with pytest.raises(JrsConfigError, match="durable=True"):
+        copy(durable=True)
