@@ -44,6 +44,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_jrs.operators.start_in_triggerer",
                     "airflow_jrs.operators.pyspark",
                     "airflow_jrs.operators.spark_sql",
+                    "airflow_jrs.operators.spark_pipelines",
                     "airflow_jrs.operators.spark_jdbc",
                 ],
             }

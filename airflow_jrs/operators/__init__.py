@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from airflow_jrs.operators.factory import jrs_spark_job
     from airflow_jrs.operators.pyspark import JrsPySparkOperator
     from airflow_jrs.operators.spark import JrsSparkSubmitOperator
+    from airflow_jrs.operators.spark_pipelines import JrsSparkPipelinesOperator
     from airflow_jrs.operators.spark_jdbc import JrsSparkJDBCOperator
     from airflow_jrs.operators.spark_sql import JrsSparkSqlOperator
     from airflow_jrs.operators.start_in_triggerer import (
@@ -26,6 +27,7 @@ _LAZY = {
     "JrsCleanupOperator": "airflow_jrs.operators.cleanup",
     "JrsPySparkOperator": "airflow_jrs.operators.pyspark",
     "JrsSparkJDBCOperator": "airflow_jrs.operators.spark_jdbc",
+    "JrsSparkPipelinesOperator": "airflow_jrs.operators.spark_pipelines",
     "JrsSparkSqlOperator": "airflow_jrs.operators.spark_sql",
     "JrsSparkSubmitOperator": "airflow_jrs.operators.spark",
     "JrsStartInTriggererCleanupOperator": "airflow_jrs.operators.start_in_triggerer",
@@ -46,6 +48,7 @@ __all__ = [
     "JrsCleanupOperator",
     "JrsPySparkOperator",
     "JrsSparkJDBCOperator",
+    "JrsSparkPipelinesOperator",
     "JrsSparkSqlOperator",
     "JrsSparkSubmitOperator",
     "JrsStartInTriggererCleanupOperator",

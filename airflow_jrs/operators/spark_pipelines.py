@@ -79,8 +79,9 @@ class JrsSparkPipelinesOperator(SparkPipelinesOperator, GuardedJob):
     :param lease_wait_timeout: how long to wait for another attempt's lease before failing
     :param accept_changed_fingerprint: skip on any SUCCEEDED result, even for other definitions
     :param output_root: where fenced output folders live (default ``[jrs] output_root``)
-    :param predecessor: what to do with a predecessor's spark-pipelines that still runs:
-        ``"wait"`` (default: its datasets may finish and be adopted) or ``"stop"``
+    :param predecessor: what to do with a predecessor's spark-pipelines that still runs (its task
+        was ``kill -9``-ed): ``"wait"`` (default) for it to end, or ``"stop"`` it; its folder is
+        adopted only when its task wrote the commit marker, else the pipeline runs again
     """
 
     template_fields: Sequence[str] = (

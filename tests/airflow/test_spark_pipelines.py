@@ -32,7 +32,8 @@ pytestmark = [pytest.mark.airflow]
 
 DAY = datetime(2013, 1, 1, tzinfo=UTC)
 JOB = "d.t.2013-01-01"
-SPEC = Path(__file__).resolve().parent / "pipelines" / "daily_counts" / "spark-pipeline.yml"
+#: The example DAG's pipeline (dags/daily_counts_pipeline.py): two materialized views.
+SPEC = Path(__file__).resolve().parents[2] / "dags" / "pipelines" / "daily_counts" / "spark-pipeline.yml"
 
 
 def context(day: datetime = DAY, try_number: int = 1) -> dict[str, Any]:
