@@ -48,7 +48,7 @@ from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.launch.deploy_modes import DeployMode
 from airflow_jrs.launch.spark_launcher import SparkSubmitLauncher
 from airflow_jrs.launch.spark_target import SparkTarget
-from airflow_jrs.operators.guarded import run_job
+from airflow_jrs.operators.guarded import execute_with_store, run_job
 from airflow_jrs.operators.spark import JrsSparkSubmitOperator
 from airflow_jrs.protocol import JobSpec
 from airflow_jrs.protocol.launcher import Launch
@@ -276,6 +276,12 @@ class JrsSparkJDBCOperator(JrsSparkSubmitOperator):
             setattr(self, name, params[name])
 
     # -- the attempt --------------------------------------------------------------------------
+    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]  # the job payload
+        # Fails closed when the store is down, whatever [jrs] on_store_unavailable says: an
+        # unguarded spark_to_jdbc would write the database table a second time, and the
+        # unguarded path runs application_args as given (here the definition, not the script's).
+        return execute_with_store(self, context, unsupported_by="JrsSparkJDBCOperator")
+
     def _execute_guarded(self, context: Any, hook: JrsHook) -> dict[str, Any]:
         job_id = self.job_id = job_id_for(self.job_id, context)
         self._refuse_fence_escapes()

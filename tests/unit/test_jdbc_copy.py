@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
+from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from airflow.providers.apache.spark.hooks.spark_jdbc import SparkJDBCHook
 
 from airflow_jrs.domain.identity import application_fingerprint
-from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.exceptions import JrsConfigError, StoreUnavailableError
 from airflow_jrs.operators.spark_jdbc import (
     SCRIPT_PATH,
     JrsSparkJDBCOperator,
@@ -23,6 +26,8 @@ from airflow_jrs.operators.spark_jdbc import (
     table_folder,
 )
 from airflow_jrs.protocol.guarded_task import planned_fingerprint
+from jrs_testbench.fake_spark import install_fake_spark_submit
+from jrs_testbench.helpers import free_port
 
 
 @pytest.fixture
@@ -111,3 +116,18 @@ def test_arguments_that_the_operator_defines_itself_are_refused():
         copy(jdbc_table=None)
     with pytest.raises(JrsConfigError, match="durable=True"):
         copy(durable=True)
+
+
+def test_a_store_that_is_down_fails_the_copy_closed_even_with_on_store_unavailable_run(
+    derby_conn, tmp_path, monkeypatch
+):
+    bin_dir, calls = install_fake_spark_submit(tmp_path)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    fast = "connect_timeout=0.5&read_timeout=0.5&retries=1&retry_backoff=0.05&on_store_unavailable=run"
+    monkeypatch.setenv("AIRFLOW_CONN_JRS_DEFAULT", f"redis://127.0.0.1:{free_port()}/0?namespace=t&{fast}")
+    monkeypatch.setenv("AIRFLOW__JRS__OUTPUT_ROOT", str(tmp_path / "output"))
+    ti = SimpleNamespace(dag_id="d", task_id="copy", try_number=1, map_index=-1, xcom_push=lambda **kw: None)
+    day = datetime(2013, 1, 1, tzinfo=UTC)
+    with pytest.raises(StoreUnavailableError, match=r"nothing listens at 127\.0\.0\.1"):
+        copy().execute({"ti": ti, "run_id": "r", "data_interval_start": day, "logical_date": day})
+    assert not calls.exists(), "spark-submit ran without the store"
