@@ -9,17 +9,24 @@ real server by the project's Spark Connect tests:
 * a session is a UUID the *client* picks. :class:`ConnectLauncher` picks it before the launch and
   records it in the job's intent (:attr:`airflow_jrs.store.intent.Intent.session_id`), before the
   session exists on the server (intent before side effect);
-* every operation the attempt starts carries a tag naming the job and fence (:func:`job_tag`);
+* the operations the attempt starts from the calling thread carry a tag naming the job and fence
+  (:func:`job_tag`), for people reading the Spark UI. Tags are per client thread, so what the
+  function starts from threads of its own carries none: interrupts reach the whole session
+  (:func:`interrupt_session`), which is the attempt's alone;
 * only a client of the SAME session reaches its operations: a successor reattaches with
   ``sc://host:port/;session_id=<id>`` and asks the server (``GetStatus``) whether the session
-  still runs an operation, or interrupts the tag (``predecessor="stop"``). It closes its channel
+  still runs an operation, or interrupts it (``predecessor="stop"``). It closes its channel
   and never releases the predecessor's session (``spark.stop()`` would, interrupting it);
-* ``INVALID_HANDLE.SESSION_NOT_FOUND`` / ``SESSION_CLOSED``: nothing of the predecessor runs.
+* ``INVALID_HANDLE.SESSION_NOT_FOUND`` / ``SESSION_CLOSED``: no operation of the predecessor runs;
+* an operation ends (CANCELLED) before its Spark tasks do: the executor kills them afterwards, and
+  a task blocked in I/O runs until the I/O returns. The server's Spark UI (REST API) shows a
+  session's jobs with their active tasks, so a successor, and a stopped attempt before it lets
+  its lease go, waits until none is left (:mod:`.connect_tasks`).
 
 A committed job builds no client at all (the protocol decides before :meth:`prepare`): an unused
 Connect client still opens its session at process exit (pyspark's ``atexit`` ML-cache cleanup).
 The attempt's own session is released when it ends, and on a kill or a lost lease
-(:meth:`ConnectLauncher.stop`: interrupt the tag, then release, so no further operation can start),
+(:meth:`ConnectLauncher.stop`: interrupt the session, then release, so no further operation can start),
 unless an operation still runs in it after the interrupt (:meth:`ConnectLauncher._release`).
 """
 
@@ -27,12 +34,14 @@ from __future__ import annotations
 
 import os
 import re
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.launch.connect_tasks import TASKS_POLL, UI_CONF, LingeringTasks, ServerUi, server_ui, ui_from
 from airflow_jrs.launch.session_launcher import SessionLauncher, metrics_of
 from airflow_jrs.protocol.launcher import Launch, Predecessor
 from airflow_jrs.spark.commit import is_connect_session, write_commit_marker
@@ -118,14 +127,19 @@ def session_running(url: str) -> bool:
     return any(names.Name(s.state) not in ENDED_STATES for s in resp.operation_statuses)
 
 
-def interrupt_tag(url: str, tag: str) -> list[str]:
-    """Interrupt the operations tagged ``tag`` in the session of ``url``; their operation ids.
-    Only when the session exists (an Interrupt RPC must not open a session that never was)."""
+def interrupt_session(url: str) -> list[str]:
+    """Interrupt every operation of the session of ``url``; their operation ids.
+
+    The whole session, not the attempt's tag: Connect tags are per client thread (pyspark's
+    ``SparkConnectClient.thread_local.tags``), so an operation the function started from a thread
+    of its own carries no tag, and an interrupt by tag misses it. The session is the attempt's
+    alone (:meth:`ConnectLauncher.prepare` picks a new one per launch), so "all" is exactly its
+    work. Only when the session exists (an Interrupt RPC must not open a session that never was)."""
     if not session_running(url):
         return []
     client = _client(url)
     try:
-        return list(client.interrupt_tag(tag) or [])
+        return list(client.interrupt_all() or [])
     finally:
         client.close()
 
@@ -143,6 +157,8 @@ class ConnectLauncher(SessionLauncher):
         super().__init__(*args, **kwargs)
         self.session_id: str | None = None
         self.tag: str | None = None
+        self._ui: ServerUi | None = None  # the server's Spark UI, read from the attempt's session
+        self._ui_missing = "the attempt's session never started"
 
     def _remote(self) -> bool:
         """Is the session remote? Resolves the settings once (a connection look-up)."""
@@ -191,7 +207,9 @@ class ConnectLauncher(SessionLauncher):
             "Job %s: Spark Connect session %s on %s, operations tagged %s.",
             launch.job_id, self.session_id, redacted(url), self.tag,
         )  # fmt: skip
+        self._read_ui(spark, url)
         done = self._start_self_fence(launch)
+        ended = False
         try:
             settings = {k: v for k, v in conf.items() if k not in NOT_SESSION_CONF}
             fenced = job_conf(job_id=launch.job_id, namespace=launch.namespace, fence=launch.fence,
@@ -210,11 +228,39 @@ class ConnectLauncher(SessionLauncher):
                 self._marker_folder(launch.staging)
                 # LAST: the marker vouches for every byte the function wrote (spark/commit.py).
                 write_commit_marker(spark, launch.staging, metrics)
+            ended = True
         finally:
             done.set()
             with self._lock:
                 self._session = None
+            if not ended:  # failed or stopped: nothing of the attempt may outlive it on the server
+                self._end_work(launch.job_id)
             self._release(spark)
+
+    def _read_ui(self, spark: Any, url: str) -> None:
+        """Where the server shows this session's Spark tasks (:meth:`_end_work` waits for them)."""
+        try:
+            self._ui = ui_from({key: spark.conf.get(key, default) for key, default in UI_CONF.items()}, url)
+            self._ui_missing = "the server runs no Spark UI (spark.ui.enabled=false)"
+        except Exception as exc:
+            self._ui, self._ui_missing = None, f"could not read its Spark UI address ({exc})"
+
+    def _end_work(self, job_id: str) -> None:
+        """Interrupt whatever still runs in the session (threads of the function included), then
+        wait until its Spark tasks are gone from the server: the attempt's failure is recorded and
+        its lease released only afterwards, so a retry never starts beside a cancelled job's tasks.
+        Never raises (the attempt already fails with its own error)."""
+        assert self._resolved is not None and self.session_id is not None
+        try:  # on a client of its own: stop() may have closed the session's channel already
+            interrupt_session(session_url(self._resolved[0], self.session_id))
+        except Exception as exc:
+            self.log.warning("Could not interrupt the Spark Connect session %s: %s", self.session_id, exc)
+        lingering = LingeringTasks(self._ui, self.session_id, self.log, missing=self._ui_missing)
+        try:
+            while lingering.running():
+                time.sleep(TASKS_POLL)
+        except RuntimeError as exc:
+            self.log.error("Job %s: %s", job_id, exc)
 
     def _marker_folder(self, staging: str) -> None:
         """The client writes the marker: its folder must exist here. A function that wrote nothing
@@ -239,21 +285,31 @@ class ConnectLauncher(SessionLauncher):
         assert self._resolved is not None
         url = self._resolved[0]
         remote = session_url(url, stale.session_id)
-        if not session_running(remote):
+        running = session_running(remote)
+        try:
+            ui, missing = server_ui(url), "the server runs no Spark UI (spark.ui.enabled=false)"
+        except Exception as exc:
+            ui, missing = None, f"could not read its Spark UI address ({exc})"
+        lingering = LingeringTasks(ui, stale.session_id, self.log, missing=missing)
+        if not running and not lingering.running():
             return []
         tag = job_tag(namespace, stale.job_id, stale.fence)
 
         def stop() -> None:
-            interrupted = interrupt_tag(remote, tag)
-            self.log.warning("Interrupted the predecessor's operations %s (tag %s).", interrupted, tag)
+            interrupted = interrupt_session(remote)  # all of it: the function's own threads' work carries no tag
+            self.log.warning("Interrupted the predecessor's operations %s (session %s).", interrupted, stale.session_id)
+
+        def alive() -> bool:  # its operations, then the Spark tasks they leave behind
+            return session_running(remote) or lingering.running()
 
         description = f"Spark Connect session {stale.session_id} (tag {tag}) on {redacted(url)}"
-        return [Predecessor(description=description, alive=lambda: session_running(remote), stop=stop)]
+        return [Predecessor(description=description, alive=alive, stop=stop)]
 
     def stop(self) -> None:
-        """Interrupt the attempt's tagged operations, then release its session (no further
-        operation can start in it). From a signal handler or the lease renewer's thread, on
-        RPCs of their own. Never raises."""
+        """Interrupt every operation of the attempt's session (those the function started from
+        threads of its own carry no tag), then release it (no further operation can start in it).
+        From a signal handler or the lease renewer's thread, on RPCs of their own. Never raises;
+        :meth:`run` then waits for the interrupted jobs' tasks (:meth:`_end_work`)."""
         with self._lock:
             spark = self._session
             remote = spark is not None and is_connect_session(spark)
@@ -262,9 +318,9 @@ class ConnectLauncher(SessionLauncher):
         if not remote:
             return super().stop()  # nothing runs yet (it marks the launcher stopped), or an in-process session
         try:
-            spark.interruptTag(self.tag)
+            spark.interruptAll()
         except Exception as exc:
-            self.log.warning("Could not interrupt the Spark Connect operations tagged %s: %s", self.tag, exc)
+            self.log.warning("Could not interrupt the Spark Connect session %s: %s", self.session_id, exc)
         try:
             self._release(spark)
         except Exception as exc:

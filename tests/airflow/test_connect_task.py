@@ -55,6 +55,49 @@ def slow_rows(control: str, spark=None, jrs=None):
     return {"rows": 2 * seconds}
 
 
+def threaded_rows(control: str, spark=None, jrs=None):
+    """A function that runs its Spark work from a thread of its own, whose operations carry no tag
+    (Connect tags are per thread). While ``control/mode`` says ``fifo``, that work is a query whose
+    one task runs ``cat control/fifo``: a read no interrupt ends, so the task runs on after its job
+    was cancelled until the test writes to the fifo (the "tasks outlive their job" of a task
+    blocked in I/O, made deterministic). Otherwise a quick write of 2 rows. When ``control/watch``
+    names ``<session id> <UI URL>``, the call first records in ``control/seen`` how many Spark
+    tasks of that session still run on the server (its UI REST API)."""
+    import threading
+    import urllib.request
+
+    ctl = Path(control)
+    if (ctl / "watch").exists():  # before the call is counted: the test releases the fifo once it is
+        session_id, ui = (ctl / "watch").read_text().split()
+        with urllib.request.urlopen(f"{ui}/api/v1/applications", timeout=10) as resp:
+            app = json.loads(resp.read())[0]["id"]
+        with urllib.request.urlopen(f"{ui}/api/v1/applications/{app}/jobs", timeout=10) as resp:
+            jobs = [j for j in json.loads(resp.read()) if any(f"_Session_{session_id}_" in t for t in j["jobTags"])]
+        (ctl / "seen").write_text(str(sum(j["numActiveTasks"] + (j["status"] == "RUNNING") for j in jobs)))
+    with (ctl / "calls").open("a") as fh:
+        fh.write(f"{jrs.fence}\n")
+    failed: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            if (ctl / "mode").read_text() == "fifo":
+                spark.sql(
+                    f"SELECT TRANSFORM(id) USING 'cat {ctl / 'fifo'}' AS (line string) FROM range(0, 1, 1, 1)"
+                ).collect()
+            spark.range(0, 2, 1, 1).write.mode("overwrite").parquet(f"{jrs.output}/data")
+        except BaseException as exc:
+            failed.append(exc)
+
+    thread = threading.Thread(target=work, name="the function's own thread")
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+    with (ctl / "done").open("a") as fh:
+        fh.write(f"{jrs.fence}\n")
+    return {"rows": 2}
+
+
 def lines(path: Path) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
@@ -64,10 +107,12 @@ def context(try_number: int = 1) -> dict[str, Any]:
     return {"ti": ti, "run_id": "scheduled__2013-01-01", "data_interval_start": DAY, "logical_date": DAY}
 
 
-def operator(control: Path, predecessor: str = "wait", retries: int = 1) -> JrsPySparkOperator:
+def operator(
+    control: Path, predecessor: str = "wait", retries: int = 1, python_callable: Any = slow_rows, **kwargs: Any
+) -> JrsPySparkOperator:
     return JrsPySparkOperator(
-        task_id="t", python_callable=slow_rows, op_kwargs={"control": str(control)}, conn_id=CONN,
-        outputs={"data": "data"}, retries=retries, predecessor=predecessor,
+        task_id="t", python_callable=python_callable, op_kwargs={"control": str(control)}, conn_id=CONN,
+        outputs={"data": "data"}, retries=retries, predecessor=predecessor, **kwargs,
     )  # fmt: skip
 
 
@@ -76,14 +121,15 @@ TASK_PROCESS = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 import test_connect_task as t
-payload = t.operator(sys.argv[2]).execute(t.context(int(sys.argv[3])))
+call = getattr(t, sys.argv[4]) if len(sys.argv) > 4 else t.slow_rows
+payload = t.operator(sys.argv[2], python_callable=call).execute(t.context(int(sys.argv[3])))
 print(json.dumps(payload, default=str), flush=True)
 """
 
 
-def task_process(control: Path, try_number: int) -> subprocess.Popen[str]:
+def task_process(control: Path, try_number: int, call: str = "slow_rows") -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-W", "ignore", "-c", TASK_PROCESS, str(HERE), str(control), str(try_number)],
+        [sys.executable, "-W", "ignore", "-c", TASK_PROCESS, str(HERE), str(control), str(try_number), call],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
@@ -152,10 +198,30 @@ def assert_one_after_the_other(server: SparkConnectServer, first_session: str, t
     return (started - ended).total_seconds()
 
 
+def assert_tasks_ended_before(server: SparkConnectServer, first_session: str, retry_session: str) -> None:
+    """Every Spark *task* of the killed session ended (launch + duration, server times) before the
+    retry's first job was submitted: a cancelled job ends before its tasks do."""
+    retry_jobs = wait_until(lambda: server.jobs(retry_session), "the retry's Spark jobs in the UI")
+    first_started = min(server_time(j["submissionTime"]) for j in retry_jobs).timestamp()
+    app = server.application_id()
+    tasks = [
+        task
+        for job in server.jobs(first_session)
+        for stage in job["stageIds"]
+        for task in server._rest(f"applications/{app}/stages/{stage}/0/taskList")
+    ]
+    assert tasks
+    for task in tasks:
+        ended = server_time(task["launchTime"]).timestamp() + task["duration"] / 1000
+        assert ended <= first_started, f"a task of the killed session ended after the retry's first job: {task}"
+
+
 def test_a_retry_interrupts_the_sigkilled_attempts_query_in_its_recorded_session_before_it_runs(
     connect_env: Any, connect_server: SparkConnectServer, control: Path
 ) -> None:
-    intent, tag = kill_mid_query(connect_env, connect_server, control, seconds=60)
+    # (each row sleeps through reflect, which swallows the interrupt: the orphan's tasks run on to
+    # the end of their partition after the interrupt ended its job, and the retry waits for them)
+    intent, tag = kill_mid_query(connect_env, connect_server, control, seconds=20)
     (control / "seconds").write_text("1")
     began = time.monotonic()
     payload = operator(control, predecessor="stop").execute(context(try_number=2))
@@ -166,6 +232,7 @@ def test_a_retry_interrupts_the_sigkilled_attempts_query_in_its_recorded_session
     marker = read_commit_marker(payload["outputs"]["data"].rsplit("/", 1)[0])
     assert marker is not None and marker["session_id"] != intent.session_id
     gap = assert_one_after_the_other(connect_server, intent.session_id, tag, marker["session_id"])
+    assert_tasks_ended_before(connect_server, intent.session_id, marker["session_id"])
     statuses = {j["status"] for j in connect_server.jobs(intent.session_id, tag)}
     assert "SUCCEEDED" not in statuses, statuses  # interrupted, not finished
     assert intent_of(connect_env) is None  # the result's write dropped it
@@ -235,7 +302,7 @@ def test_on_kill_interrupts_the_attempts_query_and_releases_its_session(
 
     from airflow_jrs.launch.connect_launcher import session_running, session_url
 
-    (control / "seconds").write_text("60")
+    (control / "seconds").write_text("15")  # rows of 1 s: its tasks run on to the end of their partition
     op = operator(control, predecessor="stop")
     raised: list[BaseException] = []
 
@@ -312,3 +379,176 @@ def test_on_kill_from_a_sigterm_handler_on_the_querying_thread_ends_the_query(
     wait_until(lambda: not connect_server.running_jobs(intent.session_id, tag), "the query to end")
     assert "SUCCEEDED" not in {j["status"] for j in connect_server.jobs(intent.session_id, tag)}
     assert lines(control / "done") == [] and connect_env.store.get_entry(JOB) is None
+
+
+# -- issue 29 item 6: work the function starts from its own threads, and tasks that outlive their job --
+
+
+def blocking_fifo(control: Path) -> Path:
+    """``threaded_rows`` in its blocking mode: its query's task reads this fifo until released."""
+    fifo = control / "fifo"
+    os.mkfifo(fifo)
+    (control / "mode").write_text("fifo")
+    return fifo
+
+
+def release(fifo: Path) -> None:
+    """Let ``cat`` read a line and end (nothing happens when no task reads the fifo any more)."""
+    try:
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:  # ENXIO: no reader
+        return
+    try:
+        os.write(fd, b"released\n")
+    finally:
+        os.close(fd)
+
+
+def session_tasks(server: SparkConnectServer, session_id: str) -> int:
+    """Spark tasks of the session still running on the server (its UI REST API), ended jobs included."""
+    return sum(j["numActiveTasks"] + (j["status"] == "RUNNING") for j in server.jobs(session_id))
+
+
+def reading(fifo: Path) -> bool:
+    """Does the query's task read the fifo now (its ``cat``, a child of the server's task)?"""
+    import psutil
+
+    for proc in psutil.process_iter(["cmdline"]):
+        if str(fifo) in (proc.info["cmdline"] or []):
+            return True
+    return False
+
+
+def wait_untagged_query(env: Any, server: SparkConnectServer, alive: Any, fifo: Path) -> Intent:
+    """The attempt's intent, once its function's thread runs its query on the server and the
+    query's task reads the fifo; checks the premise: that query carries none of the attempt's
+    tags (it ran from another thread)."""
+    intent = wait_until(lambda: alive() and intent_of(env), "the attempt's intent")
+    assert intent.session_id
+    running = wait_until(lambda: alive() and server.running_jobs(intent.session_id), "the thread's query to run")
+    tag = job_tag(env.namespace, JOB, intent.fence)
+    assert not any(tag in t for j in running for t in j["jobTags"]), running  # untagged: a thread of its own
+    wait_until(lambda: alive() and reading(fifo), "the query's task to read the fifo")
+    return intent
+
+
+class Output:
+    """What the task logged so far (the fd-level capture, read as it grows)."""
+
+    def __init__(self, capfd: pytest.CaptureFixture[str]) -> None:
+        self.capfd, self.text = capfd, ""
+
+    def has(self, needle: str) -> bool:
+        out, err = self.capfd.readouterr()
+        self.text += out + err
+        return needle in self.text
+
+
+WAITING = "still run on the server"  # the product's line: it waits for the cancelled job's tasks
+
+
+@pytest.mark.parametrize("how", ["on_kill", "lost lease"])
+def test_a_stopped_attempt_interrupts_its_functions_own_threads_and_ends_only_after_their_tasks(
+    connect_env: Any, connect_server: SparkConnectServer, control: Path, capfd: pytest.CaptureFixture[str], how: str
+) -> None:
+    """Issue 29 item 6: on_kill and a lost lease interrupted the attempt's tag only, so the query the
+    function ran from its own thread (no tag) ran on; and once interrupted, the attempt ended while
+    the cancelled job's task still ran on the server. Now the whole session is interrupted, and
+    execute returns (failure recorded, lease let go) only once the server shows none of its tasks."""
+    import threading
+
+    from airflow_jrs.store.lease import JobLease
+
+    fifo = blocking_fifo(control)
+    op = operator(control, predecessor="stop", python_callable=threaded_rows, lease_ttl=6)
+    raised: list[BaseException] = []
+    seen: dict[str, Any] = {}
+
+    def execute() -> None:
+        try:
+            op.execute(context())
+        except BaseException as exc:
+            raised.append(exc)
+        finally:  # the server's view at the moment execute returned
+            seen["tasks at return"] = session_tasks(connect_server, seen["session"])
+
+    runner = threading.Thread(target=execute, name="task")
+    runner.start()
+    log = Output(capfd)
+    try:
+        intent = wait_untagged_query(connect_env, connect_server, runner.is_alive, fifo)
+        seen["session"] = intent.session_id
+        if how == "on_kill":
+            op.on_kill()
+        else:  # a successor proved the holder dead and took the lease: the renewer finds it lost
+            successor = JobLease(connect_env.store.client, connect_env.namespace, JOB, ttl=60, owner={"test": how})
+            holder = successor.peek()
+            assert holder is not None and successor.take_over(holder) is not None
+        wait_until(
+            lambda: not connect_server.running_jobs(intent.session_id),
+            "the query of the function's own thread to be interrupted", timeout=90,
+        )  # fmt: skip
+        assert session_tasks(connect_server, intent.session_id) > 0  # its job ended; its task reads the fifo
+        wait_until(lambda: not runner.is_alive() or log.has(WAITING), "execute to end or to wait for the task")
+        release(fifo)
+        runner.join(timeout=120)
+    finally:
+        release(fifo)
+        runner.join(timeout=60)
+    assert not runner.is_alive() and raised, "execute did not fail"
+    assert seen["tasks at return"] == 0, f"execute returned while the server still ran its tasks: {seen}"
+    assert "SUCCEEDED" not in {j["status"] for j in connect_server.jobs(intent.session_id)}
+    assert lines(control / "done") == [] and connect_env.store.get_entry(JOB) is None
+
+
+def test_a_retry_interrupts_the_killed_functions_own_thread_and_starts_after_its_tasks_are_gone(
+    connect_env: Any, connect_server: SparkConnectServer, control: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 29 item 6, the successor's side: ``predecessor="stop"`` interrupted the killed
+    attempt's tag (missing its function's own thread), and went ahead as soon as the server said
+    the operation ended, while the cancelled job's task still ran. Observed on the server: the
+    retry's function is called when no task of the killed session runs, and every task of it
+    ended before the retry's first Spark job was submitted."""
+    import threading
+
+    fifo = blocking_fifo(control)
+    first = task_process(control, try_number=1, call="threaded_rows")
+    try:
+        intent = wait_untagged_query(connect_env, connect_server, lambda: first.poll() is None, fifo)
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert connect_server.running_jobs(intent.session_id), "the server stopped the query when its client died"
+    (control / "mode").write_text("quick")
+    (control / "watch").write_text(f"{intent.session_id} {connect_server.ui_url}")
+    done: list[Any] = []
+    retry = threading.Thread(
+        target=lambda: done.append(
+            operator(control, predecessor="stop", python_callable=threaded_rows).execute(context(try_number=2))
+        ),
+        name="retry",
+    )  # fmt: skip
+    retry.start()
+    log = Output(capfd)
+    try:
+        wait_until(
+            lambda: not connect_server.running_jobs(intent.session_id),
+            "the retry to interrupt the query of the killed function's own thread", timeout=90,
+        )  # fmt: skip
+        wait_until(
+            lambda: len(lines(control / "calls")) == 2 or not retry.is_alive() or log.has(WAITING),
+            "the retry to call the function or to wait for the killed attempt's task",
+        )  # fmt: skip
+        release(fifo)
+        retry.join(timeout=180)
+    finally:
+        release(fifo)
+        retry.join(timeout=60)
+    assert done and done[0]["status"] == "SUCCEEDED" and done[0]["reused"] is False, (done, log.text[-3000:])
+    assert (control / "seen").read_text() == "0", "the retry's function ran beside the killed attempt's task"
+    marker = read_commit_marker(done[0]["outputs"]["data"].rsplit("/", 1)[0])
+    assert marker is not None
+    assert "SUCCEEDED" not in {j["status"] for j in connect_server.jobs(intent.session_id)}
+    assert_tasks_ended_before(connect_server, intent.session_id, marker["session_id"])
