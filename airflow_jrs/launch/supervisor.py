@@ -161,8 +161,8 @@ def _die_with_parent(parent: int) -> None:  # pragma: no cover - runs in the chi
 
     ``parent`` is the supervisor's pid, read before the fork. A supervisor killed between the
     fork and this ``prctl`` is already gone, so the death signal would never come and
-    spark-submit would run on with no heartbeat beside a successor (fault trials, issue 20:
-    seed 1, trial 283): the child checks that its parent is still the supervisor, and does not
+    spark-submit would run on with no heartbeat beside a successor (a fault trial found it: seed
+    1, trial 283): the child checks that its parent is still the supervisor, and does not
     start when it is not."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)

@@ -9,7 +9,7 @@ from airflow_jrs.store.lua import FENCE_CHECK
 
 # Prelude of the two scripts that hand out a lease. ``held_reply``: the lease is held; a lease
 # that carries the caller's nonce is the caller's own (redis-py sent the command again because
-# the reply to the first one was lost, issue 18 defect 9), so it gets its token back and a fresh
+# the reply to the first one was lost: a retried acquire), so it gets its token back and a fresh
 # TTL instead of waiting for "another attempt" that is itself; any other holder is named.
 # ``grant``: a new lease for the caller, with the next token of the namespace's counter.
 _HAND_OUT = """

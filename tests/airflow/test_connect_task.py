@@ -381,7 +381,7 @@ def test_on_kill_from_a_sigterm_handler_on_the_querying_thread_ends_the_query(
     assert lines(control / "done") == [] and connect_env.store.get_entry(JOB) is None
 
 
-# -- issue 29 item 6: work the function starts from its own threads, and tasks that outlive their job --
+# -- work the function starts from its own threads, and tasks that outlive their job --
 
 
 def blocking_fifo(control: Path) -> Path:
@@ -451,7 +451,7 @@ WAITING = "still run on the server"  # the product's line: it waits for the canc
 def test_a_stopped_attempt_interrupts_its_functions_own_threads_and_ends_only_after_their_tasks(
     connect_env: Any, connect_server: SparkConnectServer, control: Path, capfd: pytest.CaptureFixture[str], how: str
 ) -> None:
-    """Issue 29 item 6: on_kill and a lost lease interrupted the attempt's tag only, so the query the
+    """On_kill and a lost lease interrupted the attempt's tag only, so the query the
     function ran from its own thread (no tag) ran on; and once interrupted, the attempt ended while
     the cancelled job's task still ran on the server. Now the whole session is interrupted, and
     execute returns (failure recorded, lease let go) only once the server shows none of its tasks."""
@@ -504,7 +504,7 @@ def test_a_stopped_attempt_interrupts_its_functions_own_threads_and_ends_only_af
 def test_a_retry_interrupts_the_killed_functions_own_thread_and_starts_after_its_tasks_are_gone(
     connect_env: Any, connect_server: SparkConnectServer, control: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 29 item 6, the successor's side: ``predecessor="stop"`` interrupted the killed
+    """The successor's side: ``predecessor="stop"`` interrupted the killed
     attempt's tag (missing its function's own thread), and went ahead as soon as the server said
     the operation ended, while the cancelled job's task still ran. Observed on the server: the
     retry's function is called when no task of the killed session runs, and every task of it

@@ -123,7 +123,7 @@ def test_forget_then_clear_recomputes_the_job(flights, first_date):
 
 
 def test_airflow_jrs_recompute_computes_a_date_again_once_and_a_later_backfill_reuses_it(flights, first_date):
-    """The documented CLI way (issue 19 item 3): forget the date's result and clear its task
+    """The documented CLI way: forget the date's result and clear its task
     instance through Airflow's REST API; the run computes the job again (one launch), and a
     later backfill of the date reuses the new result (no launch)."""
     job_id = job("ontime", DAY1)
@@ -160,7 +160,7 @@ def test_airflow_jrs_recompute_computes_a_date_again_once_and_a_later_backfill_r
 
 
 def test_recompute_preview_lists_the_downstream_jobs_the_clear_recomputes_too(flights, first_date):
-    """Issue 31 item 5: recomputing ingest also recomputes ontime, whose arguments carry ingest's
+    """Recomputing ingest also recomputes ontime, whose arguments carry ingest's
     output path (the clear includes downstream tasks). The dry run lists both, with why; what the
     recompute then computes (new fences, Spark launches) is exactly that list."""
     import json
@@ -212,7 +212,7 @@ def test_start_in_triggerer_ends_committed_tasks_without_a_worker(e2e):
     for rid in again.run_ids.values():
         xcom = e2e.client.xcom(TRIGGERER_DAG, rid, "tiny2.submit")  # its template pulled tiny.submit's XCom
         assert xcom["skipped"] is True and xcom["decided_in"] == "triggerer"
-        # The cleanup pushes no XCom (issue 22): what it committed is the store's entry.
+        # The cleanup pushes no XCom (one write fewer per committed task): what it committed is the store's entry.
         tiny_job = e2e.client.xcom(TRIGGERER_DAG, rid, "tiny.submit")["job_id"]
         assert e2e.store.get_entry(tiny_job).is_clean
         for task in tasks:

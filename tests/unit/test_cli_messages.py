@@ -1,4 +1,4 @@
-"""Small lies and noise in the CLI's words (issue 31 item 6), against a real Redis.
+"""Small lies and noise in the CLI's words, against a real Redis.
 
 * the password is masked where it stands as a credential, not wherever its word appears;
 * with ``[jrs] result_documents`` on and the folder not given, ``list`` and ``show`` both say the

@@ -118,7 +118,7 @@ def test_replicas_durability_through_a_cluster_client(redis_cluster, namespace: 
         client.close()
 
 
-# -- what lets an attempt start Spark: the lease, the intent, the first heartbeat (issue 29, item 5) ----------
+# -- what lets an attempt start Spark: the lease, the intent, the first heartbeat ----------
 JOB = "dag.task.2013-01-01"
 
 

@@ -1,4 +1,4 @@
-"""What clearing a recomputed job's task instance recomputes besides it (issue 31 item 5).
+"""What clearing a recomputed job's task instance recomputes besides it.
 
 The clear includes downstream tasks; a cleared guarded task recomputes when it has no successful
 result or its arguments carry an output of a recomputed job (a new result lives in a new fence

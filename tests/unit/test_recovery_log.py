@@ -64,7 +64,7 @@ def test_show_its_json_and_the_job_view_list_the_recovery_steps(jobs, redis_url,
 
 
 def test_show_says_a_finished_heartbeat_ended_with_its_exit_code_not_the_time_left(jobs, redis_url, namespace, capsys):
-    """Issue 31: "heartbeat: ... ended, 3467.9s left" for a finished job."""
+    """A finished job's heartbeat said "ended, 3467.9s left": an ended one has no time left."""
     token = jobs.lease(JOB, ttl=30).acquire()
     jobs.heartbeats.beat(JOB, token, 30_000, host="h", pid=1, child=0, first=True)
     base = ["--redis-url", redis_url, "--namespace", namespace]
