@@ -53,7 +53,7 @@ def main() -> int:
     parser.add_argument("--faults", default="", help="comma-separated fault names to keep (default: all)")
     parser.add_argument("--lease-ttl", type=float, default=2.0)
     parser.add_argument("--first-trial", type=int, default=0, help="number of the first trial (resume a run)")
-    parser.add_argument("--revert", default="", help="JRS_TRIALS_REVERT: an issue-18 fix patched back out")
+    parser.add_argument("--revert", default="", help="JRS_TRIALS_REVERT: a fix patched back out (trials/reverts.py)")
     parser.add_argument("--break", dest="broken", default="", help="JRS_TRIALS_BREAK: unfenced_result")
     parser.add_argument("--time-budget", type=float, default=None, help="start no trial after S seconds")
     parser.add_argument("--workdir", default=None, help="keep histories and outputs here")

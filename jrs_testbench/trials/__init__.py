@@ -1,4 +1,4 @@
-"""Fault trials that drive the product's own code (issue 20).
+"""Fault trials that drive the product's own code.
 
 Each trial is one job run as Airflow would run it, by the product's
 :class:`airflow_jrs.protocol.JobAttempt` in real processes: tries with a stand-in application

@@ -1,6 +1,6 @@
 """The fault trials' stand-in in *cluster* deploy mode: a detached driver on a standalone master.
 
-Issue 18's defects 4 and 5 live where the driver outlives its client: spark-submit (the client)
+Defects 4 and 5 (:mod:`.reverts`) live where the driver outlives its client: spark-submit (the client)
 can fail, be killed or return early while the driver runs on in the cluster, and a successor
 must find that driver through the master, not among its host's processes. The local stand-in
 (:mod:`.launcher`) cannot show either, since its application is the client's child.

@@ -1,10 +1,11 @@
-"""Take one of issue 18's nine fixes back out of the product, in this process only.
+"""Take one of the product's fixes back out of it, in this process only.
 
-Issue 20 asks that the fault trials *can* fail: reverting any one of the nine fixes of issue 18
-must make a seeded trial run report a violation. Every trial process (task attempt, cleanup,
-supervisor) calls :func:`apply_from_env` first; with ``JRS_TRIALS_REVERT=<n>`` (1-9) in its
-environment it monkeypatches the product back to its behaviour *before* fix ``n``. Nothing is
-written to disk and no other process is touched.
+The fault trials must be able to fail: reverting any one of the fixes in :data:`REVERTS` (the
+lease, fence, cleanup and cluster-mode fixes the trials were built to catch, the Connect session
+release, the compact clean entry's) must make a trial run report a violation. Every trial process
+(task attempt, cleanup, supervisor) calls :func:`apply_from_env` first; with
+``JRS_TRIALS_REVERT=<n>`` in its environment it monkeypatches the product back to its behaviour
+*before* fix ``n``. Nothing is written to disk and no other process is touched.
 
 Each revert is minimal and faithful to the diff of the fix: a Lua script constant gets its old
 text back (scripts are registered when a store, lease or heartbeat object is built, so this must
@@ -319,7 +320,7 @@ def revert_9_own_nonce_unknown() -> None:
 
 
 def revert_10_connect_release() -> None:
-    """Defect 10 (commit c41936e, issue 23's, found by the Connect trials): ``ConnectLauncher``
+    """Defect 10 (commit c41936e, found by the Connect trials): ``ConnectLauncher``
     released its session after the interrupt even when an operation still ran in it (one between
     its analysis and its first Spark job ignores the interrupt); the released session answers
     SESSION_CLOSED, which a successor reads as "nothing runs". Reverted: always released.

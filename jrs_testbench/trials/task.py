@@ -74,7 +74,7 @@ def jobs_for(spec: dict[str, Any]) -> JobNamespace:
 
 
 def apply_revert() -> str | None:
-    """Apply ``JRS_TRIALS_REVERT`` (one issue-18 fix patched back out) when it is set."""
+    """Apply ``JRS_TRIALS_REVERT`` (one fix patched back out, :mod:`.reverts`) when it is set."""
     if not os.environ.get("JRS_TRIALS_REVERT") or importlib.util.find_spec("jrs_testbench.trials.reverts") is None:
         return None
     from jrs_testbench.trials import reverts  # type: ignore[attr-defined]
@@ -88,7 +88,7 @@ def _record_writes(jobs: JobNamespace, log: HistoryLog, *, pause_before_forget: 
     """Log each result write before it starts (a lower bound) and when acknowledged or refused.
     ``pause_before_forget``: a recompute's forget stops its process (SIGSTOP) after its arguments
     (fence, entry read) were taken and before it reaches Redis; the driver wakes it once another
-    try's result was acknowledged (the stale holder's forget issue 18's fix 3 fences).
+    try's result was acknowledged (the stale holder's forget that fix 3 of :mod:`.reverts` fences).
     ``lose_acquire_reply``: called once right before the first ACQUIRE, to lose its reply (redis-py
     sends the command again). An ACQUIRE refused is logged as ``lease_held`` with the holder's
     nonce read back and this lease's own: the same nonce means the try waits for itself."""

@@ -1,4 +1,4 @@
-"""The fault trials with the product's Spark Connect launcher (issue 23).
+"""The fault trials with the product's Spark Connect launcher.
 
 Each try runs ``JobAttempt`` with :class:`airflow_jrs.launch.connect_launcher.ConnectLauncher`
 against the real Spark Connect server of the ``connect_server`` fixture (one for every trial);

@@ -1,4 +1,4 @@
-"""The product's own protocol under hundreds of seeded faulty trials (issue 20).
+"""The product's own protocol under hundreds of seeded faulty trials.
 
 The trials (``jrs_testbench.trials``) run ``airflow_jrs.protocol.JobAttempt`` in real processes
 with a stand-in application under the real supervisor, the real cleanup, recompute and stop
