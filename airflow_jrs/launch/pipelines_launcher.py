@@ -9,8 +9,12 @@ a Connect client that registers the pipeline's graph and streams its events. So 
 same fencing as spark-submit: it runs under the supervisor
 (:mod:`airflow_jrs.launch.supervisor`, unchanged: heartbeat for its fence, the first beat
 refused when the lease is lost, self-fencing when Redis is unreachable, ``PR_SET_PDEATHSIG``,
-stop and cancel requests relayed), and :meth:`PipelinesLauncher.stop` kills the supervisor and
-everything under it (the JVM and the CLI's Python), so a killed task leaves no process behind.
+stop and cancel requests relayed). The CLI's Python starts the pipeline's Connect server as a
+JVM of its own, so the tree is supervisor -> JVM -> CLI's Python -> server JVM, and each link
+dies with the one above it (:func:`cli_python_shim`): whatever ends the supervisor or its JVM
+(a kill, self-fencing, a stop request) ends the whole pipeline. :meth:`PipelinesLauncher.stop`
+(``on_kill``, a lost lease) also kills the tree itself and sweeps what names the attempt's
+folder, so a killed task leaves no process behind.
 
 Where the pipeline writes (the fence): each attempt runs a copy of the spec whose ``storage``
 (checkpoints, pipeline metadata) is ``<fenced folder>/storage``, with ``spark.sql.warehouse.dir``
@@ -152,6 +156,38 @@ def spark_conf_dir(folder: str, base: str | None, conf: Mapping[str, str]) -> st
     return str(target)
 
 
+#: The shim's Python: the CLI's Python gets ``PR_SET_PDEATHSIG`` before it becomes the CLI.
+_SHIM = """\
+import ctypes, os, signal, sys
+args = sys.argv[1:]
+if any(arg.endswith("pipelines/cli.py") for arg in args[:2]):
+    parent = os.getppid()
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(70)  # the JVM died before the prctl: the signal would never come
+os.execv({python!r}, [{python!r}, *args])
+"""
+
+
+def cli_python_shim(folder: str, python: str) -> str:
+    """An executable for ``PYSPARK_DRIVER_PYTHON`` that runs ``python``; when it is started as the CLI
+    (``.../pipelines/cli.py``), it first asks the kernel to SIGKILL it when its parent, the
+    ``spark-pipelines`` JVM, dies.
+
+    Why: the CLI's Python and the Connect server JVM it starts are not children of the
+    supervisor; when the supervisor ends the JVM it started (self-fencing when Redis is
+    unreachable, a stop or cancel request, a predecessor stopped by its successor) or is itself
+    killed, they would go on running beside the next attempt. With the shim the chain holds
+    link by link: the supervisor's death kills the JVM (its ``PR_SET_PDEATHSIG``), the JVM's
+    kills the CLI's Python (this one), and the Python's ends the Connect server (pyspark's
+    gateway JVM exits when its stdin from the Python closes). The Pythons Spark starts with
+    ``PYSPARK_PYTHON`` (workers, started from threads that may end first) are not shimmed."""
+    shim = Path(folder) / "python"
+    shim.write_text(f"#!{sys.executable} -S\n" + _SHIM.format(python=python), encoding="utf-8")
+    shim.chmod(0o755)
+    return str(shim)
+
+
 class PipelinesLauncher(Launcher):
     """One attempt's ``spark-pipelines run``, under the supervisor."""
 
@@ -229,7 +265,11 @@ class PipelinesLauncher(Launcher):
             )
             env = {**os.environ, **self.env, SUPERVISOR_ENV: json.dumps(supervision.connection)}
             env["SPARK_CONF_DIR"] = spark_conf_dir(folder, env.get("SPARK_CONF_DIR"), self.conf_for(launch))
-            env.setdefault("PYSPARK_PYTHON", sys.executable)  # the CLI's Python needs pyspark, as this one has
+            # the CLI's Python needs pyspark, as this one has; it dies with the JVM that starts it
+            env.setdefault("PYSPARK_PYTHON", sys.executable)
+            env["PYSPARK_DRIVER_PYTHON"] = cli_python_shim(
+                folder, env.get("PYSPARK_DRIVER_PYTHON") or env["PYSPARK_PYTHON"]
+            )
             if supervision.settings is not None:
                 env[SETTINGS_ENV] = json.dumps(supervision.settings)
             with self._lock:

@@ -8,6 +8,7 @@ pipeline run (a JVM with its local Spark Connect server) and one that is killed 
 from __future__ import annotations
 
 import contextlib
+import shutil
 import threading
 import time
 from datetime import UTC, datetime
@@ -21,7 +22,7 @@ import pytest
 
 from airflow_jrs.domain.pipeline_spec import pipeline_fingerprint
 from airflow_jrs.exceptions import JrsConfigError
-from airflow_jrs.launch.pipelines_launcher import TEMP_PREFIX
+from airflow_jrs.launch.pipelines_launcher import TEMP_PREFIX, PipelinesLauncher
 from airflow_jrs.operators.cleanup import JrsCleanupOperator
 from airflow_jrs.operators.spark_pipelines import JrsSparkPipelinesOperator
 from airflow_jrs.protocol.guarded_task import planned_fingerprint
@@ -41,10 +42,24 @@ def context(day: datetime = DAY, try_number: int = 1) -> dict[str, Any]:
     return {"ti": ti, "run_id": f"scheduled__{day.date()}", "data_interval_start": day, "logical_date": day}
 
 
-def operator(jrs_env: Any, **kwargs: Any) -> JrsSparkPipelinesOperator:
+def operator(jrs_env: Any, spec: Path = SPEC, **kwargs: Any) -> JrsSparkPipelinesOperator:
     return JrsSparkPipelinesOperator(
-        task_id="t", pipeline_spec=str(SPEC), conf=jrs_env.spark_conf(), outputs={"daily": "warehouse/daily"}, **kwargs
+        task_id="t", pipeline_spec=str(spec), conf=jrs_env.spark_conf(), outputs={"daily": "warehouse/daily"}, **kwargs
     )
+
+
+@pytest.fixture
+def quiet_spec(tmp_path: Path) -> Path:
+    """The example pipeline plus a definition file that sleeps while the graph is registered: the
+    CLI's Python then prints nothing (a write to a closed pipe cannot end it) and the Connect
+    server idles, so a kill proves what it proves without a pipeline run's CPU."""
+    project = tmp_path / "quiet"
+    shutil.copytree(SPEC.parent, project)
+    flag = tmp_path / "registering"
+    (project / "transformations" / "quiet.py").write_text(
+        f"import pathlib, time\n\npathlib.Path({str(flag)!r}).touch()\ntime.sleep(900)\n"
+    )
+    return project / SPEC.name
 
 
 def pipeline_processes() -> list[psutil.Process]:
@@ -84,10 +99,8 @@ def test_a_date_is_computed_once_under_its_fence_committed_by_the_cleanup_and_th
     assert jrs_env.store.get_entry(JOB).state.value == "clean"
 
 
-@pytest.mark.spark
-def test_a_killed_attempt_leaves_no_spark_pipelines_process_and_records_no_success(jrs_env):
-    day = datetime(2013, 1, 2, tzinfo=UTC)
-    op = operator(jrs_env)
+def start_task(op: JrsSparkPipelinesOperator, day: datetime) -> tuple[threading.Thread, list[BaseException]]:
+    """``op.execute`` in a thread, as a task runner would run it; what it raised lands in the list."""
     failed: list[BaseException] = []
 
     def run() -> None:
@@ -98,28 +111,66 @@ def test_a_killed_attempt_leaves_no_spark_pipelines_process_and_records_no_succe
 
     task = threading.Thread(target=run, name="task")
     task.start()
-    # kill it once the whole tree runs: the supervisor, the spark-pipelines JVM, the CLI's Python
-    # (its child) and the local Spark Connect server that Python starts (a JVM, its child)
+    return task, failed
+
+
+def running_tree(task: threading.Thread, quiet_spec: Path) -> list[psutil.Process]:
+    """Once the whole tree runs and the CLI registers the quiet definition: the supervisor, the
+    spark-pipelines JVM, the CLI's Python (its child) and the local Spark Connect server that
+    Python started (a JVM, its child)."""
     deadline = time.monotonic() + 300
-    tree: list[psutil.Process] = []
-    while time.monotonic() < deadline and task.is_alive() and not tree:
+    flag = quiet_spec.parent.parent / "registering"
+    while time.monotonic() < deadline and task.is_alive():
+        if not flag.exists():
+            time.sleep(0.2)
+            continue
         for proc in pipeline_processes():
             with contextlib.suppress(psutil.Error):
                 if proc.name().startswith("python") and "pipelines/cli.py" in " ".join(proc.cmdline()):
                     servers = [c for c in proc.children() if c.name() == "java"]
-                    tree = [*pipeline_processes(), *servers] if servers else []
+                    if servers:
+                        return [*pipeline_processes(), *servers]
         time.sleep(0.2)
-    assert task.is_alive() and tree, "spark-pipelines never started its Connect server"
+    raise AssertionError("spark-pipelines never started its Connect server")
+
+
+def alive(procs: list[psutil.Process]) -> list[int]:
+    return [proc.pid for proc in procs if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.spark
+def test_a_killed_attempt_leaves_no_spark_pipelines_process_and_records_no_success(jrs_env, quiet_spec):
+    op = operator(jrs_env, quiet_spec)
+    task, failed = start_task(op, datetime(2013, 1, 2, tzinfo=UTC))
+    tree = running_tree(task, quiet_spec)
     op.on_kill()
     task.join(120)
     assert not task.is_alive() and failed, "execute must fail after on_kill"
-    assert not pipeline_processes()
-    assert not [proc.pid for proc in tree if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE]
+    assert not pipeline_processes() and not alive(tree)
     assert not find_job_processes(jrs_env.namespace, "d.t.2013-01-02")
     entry = jrs_env.store.get_entry("d.t.2013-01-02")
     assert entry is None or entry.result.status.value != "SUCCEEDED"
     folder = op._attempt.launcher._folder
     assert folder is not None and not Path(folder).exists()  # the attempt's project copy is gone
+
+
+@pytest.mark.spark
+def test_when_the_supervisor_dies_every_process_of_the_pipeline_dies_with_it(jrs_env, quiet_spec, monkeypatch):
+    """The chain of death signals alone (supervisor -> JVM -> the CLI's Python -> its Connect
+    server), as when the supervisor fences itself or is killed: the launcher's own sweep after
+    the run is switched off, so only the chain can have ended them."""
+    monkeypatch.setattr(PipelinesLauncher, "_sweep", lambda self: None)
+    op = operator(jrs_env, quiet_spec)
+    task, failed = start_task(op, datetime(2013, 1, 3, tzinfo=UTC))
+    tree = running_tree(task, quiet_spec)
+    (supervisor,) = [proc for proc in tree if "airflow_jrs.launch.supervisor" in " ".join(proc.cmdline())]
+    supervisor.kill()
+    task.join(120)
+    assert not task.is_alive() and failed
+    psutil.wait_procs(tree, timeout=120)  # a bound for a failure, not a pass: the quiet CLI sleeps 900 s
+    assert not alive(tree), [proc.cmdline()[:3] for proc in tree if proc.pid in alive(tree)]
+    entry = jrs_env.store.get_entry("d.t.2013-01-03")
+    assert entry is None or entry.result.status.value != "SUCCEEDED"
 
 
 def test_the_fingerprint_follows_the_definitions_and_job_version_not_the_storage(tmp_path):
