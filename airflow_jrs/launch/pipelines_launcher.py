@@ -41,11 +41,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
+from collections import deque
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -69,6 +71,17 @@ if TYPE_CHECKING:
 WAREHOUSE, STORAGE = "warehouse", "storage"
 #: The prefix of an attempt's temporary folder (the project copy with the fenced spec).
 TEMP_PREFIX = "jrs-pipeline-"
+
+
+#: A Java stack frame or its elision (``at org...``, ``... 12 more``).
+_JAVA_FRAME = re.compile(r"^\s+(at |\.\.\. \d+ more)")
+#: The line a Python traceback ends with: pyspark's errors, or a builtin one (a definition's
+#: ``SyntaxError``); Java's (``org.apache...Exception``) are the server's, logged around it.
+_PYTHON_ERROR = re.compile(r"^(pyspark\.[\w.]+|[A-Z]\w*(?:Error|Exception)):(\s|$)")
+#: The CLI's lines about a failed flow (its events), and the error lines it prints under them.
+_FLOW_PROBLEM = re.compile(r"Failed to resolve flow|Flow \S+ has FAILED|^Error: ")
+#: The timestamp the CLI puts before its event lines.
+_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)?: ")
 
 
 class PipelineRunError(JrsError):
@@ -206,6 +219,10 @@ class PipelinesLauncher(Launcher):
         self.spec_path, self.user_conf, self.cli_args = spec_path, dict(conf), list(cli_args)
         self.env, self.hook, self.log = dict(env), hook, log
         self.tail = OutputTail()
+        #: the CLI's last Python exception line (``pyspark.errors...: [ERROR_CLASS] ...``)
+        self.error_line: str | None = None
+        #: the flows' failures as the CLI printed them (``Failed to resolve flow``, ``Error: ...``)
+        self.problems: deque[str] = deque(maxlen=6)
         self._lock = threading.RLock()  # stop() runs from on_kill, a signal handler
         self._process: subprocess.Popen[bytes] | None = None
         self._stopped = False
@@ -294,13 +311,26 @@ class PipelinesLauncher(Launcher):
             shutil.rmtree(folder, ignore_errors=True)
 
     def _follow(self, process: subprocess.Popen[bytes]) -> None:
-        """Log what the CLI prints, as the provider's hook does, keeping the tail for a failure."""
+        """Log what the CLI prints, as the provider's hook does, keeping for a failure the tail
+        without Java stack frames (the server's shutdown noise follows the error and would push
+        it out) and the CLI's own last exception line (what went wrong, in the pipeline's terms)."""
         assert process.stdout is not None
+        continues = False
         for raw in iter(process.stdout.readline, b""):
             line = raw.decode(errors="replace").rstrip()
-            self.tail.add(line)
             if line:
                 self.log.info("%s", line)
+            if _JAVA_FRAME.match(line):
+                continue
+            self.tail.add(line)
+            if continues and line.strip() and self.error_line is not None:
+                self.error_line = f"{self.error_line} {line.strip()}"[:1500]
+            continues = False
+            if _PYTHON_ERROR.match(line):
+                self.error_line = line.strip()[:1500]
+                continues = line.rstrip().endswith(":")  # pyspark puts the message on the next line
+            elif _FLOW_PROBLEM.search(line):
+                self.problems.append(_TIMESTAMP.sub("", line.strip())[:1000])
 
     def _exit_message(self, launch: Launch, code: int) -> str:
         if code == LOST_BEFORE_START:
@@ -308,8 +338,11 @@ class PipelinesLauncher(Launcher):
                 f"job {launch.job_id}: spark-pipelines was not started: the attempt lost its lease or Redis did not "
                 "answer before the launch (see the [jrs-supervisor] line above). Airflow retries."
             )
+        head = f"spark-pipelines exited with code {code}" + (f": {self.error_line}" if self.error_line else "")
+        if self.problems:
+            head += "\nWhat the pipeline reported:\n" + "\n".join(self.problems)
         tail = self.tail.text()
-        return f"spark-pipelines exited with code {code}" + (f"; last lines of its output:\n{tail}" if tail else "")
+        return head + (f"\nLast lines of its output:\n{tail}" if tail else "")
 
     def submission(self) -> tuple[int | None, str | None]:
         process = self._process

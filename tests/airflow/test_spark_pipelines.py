@@ -22,7 +22,7 @@ import pytest
 
 from airflow_jrs.domain.pipeline_spec import pipeline_fingerprint
 from airflow_jrs.exceptions import JrsConfigError
-from airflow_jrs.launch.pipelines_launcher import TEMP_PREFIX, PipelinesLauncher
+from airflow_jrs.launch.pipelines_launcher import TEMP_PREFIX, PipelineRunError, PipelinesLauncher
 from airflow_jrs.operators.cleanup import JrsCleanupOperator
 from airflow_jrs.operators.spark_pipelines import JrsSparkPipelinesOperator
 from airflow_jrs.protocol.guarded_task import planned_fingerprint
@@ -97,6 +97,33 @@ def test_a_date_is_computed_once_under_its_fence_committed_by_the_cleanup_and_th
     JrsCleanupOperator(task_id="cleanup", jobs=[JOB]).execute({"ti": context()["ti"], "outlet_events": {}})
     assert len(assert_clean_outputs_exist(jrs_env.store)) == 1
     assert jrs_env.store.get_entry(JOB).state.value == "clean"
+
+
+@pytest.mark.spark
+def test_a_failing_definition_fails_the_task_with_the_pipelines_error_and_records_failed(jrs_env, tmp_path):
+    project = tmp_path / "broken"
+    shutil.copytree(SPEC.parent, project)
+    (project / "transformations" / "daily.sql").write_text(
+        "CREATE MATERIALIZED VIEW daily AS SELECT no_such_column, count(*) AS n FROM numbers GROUP BY 1;\n"
+    )
+    with pytest.raises(PipelineRunError) as failed:
+        operator(jrs_env, project / SPEC.name).execute(context())
+    message = str(failed.value)
+    # what went wrong first, in the pipeline's own words; then the output's tail, without Java frames
+    first, *rest = message.splitlines()
+    assert first.startswith("spark-pipelines exited with code 1: pyspark.errors.")
+    assert "AnalysisException: Failed to resolve flows in the pipeline." in first
+    assert rest[:3] == [
+        "What the pipeline reported:",
+        "Failed to resolve flow: 'spark_catalog.default.daily'.",
+        rest[2],
+    ]
+    assert rest[2].startswith("Error: [UNRESOLVED_COLUMN") and "no_such_column" in rest[2]
+    assert "\tat org." not in message
+    entry = jrs_env.store.get_entry(JOB)
+    assert entry is not None and entry.result.status.value == "FAILED"  # the last try records FAILED
+    assert "no_such_column" in (entry.result.error or "")
+    assert not pipeline_processes()
 
 
 def start_task(op: JrsSparkPipelinesOperator, day: datetime) -> tuple[threading.Thread, list[BaseException]]:
