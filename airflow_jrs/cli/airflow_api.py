@@ -4,8 +4,8 @@ Recomputing a job is "forget its result, then clear its task instance" (:mod:`ai
 the Job results page's Recompute button). The clear goes through Airflow's public API, as the
 UI's own Clear does, so Airflow authorizes it, writes its audit log and queues the run again;
 nothing here touches Airflow's database. A missing-only backfill (:mod:`airflow_jrs.cli.backfill`)
-creates Airflow backfills the same way (``POST /api/v2/backfills``), so its runs have the
-backfill run type and honour the backfill's ``max_active_runs``. Plain ``urllib`` (no Airflow
+creates an Airflow backfill (``POST /api/v2/backfills``) or runs with their logical dates
+(``POST .../dagRuns``) the same way. Plain ``urllib`` (no Airflow
 import): the CLI, and the test bench's REST client, run on any machine that reaches the API server.
 
 Authentication is any API client's: a JWT, given (``AIRFLOW_JRS_API_TOKEN``, or the user's own
@@ -51,7 +51,7 @@ class AirflowApiError(JrsError):
 
 def _hint(status: int, path: str) -> str:
     backfill = path.startswith("/api/v2/backfills")
-    action = "create backfills" if backfill else "clear task instances"
+    action = "create backfills" if backfill else "trigger runs" if path.endswith("/dagRuns") else "clear task instances"
     if status == 401:
         return (
             f"the API refused the credentials: set {TOKEN_ENV}, or {USERNAME_ENV} and {PASSWORD_ENV}, "
@@ -273,8 +273,35 @@ class AirflowApi:
 
     def cancel_backfill(self, backfill_id: int) -> dict[str, Any]:
         """``PUT /api/v2/backfills/{id}/cancel``: fails its queued runs, pauses it and marks it complete
-        at once (the scheduler's own check runs every 30 s)."""
+        at once. Only to stop a backfill: a run of a cancelled (paused) backfill that is cleared
+        later stays queued forever (the scheduler skips paused backfills; a complete one cannot
+        be unpaused), so it is no way to complete a finished backfill early."""
         return dict(self._call("PUT", f"/api/v2/backfills/{int(backfill_id)}/cancel"))
+
+    def trigger_run(
+        self,
+        dag_id: str,
+        logical_date: datetime,
+        data_interval: tuple[datetime, datetime] | None,
+        *,
+        note: str | None = None,
+    ) -> dict[str, Any]:
+        """``POST /api/v2/dags/{dag_id}/dagRuns`` with a logical date (and the timetable's data
+        interval, which Airflow would otherwise infer from the trigger): a queued run of type
+        ``manual``. HTTP 409 when the DAG has a run at that logical date already."""
+        body: dict[str, Any] = {"logical_date": iso_utc(logical_date)}
+        if data_interval is not None:
+            body["data_interval_start"] = iso_utc(data_interval[0])
+            body["data_interval_end"] = iso_utc(data_interval[1])
+        if note:
+            body["note"] = note
+        return dict(self._call("POST", f"/api/v2/dags/{_q(dag_id)}/dagRuns", body))
+
+    def clear_run(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        """Clear every task instance of one run and queue the run again (the UI's Clear on a run)."""
+        body = {"dry_run": False, "dag_run_id": run_id, "only_failed": False, "reset_dag_runs": True}
+        doc = self._call("POST", f"/api/v2/dags/{_q(dag_id)}/clearTaskInstances", body)
+        return list(doc.get("task_instances", []))
 
 
 def _q(part: str) -> str:

@@ -60,10 +60,12 @@ class Backfills:
         """Create a backfill (``airflow backfill create`` or ``POST /api/v2/backfills``) and wait for it.
 
         ``wall_seconds`` is measured on the server's clock: from the backfill's creation to the
-        end of its last run (no polling granularity, no CLI start-up). ``complete=True`` marks the
-        backfill complete as soon as its runs have ended (``PUT .../cancel``: it fails only queued
-        runs, and none are left), as ``airflow-jrs backfill`` does, so the DAG's next backfill does
-        not wait up to 30 s for Airflow's completion timer (benchmarks alternating variants).
+        end of its last run (no polling granularity, no CLI start-up). ``complete=True`` also
+        waits until Airflow's scheduler marks the backfill complete (its timer runs every 30 s), so
+        the DAG's next backfill can be created at once. Not ``PUT .../cancel``: in Airflow 3.3
+        that also pauses the backfill, the scheduler never starts a queued run of a paused
+        backfill, and a complete one cannot be unpaused, so a run of it cleared later (a
+        recompute, the UI's Clear) would stay queued forever.
         """
         if via not in ("cli", "rest"):
             raise ValueError(f"via must be 'cli' or 'rest', got {via!r}")
@@ -73,7 +75,7 @@ class Backfills:
         done = self._wait_for_runs(dag_id, backfill_id, expected, timeout)
         result = self._result(dag_id, backfill_id, done)
         if complete and not done.get("completed_at"):
-            self.client.cancel_backfill(backfill_id)
+            self.wait_idle(dag_id, timeout=timeout)
         return result
 
     def _create(

@@ -7,8 +7,12 @@ milliseconds. The CLI runs in this process against the deployment's REST API, au
 as any API client (user name and password exchanged for a token).
 
 Pinned: committed dates get no DAG run and no task instance; the missing dates get exactly
-one run each, of run type ``backfill`` (one Airflow backfill per contiguous range); Spark
-runs exactly for the missing jobs; wrong credentials and a DAG unknown to Airflow say so.
+one run each: scattered dates as runs with their logical dates (run type ``manual``, the
+timetable's data interval, no Airflow backfill), an ended run of such a date cleared and run
+again, one contiguous range as one Airflow backfill (run type ``backfill``) whose runs a later
+recompute runs again (before the fix the backfill was completed by a cancel, which pauses it,
+and the cleared run stayed queued forever); Spark runs exactly for the missing jobs; wrong
+credentials and a DAG unknown to Airflow say so.
 """
 
 from __future__ import annotations
@@ -101,10 +105,17 @@ def test_only_dates_with_a_job_not_committed_get_a_run(site: dict, credentials: 
 
     doc = json.loads(capsys.readouterr().out)
     wanted = sorted({DAYS[i].isoformat() for i, _ in MISSING | FAILED})
-    assert [b["dates"] for b in doc["backfills"]] == [2, 1]  # one backfill per contiguous range
+    # two ranges: no Airflow backfill (one per range would run one after another), one run per
+    # date with its logical date, all at once
+    assert doc["how"] == "runs" and doc["backfills"] == [] and client_backfills(site) == []
+    assert sorted((r["logical_date"][:10], r["action"]) for r in doc["runs"]) == [(d, "triggered") for d in wanted]
     runs = runs_in_range(site)
     assert sorted(r["logical_date"][:10] for r in runs) == wanted  # no run at all for committed dates
-    assert {r["run_type"] for r in runs} == {"backfill"}
+    assert {r["run_type"] for r in runs} == {"manual"}
+    assert {r["note"] for r in runs} == {"airflow-jrs backfill --missing-only: a job of this date was not committed"}
+    for r in runs:  # the timetable's interval, as a scheduled or backfill run of the date has
+        # (@daily is a cron trigger timetable in Airflow 3: a zero-width interval at the date)
+        assert r["data_interval_start"][:19] == r["data_interval_end"][:19] == r["logical_date"][:19]
     assert {r["state"] for r in runs} == {"success"}, site["airflow"].logs_tail()
     client = site["airflow"].client
     with_tis = sorted(r["logical_date"][:10] for r in runs if client.task_instances(DAG_ID, r["dag_run_id"]))
@@ -121,6 +132,65 @@ def test_only_dates_with_a_job_not_committed_get_a_run(site: dict, credentials: 
     assert main(cli(site, "--missing-only")) == 0
     assert "no backfill needed, nothing created" in capsys.readouterr().out
     assert client.backfills(DAG_ID) == backfills and len(runs_in_range(site)) == len(wanted)
+
+
+def client_backfills(site: dict) -> list[dict]:
+    return site["airflow"].client.backfills(DAG_ID)
+
+
+def test_an_ended_run_of_a_missing_date_is_cleared_and_runs_again(site: dict, credentials: None, capsys) -> None:
+    """Runs of the first test exist for the 3rd and 8th days: forgetting a job of each makes them
+    scattered missing dates whose runs ended, so each is cleared (same run id), not created."""
+    store, airflow = site["store"], site["airflow"]
+    before = {r["logical_date"][:10]: r["dag_run_id"] for r in runs_in_range(site)}
+    forget = [f"mo_a.{DAYS[2].isoformat()}", f"mo_b.{DAYS[7].isoformat()}"]
+    for job_id in forget:
+        store.forget_result(job_id)
+    launches = len(launched_jobs(site["calls"]))
+    capsys.readouterr()
+
+    assert main(["--json", *cli(site, "--missing-only", "--wait")]) == 0
+
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["how"] == "runs" and client_backfills(site) == []
+    assert [(r["logical_date"][:10], r["run_id"], r["action"]) for r in doc["runs"]] == [
+        (DAYS[i].isoformat(), before[DAYS[i].isoformat()], "cleared") for i in (2, 7)
+    ]
+    states = {r["logical_date"][:10]: r["state"] for r in runs_in_range(site)}
+    assert states[DAYS[2].isoformat()] == states[DAYS[7].isoformat()] == "success", airflow.logs_tail()
+    assert sorted(launched_jobs(site["calls"])[launches:]) == sorted(forget)
+
+
+def test_one_missing_range_is_one_backfill_whose_runs_a_later_recompute_runs(
+    site: dict, credentials: None, capsys
+) -> None:
+    """The bug: the command completed its finished backfills with ``PUT .../cancel``, which in
+    Airflow 3.3 also pauses the backfill; the scheduler never starts a queued run of a paused
+    backfill, so a run cleared later by ``airflow-jrs recompute`` stayed queued forever."""
+    airflow = site["airflow"]
+    first, last = DAYS[-1] + timedelta(days=10), DAYS[-1] + timedelta(days=11)  # nothing committed there
+    capsys.readouterr()
+
+    assert main(["--json", *cli(site, "--missing-only", "--wait", first=first, last=last)]) == 0
+
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["how"] == "backfill" and [b["dates"] for b in doc["backfills"]] == [2] and doc["runs"] == []
+    runs = [
+        r for r in airflow.client.dag_runs(DAG_ID) if first.isoformat() <= r["logical_date"][:10] <= last.isoformat()
+    ]
+    assert [(r["run_type"], r["state"]) for r in runs] == [("backfill", "success")] * 2, airflow.logs_tail()
+    backfill = airflow.client.backfill(doc["backfills"][0]["id"])
+    assert not backfill["is_paused"]
+
+    launches = len(launched_jobs(site["calls"]))
+    argv = ["--redis-url", site["redis_url"], "--namespace", site["namespace"], "recompute", "--dag-id", DAG_ID,
+            "--from-date", str(first), "--to-date", str(first), "--dags-folder", str(DAGS),
+            "--airflow-url", airflow.url, "--yes"]  # fmt: skip
+    assert main(argv) == 0
+    run_id = next(r["dag_run_id"] for r in runs if r["logical_date"][:10] == first.isoformat())
+    run = airflow.client.wait_for_run(DAG_ID, run_id, timeout=240)  # before the fix: queued forever
+    assert run["state"] == "success", airflow.logs_tail()
+    assert sorted(launched_jobs(site["calls"])[launches:]) == [f"mo_a.{first}", f"mo_b.{first}"]
 
 
 def test_wrong_credentials_say_what_to_set(site: dict, monkeypatch: pytest.MonkeyPatch, capsys) -> None:

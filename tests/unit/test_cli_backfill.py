@@ -85,13 +85,22 @@ def test_dry_run_plans_runs_only_for_dates_with_a_job_not_committed(store, redis
     assert code == 0
     assert [d["run"] for d in doc["dates"]] == [False, False, True, True, False, True]
     assert [d["committed"] for d in doc["dates"]] == [2, 2, 1, 1, 2, 1]
-    assert doc["summary"] == {"dates": 6, "jobs": 12, "dates_to_run": 3, "backfills": 2}
+    # scattered dates: no Airflow backfill (one per range would run one after another), runs
+    # with their logical dates instead, all at once
+    assert doc["summary"] == {"dates": 6, "jobs": 12, "dates_to_run": 3, "backfills": 0}
+    assert doc["how"] == "runs"
     assert "cleanup pending" in doc["dates"][5]["missing"][0]["why"]
-    assert doc["backfills"] == []  # a dry run creates nothing
+    assert doc["backfills"] == [] and doc["runs"] == []  # a dry run creates nothing
 
     assert main(args(redis_url, namespace, dags, days[0], days[-1], "--missing-only", "--dry-run")) == 0
     out = capsys.readouterr().out
-    assert "3 dates need a run (2 contiguous ranges)" in out and "nothing created" in out
+    assert "3 dates need a run (2 contiguous ranges): 3 runs with their logical dates" in out
+    assert "dry run: would create 3 runs with their logical dates" in out and "nothing created" in out
+
+    # one contiguous range: one Airflow backfill of exactly those dates
+    assert main(["--json", *args(redis_url, namespace, dags, days[0], days[3], "--missing-only", "--dry-run")]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["summary"]["backfills"] == 1 and doc["how"] == "backfill"
 
 
 def test_failed_and_changed_jobs_need_a_run_and_a_quarantined_one_blocks(store, redis_url, namespace, dags, capsys):
