@@ -28,7 +28,9 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 from flights.settings import daily_2013, with_event_log  # noqa: E402
 
-with daily_2013("daily_counts_pipeline", tags=["jrs", "spark-pipelines"]):
+dag = daily_2013("daily_counts_pipeline", tags=["jrs", "spark", "spark-pipelines", "example"], doc_md=__doc__)
+
+with dag:
     counts = JrsSparkPipelinesOperator(
         task_id="counts",
         pipeline_spec=str(HERE / "pipelines" / "daily_counts" / "spark-pipeline.yml"),

@@ -1,13 +1,17 @@
 """JrsSparkPipelinesOperator with the real ``spark-pipelines`` CLI of pyspark's distribution and a real Redis.
 
 What is counted, not mocked: Spark applications (event log files: one per ``spark-pipelines``
-run), the datasets on disk, the processes on this host (psutil), the store's entries. One full
-pipeline run (a JVM with its local Spark Connect server) and one that is killed while it runs.
+run), the datasets on disk, the processes on this host (psutil), the store's entries. Spark
+costs four CLI starts: the example DAG's run through ``dag.test()`` (its second run starts
+none), a run whose definition fails analysis, and two runs of a pipeline that sleeps while its
+graph is registered, ended by ``on_kill`` and by killing the supervisor.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import itertools
 import shutil
 import threading
 import time
@@ -23,7 +27,6 @@ import pytest
 from airflow_jrs.domain.pipeline_spec import pipeline_fingerprint
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.launch.pipelines_launcher import TEMP_PREFIX, PipelineRunError, PipelinesLauncher
-from airflow_jrs.operators.cleanup import JrsCleanupOperator
 from airflow_jrs.operators.spark_pipelines import JrsSparkPipelinesOperator
 from airflow_jrs.protocol.guarded_task import planned_fingerprint
 from airflow_jrs.protocol.processes import find_job_processes
@@ -33,8 +36,11 @@ pytestmark = [pytest.mark.airflow]
 
 DAY = datetime(2013, 1, 1, tzinfo=UTC)
 JOB = "d.t.2013-01-01"
-#: The example DAG's pipeline (dags/daily_counts_pipeline.py): two materialized views.
-SPEC = Path(__file__).resolve().parents[2] / "dags" / "pipelines" / "daily_counts" / "spark-pipeline.yml"
+#: The example DAG (two tasks: counts >> counts_cleanup) and its pipeline: two materialized views.
+EXAMPLE = Path(__file__).resolve().parents[2] / "dags" / "daily_counts_pipeline.py"
+EXAMPLE_JOB = "daily_counts_pipeline.counts.2013-01-01"
+SPEC = EXAMPLE.parent / "pipelines" / "daily_counts" / "spark-pipeline.yml"
+_loads = itertools.count()
 
 
 def context(day: datetime = DAY, try_number: int = 1) -> dict[str, Any]:
@@ -73,30 +79,41 @@ def pipeline_processes() -> list[psutil.Process]:
     return [proc for proc in found if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE]
 
 
+def load_example() -> Any:
+    """The example DAG, parsed again (its event log setting is read from the environment)."""
+    spec = importlib.util.spec_from_file_location(f"daily_counts_pipeline_{next(_loads)}", EXAMPLE)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.dag
+
+
 @pytest.mark.spark
-def test_a_date_is_computed_once_under_its_fence_committed_by_the_cleanup_and_then_starts_no_pipeline(jrs_env):
-    payload = operator(jrs_env).execute(context())
-    assert payload["status"] == "SUCCEEDED" and payload["reused"] is False
+def test_a_date_is_computed_once_under_its_fence_committed_by_the_cleanup_and_then_starts_no_pipeline(
+    jrs_env, monkeypatch
+):
+    monkeypatch.setenv("JRS_SPARK_EVENT_LOG_DIR", jrs_env.spark.uri)  # one event log per pipeline run
+    dr = load_example().test(logical_date=DAY)
+    states = {ti.task_id: str(ti.state) for ti in dr.get_task_instances()}
+    assert states == {"counts": "success", "counts_cleanup": "success"}
     assert jrs_env.launches() == 1
+    entry = jrs_env.store.get_entry(EXAMPLE_JOB)
+    assert entry.state.value == "clean" and entry.result.metrics == {"datasets": ["daily", "numbers"]}
+    assert len(assert_clean_outputs_exist(jrs_env.store)) == 1
     # the datasets are under the winner's fenced folder, not in a shared warehouse
-    daily = Path(payload["outputs"]["daily"])
-    fence = jrs_env.store.get_entry(JOB).result.fence
-    assert daily.parent.name == "warehouse" and daily.parent.parent.name.startswith(f"fence-{fence}-")
+    daily = Path(entry.result.outputs["daily"])
+    assert daily.parent.name == "warehouse" and daily.parent.parent.name.startswith(f"fence-{entry.result.fence}-")
     table = pq.read_table(str(daily)).to_pydict()
     assert dict(zip(table["kind"], table["n"], strict=True)) == {"even": 13, "odd": 12}
     assert (daily.parent.parent / "_JRS_COMMIT.json").exists()
-    assert payload["metrics"] == {"datasets": ["daily", "numbers"]}
     assert not pipeline_processes()
     assert not (SPEC.parent / "spark-warehouse").exists()  # nothing written beside the project
 
     # the same date again: the store answers, no pipeline runs (no application, no process)
-    again = operator(jrs_env).execute(context(try_number=2))
-    assert again["reused"] is True and again["metrics"] == payload["metrics"]
+    again = load_example().test(logical_date=DAY)
+    assert {ti.task_id: str(ti.state) for ti in again.get_task_instances()} == states
     assert jrs_env.launches() == 1
-
-    JrsCleanupOperator(task_id="cleanup", jobs=[JOB]).execute({"ti": context()["ti"], "outlet_events": {}})
-    assert len(assert_clean_outputs_exist(jrs_env.store)) == 1
-    assert jrs_env.store.get_entry(JOB).state.value == "clean"
+    assert jrs_env.store.get_entry(EXAMPLE_JOB).result.fence == entry.result.fence
 
 
 @pytest.mark.spark
