@@ -266,13 +266,16 @@ class PipelinesLauncher(Launcher):
         return str(target)
 
     def run(self, launch: Launch) -> None:
-        supervision = Supervision.for_attempt(self.hook, launch.job_id, launch.fence, self.log)
-        if supervision is None:
+        try:  # what the supervisor is handed; spark-pipelines never runs without one (unlike spark-submit)
+            self.hook.connection_kwargs()
+        except JrsConfigError as exc:
             raise JrsConfigError(
-                f"job {launch.job_id}: the store's connection cannot be handed to the supervisor, and spark-pipelines "
-                "does not run without one (a killed task would leave it running beside its successor). Use a "
-                "jrs connection with a plain redis:// URL, host, port and password."
-            )
+                f"job {launch.job_id}: spark-pipelines runs only under the supervisor (a killed task must not leave "
+                f"it running beside its successor), and the store's connection cannot be handed to it: {exc}"
+            ) from None
+        supervision = Supervision.for_attempt(self.hook, launch.job_id, launch.fence, self.log)
+        if supervision is None:  # only when connection_kwargs() raised: it did not, a moment ago
+            raise JrsConfigError(f"job {launch.job_id}: the store's connection could not be handed to the supervisor")
         folder = self._folder = tempfile.mkdtemp(prefix=TEMP_PREFIX)
         try:
             command = list(self._command)
