@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from airflow_jrs.operators.factory import jrs_spark_job
     from airflow_jrs.operators.pyspark import JrsPySparkOperator
     from airflow_jrs.operators.spark import JrsSparkSubmitOperator
-    from airflow_jrs.operators.spark_pipelines import JrsSparkPipelinesOperator
     from airflow_jrs.operators.spark_jdbc import JrsSparkJDBCOperator
+    from airflow_jrs.operators.spark_pipelines import JrsSparkPipelinesOperator
     from airflow_jrs.operators.spark_sql import JrsSparkSqlOperator
     from airflow_jrs.operators.start_in_triggerer import (
         JrsStartInTriggererCleanupOperator,
