@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,22 +16,44 @@ from jrs_testbench.deployment import DeploymentError, LocalDeployment
 from jrs_testbench.helpers import ROOT, free_port
 
 
+class Holder(int):
+    """A taken port and the pid of the process that holds it."""
+
+    pid: int
+
+
 @pytest.fixture
-def taken_port() -> Iterator[int]:
-    """A port this test process listens on (so its pid and command line are known)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        yield int(s.getsockname()[1])
+def taken_port() -> Iterator[Holder]:
+    """A port a child python process listens on, so its pid and command line are known (the test
+    process's own command line is pytest-xdist's title under ``./dev check``, naming this test)."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD], stdout=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL
+    )
+    try:
+        assert holder.stdout is not None
+        port = Holder(int(holder.stdout.readline()))
+        port.pid = holder.pid
+        yield port
+    finally:
+        holder.kill()
+        holder.wait()
 
 
-def test_a_taken_api_port_is_named_with_the_process_that_holds_it(tmp_path: Path, taken_port: int):
+_HOLD = (
+    "import socket, sys, time\n"
+    "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+    "print(s.getsockname()[1], flush=True)\n"
+    "time.sleep(600)\n"
+)
+
+
+def test_a_taken_api_port_is_named_with_the_process_that_holds_it(tmp_path: Path, taken_port: Holder):
     deployment = LocalDeployment(tmp_path / "home", api_port=taken_port, components=("api-server",))
     with pytest.raises(DeploymentError) as caught:
         deployment.check_ports()
     text = str(caught.value)
     assert f"port {taken_port}" in text and "API server" in text
-    assert f"pid {os.getpid()}" in text and "python" in text  # who holds it
+    assert f"pid {taken_port.pid}" in text and "python" in text  # who holds it
     assert "--port" in text  # what to do
 
 
@@ -55,14 +76,16 @@ def test_log_servers_get_free_ports_so_deployments_never_collide(tmp_path: Path)
     one.check_ports()  # all free: no error
 
 
-def test_airflow_local_says_which_port_is_taken_instead_of_restarting_the_api_server(tmp_path: Path, taken_port: int):
+def test_airflow_local_says_which_port_is_taken_instead_of_restarting_the_api_server(
+    tmp_path: Path, taken_port: Holder
+):
     done = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "airflow_local.py"), "--port", str(taken_port),
          "--redis-url", "redis://127.0.0.1:1/0", "--home", str(tmp_path / "home")],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
-    assert f"port {taken_port}" in done.stderr and f"pid {os.getpid()}" in done.stderr
+    assert f"port {taken_port}" in done.stderr and f"pid {taken_port.pid}" in done.stderr
     assert "Traceback" not in done.stderr and "restarting" not in done.stderr
 
 
