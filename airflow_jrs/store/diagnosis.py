@@ -288,8 +288,10 @@ def mask_password(text: str, password: str | None) -> str:
         return text
     secret = re.escape(password)
     text = re.sub(rf"(://[^\s/@:]*:){secret}(?=@)", r"\1***", text)
+    # The key may be quoted too (``{"password": "s3cret"}``, a dict's repr); the value ends where
+    # its closing quote (if any) is followed by anything but a character of a longer value.
     return re.sub(
-        rf"(\b(?:requirepass|password|passwd|pass|pwd)\s*[=:]\s*(?P<q>['\"]?)){secret}(?=(?P=q)(?:[\s&;,)\]}}]|$))",
+        rf"(\b(?:requirepass|password|passwd|pass|pwd)['\"]?\s*[=:]\s*(?P<q>['\"]?)){secret}(?=(?P=q)(?![\w\-]))",
         r"\1***",
         text,
         flags=re.IGNORECASE,

@@ -55,6 +55,17 @@ def test_the_password_is_masked_where_it_stands_as_a_credential(password):
     )
 
 
+@pytest.mark.parametrize(
+    "text",
+    ['{"password": "s3cret"}', "{'password': 's3cret'}", "password: s3cret.", "AUTH failed: pwd=s3cret)"],
+)
+def test_a_quoted_key_or_a_sentence_end_does_not_let_the_password_through(text):
+    # An exception's repr of a dict quotes the key, and a sentence ends the value with a period:
+    # both are credentials the UI's error text (plugins/api.py) must not show.
+    masked = mask_password(text, "s3cret")
+    assert "s3cret" not in masked and "***" in masked, masked
+
+
 # -- result documents ----------------------------------------------------------------------------
 @pytest.fixture
 def referenced(redis_url, namespace, tmp_path):
