@@ -104,6 +104,12 @@ def masked(args: Sequence[Any]) -> list[Any]:
     return out
 
 
+def is_template(value: str | None) -> bool:
+    """Whether ``value`` is a Jinja template, rendered only when the task runs: its text says
+    nothing yet of the table (``{{ params.table }}`` has a dot but names no database)."""
+    return value is not None and ("{{" in value or "{%" in value)
+
+
 def table_folder(metastore_table: str, *, task_id: str) -> str:
     """The sub-path of the fenced folder that holds ``metastore_table``'s files: the warehouse's
     folder of a table of the ``default`` database (lower case, as the metastore keeps names)."""
@@ -263,10 +269,8 @@ class JrsSparkJDBCOperator(JrsSparkSubmitOperator):
         if not jdbc_table or not metastore_table:
             raise JrsConfigError(f"{task_id}: a JDBC copy needs both jdbc_table and metastore_table")
         params = dict(locals())
-        if outputs is None:  # jdbc_to_spark: the table's folder; spark_to_jdbc: no folder to name
-            outputs = (
-                {"table": table_folder(metastore_table, task_id=task_id or "?")} if cmd_type == JDBC_TO_SPARK else {}
-            )
+        if outputs is None and not is_template(metastore_table):  # a template's: at execution, once rendered
+            outputs = self._default_outputs(cmd_type, metastore_table, task_id=task_id or "?")
         super().__init__(
             application=SCRIPT_NAME, application_args=copy_definition(params), conn_id=spark_conn_id,
             conf=spark_conf, py_files=spark_py_files, files=spark_files, jars=spark_jars, name=spark_app_name,
@@ -288,8 +292,16 @@ class JrsSparkJDBCOperator(JrsSparkSubmitOperator):
         # the definition as rendered (jdbc_table and metastore_table may be templates)
         self.application, self.application_args = SCRIPT_NAME, copy_definition(vars(self))
         fp = application_fingerprint(self.application, self.application_args, self.job_version)
-        outputs = self.outputs if self.outputs is not None else {}
+        outputs = self.outputs  # None: metastore_table was a template, whose folder is known now it is rendered
+        if outputs is None:
+            outputs = self._default_outputs(self.cmd_type, self.metastore_table or "", task_id=self.task_id)
         return run_job(self, context, hook, JobSpec(job_id, fp, outputs), _JdbcLauncher(self, context, hook))
+
+    @staticmethod
+    def _default_outputs(cmd_type: str, metastore_table: str, *, task_id: str) -> dict[str, str]:
+        """jdbc_to_spark: the table's folder (refusing a table of another database); spark_to_jdbc:
+        none (it writes a database table, no folder to name)."""
+        return {"table": table_folder(metastore_table, task_id=task_id)} if cmd_type == JDBC_TO_SPARK else {}
 
     def _refuse_fence_escapes(self) -> None:
         """A ``jdbc_to_spark`` whose conf moves the warehouse or names a metastore would write the

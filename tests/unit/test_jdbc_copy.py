@@ -8,12 +8,14 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from airflow.providers.apache.spark.hooks.spark_jdbc import SparkJDBCHook
+from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_jrs.domain.identity import application_fingerprint
 from airflow_jrs.exceptions import JrsConfigError, StoreUnavailableError
@@ -131,3 +133,51 @@ def test_a_store_that_is_down_fails_the_copy_closed_even_with_on_store_unavailab
     with pytest.raises(StoreUnavailableError, match=r"nothing listens at 127\.0\.0\.1"):
         copy().execute({"ti": ti, "run_id": "r", "data_interval_start": day, "logical_date": day})
     assert not calls.exists(), "spark-submit ran without the store"
+
+#: A stand-in spark-submit for the copy: it records its command line and creates the table's
+#: folder where the session's warehouse conf and the script's -metastoreTable put it.
+_FAKE_COPY = """#!{python}
+import os, sys
+args = sys.argv[1:]
+with open({calls!r}, "a") as fh:
+    fh.write(" ".join(args) + "\\n")
+conf = dict(a.split("=", 1) for a in args if a.startswith("spark.") and "=" in a)
+table = args[args.index("-metastoreTable") + 1].split(".")[-1].lower()
+os.makedirs(os.path.join(conf["spark.sql.warehouse.dir"], table))
+"""
+
+
+@pytest.mark.parametrize("template", ["{{ params.table }}", "{{ var.value.t }}", "{{ dag_run.conf['t'] }}"])
+def test_a_templated_metastore_table_is_checked_and_named_once_rendered(
+    derby_conn, redis_url, namespace, tmp_path, monkeypatch, template
+):
+    """A template's text is not the table (its dots name no database): nothing is refused or
+    recorded from it at parse; the rendered name is checked and its folder recorded at execution."""
+    op = copy(metastore_table=template)  # parse time: no false 'database other than default'
+    assert op.outputs is None
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    (bin_dir / "spark-submit").write_text(_FAKE_COPY.format(python=sys.executable, calls=str(calls)))
+    (bin_dir / "spark-submit").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("AIRFLOW_CONN_JRS_DEFAULT", f"{redis_url}?namespace={namespace}")
+    monkeypatch.setenv("AIRFLOW__JRS__OUTPUT_ROOT", str(tmp_path / "output"))
+    day = datetime(2013, 1, 1, tzinfo=UTC)
+
+    def run(table: str) -> dict:
+        task = copy(metastore_table=template, job_id=f"copy.{table}")
+        ti = SimpleNamespace(dag_id="d", task_id="copy", run_id="r", try_number=1, map_index=-1,
+                             xcom_push=lambda **kw: None)  # fmt: skip
+        context = {"ti": ti, "run_id": "r", "data_interval_start": day, "logical_date": day,
+                   "params": {"table": table}, "var": {"value": {"t": table}},
+                   "dag_run": SimpleNamespace(conf={"t": table})}  # fmt: skip
+        task.render_template_fields(context)
+        return task.execute(context)
+
+    payload = run("Flights")
+    assert payload["outputs"]["table"].endswith("/warehouse/flights"), payload
+    assert "-metastoreTable Flights" in calls.read_text()
+    with pytest.raises(AirflowFailException, match=r"metastore_table 'sales\.t' names a database other than 'default'"):
+        run("sales.t")
+    assert calls.read_text().count("\n") == 1, "a refused table started spark-submit"
