@@ -177,11 +177,11 @@ def _knock_on(ctx: Ctx, api: AirflowApi, targets: list[Target]) -> list[str]:
             entry = ctx.store.get_entry(job_id)
             result = _written(ctx, entry)
             text = json.dumps(fields, sort_keys=True, default=str)
-            jobs.append(ClearedJob(task_id, job_id, text, result))
+            jobs.append(ClearedJob(task_id, job_id, text, result, map_index))
         for found in knock_on(recomputed, jobs):
             if found.recompute:
                 t = Target(found.job.job_id, ctx.store.get_entry(found.job.job_id), dag_id, run_id, found.job.task_id,
-                           note=found.reason, downstream=True)  # fmt: skip
+                           found.job.map_index, note=found.reason, downstream=True)  # fmt: skip
                 targets.append(t)
             else:
                 notes.append(f"{found.job.job_id}: {found.reason}")

@@ -262,6 +262,8 @@ class ClearedJob:
     arguments: str
     #: Its stored result; ``None`` when it has none.
     result: JobResult | None
+    #: Its task instance's map index (-1: not mapped): with ``task_id``, what the clear names.
+    map_index: int = -1
 
 
 @dataclass(frozen=True)

@@ -56,3 +56,41 @@ def test_an_output_outside_the_fence_folder_does_not_move_so_its_readers_reuse()
     assert moving_outputs(fixed) == [f"{ROOT}/x/fence-5/part"]
     (found,) = knock_on({fixed.job_id: fixed}, [cleared("reader", ONTIME, "--in", "/warehouse/flights")])
     assert not found.recompute
+
+
+class _Airflow:
+    """Airflow's answers to the recompute's calls: the clear names the recomputed task and a
+    mapped guarded task downstream of it (map index 2), whose XCom names its job."""
+
+    has_credentials = True
+
+    def __init__(self) -> None:
+        self.cleared = [
+            {"task_id": "ingest", "map_index": -1, "rendered_fields": {"job_id": None}},
+            {"task_id": "per_airport", "map_index": 2, "rendered_fields": {"job_id": None, "application_args": []}},
+        ]
+
+    def clear(self, dag_id: str, run_id: str, task_ids: list, *, dry_run: bool = False) -> list[dict]:
+        return self.cleared
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> dict | None:
+        return {"job_id": f"d.{task_id}.2013-01-01.map-{map_index}"} if task_id == "per_airport" else None
+
+
+def test_a_mapped_downstream_task_is_reported_cleared_when_the_clear_cleared_its_map_index(store):
+    """The clear answers ``(task_id, map_index)``; a downstream target built without its map
+    index (-1) never matched a mapped one, which the recompute then called 'not cleared'."""
+    from types import SimpleNamespace
+
+    from airflow_jrs.cli.recompute import Target, _clear, _knock_on
+
+    store.create_dirty_result(INGEST)
+    targets = [Target(INGEST.job_id, store.get_entry(INGEST.job_id), "d", "r1", "ingest")]
+    api = _Airflow()
+    assert _knock_on(SimpleNamespace(store=store), api, targets) == []
+    (downstream,) = targets[1:]
+    assert (downstream.job_id, downstream.task_id, downstream.map_index) == (
+        "d.per_airport.2013-01-01.map-2", "per_airport", 2,
+    )  # fmt: skip
+    _clear(api, targets)  # type: ignore[arg-type]
+    assert downstream.cleared, "a mapped downstream task that the clear cleared is reported 'not cleared'"
