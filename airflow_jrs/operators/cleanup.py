@@ -285,15 +285,15 @@ class JrsCleanupOperator(BaseOperator):
         from airflow.sdk import Asset
 
         # Only SUCCEEDED jobs are announced: a consumer must never start on outputs that do not
-        # exist. When nothing succeeded, the task ends skipped, which emits no Asset event.
+        # exist. When nothing succeeded, or there was nothing to commit (a mapped submit with no
+        # map index in this run), the task ends skipped, which emits no Asset event.
         assets = [outlet for outlet in self.outlets if isinstance(outlet, Asset)]
         fields = ("job_id", "status", "outputs", "fingerprint", "application_id")
         jobs = [{k: c.get(k) for k in fields} for c in committed if c.get("status") == "SUCCEEDED"]
         unsuccessful = [c["job_id"] for c in committed if c.get("status") != "SUCCEEDED"]
-        if assets and committed and not jobs:
-            raise AirflowSkipException(
-                f"committed {unsuccessful}, but none SUCCEEDED: no Asset event for {[a.uri for a in assets]}"
-            )
+        if assets and not jobs:
+            what = f"committed {unsuccessful}, but none SUCCEEDED" if committed else "no job to commit in this run"
+            raise AirflowSkipException(f"{what}: no Asset event for {[a.uri for a in assets]}")
         extra = {**(jobs[0] if len(jobs) == 1 else {}), "jobs": jobs}  # one job: also flat
         if unsuccessful:
             extra["unsuccessful"] = unsuccessful

@@ -225,3 +225,31 @@ def test_user_cleanup_steps_never_run_for_a_result_that_was_replaced_meanwhile(s
     op.execute(context())
     assert seen == [("first", OLD_FP), ("first", NEW_FP), ("second", NEW_FP)], seen
     assert store.get_entry("j").is_clean and store.get_entry("j").result.fingerprint == NEW_FP
+
+
+def test_a_mapped_submit_with_no_map_index_announces_nothing(store):
+    """A mapped submit expanded over nothing leaves the cleanup no job to commit: an Asset event
+    with ``jobs=[]`` would start a consumer on nothing, so the task ends skipped (no event)."""
+    from airflow.sdk import DAG
+
+    from airflow_jrs.operators import JrsSparkSubmitOperator
+
+    with DAG("d", schedule=None):
+        mapped = JrsSparkSubmitOperator.partial(task_id="regions", application="/apps/a.py").expand(
+            application_args=[["--region", "eu"]]
+        )
+        op = JrsCleanupOperator(task_id="cleanup", jobs=[mapped], outlets=[DATA])
+        plain = JrsCleanupOperator(task_id="cleanup2", jobs=[mapped])
+    ctx = context()
+    ctx["ti"] = SimpleNamespace(
+        try_number=1,
+        dag_id="d",
+        run_id="r",
+        get_task_states=lambda **kw: {"r": {"regions": "skipped"}},
+        xcom_pull=lambda **kw: pytest.fail("no map index: nothing to pull"),
+    )
+    with pytest.raises(AirflowSkipException, match=r"no job to commit in this run: no Asset event for"):
+        op.execute(ctx)
+    assert ctx["outlet_events"] == {}
+    # without an Asset outlet there is nothing to announce: it succeeds, having committed nothing
+    assert plain.execute(ctx) == []
