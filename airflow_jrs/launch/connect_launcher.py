@@ -41,9 +41,17 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from airflow_jrs.exceptions import JrsConfigError
-from airflow_jrs.launch.connect_tasks import TASKS_POLL, UI_CONF, LingeringTasks, ServerUi, server_ui, ui_from
+from airflow_jrs.launch.connect_tasks import (
+    TASKS_POLL,
+    UI_CONF,
+    LingeringTasks,
+    ServerUi,
+    proceeds_unseen,
+    server_ui,
+    ui_from,
+)
 from airflow_jrs.launch.session_launcher import SessionLauncher, metrics_of
-from airflow_jrs.protocol.launcher import Launch, Predecessor
+from airflow_jrs.protocol.launcher import ENDED, RUNS, Launch, Predecessor
 from airflow_jrs.spark.commit import is_connect_session, write_commit_marker
 from airflow_jrs.spark.conf import job_conf
 
@@ -159,6 +167,9 @@ class ConnectLauncher(SessionLauncher):
         self.tag: str | None = None
         self._ui: ServerUi | None = None  # the server's Spark UI, read from the attempt's session
         self._ui_missing = "the attempt's session never started"
+        #: why Spark tasks of the attempt's interrupted work may still run on the server
+        #: (:meth:`_end_work`): then the attempt records no result and its intent stays
+        self._lingering: str | None = None
 
     def _remote(self) -> bool:
         """Is the session remote? Resolves the settings once (a connection look-up)."""
@@ -172,6 +183,8 @@ class ConnectLauncher(SessionLauncher):
             return super().prepare(launch)
         assert self._resolved is not None
         url, conf = self._resolved
+        self._lingering = None
+        proceeds_unseen(conf)  # a typo in the opt-out fails here, before anything runs
         if "session_id=" in url:
             raise JrsConfigError(
                 f"job {launch.job_id}: the Spark Connect URL {redacted(url)} names a session_id; each attempt "
@@ -247,20 +260,45 @@ class ConnectLauncher(SessionLauncher):
 
     def _end_work(self, job_id: str) -> None:
         """Interrupt whatever still runs in the session (threads of the function included), then
-        wait until its Spark tasks are gone from the server: the attempt's failure is recorded and
-        its lease released only afterwards, so a retry never starts beside a cancelled job's tasks.
-        Never raises (the attempt already fails with its own error)."""
+        wait until its Spark tasks are gone from the server, while the lease is renewed: the
+        attempt's failure is recorded and its lease released only afterwards, so a retry never
+        starts beside a cancelled job's tasks. When they have not ended within the bound, or the
+        server's UI cannot show them (and the connection did not opt out), the attempt fails
+        closed: :meth:`outcome` answers "runs", so it records no result and its intent (naming
+        the session) stays, and the retry waits for those tasks before it launches. Never raises
+        (the attempt already fails with its own error)."""
         assert self._resolved is not None and self.session_id is not None
         try:  # on a client of its own: stop() may have closed the session's channel already
             interrupt_session(session_url(self._resolved[0], self.session_id))
         except Exception as exc:
             self.log.warning("Could not interrupt the Spark Connect session %s: %s", self.session_id, exc)
-        lingering = LingeringTasks(self._ui, self.session_id, self.log, missing=self._ui_missing)
+        lingering = LingeringTasks(
+            self._ui, self.session_id, self.log, missing=self._ui_missing, proceed=proceeds_unseen(self._resolved[1])
+        )
         try:
             while lingering.running():
                 time.sleep(TASKS_POLL)
-        except RuntimeError as exc:
-            self.log.error("Job %s: %s", job_id, exc)
+        except RuntimeError as exc:  # TasksUnknown included
+            self._lingering = str(exc)
+            self.log.error(
+                "Job %s: %s The attempt records no result and its intent stays, so the next attempt waits for "
+                "those tasks (or interrupts them again) before it starts.", job_id, exc,
+            )  # fmt: skip
+
+    def outcome(self, launch: Launch, recorder: Any, *, failed: bool) -> tuple[str, str | None]:
+        """ "Runs" while Spark tasks of the attempt's interrupted work may still run on the server
+        (:meth:`_end_work`): the failure is not recorded and the intent stays, which is what makes
+        the next attempt wait for them (:meth:`predecessors_of`) instead of computing beside them."""
+        if failed and self._lingering is not None and self._remote():
+            return RUNS, f"session {self.session_id}"
+        return ENDED, None
+
+    def still_runs(self, launch: Launch, app_id: str | None, *, last_try: bool) -> str:
+        return (
+            f"job {launch.job_id}: Spark tasks of the Spark Connect {app_id} may still run on the server: "
+            f"{self._lingering} Nothing was recorded and the intent stays: the next attempt waits for them (or "
+            "interrupts them again) before it starts."
+        )
 
     def _marker_folder(self, staging: str) -> None:
         """The client writes the marker: its folder must exist here. A function that wrote nothing
@@ -283,14 +321,14 @@ class ConnectLauncher(SessionLauncher):
         if not stale.session_id or not self._remote():
             return super().predecessors_of(namespace, stale)
         assert self._resolved is not None
-        url = self._resolved[0]
+        url, conf = self._resolved
         remote = session_url(url, stale.session_id)
         running = session_running(remote)
         try:
             ui, missing = server_ui(url), "the server runs no Spark UI (spark.ui.enabled=false)"
         except Exception as exc:
             ui, missing = None, f"could not read its Spark UI address ({exc})"
-        lingering = LingeringTasks(ui, stale.session_id, self.log, missing=missing)
+        lingering = LingeringTasks(ui, stale.session_id, self.log, missing=missing, proceed=proceeds_unseen(conf))
         if not running and not lingering.running():
             return []
         tag = job_tag(namespace, stale.job_id, stale.fence)

@@ -9,6 +9,13 @@ server's Spark UI: its REST API lists the jobs of a session (their tags name it,
 with their status and active tasks. :class:`LingeringTasks` waits on that, bounded, for
 :class:`~airflow_jrs.launch.connect_launcher.ConnectLauncher` (a successor's predecessor check,
 and a stopped attempt before it lets its lease go).
+
+The UI must be the server's own: when ``spark.ui.port`` is taken, Spark binds the next port (up
+to ``spark.port.maxRetries`` more), and what answers on the configured one is another
+application, or nothing. :class:`ServerUi` therefore looks for the port whose
+``/api/v1/applications`` lists the server's ``spark.app.id``, the way Spark picked it. A UI that
+cannot be found or does not answer is "unknown", never "no task runs": the caller fails closed,
+unless the connection opted out (:data:`UNSEEN_TASKS_KEY`).
 """
 
 from __future__ import annotations
@@ -16,14 +23,38 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from airflow_jrs.exceptions import JrsConfigError
 
 #: Seconds the Spark tasks of a session whose operations ended may run on before a successor (or
 #: the stopped attempt itself) gives up waiting for them (:class:`LingeringTasks`).
 TASKS_TIMEOUT = 120.0
 #: Seconds between two looks at the server's UI while waiting for those tasks.
 TASKS_POLL = 0.25
+#: The connection's conf key that says what to do when the server's UI cannot show a session's
+#: tasks (no UI, not found, not answering): ``fail`` (the default: unknown is not "none") or
+#: ``proceed`` (go ahead; a cancelled job's tasks may run on beside the next attempt for a while).
+UNSEEN_TASKS_KEY = "jrs.connect.unseenTasks"
+#: Spark's default ``spark.port.maxRetries``: how many ports after ``spark.ui.port`` it tries.
+PORT_RETRIES = 16
+
+
+class TasksUnknown(RuntimeError):
+    """The server's UI cannot show whether a session's Spark tasks still run."""
+
+
+def proceeds_unseen(conf: dict[str, Any]) -> bool:
+    """Did the connection opt out of failing when the server's tasks cannot be seen? Raises on a
+    value that is neither ``fail`` nor ``proceed`` (a typo must not opt out, nor silently not)."""
+    value = str(conf.get(UNSEEN_TASKS_KEY, "fail")).strip().lower()
+    if value not in ("fail", "proceed"):
+        raise JrsConfigError(
+            f"{UNSEEN_TASKS_KEY}={conf.get(UNSEEN_TASKS_KEY)!r} in the Spark Connect connection's conf: use "
+            "'fail' (the default) or 'proceed'."
+        )
+    return value == "proceed"
 
 
 def _conf_values(client: Any, defaults: dict[str, str]) -> dict[str, str]:
@@ -42,10 +73,12 @@ def ui_from(conf: dict[str, str], url: str) -> ServerUi | None:
     if conf.get("spark.ui.enabled", "true").lower() == "false":
         return None
     host = url[len("sc://") :].split("/", 1)[0].rsplit(":", 1)[0]
-    return ServerUi(f"http://{host}:{conf.get('spark.ui.port') or '4040'}", conf.get("spark.app.id") or "")
+    port = conf.get("spark.ui.port") or "4040"
+    retries = int(conf.get("spark.port.maxRetries") or PORT_RETRIES)
+    return ServerUi(f"http://{host}:{port}", conf.get("spark.app.id") or "", retries)
 
 
-UI_CONF = {"spark.ui.enabled": "true", "spark.ui.port": "4040", "spark.app.id": ""}
+UI_CONF = {"spark.ui.enabled": "true", "spark.ui.port": "4040", "spark.app.id": "", "spark.port.maxRetries": "16"}
 
 
 def server_ui(url: str) -> ServerUi | None:
@@ -64,27 +97,67 @@ def server_ui(url: str) -> ServerUi | None:
             client.close()
 
 
-@dataclass(frozen=True)
+@dataclass
 class ServerUi:
-    """The Connect server's Spark UI: its REST API shows a session's Spark jobs and their tasks."""
+    """The Connect server's Spark UI: its REST API shows a session's Spark jobs and their tasks.
+
+    ``url`` is where the server's conf says it is (``spark.ui.port``); Spark binds the next free
+    port of the ``retries`` after it when that one is taken, so the UI is the first of them whose
+    ``/api/v1/applications`` lists ``app_id`` (found once, then kept)."""
 
     url: str
     app_id: str
+    retries: int = 0
+    _found: str | None = field(default=None, compare=False, repr=False)
+
+    def candidates(self) -> list[str]:
+        base, _, port = self.url.rpartition(":")
+        return [f"{base}:{int(port) + i}" for i in range(self.retries + 1)]
+
+    def found(self) -> str:
+        """The URL of the server's own UI; raises :class:`TasksUnknown` naming what each port answered."""
+        if self._found is not None:
+            return self._found
+        if not self.app_id:
+            raise TasksUnknown(
+                f"the server did not tell its spark.app.id, so its Spark UI at {self.url} cannot be told from "
+                "another application's"
+            )
+        answers = []
+        for url in self.candidates():
+            try:
+                apps = _get(f"{url}/api/v1/applications")
+            except (OSError, ValueError) as exc:  # refused, 404, not JSON: not the server's UI
+                answers.append(f"{url}: {exc}")
+                continue
+            ids = [a.get("id") for a in apps] if isinstance(apps, list) else []
+            if self.app_id in ids:
+                self._found = url
+                return url
+            answers.append(f"{url}: another application {ids}")
+        raise TasksUnknown(
+            f"no Spark UI of the server's application {self.app_id} on ports {self.candidates()[0]} to "
+            f"{self.candidates()[-1]} ({'; '.join(answers[:3])}{'; ...' if len(answers) > 3 else ''})"
+        )
 
     def session_tasks(self, session_id: str) -> int:
         """Spark tasks still running for the session's jobs: a cancelled job ends (``JobEnd``, its
         operation CANCELLED) while its tasks run on until the executor has killed them, seconds
         later (a task blocked in I/O runs until the I/O returns). A job still RUNNING counts one.
         The jobs of a session carry ``..._Session_<id>_...`` in their tags, tagged or not."""
-        app_id = self.app_id or self._rest("applications")[0]["id"]  # the server is one application
-        jobs = self._rest(f"applications/{app_id}/jobs")
+        url = self.found()
+        try:
+            jobs = _get(f"{url}/api/v1/applications/{self.app_id}/jobs")
+        except (OSError, ValueError) as exc:
+            raise TasksUnknown(f"the server's Spark UI {url} did not answer ({exc})") from exc
         needle = f"_Session_{session_id}_"
         mine = [j for j in jobs if any(needle in t for t in j.get("jobTags", []))]
         return sum(max(int(j.get("numActiveTasks") or 0), 1 if j.get("status") == "RUNNING" else 0) for j in mine)
 
-    def _rest(self, path: str) -> Any:
-        with urllib.request.urlopen(f"{self.url}/api/v1/{path}", timeout=10) as resp:
-            return json.loads(resp.read())
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return json.loads(resp.read())
 
 
 class LingeringTasks:
@@ -92,26 +165,35 @@ class LingeringTasks:
     :data:`TASKS_TIMEOUT` from the first look (then :meth:`running` raises, naming the session and
     the UI: the caller fails and Airflow retries, rather than run beside the tasks or wait forever).
 
-    A server without a UI (``spark.ui.enabled=false``), or whose UI does not answer, cannot show
-    its tasks: logged once, and read as "none" (the cancelled work may run a few seconds more)."""
+    A server without a UI (``spark.ui.enabled=false``), whose UI cannot be found (no port of
+    ``spark.ui.port`` and the ``spark.port.maxRetries`` after it lists the server's application)
+    or does not answer cannot show its tasks: unknown, so :meth:`running` raises
+    :class:`TasksUnknown` the same way, unless ``proceed`` (the connection's
+    :data:`UNSEEN_TASKS_KEY` is ``proceed``): then it logs that once and reads "none"."""
 
     def __init__(
-        self, ui: ServerUi | None, session_id: str, log: Any, *, missing: str = "", timeout: float | None = None
+        self,
+        ui: ServerUi | None,
+        session_id: str,
+        log: Any,
+        *,
+        missing: str = "",
+        timeout: float | None = None,
+        proceed: bool = False,
     ) -> None:
         self.ui, self.session_id, self.log, self.missing = ui, session_id, log, missing
         self.timeout = TASKS_TIMEOUT if timeout is None else timeout
+        self.proceed = proceed
         self._since: float | None = None
         self._told = False
 
     def running(self) -> bool:
         if self.ui is None:
-            self._tell(self.missing or "the server runs no Spark UI")
-            return False
+            return self._unknown(self.missing or "the server runs no Spark UI")
         try:
             count = self.ui.session_tasks(self.session_id)
-        except (OSError, ValueError) as exc:
-            self._tell(f"its Spark UI {self.ui.url} did not answer ({exc})")
-            return False
+        except TasksUnknown as exc:
+            return self._unknown(str(exc))
         now = time.monotonic()
         if count == 0:
             return False
@@ -125,18 +207,28 @@ class LingeringTasks:
         elif now - self._since > self.timeout:
             raise RuntimeError(
                 f"Spark Connect session {self.session_id}: {count} Spark task(s) still run on the server "
-                f"{self.timeout:.0f}s after its work was interrupted (see {self.ui.url}/jobs/). Nothing new was "
-                "started beside them; the task fails and its retry looks again. If they never end, kill them "
-                "from the Spark UI or restart the Connect server."
+                f"{self.timeout:.0f}s after its work was interrupted (see {self.ui.found()}/jobs/). Nothing new "
+                "was started beside them; the task fails and its retry looks again. If they never end, kill "
+                "them from the Spark UI or restart the Connect server."
             )
         return True
 
-    def _tell(self, why: str) -> None:
+    def _unknown(self, why: str) -> bool:
+        where = f" (expected at {self.ui.url})" if self.ui is not None else ""
+        if not self.proceed:
+            raise TasksUnknown(
+                f"Spark Connect session {self.session_id}: cannot see whether Spark tasks of its cancelled work "
+                f"still run on the server{where}: {why}. Not going ahead beside them; the task fails and its "
+                "retry looks again. Make the Connect server's Spark UI reachable from the workers "
+                f"(spark.ui.enabled=true), or set {UNSEEN_TASKS_KEY}=proceed in the connection's conf to go "
+                "ahead without seeing them."
+            )
         if not self._told:
             self._told = True
             self.log.warning(
-                "Spark Connect session %s: cannot see whether Spark tasks of its cancelled operations still run: "
-                "%s. Going ahead; they may run for a few seconds more. Enable the Connect server's Spark UI to "
-                "wait for them.",
-                self.session_id, why,
+                "Spark Connect session %s: cannot see whether Spark tasks of its cancelled operations still run%s: "
+                "%s. Going ahead (%s=proceed); they may run for a while beside the next attempt. Make the Connect "
+                "server's Spark UI reachable to wait for them.",
+                self.session_id, where, why, UNSEEN_TASKS_KEY,
             )  # fmt: skip
+        return False
