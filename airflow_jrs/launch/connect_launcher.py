@@ -44,6 +44,7 @@ from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.launch.connect_tasks import (
     TASKS_POLL,
     UI_CONF,
+    UNSEEN_TASKS_KEY,
     LingeringTasks,
     ServerUi,
     proceeds_unseen,
@@ -224,7 +225,7 @@ class ConnectLauncher(SessionLauncher):
         done = self._start_self_fence(launch)
         ended = False
         try:
-            settings = {k: v for k, v in conf.items() if k not in NOT_SESSION_CONF}
+            settings = {k: v for k, v in conf.items() if k not in NOT_SESSION_CONF and k != UNSEEN_TASKS_KEY}
             fenced = job_conf(job_id=launch.job_id, namespace=launch.namespace, fence=launch.fence,
                               output_dir=launch.staging)  # fmt: skip
             for key, value in {**settings, **fenced}.items():
