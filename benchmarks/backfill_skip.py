@@ -136,7 +136,7 @@ class Bench:
             max_active_runs=self.max_active_runs,
             via="rest",
             timeout=4 * 3600,
-            complete=True,  # the next backfill of this DAG starts without Airflow's 30 s completion timer
+            complete=True,  # waits for Airflow to mark it complete: the next backfill of this DAG can start
         )
         took = time.monotonic() - started
         bad = {d: s for d, s in result.runs.items() if s != "success"}

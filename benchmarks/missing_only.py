@@ -1,7 +1,7 @@
-"""Missing-only backfill against the per-task skip: wall time, task instances, Spark launches.
+"""Missing-only backfill against a backfill of only its missing dates: wall time, task instances, launches.
 
     .venv/bin/python benchmarks/missing_only.py --store-only [--dates 3650 --jobs-per-date 10]
-    .venv/bin/python benchmarks/missing_only.py [--dates 365] [--fractions 0.01 0.1 1.0] [--skip-dates 365]
+    .venv/bin/python benchmarks/missing_only.py [--dates 60] [--fractions 0.01 0.1 0.5] [--reps 3] [--skip-dates N]
 
 **Store side** (``--store-only``, no Airflow): a generated DAG of ``--jobs-per-date`` jobs, every
 job of ``--dates`` dates committed through the store API but the ``--fractions`` missing;
@@ -12,24 +12,34 @@ is ``dates to run x tasks per run`` task instances.
 **Real scheduler** (default): one :class:`~jrs_testbench.deployment.LocalDeployment`
 (api-server, dag-processor, scheduler; LocalExecutor, ``--parallelism`` slots, SQLite unless
 ``--postgres``), a private redis-server, the DAG of ``benchmarks/missing_only_dags`` (two
-submit >> cleanup pairs per date) with spark-submit replaced by the stand-in of
-:mod:`jrs_testbench.fake_spark` (the real operator and supervisor run; the JVM does not: a
-launch is a line in its log, which is what is counted). For each fraction, a fresh year of dates
-with that fraction missing (chosen with ``--seed``), then ``airflow-jrs backfill --missing-only
---wait`` (in this process), timed from the command's start to its return. The baseline is the
-per-task skip: ``POST /api/v2/backfills`` over ``--skip-dates`` fully committed dates (a normal
-backfill whose tasks skip), timed on the server's clock (creation -> end of its last run, as
-``benchmarks/backfill_skip.py``). Task instances are counted through the REST API in the runs
-of the measured range.
+submit >> cleanup pairs per date, ``max_active_runs`` 10) with spark-submit replaced by the
+stand-in of :mod:`jrs_testbench.fake_spark` (the real operator and supervisor run; the JVM does
+not: a launch is a line in its log, which is what is counted). Side by side, ``--reps`` times
+for each of ``--fractions``, alternating which goes first:
+
+* **missing-only**: a fresh span of ``--dates`` dates with that fraction missing (chosen with
+  ``--seed``), then ``airflow-jrs backfill --missing-only --wait --json`` in this process, timed
+  from the command's start to its return;
+* **baseline**: a plain Airflow backfill of only that many dates: ``POST /api/v2/backfills``
+  over as many fresh contiguous dates, nothing committed there (every job computes), with the
+  same ``max_active_runs`` and the same 1 s polling, timed from the POST to the last run's end.
+
+The ratio missing-only / baseline is the goal's measure (at most 1.1). Runs, task instances and
+run states are read back through the REST API; the load average is recorded at the start and
+the end. ``--skip-dates N`` adds the per-task skip: a normal backfill over N fully committed
+dates (its tasks skip), timed on the server's clock as ``benchmarks/backfill_skip.py``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import random
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -167,37 +177,46 @@ def scheduler_side(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from jrs_testbench.helpers import jrs_env
 
     rng = random.Random(args.seed)
-    years = [days(FIRST + timedelta(days=366 * i), args.dates) for i in range(len(args.fractions))]
-    skip_dates = days(FIRST + timedelta(days=366 * len(args.fractions)), args.skip_dates)
-    out: dict[str, Any] = {"missing_only": [], "per_task_skip": None}
+    cursor = FIRST
+    items: list[tuple[int, float, list[date], set[date], list[date]]] = []
     with EmbeddedRedis(work / "redis") as server:
         namespace = f"bench-mo-{uuid.uuid4().hex[:8]}"
         store = RedisJobResultStore(server.url, namespace)
+        for rep in range(args.reps):
+            for fraction in args.fractions:
+                # a fresh span for the missing-only command, and beside it as many fresh dates
+                # as it has missing, contiguous and nothing committed: the baseline's backfill
+                dates = days(cursor, args.dates)
+                missing = missing_days(dates, fraction, rng)
+                baseline = days(cursor + timedelta(days=args.dates), len(missing))
+                cursor += timedelta(days=args.dates + len(missing) + 1)
+                commit_all(store, [f"bmo_{j}.{d}" for d in dates if d not in missing for j in "ab"])
+                items.append((rep, fraction, dates, missing, baseline))
+        skip_dates = days(cursor, args.skip_dates)
+        last = days(date(2017, 12, 29), 3)  # the scheduler's own catch-up run lands here: let it skip
+        if skip_dates and skip_dates[-1] >= last[0]:
+            raise SystemExit("too many dates for the DAG's 2013-2017 span: lower --dates, --reps or --skip-dates")
+        commit_all(store, [f"bmo_{j}.{d}" for d in [*skip_dates, *last] for j in "ab"])
         bin_dir, calls = install_fake_spark_submit(work, write_output=True)
         env = jrs_env(server.url, namespace, data_dir=work / "data")
         env["PATH"] = f"{bin_dir}:{env['PATH']}"
         # Parsed once, as in a deployment whose files do not change (Airflow's default re-parses
         # every 30 s, about a second of CPU each on this 2-core machine, inside the timed backfills).
         env["AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL"] = "3600"
-        plans = []
-        for fraction, dates in zip(args.fractions, years, strict=True):
-            missing = missing_days(dates, fraction, rng)
-            commit_all(store, [f"bmo_{j}.{d}" for d in dates if d not in missing for j in "ab"])
-            plans.append((fraction, dates, missing))
-        last = days(date(2017, 12, 29), 3)  # the scheduler's own catch-up run lands here: let it skip
-        commit_all(store, [f"bmo_{j}.{d}" for d in [*skip_dates, *last] for j in "ab"])
         database = fresh_database(args.postgres) if args.postgres else None
         airflow = LocalDeployment(
             work / "airflow", bundles={"bench": ROOT / "benchmarks" / "missing_only_dags"}, env=env,
             parallelism=args.parallelism, components=("api-server", "dag-processor", "scheduler"),
             log_level="WARNING", sql_alchemy_conn=database,
         )  # fmt: skip
+        out: dict[str, Any] = {"side_by_side": [], "per_task_skip": None, "load_average": {}}
         try:
-            _measure(airflow, args, server.url, namespace, calls, plans, skip_dates, out)
+            _measure(airflow, args, server.url, namespace, calls, items, skip_dates, out)
         finally:
             if database:
                 drop_database(database)
         store.client.close()
+    out["summary"] = _summary(out["side_by_side"])
     return out
 
 
@@ -207,54 +226,140 @@ def _measure(
     redis_url: str,
     namespace: str,
     calls: Path,
-    plans: list[tuple[float, list[date], set[date]]],
+    items: list[tuple[int, float, list[date], set[date], list[date]]],
     skip_dates: list[date],
     out: dict[str, Any],
 ) -> None:
-    from airflow_jrs.cli import main as cli
-
     with airflow:
         airflow.wait_for_dag(DAG_ID)
         airflow.client.unpause(DAG_ID)
         creds = {"AIRFLOW_JRS_API_USERNAME": airflow.username, "AIRFLOW_JRS_API_PASSWORD": airflow.password}
         os.environ.update(creds)
-        for fraction, dates, missing in plans:
-            launches = _launches(calls)
-            argv = ["--redis-url", redis_url, "--namespace", namespace, "backfill", "--dag-id", DAG_ID,
-                    "--from-date", str(dates[0]), "--to-date", str(dates[-1]),
-                    "--dags-folder", str(ROOT / "benchmarks" / "missing_only_dags"), "--missing-only",
-                    "--wait", "--airflow-url", airflow.url,
-                    "--max-active-runs", str(args.max_active_runs)]  # fmt: skip
-            t0 = time.monotonic()
-            code = cli(argv)
-            took = time.monotonic() - t0
-            if code != 0:
-                raise SystemExit(f"airflow-jrs backfill exited {code}\n{airflow.logs_tail()}")
-            runs, tis, states = _runs_and_tis(airflow, dates)
-            row = {
-                "dates": len(dates), "missing_fraction": fraction, "missing_dates": len(missing),
-                "seconds": round(took, 1), "dag_runs": runs, "task_instances": tis,
-                "spark_launches": _launches(calls) - launches, "run_states": states,
-            }  # fmt: skip
+        # untimed: the CLI's first call in this process imports Airflow and parses the DAG file
+        # (seconds on a loaded machine), which a timed first item would carry alone
+        _missing_only(airflow, args, redis_url, namespace, [date(2017, 12, 29)], dry_run=True)
+        out["load_average"]["start"] = os.getloadavg()
+        for rep, fraction, dates, missing, baseline in items:
+            # alternate which side goes first, so a drift in the machine's load hits both
+            order = ("missing_only", "baseline") if rep % 2 == 0 else ("baseline", "missing_only")
+            row: dict[str, Any] = {"rep": rep, "missing_fraction": fraction, "dates": len(dates),
+                                   "missing_dates": len(missing)}  # fmt: skip
+            for side in order:
+                # untimed: a backfill of the DAG still active (Airflow marks it complete on a 30 s
+                # timer) would turn a one-range missing-only into runs, and refuse the baseline
+                airflow.backfills.wait_idle(DAG_ID)
+                launches = _launches(calls)
+                if side == "missing_only":
+                    took, doc = _missing_only(airflow, args, redis_url, namespace, dates)
+                    row["how"] = doc["how"]
+                    row["ranges"] = _ranges(sorted(missing))
+                    span = dates
+                else:
+                    took = _plain_backfill(airflow, args, baseline)
+                    span = baseline
+                runs, tis, states = _runs_and_tis(airflow, span)
+                row[side] = {
+                    "seconds": round(took, 1), "server_seconds": _server_span(airflow, span),
+                    "dag_runs": runs, "task_instances": tis,
+                    "spark_launches": _launches(calls) - launches, "run_states": states,
+                }  # fmt: skip
+            row["ratio"] = round(row["missing_only"]["seconds"] / row["baseline"]["seconds"], 3)
             print(json.dumps(row), flush=True)
-            out["missing_only"].append(row)
-        launches = _launches(calls)
-        result = airflow.backfills.run(
-            DAG_ID,
-            skip_dates[0],
-            skip_dates[-1],
-            "none",
-            max_active_runs=args.max_active_runs,
-            via="rest",
-            timeout=6 * 3600,
-        )
-        runs, tis, states = _runs_and_tis(airflow, skip_dates)
-        row = {
-            "dates": len(skip_dates), "seconds": round(result.wall_seconds, 1), "dag_runs": runs,
-            "task_instances": tis, "spark_launches": _launches(calls) - launches, "run_states": states,
-        }  # fmt: skip
-        print("per-task skip:", json.dumps(row), flush=True)
-        out["per_task_skip"] = row
+            out["side_by_side"].append(row)
+        out["load_average"]["end"] = os.getloadavg()
+        if skip_dates:
+            airflow.backfills.wait_idle(DAG_ID)
+            launches = _launches(calls)
+            result = airflow.backfills.run(
+                DAG_ID, skip_dates[0], skip_dates[-1], "none", max_active_runs=args.max_active_runs, via="rest",
+                timeout=6 * 3600,
+            )  # fmt: skip
+            runs, tis, states = _runs_and_tis(airflow, skip_dates)
+            skip = {
+                "dates": len(skip_dates), "seconds": round(result.wall_seconds, 1), "dag_runs": runs,
+                "task_instances": tis, "spark_launches": _launches(calls) - launches, "run_states": states,
+            }  # fmt: skip
+            print("per-task skip:", json.dumps(skip), flush=True)
+            out["per_task_skip"] = skip
+
+
+def _missing_only(
+    airflow: Any, args: argparse.Namespace, redis_url: str, namespace: str, dates: list[date], *, dry_run: bool = False
+) -> tuple[float, dict[str, Any]]:
+    """``airflow-jrs backfill --missing-only --wait --json`` in this process, timed from its start
+    to its return (DAG parse, store read, REST calls, the runs, 1 s polling)."""
+    from airflow_jrs.cli import main as cli
+
+    argv = ["--redis-url", redis_url, "--namespace", namespace, "--json", "backfill", "--dag-id", DAG_ID,
+            "--from-date", str(dates[0]), "--to-date", str(dates[-1]),
+            "--dags-folder", str(ROOT / "benchmarks" / "missing_only_dags"), "--missing-only",
+            "--wait", "--airflow-url", airflow.url,
+            "--max-active-runs", str(args.max_active_runs), *(["--dry-run"] if dry_run else [])]  # fmt: skip
+    buffer = io.StringIO()
+    t0 = time.monotonic()
+    with contextlib.redirect_stdout(buffer):
+        code = cli(argv)
+    took = time.monotonic() - t0
+    if code != 0:
+        raise SystemExit(f"airflow-jrs backfill exited {code}\n{airflow.logs_tail()}")
+    return took, json.loads(buffer.getvalue())
+
+
+def _plain_backfill(airflow: Any, args: argparse.Namespace, dates: list[date]) -> float:
+    """The baseline: a plain Airflow backfill of exactly ``len(missing)`` dates, every one of
+    which computes (nothing committed there): ``POST /api/v2/backfills`` with the same
+    ``max_active_runs``, waited for with the same 1 s polling, timed the same way."""
+    from airflow_jrs.cli.airflow_api import AirflowApi
+    from airflow_jrs.cli.backfill import POLL_SECONDS, TERMINAL
+
+    api = AirflowApi(airflow.url, username=airflow.username, password=airflow.password)
+    first = datetime.combine(dates[0], datetime.min.time(), UTC)
+    last = datetime.combine(dates[-1], datetime.min.time(), UTC)
+    api.token()  # the CLI's token exchange is timed on its side; here, before: a slight edge to the baseline
+    t0 = time.monotonic()
+    api.create_backfill(DAG_ID, first, last, reprocess_behavior="none", max_active_runs=args.max_active_runs)
+    while True:
+        runs = api.dag_runs(DAG_ID, first, last)
+        if len(runs) == len(dates) and all(r.get("state") in TERMINAL for r in runs):
+            return time.monotonic() - t0
+        time.sleep(POLL_SECONDS)
+
+
+def _server_span(airflow: Any, dates: list[date]) -> float:
+    """First run queued -> last run ended, on the server's clock: the scheduler's share of the
+    wall, without the command's own start-up, REST calls and polling."""
+    lo, hi = dates[0].isoformat(), dates[-1].isoformat()
+    runs = [r for r in airflow.client.dag_runs(DAG_ID) if lo <= (r.get("logical_date") or "")[:10] <= hi]
+    start = min(_at(r["queued_at"]) for r in runs)
+    return round((max(_at(r["end_date"]) for r in runs) - start).total_seconds(), 1)
+
+
+def _at(raw: str) -> datetime:
+    return datetime.fromisoformat(raw.replace("Z", "+00:00"))
+
+
+def _ranges(missing: list[date]) -> int:
+    return sum(1 for i, d in enumerate(missing) if i == 0 or (d - missing[i - 1]).days > 1)
+
+
+def _summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for fraction in sorted({r["missing_fraction"] for r in rows}):
+        mine = [r for r in rows if r["missing_fraction"] == fraction]
+        ratios = sorted(r["ratio"] for r in mine)
+        out.append({
+            "missing_fraction": fraction, "missing_dates": mine[0]["missing_dates"],
+            "how": sorted({r["how"] for r in mine}), "repetitions": len(mine),
+            "missing_only_seconds": [r["missing_only"]["seconds"] for r in mine],
+            "baseline_seconds": [r["baseline"]["seconds"] for r in mine],
+            "ratios": [r["ratio"] for r in mine], "median_ratio": statistics.median(ratios),
+            # the sums weigh each repetition by its length: one stall on a loaded machine moves
+            # a short pair's ratio a lot and the sum's little
+            "sum_ratio": round(
+                sum(r["missing_only"]["seconds"] for r in mine) / sum(r["baseline"]["seconds"] for r in mine), 3
+            ),
+        })  # fmt: skip
+    return out
 
 
 def _launches(calls: Path) -> int:
@@ -273,9 +378,10 @@ def _runs_and_tis(airflow: Any, dates: list[date]) -> tuple[int, int, dict[str, 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dates", type=int, default=365)
-    parser.add_argument("--fractions", type=float, nargs="+", default=[0.01, 0.1, 1.0])
-    parser.add_argument("--skip-dates", type=int, default=None, help="dates of the per-task skip (default --dates)")
+    parser.add_argument("--dates", type=int, default=60)
+    parser.add_argument("--fractions", type=float, nargs="+", default=[0.01, 0.1, 0.5])
+    parser.add_argument("--reps", type=int, default=3, help="repetitions of each fraction, side by side")
+    parser.add_argument("--skip-dates", type=int, default=0, help="also a per-task skip of N committed dates")
     parser.add_argument("--jobs-per-date", type=int, default=2, help="--store-only: jobs per date (default 2)")
     parser.add_argument("--store-only", action="store_true", help="only the store read (no Airflow)")
     parser.add_argument("--seed", type=int, default=22)
@@ -289,7 +395,6 @@ def main() -> int:
     )
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args()
-    args.skip_dates = args.skip_dates or args.dates
     work = Path(tempfile.mkdtemp(prefix="jrs-bench-missing-only-"))
     print(f"Work folder {work}", flush=True)
     try:

@@ -22,6 +22,7 @@ with DAG(
     start_date=datetime(2013, 1, 1, tzinfo=UTC),
     end_date=datetime(2017, 12, 31, tzinfo=UTC),
     catchup=False,
+    max_active_runs=10,  # as the benchmark's backfills: runs with their logical dates get the same bound
     tags=["jrs", "bench"],
 ):
     first = jrs_spark_job(
