@@ -25,15 +25,24 @@ and the result names the winner's. The copy of the spec lives in a temporary fol
 pipeline's project (the CLI resolves library globs against the spec's folder), removed when
 the run ends; the definitions run are the ones the fingerprint covered.
 
-Only the CLI's own local Connect server is accepted (the operator refuses the rest): a
+The CLI runs in the attempt's temporary folder (``Popen(cwd=...)``), never in the task's working
+directory: whatever Spark puts in its working directory (a ``spark-warehouse`` when a setting
+slipped through, a Derby ``metastore_db``) is the attempt's own and removed with it, never a
+folder every attempt shares.
+
+Only the session catalog in the fence's warehouse is accepted (:func:`unfenced_setting`: the
+operator refuses another catalog, a metastore's conf, a ``hive-site.xml``), and only the CLI's
+own local Connect server (the operator refuses the rest): a
 ``--master`` is refused by Spark itself ("Remote cannot be specified with master and/or deploy
 mode"), ``--remote local[N]`` makes the CLI start a *second* JVM without our conf (its
 warehouse would be the working directory: unfenced), and a remote ``sc://`` server has one
 warehouse for everyone.
 
-After the CLI exited 0 (and only if the attempt was not stopped) the launcher writes the commit
-marker, LAST, naming the job and fence, with the datasets it found under the warehouse as the
-result's metrics; a successor adopts a predecessor's folder only with that marker.
+After the CLI exited 0 (and only if the attempt was not stopped) the launcher checks that the
+run landed under the fence (at least one dataset in the warehouse, every ``outputs`` path
+present: :meth:`PipelinesLauncher.check_landed`), then writes the commit marker, LAST, naming
+the job and fence, with the datasets it found under the warehouse as the result's metrics; a
+successor adopts a predecessor's folder only with that marker.
 """
 
 from __future__ import annotations
@@ -85,7 +94,87 @@ _TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)?: ")
 
 
 class PipelineRunError(JrsError):
-    """``spark-pipelines run`` failed: carries its exit code and the last lines it printed."""
+    """``spark-pipelines run`` failed, or ended well without its datasets under the fence: the
+    message says what it printed, or what is missing and where to look."""
+
+
+#: The session catalog: the only one whose tables land in ``spark.sql.warehouse.dir``.
+SESSION_CATALOG = "spark_catalog"
+#: Conf that moves the pipeline's server off the fence's warehouse or off the CLI's local server.
+_FENCE_KEYS = ("spark.sql.warehouse.dir", "spark.master", "spark.remote", "spark.api.mode")
+#: Conf prefixes that name a catalog or a metastore (where tables live is then theirs to say):
+#: ``spark.sql.catalog*`` (``spark.sql.catalogImplementation`` and ``spark.sql.catalog.<name>``),
+#: ``spark.sql.defaultCatalog``, Hive's and its metastore's JDO settings, also as Hadoop conf
+#: (``spark.hadoop.*``).
+_CATALOG_PREFIXES = (
+    "spark.sql.catalog",
+    "spark.sql.defaultCatalog",
+    "hive.",
+    "javax.jdo.",
+    "spark.hadoop.hive.",
+    "spark.hadoop.javax.jdo.",
+)
+
+
+def unfenced_setting(key: str) -> str | None:
+    """Why Spark conf ``key`` would let the pipeline write outside the attempt's fenced
+    warehouse (``None``: it would not). Why refused rather than overridden: a catalog or
+    metastore the user configured decides where tables live (an Iceberg catalog's warehouse,
+    a metastore's database locations), shared by every attempt, so a zombie could overwrite
+    the winner's datasets; the fence cannot be kept while honouring it."""
+    if key in _FENCE_KEYS:
+        return (
+            "the guard puts the pipeline's warehouse under the attempt's fenced folder, on the CLI's own local server"
+        )
+    if key.startswith(_CATALOG_PREFIXES):
+        return (
+            "it names a catalog or a metastore, which decides where the datasets land (shared by every attempt, "
+            "outside the fence); only the session catalog in the fenced warehouse is supported"
+        )
+    return None
+
+
+def spark_defaults(conf_dir: str) -> dict[str, str]:
+    """The settings of ``<conf_dir>/spark-defaults.conf`` (key, whitespace or ``=``, value)."""
+    path = Path(conf_dir) / "spark-defaults.conf"
+    found: dict[str, str] = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            line = line.strip()
+            if line and not line.startswith("#"):
+                key, _, value = line.replace("=", " ", 1).partition(" ")
+                found[key.strip()] = value.strip()
+    return found
+
+
+def check_fenced(spec: Mapping[str, Any], conf: Mapping[str, Any], conf_dir: str | None, *, who: str) -> None:
+    """Raise :class:`JrsConfigError` naming the first setting that would put datasets outside the
+    fence: ``conf`` (the operator's), the spec's ``catalog`` and ``configuration``, and the
+    worker's Spark configuration in ``conf_dir`` (``SPARK_CONF_DIR``: its ``hive-site.xml``,
+    its ``spark-defaults.conf``), which every JVM of the run reads."""
+    catalog = spec.get("catalog")
+    if catalog not in (None, "", SESSION_CATALOG):
+        raise JrsConfigError(
+            f"{who}: the pipeline spec's catalog {catalog!r} is not supported: its tables land where that catalog "
+            f"says, shared by every attempt (a zombie attempt could overwrite the winner's), not under the attempt's "
+            f"fenced warehouse. Remove 'catalog' from the spec (or set it to {SESSION_CATALOG!r})."
+        )
+    sources = [("conf", conf), ("the pipeline spec's configuration", spec.get("configuration") or {})]
+    if conf_dir:
+        if (Path(conf_dir) / "hive-site.xml").exists():
+            raise JrsConfigError(
+                f"{who}: SPARK_CONF_DIR {conf_dir} has a hive-site.xml: a Hive metastore decides where the "
+                "pipeline's tables land (its databases' locations, shared by every attempt), not the attempt's "
+                "fenced warehouse. Give the task a SPARK_CONF_DIR without hive-site.xml (env_vars)."
+            )
+        sources.append((f"{conf_dir}/spark-defaults.conf", spark_defaults(conf_dir)))
+    for where, settings in sources:
+        if not isinstance(settings, Mapping):
+            raise JrsConfigError(f"{who}: {where} must be a mapping of Spark settings, not {type(settings).__name__}")
+        for key in settings:
+            reason = unfenced_setting(str(key))
+            if reason is not None:
+                raise JrsConfigError(f"{who}: {key!r} in {where} may not be set: {reason}. Remove it.")
 
 
 def pipelines_binary(env: Mapping[str, str]) -> str:
@@ -295,9 +384,10 @@ class PipelinesLauncher(Launcher):
             with self._lock:
                 if self._stopped:
                     raise RuntimeError(f"job {launch.job_id}: stopped before spark-pipelines started")
-                self._process = subprocess.Popen(
-                    supervised, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
-                )
+                self._process = subprocess.Popen(  # in the attempt's folder: a stray write is its own
+                    supervised, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                    cwd=folder,
+                )  # fmt: skip
             self._follow(self._process)
             code = self._process.wait()
             if code:
@@ -305,13 +395,44 @@ class PipelinesLauncher(Launcher):
             with self._lock:
                 if self._stopped:
                     raise RuntimeError(f"job {launch.job_id}: stopped before its commit marker was written")
-                metrics = {"datasets": datasets_under(f"{launch.staging}/{WAREHOUSE}")}
+                datasets = datasets_under(f"{launch.staging}/{WAREHOUSE}")
+                self.check_landed(launch, datasets)
+                metrics = {"datasets": datasets}
                 # LAST: the marker vouches for every dataset the run wrote.
                 write_marker(launch.staging, job_id=launch.job_id, fence=launch.fence,
                              application_id=self.tail.application_id, metrics=metrics)  # fmt: skip
         finally:
             self._sweep()
             shutil.rmtree(folder, ignore_errors=True)
+
+    def check_landed(self, launch: Launch, datasets: Sequence[str]) -> None:
+        """Raise :class:`PipelineRunError` unless the run left a dataset in the fence's warehouse
+        and every ``outputs`` path exists: a run that exited 0 with nothing there wrote its
+        datasets elsewhere (a catalog or metastore the checks did not see) or defines none, and
+        must record no SUCCEEDED result pointing at an empty folder."""
+        import fsspec
+
+        warehouse = f"{launch.staging}/{WAREHOUSE}"
+        if not datasets:
+            raise PipelineRunError(
+                f"job {launch.job_id}: spark-pipelines exited 0 but left no dataset under the attempt's fenced "
+                f"warehouse {warehouse}; nothing recorded. Either the pipeline defines no materialized view or "
+                "table (only temporary views), or its datasets went elsewhere: look for a catalog or metastore "
+                "setting on this worker (spark.sql.catalog*, hive-site.xml, spark-defaults.conf, HADOOP_CONF_DIR) "
+                "or a database with a LOCATION of its own (docs/how-to/spark-pipelines.md)."
+            )
+        missing = []
+        for name, sub in launch.run.outputs.items():
+            path = f"{launch.staging}/{sub}".rstrip("/") if sub else launch.staging
+            fs, root = fsspec.core.url_to_fs(path)
+            if not fs.exists(root):
+                missing.append(f"{name!r} ({path})")
+        if missing:
+            raise PipelineRunError(
+                f"job {launch.job_id}: spark-pipelines exited 0 but the output(s) {', '.join(missing)} are missing "
+                f"under the fenced folder; nothing recorded. The run left the datasets {list(datasets)} in "
+                f"{warehouse}: make `outputs` name them (warehouse/<table>, warehouse/<db>.db/<table>)."
+            )
 
     def _follow(self, process: subprocess.Popen[bytes]) -> None:
         """Log what the CLI prints, as the provider's hook does, keeping for a failure the tail

@@ -38,16 +38,17 @@ The fingerprint (:func:`airflow_jrs.domain.pipeline_spec.pipeline_fingerprint`) 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_pipelines import SparkPipelinesOperator
 
 from airflow_jrs.domain.identity import job_id_for
-from airflow_jrs.domain.pipeline_spec import pipeline_fingerprint
+from airflow_jrs.domain.pipeline_spec import load_spec, pipeline_fingerprint
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.hooks.jrs import JrsHook
-from airflow_jrs.launch.pipelines_launcher import PipelineRunError, PipelinesLauncher
+from airflow_jrs.launch.pipelines_launcher import PipelineRunError, PipelinesLauncher, check_fenced
 from airflow_jrs.operators.guarded import GuardedJob, execute_with_store, kill_attempt, run_job
 from airflow_jrs.operators.links import JobResultLink
 from airflow_jrs.protocol import JobSpec
@@ -67,11 +68,16 @@ class JrsSparkPipelinesOperator(SparkPipelinesOperator, GuardedJob):
     :param conn_id: a Spark connection; only a local master is accepted (the CLI's own local
         Spark Connect server runs the pipeline). Default: none, local
     :param conf: Spark conf for the pipeline's server; ``spark.sql.warehouse.dir`` is set by the
-        guard (under the fence) and may not be given
+        guard (under the fence) and may not be given, nor a catalog or metastore setting
+        (``spark.sql.catalog*``, ``hive.*``, ``javax.jdo.*``): the spec's ``catalog`` must be the
+        session catalog, and the same keys are refused in its ``configuration`` and the worker's
+        ``SPARK_CONF_DIR`` (with a ``hive-site.xml``)
     :param job_id: the job's id (templated). Default: ``{dag_id}.{task_id}.{date or partition}``
     :param job_version: bump it to recompute although the spec and definitions are unchanged
     :param outputs: logical output name -> sub-path of the fenced folder recorded in the result
-        (default ``{"output": "warehouse"}``: the datasets; a table is ``warehouse/<table>``)
+        (default ``{"output": "warehouse"}``: the datasets; a table is ``warehouse/<table>``).
+        A run that leaves no dataset in the warehouse, or a missing ``outputs`` path, fails and
+        records nothing
     :param skip_when_done: raise ``AirflowSkipException`` instead of succeeding when skipping
     :param jrs_conn_id: the job result store connection (default ``[jrs] conn_id``)
     :param jrs_namespace: overrides the connection's/config's namespace
@@ -142,7 +148,9 @@ class JrsSparkPipelinesOperator(SparkPipelinesOperator, GuardedJob):
         return run_job(self, context, hook, spec, launcher)
 
     def _checked_conf(self) -> dict[str, Any]:
-        """The user's conf plus the executor settings; refuses what would defeat the fence or that
+        """The user's conf plus the executor settings; refuses what would defeat the fence (a
+        warehouse, another catalog or a metastore, in conf, the spec or the worker's
+        ``SPARK_CONF_DIR``: :func:`~airflow_jrs.launch.pipelines_launcher.check_fenced`) or that
         Spark refuses for spark-pipelines (a master)."""
         self._check_connection()
         if self.deploy_mode == "cluster":
@@ -151,12 +159,9 @@ class JrsSparkPipelinesOperator(SparkPipelinesOperator, GuardedJob):
                 "Spark Connect server beside the CLI. Leave deploy_mode unset."
             )
         conf = dict(self.conf or {})
-        for key in ("spark.sql.warehouse.dir", "spark.master", "spark.remote", "spark.api.mode"):
-            if key in conf:
-                raise JrsConfigError(
-                    f"{self.task_id}: conf {key!r} may not be set: the guard puts the pipeline's warehouse under the "
-                    "attempt's fenced folder, on the CLI's own local Spark Connect server. Remove it from conf."
-                )
+        # the spec and the worker's SPARK_CONF_DIR reach the same server: a catalog set there leaks as well
+        conf_dir = (self.env_vars or {}).get("SPARK_CONF_DIR") or os.environ.get("SPARK_CONF_DIR")
+        check_fenced(load_spec(str(self.pipeline_spec)), conf, conf_dir, who=self.task_id)
         executor = {
             "spark.executor.cores": self.executor_cores,
             "spark.executor.memory": self.executor_memory,

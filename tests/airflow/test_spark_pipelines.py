@@ -12,7 +12,11 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import itertools
+import os
+import re
 import shutil
+import sys
+import tempfile
 import threading
 import time
 from datetime import UTC, datetime
@@ -68,13 +72,27 @@ def quiet_spec(tmp_path: Path) -> Path:
     return project / SPEC.name
 
 
-def pipeline_processes() -> list[psutil.Process]:
-    """spark-pipelines processes of a guarded attempt on this host (the JVM, the CLI's Python,
-    the supervisor): each names the attempt's temporary project copy on its command line."""
+@pytest.fixture(autouse=True)
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
+    """The test's own working directory (nothing may be written into the repository's) and its own
+    temporary folder, where each attempt's folder (``jrs-pipeline-*``) is made: this test's
+    processes are the ones naming it, whatever runs beside it on the host."""
+    cwd, attempts = tmp_path / "cwd", tmp_path / "attempts"
+    cwd.mkdir()
+    attempts.mkdir()
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(tempfile, "tempdir", str(attempts))
+    return SimpleNamespace(cwd=cwd, attempts=attempts)
+
+
+def pipeline_processes(attempts: Path) -> list[psutil.Process]:
+    """spark-pipelines processes of this test's guarded attempts (the JVM, the CLI's Python, the
+    supervisor): each names its attempt's temporary project copy, under ``attempts``, on its
+    command line."""
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = " ".join(proc.info.get("cmdline") or [])
-        if TEMP_PREFIX in cmdline and "--spec" in cmdline:
+        if f"{attempts}/{TEMP_PREFIX}" in cmdline and "--spec" in cmdline:
             found.append(proc)
     return [proc for proc in found if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE]
 
@@ -90,7 +108,7 @@ def load_example() -> Any:
 
 @pytest.mark.spark
 def test_a_date_is_computed_once_under_its_fence_committed_by_the_cleanup_and_then_starts_no_pipeline(
-    jrs_env, monkeypatch
+    jrs_env, monkeypatch, workdir
 ):
     monkeypatch.setenv("JRS_SPARK_EVENT_LOG_DIR", jrs_env.spark.uri)  # one event log per pipeline run
     dr = load_example().test(logical_date=DAY)
@@ -106,8 +124,10 @@ def test_a_date_is_computed_once_under_its_fence_committed_by_the_cleanup_and_th
     table = pq.read_table(str(daily)).to_pydict()
     assert dict(zip(table["kind"], table["n"], strict=True)) == {"even": 13, "odd": 12}
     assert (daily.parent.parent / "_JRS_COMMIT.json").exists()
-    assert not pipeline_processes()
+    assert not pipeline_processes(workdir.attempts)
     assert not (SPEC.parent / "spark-warehouse").exists()  # nothing written beside the project
+    assert list(workdir.cwd.iterdir()) == []  # nor in the task's working directory
+    assert list(workdir.attempts.iterdir()) == []  # the attempt's folder is gone
 
     # the same date again: the store answers, no pipeline runs (no application, no process)
     again = load_example().test(logical_date=DAY)
@@ -117,7 +137,7 @@ def test_a_date_is_computed_once_under_its_fence_committed_by_the_cleanup_and_th
 
 
 @pytest.mark.spark
-def test_a_failing_definition_fails_the_task_with_the_pipelines_error_and_records_failed(jrs_env, tmp_path):
+def test_a_failing_definition_fails_the_task_with_the_pipelines_error_and_records_failed(jrs_env, tmp_path, workdir):
     project = tmp_path / "broken"
     shutil.copytree(SPEC.parent, project)
     (project / "transformations" / "daily.sql").write_text(
@@ -140,7 +160,7 @@ def test_a_failing_definition_fails_the_task_with_the_pipelines_error_and_record
     entry = jrs_env.store.get_entry(JOB)
     assert entry is not None and entry.result.status.value == "FAILED"  # the last try records FAILED
     assert "no_such_column" in (entry.result.error or "")
-    assert not pipeline_processes()
+    assert not pipeline_processes(workdir.attempts)
 
 
 def start_task(op: JrsSparkPipelinesOperator, day: datetime) -> tuple[threading.Thread, list[BaseException]]:
@@ -158,7 +178,7 @@ def start_task(op: JrsSparkPipelinesOperator, day: datetime) -> tuple[threading.
     return task, failed
 
 
-def running_tree(task: threading.Thread, quiet_spec: Path) -> list[psutil.Process]:
+def running_tree(task: threading.Thread, quiet_spec: Path, attempts: Path) -> list[psutil.Process]:
     """Once the whole tree runs and the CLI registers the quiet definition: the supervisor, the
     spark-pipelines JVM, the CLI's Python (its child) and the local Spark Connect server that
     Python started (a JVM, its child)."""
@@ -168,12 +188,12 @@ def running_tree(task: threading.Thread, quiet_spec: Path) -> list[psutil.Proces
         if not flag.exists():
             time.sleep(0.2)
             continue
-        for proc in pipeline_processes():
+        for proc in pipeline_processes(attempts):
             with contextlib.suppress(psutil.Error):
                 if proc.name().startswith("python") and "pipelines/cli.py" in " ".join(proc.cmdline()):
                     servers = [c for c in proc.children() if c.name() == "java"]
                     if servers:
-                        return [*pipeline_processes(), *servers]
+                        return [*pipeline_processes(attempts), *servers]
         time.sleep(0.2)
     raise AssertionError("spark-pipelines never started its Connect server")
 
@@ -183,14 +203,18 @@ def alive(procs: list[psutil.Process]) -> list[int]:
 
 
 @pytest.mark.spark
-def test_a_killed_attempt_leaves_no_spark_pipelines_process_and_records_no_success(jrs_env, quiet_spec):
+def test_a_killed_attempt_leaves_no_spark_pipelines_process_and_records_no_success(jrs_env, quiet_spec, workdir):
     op = operator(jrs_env, quiet_spec)
     task, failed = start_task(op, datetime(2013, 1, 2, tzinfo=UTC))
-    tree = running_tree(task, quiet_spec)
+    tree = running_tree(task, quiet_spec, workdir.attempts)
+    cwds = {proc.pid: Path(proc.cwd()) for proc in tree}
     op.on_kill()
     task.join(120)
     assert not task.is_alive() and failed, "execute must fail after on_kill"
-    assert not pipeline_processes() and not alive(tree)
+    # every process of the run worked in the attempt's own folder, not in the task's (shared) one
+    folder = Path(op._attempt.launcher._folder)
+    assert all(cwd.is_relative_to(folder) for cwd in cwds.values()), cwds
+    assert not pipeline_processes(workdir.attempts) and not alive(tree)
     assert not find_job_processes(jrs_env.namespace, "d.t.2013-01-02")
     entry = jrs_env.store.get_entry("d.t.2013-01-02")
     assert entry is None or entry.result.status.value != "SUCCEEDED"
@@ -199,14 +223,14 @@ def test_a_killed_attempt_leaves_no_spark_pipelines_process_and_records_no_succe
 
 
 @pytest.mark.spark
-def test_when_the_supervisor_dies_every_process_of_the_pipeline_dies_with_it(jrs_env, quiet_spec, monkeypatch):
+def test_when_the_supervisor_dies_every_process_of_the_pipeline_dies_with_it(jrs_env, quiet_spec, monkeypatch, workdir):
     """The chain of death signals alone (supervisor -> JVM -> the CLI's Python -> its Connect
     server), as when the supervisor fences itself or is killed: the launcher's own sweep after
     the run is switched off, so only the chain can have ended them."""
     monkeypatch.setattr(PipelinesLauncher, "_sweep", lambda self: None)
     op = operator(jrs_env, quiet_spec)
     task, failed = start_task(op, datetime(2013, 1, 3, tzinfo=UTC))
-    tree = running_tree(task, quiet_spec)
+    tree = running_tree(task, quiet_spec, workdir.attempts)
     (supervisor,) = [proc for proc in tree if "airflow_jrs.launch.supervisor" in " ".join(proc.cmdline())]
     supervisor.kill()
     task.join(120)
@@ -248,3 +272,85 @@ def test_what_cannot_be_fenced_is_refused_with_the_reason(monkeypatch):
         JrsSparkPipelinesOperator(task_id="t", pipeline_spec=str(SPEC), conn_id="spark_yarn")._checked_conf()
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_L", '{"conn_type": "spark", "host": "local[1]"}')
     assert JrsSparkPipelinesOperator(task_id="t", pipeline_spec=str(SPEC), conn_id="spark_l")._checked_conf() == {}
+
+
+#: A stand-in for ``spark-pipelines`` that exits 0 as a run whose datasets went elsewhere would:
+#: it notes where it ran, and makes the fence's warehouse with the folders named in ``$STUB_DATASETS`` only.
+_STUB = """\
+import os, pathlib, sys
+args = sys.argv[1:]
+conf = dict(args[i + 1].split("=", 1) for i, arg in enumerate(args) if arg == "--conf")
+pathlib.Path(os.environ["STUB_CWD"]).write_text(os.getcwd())
+pathlib.Path(conf["spark.sql.warehouse.dir"]).mkdir(parents=True)  # empty, as the server leaves it
+for name in filter(None, os.environ.get("STUB_DATASETS", "").split(",")):
+    pathlib.Path(conf["spark.sql.warehouse.dir"], name).mkdir(parents=True)
+"""
+
+
+@pytest.mark.parametrize(
+    ("datasets", "outputs", "missing"),
+    [
+        ("", None, "left no dataset under the attempt's fenced warehouse"),
+        ("numbers", {"daily": "warehouse/daily"}, "the output(s) 'daily'"),
+    ],
+    ids=["no-dataset", "missing-output"],
+)
+def test_a_run_that_exits_0_without_its_datasets_under_the_fence_records_no_success(
+    jrs_env, tmp_path, workdir, datasets, outputs, missing
+):
+    """The launcher and the supervisor as they run, the CLI replaced by a stand-in that ends well
+    but writes nothing (or not what ``outputs`` names) in the fence's warehouse: what a catalog
+    or metastore that slipped through the refusals would leave."""
+    stub_dir = tmp_path / "bin"
+    stub_dir.mkdir()
+    stub = stub_dir / "spark-pipelines"
+    stub.write_text(f"#!{sys.executable}\n{_STUB}")
+    stub.chmod(0o755)
+    ran_in = tmp_path / "ran-in"
+    env = {"PATH": f"{stub_dir}:{os.environ['PATH']}", "STUB_CWD": str(ran_in), "STUB_DATASETS": datasets}
+    op = JrsSparkPipelinesOperator(task_id="t", pipeline_spec=str(SPEC), outputs=outputs, env_vars=env)
+    with pytest.raises(PipelineRunError, match=re.escape(missing)) as failed:
+        op.execute(context())
+    assert "nothing recorded" in str(failed.value)
+    entry = jrs_env.store.get_entry(JOB)
+    assert entry is None or entry.result.status.value != "SUCCEEDED"
+    # the CLI ran in the attempt's own folder (removed since), not in the task's working directory
+    assert Path(ran_in.read_text()).parent == workdir.attempts and Path(ran_in.read_text()).name.startswith(TEMP_PREFIX)
+    assert list(workdir.cwd.iterdir()) == []
+
+
+def test_a_catalog_or_metastore_that_would_move_the_datasets_off_the_fence_is_refused(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+    project = tmp_path / "p"
+    shutil.copytree(SPEC.parent, project)
+    spec = project / SPEC.name
+    base = spec.read_text()
+
+    def refusal(text: str = base, **kwargs: Any) -> str:
+        spec.write_text(text)
+        with pytest.raises(JrsConfigError) as refused:
+            JrsSparkPipelinesOperator(task_id="t", pipeline_spec=str(spec), **kwargs)._checked_conf()
+        return str(refused.value)
+
+    assert "catalog 'lake' is not supported" in refusal(base + "catalog: lake\n")
+    for key in ("spark.sql.catalog.lake", "spark.sql.catalogImplementation", "hive.metastore.uris",
+                "javax.jdo.option.ConnectionURL", "spark.hadoop.hive.metastore.uris"):  # fmt: skip
+        assert f"{key!r} in conf may not be set: it names a catalog or a metastore" in refusal(conf={key: "x"})
+        message = refusal(base + f"configuration:\n  {key}: x\n")
+        assert f"{key!r} in the pipeline spec's configuration may not be set" in message
+    conf_dir = tmp_path / "spark-conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text("spark.eventLog.enabled true\nspark.sql.catalog.lake x\n")
+    assert "'spark.sql.catalog.lake' in " + f"{conf_dir}/spark-defaults.conf" in refusal(
+        env_vars={"SPARK_CONF_DIR": str(conf_dir)}
+    )
+    (conf_dir / "spark-defaults.conf").write_text("spark.eventLog.enabled true\n")
+    (conf_dir / "hive-site.xml").write_text("<configuration/>\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
+    assert "has a hive-site.xml" in refusal()
+    # the session catalog, named or not, in the fence's warehouse is what runs
+    (conf_dir / "hive-site.xml").unlink()
+    spec.write_text(base + "catalog: spark_catalog\n")
+    assert JrsSparkPipelinesOperator(task_id="t", pipeline_spec=str(spec), conf={"a": "b"})._checked_conf() == {
+        "a": "b"
+    }
