@@ -33,6 +33,7 @@ from typing import Any
 
 import requests
 
+from airflow_jrs.launch import provider_adapter as provider
 from airflow_jrs.protocol.application_ids import application_id_of
 from airflow_jrs.protocol.launcher import Predecessor, local_predecessors
 
@@ -81,13 +82,14 @@ class DeployMode:
 
         The id is returned only when it has the shape of an id of this mode
         (:func:`~.spark_target.application_id_of`); anything else is not stored."""
-        process = getattr(spark_hook, "_submit_sp", None)
+        process = provider.submit_process(spark_hook)
+        reported = provider.reported_ids(spark_hook)
         candidates = (
-            getattr(spark_hook, "_yarn_application_id", None),
-            getattr(spark_hook, "_driver_id", None),
+            reported.yarn_application_id,
+            reported.driver_id,
             getattr(spark_hook, _STANDALONE_APP_ID, None),
-            getattr(spark_hook, "_kubernetes_application_id", None),
-            getattr(spark_hook, "_kubernetes_driver_pod", None),
+            reported.kubernetes_application_id,
+            reported.kubernetes_driver_pod,
         )
         app_id = next((v for v in (application_id_of(self.kind, c) for c in candidates) if v), None)
         return (process.pid if process is not None else None), app_id
@@ -108,8 +110,8 @@ class YarnClusterMode(DeployMode):
         self, spark_hook: Any, namespace: str, job_id: str, tag: str, known_ids: Sequence[str] = ()
     ) -> list[Predecessor]:
         try:
-            base = spark_hook._get_yarn_rm_base_url()
-            auth = spark_hook._resolved_yarn_rm_auth
+            base = provider.yarn_rm_url(spark_hook)
+            auth = provider.yarn_rm_auth(spark_hook)
             resp = requests.get(
                 f"{base}/ws/v1/cluster/apps",
                 params={"applicationTags": f"jrs-{tag}", "states": _YARN_LIVE_STATES},
@@ -139,7 +141,7 @@ class YarnClusterMode(DeployMode):
                 Predecessor(
                     description=f"YARN application {app_id}",
                     alive=alive,
-                    stop=partial(spark_hook._kill_yarn_application, app_id),
+                    stop=partial(provider.kill_yarn_application, spark_hook, app_id),
                 )
             )
         return found

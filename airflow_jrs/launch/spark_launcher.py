@@ -20,6 +20,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow_jrs.domain.paths import job_tag
 from airflow_jrs.exceptions import JobEndedOnRequestError
 from airflow_jrs.launch import cluster_outcome as cluster
+from airflow_jrs.launch import provider_adapter as provider
 from airflow_jrs.launch.deploy_modes import DeployMode
 from airflow_jrs.launch.spark_stopping import end_on_request, stop_cluster_driver_on_kill
 from airflow_jrs.launch.standalone import refuse_while_unrecorded_driver_may_run
@@ -84,7 +85,7 @@ class SparkSubmitLauncher(Launcher):
             **mode.submission_conf(job_tag(launch.namespace, job_id), token, user_conf),
             **(self.paths.conf() if self.paths is not None else {}),
         }
-        op._hook = None  # rebuilt by the parent from the settings above
+        provider.forget_submit_hook(op)  # rebuilt by the parent from the settings above
         return {
             "application": op.application,
             "application_args": args,
@@ -100,17 +101,17 @@ class SparkSubmitLauncher(Launcher):
         SparkSubmitOperator.execute(self.op, self.context)
 
     def submission(self) -> tuple[int | None, str | None]:
-        spark_hook = self.op._hook
+        spark_hook = provider.submit_hook_of(self.op)
         return self.mode.submission(spark_hook) if spark_hook is not None else (None, None)
 
     # -- ending it -----------------------------------------------------------------------------
     def alive(self) -> bool:
-        spark_hook = self.op._hook
-        process = getattr(spark_hook, "_submit_sp", None) if spark_hook is not None else None
+        spark_hook = provider.submit_hook_of(self.op)
+        process = provider.submit_process(spark_hook) if spark_hook is not None else None
         return process is not None and process.poll() is None
 
     def stop(self) -> None:
-        if self.op._hook is None:
+        if provider.submit_hook_of(self.op) is None:
             return
         try:
             SparkSubmitOperator.on_kill(self.op)
@@ -127,7 +128,7 @@ class SparkSubmitLauncher(Launcher):
             self.stream.stop_then_cancel(by="on_kill")
         else:  # a batch job: its driver in the cluster first, then its supervisor ends spark-submit
             mode = self.op.__dict__.get("_jrs_deploy_mode")
-            stop_cluster_driver_on_kill(mode, self.op._hook, run, self.op.log)
+            stop_cluster_driver_on_kill(mode, provider.submit_hook_of(self.op), run, self.op.log)
             cancel_on_kill(run, fence, self.alive, self.op.log)
         self.stop()
 
@@ -144,8 +145,9 @@ class SparkSubmitLauncher(Launcher):
             return
         asked = asked_to_end(launch.run, launch.fence)
         if asked is not None:
-            app_id = cluster.recorded_app_id(self.mode, self.op._hook, recorder)  # its supervisor ended spark-submit
-            end_on_request(launch.run, launch.fence, asked, mode=self.mode, spark_hook=self.op._hook,
+            spark_hook = provider.submit_hook_of(self.op)
+            app_id = cluster.recorded_app_id(self.mode, spark_hook, recorder)  # its supervisor ended spark-submit
+            end_on_request(launch.run, launch.fence, asked, mode=self.mode, spark_hook=spark_hook,
                            staging=launch.staging, app_id=app_id, log=self.op.log)  # fmt: skip
 
     def after_run(self, launch: Launch) -> None:
@@ -167,7 +169,8 @@ class SparkSubmitLauncher(Launcher):
         refuse_while_unrecorded_driver_may_run(self.mode, stale)
 
     def outcome(self, launch: Launch, recorder: Any, *, failed: bool) -> tuple[str, str | None]:
-        return cluster.outcome_after_submit(self.mode, self.op._hook, recorder, namespace=launch.namespace,
+        spark_hook = provider.submit_hook_of(self.op)
+        return cluster.outcome_after_submit(self.mode, spark_hook, recorder, namespace=launch.namespace,
                                             job_id=launch.job_id, fence=launch.fence, staging=launch.staging,
                                             log=self.op.log)  # fmt: skip
 
@@ -178,8 +181,7 @@ class SparkSubmitLauncher(Launcher):
         return cluster.missing_marker_message(launch.job_id, self.mode, launch.staging, app_id)
 
     def failure(self, error: BaseException) -> tuple[str, str | None]:
-        spark_hook = self.op._hook
-        process = getattr(spark_hook, "_submit_sp", None)
+        process = provider.submit_process(provider.submit_hook_of(self.op))
         exit_code = process.returncode if process is not None else None
         tail: OutputTail = self.op.__dict__["_jrs_output_tail"]
         application_id = self.submission()[1] or tail.application_id

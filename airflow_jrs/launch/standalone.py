@@ -33,6 +33,7 @@ import requests
 
 from airflow_jrs.domain.paths import app_name_prefix
 from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.launch import provider_adapter as provider
 from airflow_jrs.launch.deploy_modes import _STANDALONE_APP_ID as STANDALONE_APP_ID
 from airflow_jrs.launch.deploy_modes import ClusterUnreachableError, DeployMode, Predecessor
 
@@ -139,7 +140,6 @@ class StandaloneMode(DeployMode):
         consumes it (cluster mode: the provider parses the driver id itself)."""
         if self.cluster:
             return
-        process_log = spark_hook._process_spark_submit_log
 
         def scan(lines: Any) -> Any:
             for line in lines:
@@ -149,7 +149,7 @@ class StandaloneMode(DeployMode):
                         setattr(spark_hook, STANDALONE_APP_ID, match.group(1))
                 yield line
 
-        spark_hook._process_spark_submit_log = lambda itr: process_log(scan(itr))
+        provider.read_along(spark_hook, scan)
 
     def cluster_predecessors(
         self, spark_hook: Any, namespace: str, job_id: str, tag: str, known_ids: Sequence[str] = ()

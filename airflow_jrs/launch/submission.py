@@ -13,13 +13,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import subprocess
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.launch import provider_adapter as provider
 from airflow_jrs.launch.supervisor import SETTINGS_ENV, SUPERVISOR_ENV, supervised_command
 
 if TYPE_CHECKING:
@@ -54,27 +54,16 @@ class Supervision:
         with stdin on ``/dev/null``: the task's own stdin is Airflow's requests socket, and a
         supervisor that outlives a ``kill -9`` of the task must not hold it (Airflow's task
         supervisor keeps the try running until every channel of the task is closed)."""
-        build = spark_hook._build_spark_submit_command
-        submit = spark_hook.submit
+        env = {SUPERVISOR_ENV: json.dumps(self.connection)}
+        if self.settings is not None:
+            env[SETTINGS_ENV] = json.dumps(self.settings)
 
-        def submit_detached(application: str = "", **kwargs: Any) -> Any:
-            kwargs.setdefault("stdin", subprocess.DEVNULL)
-            return submit(application, **kwargs)
-
-        spark_hook.submit = submit_detached
-
-        def supervised(application: str) -> list[str]:
-            command = build(application)
-            # After the build: the provider sets its environment there (from env_vars in client mode).
-            env = {SUPERVISOR_ENV: json.dumps(self.connection)}
-            if self.settings is not None:
-                env[SETTINGS_ENV] = json.dumps(self.settings)
-            spark_hook._env = {**(spark_hook._env or {}), **env}
+        def supervised(command: list[str]) -> list[str]:
             return supervised_command(
                 command, namespace=self.namespace, job_id=self.job_id, fence=self.fence, ttl=self.ttl
             )
 
-        spark_hook._build_spark_submit_command = supervised
+        provider.supervise_submission(spark_hook, supervised, env)
 
 
 #: Spark's own logging at INFO and below (log4j's ``yy/MM/dd HH:mm:ss LEVEL`` or ISO dates): it
@@ -106,8 +95,7 @@ class OutputTail:
         self.application_id: str | None = None
 
     def wrap(self, spark_hook: Any) -> None:
-        process_log = spark_hook._process_spark_submit_log
-        mask = getattr(spark_hook, "_mask_cmd", None)
+        mask = provider.secret_mask(spark_hook)
 
         def scan(lines: Any) -> Any:
             for line in lines:
@@ -117,7 +105,7 @@ class OutputTail:
                     pass
                 yield line
 
-        spark_hook._process_spark_submit_log = lambda itr: process_log(scan(itr))
+        provider.read_along(spark_hook, scan)
 
     def add(self, line: str | bytes, mask: Callable[[list[str]], str] | None = None) -> None:
         text = (line.decode(errors="replace") if isinstance(line, bytes) else line).rstrip()

@@ -38,8 +38,10 @@ from airflow.sdk import BaseOperatorLink
 from airflow_jrs.domain.identity import application_fingerprint, job_id_for
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.hooks.jrs import JrsHook
+from airflow_jrs.launch import provider_adapter as provider
 from airflow_jrs.launch.deploy_mode_choice import deploy_mode_for
 from airflow_jrs.launch.deploy_modes import DeployMode
+from airflow_jrs.launch.provider_adapter import PreparesSubmitHook
 from airflow_jrs.launch.spark_launcher import SparkSubmitLauncher
 from airflow_jrs.launch.spark_target import SparkTarget, refuse_unsafe, resolve_target
 from airflow_jrs.operators.guarded import GuardedJob, execute_with_store, kill_attempt, run_job
@@ -52,7 +54,7 @@ from airflow_jrs.store.stop_requests import DEFAULT_STOP_TIMEOUT
 __all__ = ["PLACEHOLDERS", "JrsSparkSubmitOperator"]
 
 
-class JrsSparkSubmitOperator(SparkSubmitOperator, GuardedJob):
+class JrsSparkSubmitOperator(PreparesSubmitHook, SparkSubmitOperator, GuardedJob):
     """Submit a Spark application once per job; later attempts reuse the stored result.
 
     :param job_id: the job's id (templated). Default: ``{dag_id}.{task_id}.{date or partition}``,
@@ -160,24 +162,23 @@ class JrsSparkSubmitOperator(SparkSubmitOperator, GuardedJob):
             raise JrsConfigError(f"{self.task_id}: durable=True is not supported (see the operator's docs)")
         return target, deploy_mode_for(target)
 
-    def _get_hook(self) -> Any:
-        """The provider's hook, prepared by this attempt's deploy mode (it may read spark-submit's output)."""
-        hook = super()._get_hook()
+    def prepare_submit_hook(self, spark_hook: Any) -> None:
+        """Each hook the provider's operator builds, prepared by this attempt's deploy mode (it may
+        read spark-submit's output), its supervisor and its output tail (:mod:`.provider_adapter`)."""
         mode = getattr(self, "_jrs_deploy_mode", None)
         if mode is not None:
-            mode.prepare(hook)
+            mode.prepare(spark_hook)
         supervision = getattr(self, "_jrs_supervision", None)
         if supervision is not None:
-            supervision.wrap(hook)
+            supervision.wrap(spark_hook)
         tail = getattr(self, "_jrs_output_tail", None)
         if tail is not None:
-            tail.wrap(hook)
-        return hook
+            tail.wrap(spark_hook)
 
     def _checked_spark_hook(self) -> Any:
         """The provider's SparkSubmitHook, for a Spark connection that exists (see above)."""
         self._spark_target()
-        return self._get_hook()
+        return provider.build_submit_hook(self)
 
     # -- kill ---------------------------------------------------------------------------------
     def on_kill(self) -> None:
@@ -185,7 +186,7 @@ class JrsSparkSubmitOperator(SparkSubmitOperator, GuardedJob):
         (:meth:`airflow_jrs.protocol.JobAttempt.kill`: the one stop path, then the hard kill).
 
         Runs inside a signal handler on the thread that is executing: it must not raise."""
-        if not kill_attempt(self) and self._hook is not None:  # no attempt yet, or an unguarded run
+        if not kill_attempt(self) and provider.submit_hook_of(self) is not None:  # no attempt yet, or an unguarded run
             try:
                 super().on_kill()
             except Exception as exc:

@@ -28,8 +28,8 @@ provider upgrade does not recompute every date) and not the connection's content
 password is not a new copy). It is plannable before the task runs (``airflow-jrs plan``):
 ``application_args`` holds the definition until launch, when the provider's arguments replace it.
 
-The one private name of the provider used here is the hook's argument builder, isolated in
-:func:`provider_jdbc_arguments` and pinned by a test.
+The hook's argument builder, a private name of the provider, is read in :func:`provider_jdbc_arguments`
+through :mod:`airflow_jrs.launch.provider_adapter`, which pins it per provider version.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from airflow.providers.apache.spark.hooks.spark_jdbc import SparkJDBCHook
 from airflow_jrs.domain.identity import application_fingerprint, job_id_for
 from airflow_jrs.exceptions import ApplicationFailedError, JrsConfigError
 from airflow_jrs.hooks.jrs import JrsHook
+from airflow_jrs.launch import provider_adapter as provider
 from airflow_jrs.launch.deploy_modes import DeployMode
 from airflow_jrs.launch.spark_launcher import SparkSubmitLauncher
 from airflow_jrs.launch.spark_target import SparkTarget
@@ -87,10 +88,9 @@ def copy_definition(params: Mapping[str, Any]) -> list[str]:
 def provider_jdbc_arguments(hook: SparkJDBCHook) -> list[str]:
     """The script's arguments as the provider's ``SparkJDBCHook.submit_jdbc_job`` builds them.
 
-    The provider's private surface, the only use of it here: the builder method and the resolved
-    connection it takes (``submit_jdbc_job`` would submit at once). Pinned by
-    ``tests/unit/test_jdbc_copy.py``; the team's provider adapter is where it moves next."""
-    return list(hook._build_jdbc_application_arguments(hook._jdbc_connection))
+    The provider's private surface (``submit_jdbc_job`` would submit at once), read through
+    :func:`airflow_jrs.launch.provider_adapter.jdbc_application_arguments`, pinned there."""
+    return provider.jdbc_application_arguments(hook)
 
 
 def masked(args: Sequence[Any]) -> list[Any]:

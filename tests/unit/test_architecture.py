@@ -354,3 +354,119 @@ def test_the_type_checking_imports_make_no_circle_either():
     for name in sorted(graph):
         if name not in state:
             visit(name, [name])
+
+
+#: The one module that names an internal of the Spark provider (DESIGN.md section 5); every
+#: name it uses is pinned per provider version by tests/unit/test_provider_adapter.py.
+PROVIDER_ADAPTER = "airflow_jrs.launch.provider_adapter"
+#: Modules outside this brief's reach that still touch one, each a known knot (not a precedent).
+PROVIDER_INTERNAL_KNOTS = {
+    # ``op._hook = None`` before an unguarded run: to call provider_adapter.forget_submit_hook.
+    "airflow_jrs.operators.unguarded": {"_hook"},
+    # SparkSqlOperator's settings (conf, master, executor settings) read to build an in-process
+    # session: to move behind an adapter function (e.g. provider_adapter.sql_settings(op)), pinned.
+    "airflow_jrs.operators.spark_sql": {
+        "_conf", "_total_executor_cores", "_executor_cores", "_executor_memory", "_num_executors", "_keytab",
+        "_principal", "_master",
+    },
+}  # fmt: skip
+_ACCESSORS = {"getattr", "setattr", "hasattr", "delattr"}
+
+
+def _provider_internals() -> tuple[set[str], set[str]]:
+    """(private names, class names) of the installed Spark provider, read from its source: every
+    ``def _name`` and ``self._name`` of its classes (name-mangled ``__name`` left out)."""
+    from importlib.metadata import distribution
+
+    spark = distribution("apache-airflow-providers-apache-spark").locate_file("airflow/providers/apache/spark")
+    root = Path(str(spark))
+    names, classes = set(), set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                classes.add(node.name)
+                for sub in ast.walk(node):
+                    if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        names.add(sub.name)
+                    elif isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.value.id == "self":
+                        names.add(sub.attr)
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}, classes
+
+
+def _provider_touches(
+    sources: dict[str, str], internals: set[str], provider_classes: set[str]
+) -> dict[str, list[tuple[str, str]]]:
+    """Per module, each place that reads, writes or overrides a provider internal: ``x._name``,
+    ``getattr(x, "_name")`` and friends, or ``def _name`` in a subclass of a provider class.
+    ``self._name`` in a class that does not derive from the provider is the class's own.
+    Each place is (the internal, where and how)."""
+    trees = {name: ast.parse(text) for name, text in sources.items()}
+    derived = set(provider_classes)
+    while True:  # subclasses of subclasses (JrsSparkJDBCOperator of JrsSparkSubmitOperator)
+        more = {
+            c.name
+            for tree in trees.values()
+            for c in ast.walk(tree)
+            if isinstance(c, ast.ClassDef)
+            and any((b.id if isinstance(b, ast.Name) else getattr(b, "attr", None)) in derived for b in c.bases)
+        }
+        if more <= derived:
+            break
+        derived |= more
+    found: dict[str, list[tuple[str, str]]] = {}
+
+    def visit(name: str, node: ast.AST, in_provider_class: bool | None) -> None:
+        where = f"line {getattr(node, 'lineno', '?')}"
+        if isinstance(node, ast.ClassDef):
+            in_provider_class = node.name in derived
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and in_provider_class and node.name in internals:
+            found.setdefault(name, []).append((node.name, f"{where}: overrides {node.name}"))
+        elif isinstance(node, ast.Attribute) and node.attr in internals:
+            own = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls") and in_provider_class is False
+            if not own:
+                found.setdefault(name, []).append((node.attr, f"{where}: {ast.unparse(node)}"))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _ACCESSORS:
+            named = [a.value for a in node.args[1:2] if isinstance(a, ast.Constant) and a.value in internals]
+            if named:
+                found.setdefault(name, []).append((named[0], f"{where}: {node.func.id}(..., {named[0]!r})"))
+        for child in ast.iter_child_nodes(node):
+            visit(name, child, in_provider_class)
+
+    for name, tree in trees.items():
+        visit(name, tree, None)
+    return found
+
+
+def test_only_the_provider_adapter_names_a_spark_provider_internal():
+    internals, provider_classes = _provider_internals()
+    sources = {name: path.read_text() for name, path in MODULES.items() if name != PROVIDER_ADAPTER}
+    found = _provider_touches(sources, internals, provider_classes)
+    offenders = {
+        name: [place for internal, place in places if internal not in PROVIDER_INTERNAL_KNOTS.get(name, ())]
+        for name, places in found.items()
+    }
+    offenders = {name: places for name, places in offenders.items() if places}
+    assert not offenders, (
+        "only airflow_jrs/launch/provider_adapter.py may name a Spark provider internal (a provider release "
+        "renames them without notice; the adapter's are pinned per version by tests/unit/test_provider_adapter.py). "
+        "Call or add an adapter function instead:\n"
+        + "\n".join(f"  {name}: {'; '.join(places)}" for name, places in sorted(offenders.items()))
+    )
+    for name, names in PROVIDER_INTERNAL_KNOTS.items():
+        assert name in found, f"{name} no longer touches {sorted(names)}: drop it from PROVIDER_INTERNAL_KNOTS"
+
+
+def test_the_provider_internal_check_sees_a_touch():
+    internals, classes = _provider_internals()
+    assert {"_submit_sp", "_build_spark_submit_command", "_get_hook", "_hook"} <= internals
+    assert {"SparkSubmitHook", "SparkSubmitOperator"} <= classes
+    sample = (
+        "class Own:\n    def f(self):\n        return self._hook\n"  # its own attribute: no touch
+        "class Op(SparkSubmitOperator):\n    def _get_hook(self):\n        return self._hook\n"
+        "def g(h):\n    getattr(h, '_submit_sp', None)\n    h._driver_id\n"
+    )
+    found = [place for _, place in _provider_touches({"m": sample}, internals, classes)["m"]]
+    assert found == [
+        "line 5: overrides _get_hook", "line 6: self._hook", "line 8: getattr(..., '_submit_sp')",
+        "line 9: h._driver_id",
+    ], found  # fmt: skip

@@ -5,7 +5,6 @@ The real copies (spark-submit, Derby) are in tests/airflow/test_spark_jdbc.py.""
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import sys
@@ -46,18 +45,15 @@ def copy(**kwargs) -> JrsSparkJDBCOperator:
     return JrsSparkJDBCOperator(**args)
 
 
-def test_the_providers_jdbc_internals_this_operator_uses_are_still_there(derby_conn):
-    """Pins the one private name used (``provider_jdbc_arguments``): a provider release that
-    renames the builder, its connection attribute, or the script fails here, naming it."""
+def test_the_providers_jdbc_script_and_arguments_are_as_this_operator_expects(derby_conn):
+    """The provider's script, and the arguments its hook builds from a real connection (the
+    builder and its connection attribute, provider internals, are pinned per provider version by
+    ``tests/unit/test_provider_adapter.py``)."""
     assert Path(SCRIPT_PATH).is_file(), f"the provider no longer ships {SCRIPT_PATH}"
-    builder = getattr(SparkJDBCHook, "_build_jdbc_application_arguments", None)
-    assert builder is not None, "SparkJDBCHook._build_jdbc_application_arguments is gone"
-    assert list(inspect.signature(builder).parameters) == ["self", "jdbc_conn"]
     hook = SparkJDBCHook(
         spark_conn_id="spark_local", conn_id="spark_local", cmd_type="jdbc_to_spark", jdbc_table="APP.T",
         jdbc_conn_id="derby_src", metastore_table="t", save_mode="overwrite",
     )  # fmt: skip
-    assert isinstance(getattr(hook, "_jdbc_connection", None), dict), "SparkJDBCHook._jdbc_connection is gone"
     assert provider_jdbc_arguments(hook) == [
         "-cmdType", "jdbc_to_spark", "-url", "jdbc:derby:/data/derby/src", "-user", "app", "-password", "s3cret",
         "-metastoreTable", "t", "-jdbcTable", "APP.T", "-saveMode", "overwrite",
@@ -133,6 +129,7 @@ def test_a_store_that_is_down_fails_the_copy_closed_even_with_on_store_unavailab
     with pytest.raises(StoreUnavailableError, match=r"nothing listens at 127\.0\.0\.1"):
         copy().execute({"ti": ti, "run_id": "r", "data_interval_start": day, "logical_date": day})
     assert not calls.exists(), "spark-submit ran without the store"
+
 
 #: A stand-in spark-submit for the copy: it records its command line and creates the table's
 #: folder where the session's warehouse conf and the script's -metastoreTable put it.

@@ -1,0 +1,168 @@
+"""The one module that names an internal of the Spark provider (apache-airflow-providers-apache-spark).
+
+The guard needs things the provider learns or does but does not publish: the spark-submit
+process it started, the application or driver id it parsed from spark-submit's output, the
+command it builds (to put the supervisor in front of it), the lines it reads (to keep the tail
+a FAILED result records), the YARN ResourceManager it resolved, and the JDBC script's arguments.
+No public method of ``SparkSubmitHook``, ``SparkSubmitOperator`` or ``SparkJDBCHook`` hands them
+out, so each is read or replaced here, behind a function named for what the guard needs, and
+nowhere else (the unit test ``test_architecture.py`` enforces it). A provider release that
+renames or reshapes one of them fails the unit test ``test_provider_adapter.py``, which pins
+every name in :data:`PINNED` per supported provider version and names the one that changed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, NamedTuple
+
+#: Every provider internal this module touches: (class, name, kind). ``kind`` is ``"method"``,
+#: ``"property"`` or ``"attribute"`` (set on the instance by the class's ``__init__``). The
+#: pinning test checks each one, and the signature of each method, per provider version.
+PINNED: tuple[tuple[str, str, str], ...] = (
+    ("SparkSubmitHook", "_build_spark_submit_command", "method"),
+    ("SparkSubmitHook", "_process_spark_submit_log", "method"),
+    ("SparkSubmitHook", "_mask_cmd", "method"),
+    ("SparkSubmitHook", "_get_yarn_rm_base_url", "method"),
+    ("SparkSubmitHook", "_kill_yarn_application", "method"),
+    ("SparkSubmitHook", "_resolved_yarn_rm_auth", "property"),
+    ("SparkSubmitHook", "_env", "attribute"),
+    ("SparkSubmitHook", "_submit_sp", "attribute"),
+    ("SparkSubmitHook", "_yarn_application_id", "attribute"),
+    ("SparkSubmitHook", "_driver_id", "attribute"),
+    ("SparkSubmitHook", "_kubernetes_application_id", "attribute"),
+    ("SparkSubmitHook", "_kubernetes_driver_pod", "attribute"),
+    ("SparkSubmitOperator", "_get_hook", "method"),
+    ("SparkSubmitOperator", "_hook", "attribute"),
+    ("SparkJDBCHook", "_build_jdbc_application_arguments", "method"),
+    ("SparkJDBCHook", "_jdbc_connection", "attribute"),
+)
+
+
+# -- the spark-submit process and what the hook parsed from its output ---------------------------
+def submit_process(spark_hook: Any) -> subprocess.Popen[Any] | None:
+    """The spark-submit process the hook started (``SparkSubmitHook._submit_sp``), or ``None``
+    before it starts: its pid goes into the intent, its exit code into a FAILED result, and
+    whether it still runs decides a kill. ``submit()`` returns nothing that gives it out."""
+    return getattr(spark_hook, "_submit_sp", None)
+
+
+class ReportedIds(NamedTuple):
+    """The ids the hook parsed from spark-submit's output so far (each ``None`` until seen)."""
+
+    yarn_application_id: Any
+    driver_id: Any
+    kubernetes_application_id: Any
+    kubernetes_driver_pod: Any
+
+
+def reported_ids(spark_hook: Any) -> ReportedIds:
+    """``SparkSubmitHook._yarn_application_id``, ``._driver_id``, ``._kubernetes_application_id`` and
+    ``._kubernetes_driver_pod``: what the hook parsed while spark-submit ran, recorded in the
+    intent so that a successor finds a cluster driver. The hook keeps them only on itself."""
+    return ReportedIds(
+        getattr(spark_hook, "_yarn_application_id", None),
+        getattr(spark_hook, "_driver_id", None),
+        getattr(spark_hook, "_kubernetes_application_id", None),
+        getattr(spark_hook, "_kubernetes_driver_pod", None),
+    )
+
+
+# -- how the hook starts spark-submit and reads its output ------------------------------------------
+def supervise_submission(spark_hook: Any, supervised: Callable[[list[str]], list[str]], env: Mapping[str, str]) -> None:
+    """Run spark-submit as ``supervised(command)`` with ``env`` added to its environment, and with
+    stdin on ``/dev/null``.
+
+    Replaces ``SparkSubmitHook._build_spark_submit_command`` (the provider builds the command and
+    starts it in ``submit`` with no public way to prefix it) and extends ``SparkSubmitHook._env``
+    after the build (the build sets it from ``env_vars`` in client mode; it is what ``submit``
+    hands to ``Popen``). ``submit`` (public) gets ``stdin=DEVNULL`` unless the caller passed one."""
+    build = spark_hook._build_spark_submit_command
+    submit = spark_hook.submit
+
+    def submit_detached(application: str = "", **kwargs: Any) -> Any:
+        kwargs.setdefault("stdin", subprocess.DEVNULL)
+        return submit(application, **kwargs)
+
+    def build_supervised(application: str) -> list[str]:
+        command = build(application)
+        spark_hook._env = {**(spark_hook._env or {}), **env}
+        return supervised(command)
+
+    spark_hook.submit = submit_detached
+    spark_hook._build_spark_submit_command = build_supervised
+
+
+def read_along(spark_hook: Any, scan: Callable[[Iterable[Any]], Iterator[Any]]) -> None:
+    """Let ``scan`` see every line of spark-submit's output on its way to the provider (``scan``
+    yields each line on). Wraps ``SparkSubmitHook._process_spark_submit_log``: the provider's only
+    reader of that output, which keeps what it parses on itself and offers no callback."""
+    process_log = spark_hook._process_spark_submit_log
+    spark_hook._process_spark_submit_log = lambda itr: process_log(scan(itr))
+
+
+def secret_mask(spark_hook: Any) -> Callable[[list[str]], str] | None:
+    """The hook's masking of secrets in a command line (``SparkSubmitHook._mask_cmd``), applied to
+    output lines before they are kept: the provider exports no masking function of its own."""
+    return getattr(spark_hook, "_mask_cmd", None)
+
+
+# -- YARN ----------------------------------------------------------------------------------------------
+def yarn_rm_url(spark_hook: Any) -> str:
+    """The ResourceManager's base URL as the hook resolves it from the connection
+    (``SparkSubmitHook._get_yarn_rm_base_url``): asking the same RM as the provider's tracking."""
+    return str(spark_hook._get_yarn_rm_base_url())
+
+
+def yarn_rm_auth(spark_hook: Any) -> Any:
+    """The ResourceManager's credentials as the hook resolves them (the property
+    ``SparkSubmitHook._resolved_yarn_rm_auth``), for the same reason."""
+    return spark_hook._resolved_yarn_rm_auth
+
+
+def kill_yarn_application(spark_hook: Any, application_id: str) -> None:
+    """Kill a YARN application through the RM the hook knows (``SparkSubmitHook._kill_yarn_application``);
+    the public ``on_kill`` only kills the hook's own submission, not a predecessor's."""
+    spark_hook._kill_yarn_application(application_id)
+
+
+# -- the operator's hook -------------------------------------------------------------------------------
+def submit_hook_of(op: Any) -> Any:
+    """The hook the provider's operator built for this attempt (``SparkSubmitOperator._hook``),
+    ``None`` before ``execute`` built it: the operator keeps it only on itself."""
+    return getattr(op, "_hook", None)
+
+
+def forget_submit_hook(op: Any) -> None:
+    """Make the provider's operator build a new hook (``SparkSubmitOperator._hook = None``): its
+    ``execute`` reuses a hook it built before, with the previous settings."""
+    op._hook = None
+
+
+def build_submit_hook(op: Any) -> Any:
+    """A new hook from the operator's settings (``SparkSubmitOperator._get_hook``), through the
+    subclass's :meth:`PreparesSubmitHook.prepare_submit_hook`: the provider has no public factory."""
+    return op._get_hook()
+
+
+class PreparesSubmitHook:
+    """Mixin before ``SparkSubmitOperator`` in the bases: every hook the provider's operator builds
+    (``SparkSubmitOperator._get_hook``, its only hook factory, called by ``execute``) passes through
+    :meth:`prepare_submit_hook` before it is used."""
+
+    def _get_hook(self) -> Any:
+        hook = super()._get_hook()  # type: ignore[misc]
+        self.prepare_submit_hook(hook)
+        return hook
+
+    def prepare_submit_hook(self, spark_hook: Any) -> None:
+        """Called with each hook the operator builds, before it runs spark-submit."""
+
+
+# -- JDBC ----------------------------------------------------------------------------------------------
+def jdbc_application_arguments(jdbc_hook: Any) -> list[str]:
+    """The provider's JDBC script's arguments as ``SparkJDBCHook.submit_jdbc_job`` builds them, from
+    ``SparkJDBCHook._build_jdbc_application_arguments`` and the resolved connection it takes
+    (``SparkJDBCHook._jdbc_connection``): ``submit_jdbc_job`` would submit at once, unguarded."""
+    return list(jdbc_hook._build_jdbc_application_arguments(jdbc_hook._jdbc_connection))
