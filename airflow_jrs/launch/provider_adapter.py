@@ -37,6 +37,14 @@ PINNED: tuple[tuple[str, str, str], ...] = (
     ("SparkSubmitOperator", "_hook", "attribute"),
     ("SparkJDBCHook", "_build_jdbc_application_arguments", "method"),
     ("SparkJDBCHook", "_jdbc_connection", "attribute"),
+    ("SparkSqlOperator", "_conf", "attribute"),
+    ("SparkSqlOperator", "_master", "attribute"),
+    ("SparkSqlOperator", "_total_executor_cores", "attribute"),
+    ("SparkSqlOperator", "_executor_cores", "attribute"),
+    ("SparkSqlOperator", "_executor_memory", "attribute"),
+    ("SparkSqlOperator", "_num_executors", "attribute"),
+    ("SparkSqlOperator", "_keytab", "attribute"),
+    ("SparkSqlOperator", "_principal", "attribute"),
 )
 
 
@@ -166,3 +174,33 @@ def jdbc_application_arguments(jdbc_hook: Any) -> list[str]:
     ``SparkJDBCHook._build_jdbc_application_arguments`` and the resolved connection it takes
     (``SparkJDBCHook._jdbc_connection``): ``submit_jdbc_job`` would submit at once, unguarded."""
     return list(jdbc_hook._build_jdbc_application_arguments(jdbc_hook._jdbc_connection))
+
+
+# -- spark-sql -----------------------------------------------------------------------------------------
+class SqlSettings(NamedTuple):
+    """What ``SparkSqlOperator`` keeps of its arguments, as its ``execute`` hands them to its hook."""
+
+    conf: str | dict[str, Any] | None
+    master: str | None
+    total_executor_cores: int | None
+    executor_cores: int | None
+    executor_memory: str | None
+    num_executors: int | None
+    keytab: str | None
+    principal: str | None
+
+
+def sql_settings(op: Any) -> SqlSettings:
+    """The settings a ``SparkSqlOperator`` was given (its ``_conf``, ``_master`` and executor
+    attributes, set by its ``__init__``): the provider keeps them only as private attributes, and
+    ``JrsSparkSqlOperator`` builds an in-process session from them instead of its hook."""
+    return SqlSettings(
+        conf=op._conf,
+        master=op._master,
+        total_executor_cores=op._total_executor_cores,
+        executor_cores=op._executor_cores,
+        executor_memory=op._executor_memory,
+        num_executors=op._num_executors,
+        keytab=op._keytab,
+        principal=op._principal,
+    )

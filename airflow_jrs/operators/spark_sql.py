@@ -49,6 +49,7 @@ from airflow_jrs.domain.identity import job_id_for, sql_fingerprint
 from airflow_jrs.domain.sql_script import check_placeholders, fill_placeholders, script_text, split_statements
 from airflow_jrs.exceptions import JrsConfigError, JrsError
 from airflow_jrs.hooks.jrs import JrsHook
+from airflow_jrs.launch.provider_adapter import sql_settings
 from airflow_jrs.launch.session_launcher import JobContext, SessionLauncher
 from airflow_jrs.operators.guarded import GuardedJob, execute_with_store, kill_attempt, run_job
 from airflow_jrs.operators.links import JobResultLink
@@ -204,7 +205,8 @@ class JrsSparkSqlOperator(SparkSqlOperator, GuardedJob):
         connection's host (and port), else ``local[*]``; ``conf`` and the executor settings as
         Spark conf (the connection's extra holds a YARN queue, not conf)."""
         conf: dict[str, Any] = {}
-        raw = self._conf
+        given = sql_settings(self)
+        raw = given.conf
         if isinstance(raw, str):
             for item in (part.strip() for part in raw.split(",") if part.strip()):
                 key, sep, value = item.partition("=")
@@ -217,17 +219,17 @@ class JrsSparkSqlOperator(SparkSqlOperator, GuardedJob):
         elif raw:
             conf.update(raw)
         executor = {
-            "spark.cores.max": self._total_executor_cores,
-            "spark.executor.cores": self._executor_cores,
-            "spark.executor.memory": self._executor_memory,
-            "spark.executor.instances": self._num_executors,
-            "spark.kerberos.keytab": self._keytab,
-            "spark.kerberos.principal": self._principal,
+            "spark.cores.max": given.total_executor_cores,
+            "spark.executor.cores": given.executor_cores,
+            "spark.executor.memory": given.executor_memory,
+            "spark.executor.instances": given.num_executors,
+            "spark.kerberos.keytab": given.keytab,
+            "spark.kerberos.principal": given.principal,
         }
         conf.update({key: value for key, value in executor.items() if value})
         return in_process_session(
             task_id=self.task_id, operator="JrsSparkSqlOperator", conn_id=self.conn_id, conf=conf,
-            app_name=f"{self.dag_id}-{self.task_id}", master=self._master, extras_as_conf=False,
+            app_name=f"{self.dag_id}-{self.task_id}", master=given.master, extras_as_conf=False,
         )  # fmt: skip
 
     # -- kill ---------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from airflow_jrs.domain.identity import job_id_for
 from airflow_jrs.domain.paths import staging_root
 from airflow_jrs.exceptions import StoreUnavailableError
 from airflow_jrs.hooks.jrs import JrsHook
+from airflow_jrs.launch.provider_adapter import forget_submit_hook
 from airflow_jrs.spark.conf import fill_placeholders, job_conf
 
 #: Prefix of an unguarded run's staging folder (fenced ones are ``fence-N``).
@@ -48,7 +49,7 @@ def run_unguarded(op: Any, context: Any, hook: JrsHook, exc: StoreUnavailableErr
     staging = f"{staging_root(s.output_root, s.namespace, job_id)}/{UNGUARDED_PREFIX}{uuid.uuid4().hex[:12]}"
     op.application_args = fill_placeholders(op.application_args, output=staging, job_id=job_id, fence=0)
     op.conf = {**(op.conf or {}), **job_conf(job_id=job_id, namespace=s.namespace, fence=0, output_dir=staging)}
-    op._hook = None
+    forget_submit_hook(op)  # execute builds its hook anew, with the conf set above
     SparkSubmitOperator.execute(op, context)
     named = op.outputs or {"output": ""}
     outputs = {name: (f"{staging}/{sub}".rstrip("/") if sub else staging) for name, sub in named.items()}

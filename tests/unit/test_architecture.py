@@ -360,16 +360,10 @@ def test_the_type_checking_imports_make_no_circle_either():
 #: name it uses is pinned per provider version by tests/unit/test_provider_adapter.py.
 PROVIDER_ADAPTER = "airflow_jrs.launch.provider_adapter"
 #: Modules outside this brief's reach that still touch one, each a known knot (not a precedent).
-PROVIDER_INTERNAL_KNOTS = {
-    # ``op._hook = None`` before an unguarded run: to call provider_adapter.forget_submit_hook.
-    "airflow_jrs.operators.unguarded": {"_hook"},
-    # SparkSqlOperator's settings (conf, master, executor settings) read to build an in-process
-    # session: to move behind an adapter function (e.g. provider_adapter.sql_settings(op)), pinned.
-    "airflow_jrs.operators.spark_sql": {
-        "_conf", "_total_executor_cores", "_executor_cores", "_executor_memory", "_num_executors", "_keytab",
-        "_principal", "_master",
-    },
-}  # fmt: skip
+PROVIDER_INTERNAL_KNOTS: dict[str, set[str]] = {
+    # module -> provider internals it may still name, each with its reason. Empty: only the
+    # adapter names one.
+}
 _ACCESSORS = {"getattr", "setattr", "hasattr", "delattr"}
 
 

@@ -18,13 +18,14 @@ from pathlib import Path
 import pytest
 from airflow.providers.apache.spark.hooks.spark_jdbc import SparkJDBCHook
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.providers.apache.spark.operators.spark_sql import SparkSqlOperator
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from airflow_jrs.launch import provider_adapter
 
 DISTRIBUTION = "apache-airflow-providers-apache-spark"
 INSTALLED = version(DISTRIBUTION)
-CLASSES = {cls.__name__: cls for cls in (SparkSubmitHook, SparkSubmitOperator, SparkJDBCHook)}
+CLASSES = {cls.__name__: cls for cls in (SparkSubmitHook, SparkSubmitOperator, SparkJDBCHook, SparkSqlOperator)}
 
 #: provider version -> {(class, internal): what must hold}. A method: its parameter names. A
 #: property: ``"property"``. An attribute: the methods of the class that assign or read it
@@ -47,6 +48,14 @@ PINS: dict[str, dict[tuple[str, str], list[str] | str]] = {
         ("SparkSubmitOperator", "_hook"): ["__init__", "execute"],
         ("SparkJDBCHook", "_build_jdbc_application_arguments"): ["self", "jdbc_conn"],
         ("SparkJDBCHook", "_jdbc_connection"): ["__init__"],
+        ("SparkSqlOperator", "_conf"): ["__init__", "_get_hook"],
+        ("SparkSqlOperator", "_master"): ["__init__", "_get_hook"],
+        ("SparkSqlOperator", "_total_executor_cores"): ["__init__", "_get_hook"],
+        ("SparkSqlOperator", "_executor_cores"): ["__init__", "_get_hook"],
+        ("SparkSqlOperator", "_executor_memory"): ["__init__", "_get_hook"],
+        ("SparkSqlOperator", "_num_executors"): ["__init__", "_get_hook"],
+        ("SparkSqlOperator", "_keytab"): ["__init__", "_get_hook"],
+        ("SparkSqlOperator", "_principal"): ["__init__", "_get_hook"],
     },
 }
 #: Public methods the adapter wraps, with the parameters it passes on.
