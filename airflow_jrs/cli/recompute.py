@@ -161,7 +161,12 @@ def _knock_on(ctx: Ctx, api: AirflowApi, targets: list[Target]) -> list[str]:
         except AirflowApiError as exc:
             if exc.status != 404:
                 raise
-            continue  # the run is gone: nothing is cleared there
+            # the run that wrote the result is gone (deleted to run its date anew): nothing is
+            # cleared there, and the preview says so instead of listing nothing downstream
+            notes.append(f"run {run_id} of {dag_id} is gone from Airflow: nothing is cleared there, so no downstream "
+                         "job recomputes with it; recompute the date instead (--dag-id with --from-date and "
+                         "--to-date) to clear the run it has now")  # fmt: skip
+            continue
         jobs: list[ClearedJob] = []
         for ti in cleared:
             task_id, map_index = str(ti.get("task_id")), int(ti.get("map_index", -1))

@@ -94,3 +94,26 @@ def test_a_mapped_downstream_task_is_reported_cleared_when_the_clear_cleared_its
     )  # fmt: skip
     _clear(api, targets)  # type: ignore[arg-type]
     assert downstream.cleared, "a mapped downstream task that the clear cleared is reported 'not cleared'"
+
+
+class _RunGone(_Airflow):
+    """The run that wrote the result was deleted (the UI's way to run a date anew)."""
+
+    def clear(self, dag_id: str, run_id: str, task_ids: list, *, dry_run: bool = False) -> list[dict]:
+        from airflow_jrs.cli.airflow_api import AirflowApiError
+
+        raise AirflowApiError(f"run {run_id} not found", status=404)
+
+
+def test_a_preview_whose_run_is_gone_says_so_instead_of_listing_nothing_downstream(store):
+    """A job's result names the run that wrote it; when that run was deleted, the clear clears
+    nothing there and no downstream job recomputes with it: the preview said nothing at all."""
+    from types import SimpleNamespace
+
+    from airflow_jrs.cli.recompute import Target, _knock_on
+
+    store.create_dirty_result(INGEST)
+    targets = [Target(INGEST.job_id, store.get_entry(INGEST.job_id), "d", "r1", "ingest")]
+    notes = _knock_on(SimpleNamespace(store=store), _RunGone(), targets)
+    assert len(targets) == 1
+    assert any("run r1 of d is gone from Airflow" in note and "--from-date" in note for note in notes), notes
