@@ -48,7 +48,8 @@ from airflow_jrs.domain.identity import job_id_for
 from airflow_jrs.domain.pipeline_spec import load_spec, pipeline_fingerprint
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.hooks.jrs import JrsHook
-from airflow_jrs.launch.pipelines_launcher import PipelineRunError, PipelinesLauncher, check_fenced
+from airflow_jrs.launch.pipelines_fence import check_fenced
+from airflow_jrs.launch.pipelines_launcher import PipelineRunError, PipelinesLauncher
 from airflow_jrs.operators.guarded import GuardedJob, execute_with_store, kill_attempt, run_job
 from airflow_jrs.operators.links import JobResultLink
 from airflow_jrs.protocol import JobSpec
