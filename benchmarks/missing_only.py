@@ -309,8 +309,8 @@ def _plain_backfill(airflow: Any, args: argparse.Namespace, dates: list[date]) -
     """The baseline: a plain Airflow backfill of exactly ``len(missing)`` dates, every one of
     which computes (nothing committed there): ``POST /api/v2/backfills`` with the same
     ``max_active_runs``, waited for with the same 1 s polling, timed the same way."""
-    from airflow_jrs.cli.airflow_api import AirflowApi
-    from airflow_jrs.cli.backfill import POLL_SECONDS, TERMINAL
+    from airflow_jrs.actions.airflow_api import AirflowApi
+    from airflow_jrs.actions.backfill import POLL_SECONDS, TERMINAL
 
     api = AirflowApi(airflow.url, username=airflow.username, password=airflow.password)
     first = datetime.combine(dates[0], datetime.min.time(), UTC)

@@ -18,7 +18,9 @@ from typing import Any, NoReturn
 
 from rich_argparse import RawDescriptionRichHelpFormatter
 
-from airflow_jrs.cli import airflow_api, backfill, common, doctor, plan, reads, recompute, writes
+from airflow_jrs import actions
+from airflow_jrs.actions import airflow_api
+from airflow_jrs.cli import backfill, common, doctor, plan, reads, recompute, writes
 from airflow_jrs.cli.common import NOT_FOUND, UNREACHABLE, USAGE, CliError, Output
 from airflow_jrs.exceptions import JrsError, NoSuchJobResultError, ResultDocumentError, StoreUnavailableError
 
@@ -40,6 +42,15 @@ exit codes:
 141  the reader of the output went away (a closed pipe, as in `| head`)
 with --json, an error is one JSON object on stdout, {"error": {"message": ..., "exit_code": ...,
 "type": ...}}, with the same exit code (nothing on stderr)"""
+
+
+#: An action's kind of failure (:class:`airflow_jrs.actions.ActionError`) as an exit code.
+EXIT_CODES = {
+    actions.NOT_FOUND: NOT_FOUND,
+    actions.USAGE: USAGE,
+    actions.CONFLICT: USAGE,
+    actions.UNREACHABLE: UNREACHABLE,
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -219,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
         return 141
     except CliError as exc:
         return fail(exc.code, str(exc))
+    except actions.ActionError as exc:  # a shared action's words, as the CLI's own
+        return fail(EXIT_CODES[exc.kind], str(exc))
     except StoreUnavailableError as exc:
         return fail(UNREACHABLE, common.store_failure(exc, args), type(exc).__name__)
     except NoSuchJobResultError as exc:  # its message names the job and namespace: no class name needed

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from fastapi import HTTPException, Request
 
-from airflow_jrs.cli.airflow_api import AirflowApi, AirflowApiError
+from airflow_jrs.actions.airflow_api import AirflowApi, AirflowApiError
 from airflow_jrs.domain.model import HistoryReason
 from airflow_jrs.exceptions import JobResultEntryChangedError, NoSuchJobResultError
 from airflow_jrs.store import Actor

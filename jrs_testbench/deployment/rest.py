@@ -2,7 +2,7 @@
 
 Plain ``urllib`` so that the CLI, tests and benchmarks can drive any Airflow 3 deployment
 (ours from :mod:`.local` or a real one) without importing Airflow. Where the product's own
-client (:mod:`airflow_jrs.cli.airflow_api`, what ``airflow-jrs recompute`` and ``backfill`` use)
+client (:mod:`airflow_jrs.actions.airflow_api`, what ``airflow-jrs recompute`` and ``backfill`` use)
 does the same thing, this one calls it, so tests exercise the product's code: the token
 exchange and the backfill body. (It imports no Airflow either.)
 """
@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from typing import Any
 
-from airflow_jrs.cli.airflow_api import AirflowApi, AirflowApiError, backfill_body, call_json, every_page
+from airflow_jrs.actions.airflow_api import AirflowApi, AirflowApiError, backfill_body, call_json, every_page
 
 TERMINAL_RUN_STATES = frozenset({"success", "failed"})
 
@@ -147,7 +147,7 @@ class AirflowClient:
         return self.request("GET", f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}")  # type: ignore[no-any-return]
 
     def every_page(self, path: str, key: str, query: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-        """All rows of a list call (the product's :func:`~airflow_jrs.cli.airflow_api.every_page`)."""
+        """All rows of a list call (the product's :func:`~airflow_jrs.actions.airflow_api.every_page`)."""
         return every_page(lambda page: self.request("GET", page), path, key, query)
 
     def dag_runs(self, dag_id: str, *, limit: int | None = None) -> list[dict[str, Any]]:

@@ -143,7 +143,7 @@ LAYERS = (
     ("airflow_jrs.store",),
     ("airflow_jrs.protocol",),
     ("airflow_jrs.launch", "airflow_jrs.views"),
-    (*AIRFLOW_FACING, "airflow_jrs.plugins"),
+    (*AIRFLOW_FACING, "airflow_jrs.plugins", "airflow_jrs.actions"),  # actions: beside cli/ while plan is there
 )
 #: The package root and the provider entry point sit above every layer (they re-export).
 ABOVE_LAYERS = ("airflow_jrs", "airflow_jrs.get_provider_info")

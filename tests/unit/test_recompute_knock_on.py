@@ -80,19 +80,17 @@ class _Airflow:
 def test_a_mapped_downstream_task_is_reported_cleared_when_the_clear_cleared_its_map_index(store):
     """The clear answers ``(task_id, map_index)``; a downstream target built without its map
     index (-1) never matched a mapped one, which the recompute then called 'not cleared'."""
-    from types import SimpleNamespace
-
-    from airflow_jrs.cli.recompute import Target, _clear, _knock_on
+    from airflow_jrs.actions.recompute import Target, add_downstream, clear
 
     store.create_dirty_result(INGEST)
     targets = [Target(INGEST.job_id, store.get_entry(INGEST.job_id), "d", "r1", "ingest")]
     api = _Airflow()
-    assert _knock_on(SimpleNamespace(store=store), api, targets) == []
+    assert add_downstream(store, api, targets) == []  # type: ignore[arg-type]
     (downstream,) = targets[1:]
     assert (downstream.job_id, downstream.task_id, downstream.map_index) == (
         "d.per_airport.2013-01-01.map-2", "per_airport", 2,
     )  # fmt: skip
-    _clear(api, targets)  # type: ignore[arg-type]
+    clear(api, targets)  # type: ignore[arg-type]
     assert downstream.cleared, "a mapped downstream task that the clear cleared is reported 'not cleared'"
 
 
@@ -100,7 +98,7 @@ class _RunGone(_Airflow):
     """The run that wrote the result was deleted (the UI's way to run a date anew)."""
 
     def clear(self, dag_id: str, run_id: str, task_ids: list, *, dry_run: bool = False) -> list[dict]:
-        from airflow_jrs.cli.airflow_api import AirflowApiError
+        from airflow_jrs.actions.airflow_api import AirflowApiError
 
         raise AirflowApiError(f"run {run_id} not found", status=404)
 
@@ -108,12 +106,10 @@ class _RunGone(_Airflow):
 def test_a_preview_whose_run_is_gone_says_so_instead_of_listing_nothing_downstream(store):
     """A job's result names the run that wrote it; when that run was deleted, the clear clears
     nothing there and no downstream job recomputes with it: the preview said nothing at all."""
-    from types import SimpleNamespace
-
-    from airflow_jrs.cli.recompute import Target, _knock_on
+    from airflow_jrs.actions.recompute import Target, add_downstream
 
     store.create_dirty_result(INGEST)
     targets = [Target(INGEST.job_id, store.get_entry(INGEST.job_id), "d", "r1", "ingest")]
-    notes = _knock_on(SimpleNamespace(store=store), _RunGone(), targets)
+    notes = add_downstream(store, _RunGone(), targets)  # type: ignore[arg-type]
     assert len(targets) == 1
     assert any("run r1 of d is gone from Airflow" in note and "--from-date" in note for note in notes), notes

@@ -1,9 +1,9 @@
-"""Airflow's REST API v2, the few calls the CLI needs: a DAG's runs, clears, backfills.
+"""Airflow's REST API v2, the few calls the actions need: a DAG's runs, clears, backfills.
 
-Recomputing a job is "forget its result, then clear its task instance" (:mod:`airflow_jrs.cli.recompute`,
-the Job results page's Recompute button). The clear goes through Airflow's public API, as the
+Recomputing a job is "forget its result, then clear its task instance" (:mod:`airflow_jrs.actions.recompute`,
+for ``airflow-jrs recompute`` and the Job results page alike). The clear goes through Airflow's public API, as the
 UI's own Clear does, so Airflow authorizes it, writes its audit log and queues the run again;
-nothing here touches Airflow's database. A missing-only backfill (:mod:`airflow_jrs.cli.backfill`)
+nothing here touches Airflow's database. A missing-only backfill (:mod:`airflow_jrs.actions.backfill`)
 creates an Airflow backfill (``POST /api/v2/backfills``) or runs with their logical dates
 (``POST .../dagRuns``) the same way. Plain ``urllib`` (no Airflow
 import): the CLI, and the test bench's REST client, run on any machine that reaches the API server.
