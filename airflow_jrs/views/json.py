@@ -9,7 +9,10 @@ Entries are flat: the result's members (:func:`~airflow_jrs.store.result_to_dict
 ``state``, ``created_at``, ``spark_url`` and, for a history item, ``moved`` (why, when, by whom).
 A job's ``recoveries`` list what successors did about its dead attempts, newest first: ``at``,
 ``event`` (``took_over``, ``found``, ``waited``, ``stopped``, ``adopted``, ``resubmitted``,
-``recorded``), ``fence`` (who did it), ``predecessor`` (the fence it acted on), ``text``, ``facts``.
+``recorded``), ``fence`` (who did it), ``predecessor`` (the fence it acted on), ``text``, ``facts``;
+``recovery_story`` tells them in sentences, oldest first (:mod:`airflow_jrs.views.story`).
+``links``: the Airflow runs behind the job (``runs``: ``dag_id``, ``run_id``, ``url`` relative to
+Airflow's base URL) and its Spark application (``spark_ui``).
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from airflow_jrs.store.intent import Heartbeat, Intent
 from airflow_jrs.store.lease import LeaseHolder
 from airflow_jrs.store.stop_requests import StopRequest
 from airflow_jrs.views.job import HeldLease, InFlight, JobView
-from airflow_jrs.views.links import spark_app_url
+from airflow_jrs.views.links import run_url, spark_app_url
+from airflow_jrs.views.story import recovery_story
 
 
 def entry_json(entry: JobResultEntry, spark_ui: str | None = None) -> dict[str, Any]:
@@ -82,7 +86,29 @@ def job_json(view: JobView, spark_ui: str | None = None) -> dict[str, Any]:
         "heartbeat": heartbeat_json(view.heartbeat),
         "stop_request": stop_request_json(view.stop_request, pending=view.stop_pending),
         "recoveries": [step.to_json() for step in view.recoveries],
+        "recovery_story": recovery_story(view.recoveries),
+        "links": links_json(view, spark_ui),
     }
+
+
+def links_json(view: JobView, spark_ui: str | None = None) -> dict[str, Any]:
+    """Where to look next: the Airflow runs that wrote the entry and its history (newest first,
+    each once) and the entry's Spark application (``spark_ui``: ``[jrs] spark_ui_url``)."""
+    runs: list[dict[str, str]] = []
+    for item in [view.entry, *view.history]:
+        attempt = item.result.attempt if item is not None else None
+        if attempt is None or not attempt.run_id:
+            continue
+        url = run_url(attempt.dag_id, attempt.run_id)
+        if all(r["url"] != url for r in runs):
+            runs.append({"dag_id": attempt.dag_id, "run_id": attempt.run_id, "url": url})
+    holder = view.holder.owner if view.holder is not None else {}
+    if holder.get("dag_id") and holder.get("run_id"):
+        url = run_url(str(holder["dag_id"]), str(holder["run_id"]))
+        if all(r["url"] != url for r in runs):
+            runs.insert(0, {"dag_id": str(holder["dag_id"]), "run_id": str(holder["run_id"]), "url": url})
+    spark = spark_app_url(spark_ui, view.entry.result.application_id) if view.entry is not None else None
+    return {"runs": runs, "spark_ui": spark}
 
 
 def held_lease_json(held: HeldLease) -> dict[str, Any]:

@@ -31,3 +31,8 @@ def spark_app_url(template: str | None, application_id: str | None) -> str | Non
     if not template.startswith(("http://", "https://")):
         return None
     return template.replace("{application_id}", quote(application_id, safe=""))
+
+
+def run_url(dag_id: str, run_id: str) -> str:
+    """A DAG run in Airflow's UI (its grid, on that run), relative to Airflow's base URL."""
+    return f"dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
