@@ -10,17 +10,17 @@ from typing import Any
 
 def get_provider_info() -> dict[str, Any]:
     from airflow_jrs import __version__
-    from airflow_jrs.config import CONFIG_OPTIONS
+    from airflow_jrs.settings import SETTINGS
 
     options = {
-        name: {
-            "description": doc,
+        s.name: {
+            "description": s.doc,
             "version_added": "0.1.0",
-            "type": kind,
+            "type": s.kind,
             "example": None,
-            "default": default or None,
+            "default": s.config_default or None,
         }
-        for name, (kind, default, doc) in CONFIG_OPTIONS.items()
+        for s in SETTINGS
     }
     return {
         "package-name": "airflow-jrs",

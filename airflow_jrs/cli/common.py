@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -22,7 +21,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from airflow_jrs.exceptions import StoreUnavailableError
-from airflow_jrs.protocol.jobs import JobNamespace, settings_for
+from airflow_jrs.protocol.jobs import JobNamespace
+from airflow_jrs.settings import environment, resolve
 from airflow_jrs.store import JobResultEntry, RedisJobResultStore, validate_namespace
 from airflow_jrs.store.diagnosis import describe_server, unavailable_line
 
@@ -146,8 +146,11 @@ def open_store(args: argparse.Namespace, out: Output) -> Ctx:
     if args.redis_url:
         # The [jrs] defaults' bounded waits and retries, as the connection's client has them
         # (store/clients.py builds every client): a paused server must not hang the terminal.
-        documents = getattr(args, "result_documents", None) or os.environ.get("AIRFLOW__JRS__RESULT_DOCUMENTS", "")
-        settings = settings_for(args.namespace or "default", output_root="", spec_root="", result_documents=documents)
+        # AIRFLOW__JRS__* apply as in Airflow's config; the command's options win.
+        settings = resolve(
+            arguments={"namespace": args.namespace, "result_documents": getattr(args, "result_documents", None)},
+            section=environment,
+        )
         return Ctx(
             args, JobNamespace.from_url(args.redis_url, settings), url_server(args.redis_url), "--redis-url", out
         )

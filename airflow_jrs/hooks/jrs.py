@@ -17,16 +17,15 @@ import os
 from typing import Any
 
 import redis as redis_lib
+from airflow.providers.common.compat.sdk import BaseHook, conf
 from airflow.providers.redis.hooks.redis import RedisHook
-from airflow.sdk import BaseHook, conf
 
-from airflow_jrs.config import CONFIG_OPTIONS, DEFAULT_CONN_ID, ON_STORE_UNAVAILABLE, ZERO_ALLOWED, JrsSettings
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.protocol.jobs import JobNamespace
-from airflow_jrs.store import AsyncRedisJobResultStore, RedisJobResultStore, validate_namespace
+from airflow_jrs.settings import BY_NAME, DEFAULT_CONN_ID, JrsSettings, parse_boolean, resolve
+from airflow_jrs.store import AsyncRedisJobResultStore, RedisJobResultStore
 from airflow_jrs.store.clients import apply_client_policy, connection_of
 from airflow_jrs.store.diagnosis import describe_server
-from airflow_jrs.store.durability import Durability
 from airflow_jrs.store.lease import JobLease, default_owner
 
 __all__ = ["JrsHook", "JrsSettings", "async_connection_kwargs"]
@@ -34,40 +33,6 @@ __all__ = ["JrsHook", "JrsSettings", "async_connection_kwargs"]
 
 def _airflow_home() -> str:
     return os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow")
-
-
-def _coerce(raw: Any, kind: str) -> Any:
-    """``raw`` as a value of ``kind``; ``ValueError``/``TypeError`` says what is wrong."""
-    if kind == "float":
-        value = float(raw)
-        if value <= 0:
-            raise ValueError("must be positive")
-        return value
-    if kind in ("integer", "count"):
-        value = int(raw)
-        if value < (0 if kind == "count" else 1):
-            raise ValueError("must be at least 0" if kind == "count" else "must be at least 1")
-        return value
-    if kind == "boolean":
-        if isinstance(raw, bool):
-            return raw
-        text = str(raw).strip().lower()
-        if text in ("true", "1", "yes", "on"):
-            return True
-        if text in ("false", "0", "no", "off", ""):
-            return False
-        raise ValueError("must be true or false")
-    return str(raw)
-
-
-def _parse(name: str, raw: Any, kind: str) -> Any:
-    try:
-        return _coerce(raw, kind)
-    except (TypeError, ValueError) as exc:
-        raise JrsConfigError(
-            f"jrs setting {name!r} has invalid value {raw!r} ({exc}); fix it in the operator "
-            f"argument, the connection extra, or [jrs] {name} (AIRFLOW__JRS__{name.upper()})."
-        ) from None
 
 
 #: Extras that redis-py takes as booleans. From a URL they arrive as strings, and redis-py
@@ -96,7 +61,7 @@ class _JrsRedisHook(RedisHook):
         for name in _BOOLEAN_EXTRAS:
             if name in extra:
                 try:
-                    extra[name] = _coerce(extra[name], "boolean")
+                    extra[name] = parse_boolean(extra[name])
                 except ValueError:
                     raise JrsConfigError(
                         f"connection {conn_id!r}: extra {name}={extra[name]!r} must be true or false; "
@@ -129,9 +94,9 @@ class JrsHook(BaseHook):
         super().__init__()
         self.jrs_conn_id = jrs_conn_id or conf.get("jrs", "conn_id", fallback=DEFAULT_CONN_ID)
         self._overrides = {k: v for k, v in overrides.items() if v is not None}
-        unknown = set(self._overrides) - set(CONFIG_OPTIONS)
+        unknown = set(self._overrides) - set(BY_NAME)
         if unknown:
-            raise JrsConfigError(f"unknown jrs settings {sorted(unknown)}; known: {sorted(CONFIG_OPTIONS)}")
+            raise JrsConfigError(f"unknown jrs settings {sorted(unknown)}; known: {sorted(BY_NAME)}")
         self._client: redis_lib.Redis | None = None
         self._settings: JrsSettings | None = None
         self._extra: dict[str, Any] | None = None
@@ -151,37 +116,13 @@ class JrsHook(BaseHook):
     @property
     def settings(self) -> JrsSettings:
         if self._settings is None:
-            extra = self._connection_extra()
-            values: dict[str, Any] = {}
-            for name, (kind, default, _doc) in CONFIG_OPTIONS.items():
-                if name in self._overrides:
-                    raw = self._overrides[name]
-                elif name in extra:
-                    raw = extra[name]
-                else:
-                    raw = conf.get("jrs", name, fallback=default)
-                if name == "clean_ttl" and (raw is None or str(raw).strip() == ""):
-                    values[name] = None
-                    continue
-                values[name] = _parse(name, raw, "count" if name in ZERO_ALLOWED else kind)
-            try:
-                validate_namespace(values["namespace"])
-            except ValueError as exc:
-                raise JrsConfigError(str(exc)) from None
-            if values["on_store_unavailable"] not in ON_STORE_UNAVAILABLE:
-                raise JrsConfigError(
-                    f"jrs setting 'on_store_unavailable' has invalid value {values['on_store_unavailable']!r}; "
-                    f"use one of {list(ON_STORE_UNAVAILABLE)} (AIRFLOW__JRS__ON_STORE_UNAVAILABLE)"
-                )
-            try:
-                values["durability"] = str(Durability.parse(values["durability"]))
-            except JrsConfigError as exc:
-                raise JrsConfigError(f"jrs setting 'durability' (AIRFLOW__JRS__DURABILITY or extra): {exc}") from None
-            values["conn_id"] = self.jrs_conn_id
-            home = _airflow_home()
-            values["output_root"] = values["output_root"] or os.path.join(home, "jrs", "output")
-            values["spec_root"] = values["spec_root"] or os.path.join(home, "jrs", "specs")
-            self._settings = JrsSettings(**values)
+            self._settings = resolve(
+                conn_id=self.jrs_conn_id,
+                arguments=self._overrides,
+                extra=self._connection_extra(),
+                section=lambda name: conf.get("jrs", name, fallback=None),
+                home=_airflow_home(),
+            )
         return self._settings
 
     @property

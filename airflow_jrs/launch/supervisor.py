@@ -79,8 +79,8 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from airflow_jrs.config import JrsSettings
 from airflow_jrs.protocol.jobs import JobNamespace, settings_for
+from airflow_jrs.settings import JrsSettings
 from airflow_jrs.store.clients import bounded_client, policy_client
 from airflow_jrs.store.fence import Fence, fence_arg, same_fence
 from airflow_jrs.store.intent import HeartbeatGone, StaleHeartbeat
@@ -171,7 +171,7 @@ def _die_with_parent(parent: int) -> None:  # pragma: no cover - runs in the chi
 
 
 def supervisor_settings(raw: str | None, namespace: str, ttl: float) -> JrsSettings:
-    """The task's ``[jrs]`` settings from ``raw`` (JSON of :class:`~airflow_jrs.config.JrsSettings`),
+    """The task's ``[jrs]`` settings from ``raw`` (JSON of :class:`~airflow_jrs.settings.JrsSettings`),
     or the defaults when the launcher handed none (a result recorded then has no durability wait)."""
     if not raw:
         return settings_for(namespace, output_root="", spec_root="", lease_ttl=max(ttl, 1.0))

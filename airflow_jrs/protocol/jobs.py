@@ -10,20 +10,20 @@ trials and scripts build it from a URL (:meth:`JobNamespace.from_url`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 import redis as redis_lib
 
-from airflow_jrs.config import JrsSettings
 from airflow_jrs.exceptions import JrsConfigError
-from airflow_jrs.store import RedisJobResultStore, validate_namespace
+from airflow_jrs.settings import JrsSettings, resolve
+from airflow_jrs.store import RedisJobResultStore
 from airflow_jrs.store.clients import client_from_url, connection_of, fresh_client
 from airflow_jrs.store.documents import FolderDocuments
 from airflow_jrs.store.durability import Durability, DurableWrites
 from airflow_jrs.store.intent import Heartbeats, IntentStore
-from airflow_jrs.store.lease import DEFAULT_LEASE_TTL, JobLease, LeaseHolder, default_owner, held_leases
+from airflow_jrs.store.lease import JobLease, LeaseHolder, default_owner, held_leases
 from airflow_jrs.store.recoveries import Recoveries
 from airflow_jrs.store.requests import RecomputeRequests
 from airflow_jrs.store.server import (
@@ -38,19 +38,9 @@ from airflow_jrs.store.stop_requests import StopRequests
 
 
 def settings_for(namespace: str, *, output_root: str, spec_root: str, **overrides: Any) -> JrsSettings:
-    """Settings with the ``[jrs]`` defaults, for code that runs without Airflow's config."""
-    validate_namespace(namespace)
-    defaults: dict[str, Any] = {
-        "conn_id": "url",
-        "namespace": namespace,
-        "lease_ttl": DEFAULT_LEASE_TTL,
-        "clean_ttl": None,
-        "delete_on_commit": False,
-        "history_limit": 20,
-        "output_root": output_root,
-        "spec_root": spec_root,
-    }
-    return replace(JrsSettings(**defaults), **overrides)
+    """Settings for code that runs without Airflow's config: the table's defaults, then these
+    values (:func:`airflow_jrs.settings.resolve` with arguments only)."""
+    return resolve(arguments={"namespace": namespace, "output_root": output_root, "spec_root": spec_root, **overrides})
 
 
 @dataclass

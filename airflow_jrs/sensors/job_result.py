@@ -25,8 +25,14 @@ from collections.abc import Collection, Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
-from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout, AirflowSkipException
+from airflow.providers.common.compat.sdk import (
+    AirflowFailException,
+    AirflowSensorTimeout,
+    AirflowSkipException,
+    BaseSensorOperator,
+    PokeReturnValue,
+    conf,
+)
 
 from airflow_jrs.domain.payload import entry_payload
 from airflow_jrs.domain.wait import DEFAULT_STATUSES, WaitOutcome, evaluate, validate_wait_args
@@ -195,6 +201,8 @@ class JobResultSensor(BaseSensorOperator):
                 statuses=self.statuses,
                 fail_on_unsuccessful=self.fail_on_unsuccessful,
                 poll_interval=self.trigger_poll_interval,
+                connect_timeout=self.hook.settings.connect_timeout,
+                read_timeout=self.hook.settings.read_timeout,
             ),
             method_name="execute_complete",
             kwargs={"deadline": deadline, "errors": errors},

@@ -25,7 +25,7 @@ from redis.retry import Retry
 from airflow_jrs.exceptions import JrsConfigError
 
 if TYPE_CHECKING:
-    from airflow_jrs.config import JrsSettings
+    from airflow_jrs.settings import JrsSettings
 
 #: Connection kwargs accepted from plain JSON (what a trigger or the supervisor's environment
 #: can carry): no client objects.

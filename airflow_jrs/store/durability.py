@@ -38,6 +38,7 @@ from typing import Any
 import redis as redis_lib
 
 from airflow_jrs.exceptions import JrsConfigError, StoreUnavailableError
+from airflow_jrs.settings import durability_parts
 
 #: Seconds between the end of the wait and the client's read timeout.
 READ_TIMEOUT_MARGIN = 1.0
@@ -63,18 +64,9 @@ class Durability:
 
     @classmethod
     def parse(cls, value: str | None) -> Durability:
-        text = (value or "none").strip().lower()
-        if text == "none":
-            return cls()
-        if text == "aof":
-            return cls("aof")
-        if text.startswith("replicas:"):
-            count = text.removeprefix("replicas:")
-            if count.isdigit() and int(count) >= 1:
-                return cls("replicas", int(count))
-        raise JrsConfigError(
-            f"durability {value!r} is not one of 'none', 'aof' or 'replicas:N' (N >= 1, e.g. 'replicas:1')"
-        )
+        """The setting's value, by its one grammar (:func:`airflow_jrs.settings.durability_parts`)."""
+        mode, replicas = durability_parts(value)
+        return cls(mode, replicas)
 
     @property
     def enabled(self) -> bool:

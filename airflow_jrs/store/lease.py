@@ -34,9 +34,9 @@ from typing import Any
 
 import redis as redis_lib
 
-from airflow_jrs.config import DEFAULT_LEASE_TTL
 from airflow_jrs.domain.model import validate_job_id
 from airflow_jrs.exceptions import JrsConfigError, LeaseHeldError, LeaseLostError
+from airflow_jrs.settings import DEFAULT_LEASE_TTL
 from airflow_jrs.store import lease_scripts as scripts
 from airflow_jrs.store.clients import fresh_client
 from airflow_jrs.store.durability import DurableWrites

@@ -45,6 +45,7 @@ from redis.backoff import NoBackoff
 
 from airflow_jrs.domain.wait import DEFAULT_STATUSES, evaluate, validate_wait_args
 from airflow_jrs.exceptions import JobResultEntryError, JrsConfigError, StoreUnavailableError
+from airflow_jrs.settings import BY_NAME
 from airflow_jrs.store import AsyncRedisJobResultStore, validate_job_id
 from airflow_jrs.store.aio import ANY_JOB, CONNECTION_KEYS
 
@@ -60,6 +61,8 @@ class JobResultTrigger(BaseTrigger):
     :param fail_on_unsuccessful: end with a ``failed`` event on an unsuccessful result
     :param poll_interval: seconds between re-reads when no message arrives (the safety net)
     :param max_backoff: longest pause between reconnect attempts, in seconds
+    :param connect_timeout: ``[jrs] connect_timeout`` of the task's connection (seconds)
+    :param read_timeout: ``[jrs] read_timeout``: seconds one command may wait for Redis
     """
 
     def __init__(
@@ -73,6 +76,8 @@ class JobResultTrigger(BaseTrigger):
         fail_on_unsuccessful: bool = True,
         poll_interval: float = 60.0,
         max_backoff: float = 30.0,
+        connect_timeout: float = BY_NAME["connect_timeout"].default,
+        read_timeout: float = BY_NAME["read_timeout"].default,
     ) -> None:
         super().__init__()
         unknown = sorted(set(connection) - CONNECTION_KEYS)
@@ -90,6 +95,8 @@ class JobResultTrigger(BaseTrigger):
         self.fail_on_unsuccessful = fail_on_unsuccessful
         self.poll_interval = float(poll_interval)
         self.max_backoff = float(max_backoff)
+        self.connect_timeout = float(connect_timeout)
+        self.read_timeout = float(read_timeout)
         self._store: AsyncRedisJobResultStore | None = None
         self._failures = 0  # consecutive failed connections, for the backoff
 
@@ -105,6 +112,8 @@ class JobResultTrigger(BaseTrigger):
                 "fail_on_unsuccessful": self.fail_on_unsuccessful,
                 "poll_interval": self.poll_interval,
                 "max_backoff": self.max_backoff,
+                "connect_timeout": self.connect_timeout,
+                "read_timeout": self.read_timeout,
             },
         )
 
@@ -121,8 +130,8 @@ class JobResultTrigger(BaseTrigger):
             self.connection,
             self.namespace,
             retry=Retry(NoBackoff(), 0),
-            socket_connect_timeout=10,
-            socket_timeout=10,
+            socket_connect_timeout=self.connect_timeout,
+            socket_timeout=self.read_timeout,
             socket_keepalive=True,
             health_check_interval=max(int(self.poll_interval), 1),
             client_name=f"jrs-trigger:{self.namespace}",  # visible in CLIENT LIST

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from airflow_jrs.config import CONFIG_OPTIONS
 from airflow_jrs.get_provider_info import get_provider_info
+from airflow_jrs.settings import SETTINGS
 
 pytestmark = pytest.mark.airflow
 
@@ -30,7 +30,7 @@ def test_airflow_lists_the_provider_and_its_hook():
 def test_provider_info_declares_every_jrs_option_and_importable_modules():
     info = get_provider_info()
     assert info["package-name"] == "airflow-jrs"
-    assert set(info["config"]["jrs"]["options"]) == set(CONFIG_OPTIONS)
+    assert set(info["config"]["jrs"]["options"]) == {s.name for s in SETTINGS}
     import importlib
 
     for kind in ("operators", "sensors", "hooks", "triggers"):
