@@ -11,6 +11,7 @@ whether a cluster driver outlived its client (:mod:`.cluster_outcome`), and, for
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow_jrs.domain.paths import job_tag
 from airflow_jrs.exceptions import JobEndedOnRequestError
 from airflow_jrs.launch import cluster_outcome as cluster
+from airflow_jrs.launch import durable
 from airflow_jrs.launch import provider_adapter as provider
 from airflow_jrs.launch.deploy_modes import DeployMode
 from airflow_jrs.launch.spark_stopping import end_on_request, stop_cluster_driver_on_kill
@@ -27,11 +29,12 @@ from airflow_jrs.launch.standalone import refuse_while_unrecorded_driver_may_run
 from airflow_jrs.launch.streaming import StreamAttempt, StreamPaths
 from airflow_jrs.launch.streaming import prepare as prepare_stream
 from airflow_jrs.launch.submission import OutputTail, Supervision, failure_summary
+from airflow_jrs.protocol.application_ids import application_id_of
 from airflow_jrs.protocol.launcher import Launch, Launcher, Predecessor
 from airflow_jrs.protocol.run import JobRun
 from airflow_jrs.protocol.stopping import asked_to_end, cancel_on_kill
 from airflow_jrs.spark.conf import fill_placeholders, job_conf
-from airflow_jrs.store import JobResult, JobStatus
+from airflow_jrs.store import Attempt, JobResult, JobStatus
 from airflow_jrs.store.intent import Intent
 
 if TYPE_CHECKING:
@@ -47,6 +50,8 @@ class SparkSubmitLauncher(Launcher):
         self.streaming = bool(op.streaming)
         self.stream: StreamAttempt | None = None
         self.paths: StreamPaths | None = None
+        #: durable=True: the task state store the parent persists the driver id in (:mod:`.durable`)
+        self.state_store = durable.state_store(context, bool(getattr(op, "durable", False)))
 
     @cached_property
     def mode(self) -> DeployMode:
@@ -71,6 +76,7 @@ class SparkSubmitLauncher(Launcher):
 
     def prepare(self, launch: Launch) -> dict[str, Any]:
         op, job_id, token = self.op, launch.job_id, launch.fence
+        durable.forget_before_launch(self.state_store, op.external_id_key, op.log)  # before the intent
         mode = op._jrs_deploy_mode = self.mode
         op._jrs_supervision = Supervision.for_attempt(self.hook, job_id, token, op.log)
         op._jrs_output_tail = OutputTail()
@@ -165,8 +171,24 @@ class SparkSubmitLauncher(Launcher):
         spark_hook = self.op._checked_spark_hook()
         return self.mode.find_predecessors(spark_hook, namespace, job_id, job_tag(namespace, job_id), known_ids)
 
+    def predecessors_of(self, namespace: str, stale: Intent) -> list[Predecessor]:
+        known = [i for i in (stale.application_id, self._durable_id(stale)) if i]
+        return self.find_predecessors(namespace, stale.job_id, known)
+
     def before_resubmit(self, stale: Intent) -> None:
+        if stale.application_id is None and (found := self._durable_id(stale)) is not None:
+            stale = dataclasses.replace(stale, application_id=found)  # the parent persisted it: not unrecorded
         refuse_while_unrecorded_driver_may_run(self.mode, stale)
+
+    def _durable_id(self, stale: Intent) -> str | None:
+        """The driver id the parent persisted for ``stale``'s launch (durable=True), in this mode's shape."""
+        if self.state_store is None:
+            return None
+        ti = self.context["ti"]
+        attempt = Attempt(ti.dag_id, ti.task_id, self.context["run_id"], 0, getattr(ti, "map_index", -1))
+        found = durable.predecessor_id(self.state_store, self.op.external_id_key, stale, attempt)
+        # the provider's Kubernetes id is "<namespace>:<pod>"
+        return application_id_of(self.mode.kind, found.rsplit(":", 1)[-1]) if found else None
 
     def outcome(self, launch: Launch, recorder: Any, *, failed: bool) -> tuple[str, str | None]:
         spark_hook = provider.submit_hook_of(self.op)

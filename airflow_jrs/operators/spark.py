@@ -10,13 +10,14 @@ Killed attempts (SIGTERM, mark-failed, execution_timeout) never succeed: ``on_ki
 spark-submit and revokes the lease on its own connection, so the fenced result write fails
 even if ``execute`` carries on afterwards (apache/airflow#73006); ``execute`` then raises.
 
-``durable`` (the parent's ResumableJobMixin, on by default in Airflow 3.3) is forced off, and
-``durable=True`` is refused with :class:`~airflow_jrs.exceptions.JrsConfigError`: its reattach
-reads an id from the task's state store, not from the job's intent, so a retry under a new
-fence would reattach to (or report "already succeeded" for) the previous fence's driver and we
-would publish the new fence's empty folder. The intent does that job for every deploy mode:
-it records the driver or application id under the fence that owns it, and the next attempt
-waits for that driver and adopts its output (:mod:`.recovery`).
+``durable`` (the parent's ResumableJobMixin, on by default from Airflow 3.3) is the parent's: its
+default, its persisted driver id in the task state store. Its reattach is the guard's recovery:
+every try takes the lease under a new fence and finds the previous try's intent, which records
+the driver id under the fence that owns it; it waits for a running driver, adopts what the
+commit marker in that fence's folder says finished, submits anew after a failure. The state
+store's id is one more source of that id, and is forgotten before each launch so that the
+parent never reattaches to another fence's driver (:mod:`airflow_jrs.launch.durable`). Across
+runs (a cleared task, a backfill) the store alone finds the intent and adopts, as it always did.
 
 Cluster deploy modes (the driver runs in the cluster; see docs/recovery.md, "Deploy modes"):
 whatever the parent's ``execute`` raises (a lost status poll, a master or ResourceManager
@@ -29,12 +30,14 @@ refuses configurations that cannot be made safe.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Collection, Sequence
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperatorLink
 
+from airflow_jrs.compat import AIRFLOW_VERSION_TEXT
 from airflow_jrs.domain.identity import application_fingerprint, job_id_for
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.hooks.jrs import JrsHook
@@ -77,8 +80,10 @@ class JrsSparkSubmitOperator(PreparesSubmitHook, SparkSubmitOperator, GuardedJob
         records STOPPED or CANCELED (see :mod:`airflow_jrs.launch.streaming`, docs/streaming.md)
     :param stop_timeout: streaming only: seconds ``on_kill`` waits for the stop before it cancels;
         keep it below Airflow's ``[core] killed_task_cleanup_time``
-    :param durable: must be left unset or ``False``: the parent's reattach-on-retry is replaced by
-        the job's intent (module docstring); ``True`` raises :class:`~airflow_jrs.exceptions.JrsConfigError`
+    :param durable: the parent's (default ``True`` from Airflow 3.3; no effect below, where an explicit
+        ``True`` warns): the driver id is also kept in the task state store; a retry's reattach goes
+        through the job's intent and its commit marker (module docstring). YARN cluster mode needs
+        ``yarn_track_via_rm_api=True`` with it, as in the parent, or ``durable=False``
 
     ``application_args`` may use ``{jrs_output}``, ``{jrs_job_id}`` and ``{jrs_fence}``; the
     same values reach the application as Spark conf ``spark.jrs.output_dir``, ``spark.jrs.job_id``
@@ -117,16 +122,8 @@ class JrsSparkSubmitOperator(PreparesSubmitHook, SparkSubmitOperator, GuardedJob
         durable: bool | None = None,
         **kwargs: Any,
     ) -> None:
-        if durable or kwargs.get("reconnect_on_retry"):
-            raise JrsConfigError(
-                f"{kwargs.get('task_id')}: JrsSparkSubmitOperator does not support durable=True (or "
-                "reconnect_on_retry=True): the provider's reattach reads a driver id from the task's state, not "
-                "from the job's intent, and could publish a new attempt's empty folder for a previous attempt's "
-                "driver. Leave durable unset: the job's intent already makes a retry wait for, and adopt, a "
-                "driver that still runs (docs/recovery.md, 'Deploy modes')."
-            )
-        kwargs.pop("reconnect_on_retry", None)
-        super().__init__(durable=False, **kwargs)
+        durable_kwargs = _durable_kwargs(durable, kwargs, task_id=kwargs.get("task_id"))
+        super().__init__(**durable_kwargs, **kwargs)
         self.operator_extra_links = submit_links()
         #: the Spark connection and deploy mode as the user gave them (not the hook's private copies)
         self.spark_conn_id: str = kwargs.get("conn_id", "spark_default")
@@ -158,8 +155,18 @@ class JrsSparkSubmitOperator(PreparesSubmitHook, SparkSubmitOperator, GuardedJob
         the hook's private state); refuses what cannot be made safe (:mod:`.spark_target`)."""
         target = resolve_target(self.spark_conn_id, deploy_mode=self.spark_deploy_mode, conf=self.conf)
         refuse_unsafe(target, self.conf, task_id=self.task_id, **self._jrs_tracking)
-        if getattr(self, "durable", False):  # set after construction (partial, a mutated task)
-            raise JrsConfigError(f"{self.task_id}: durable=True is not supported (see the operator's docs)")
+        if (
+            target.kind == "yarn"
+            and target.cluster
+            and self.durable
+            and not self._jrs_tracking["yarn_track_via_rm_api"]
+        ):
+            raise JrsConfigError(  # the parent raises it too, but only inside the launch (after the intent)
+                f"{self.task_id}: YARN cluster mode with durable=True (the default from Airflow 3.3) needs "
+                "yarn_track_via_rm_api=True: the provider asks the ResourceManager for the application's state on "
+                "a retry. Set yarn_track_via_rm_api=True, or durable=False (the job's intent still makes a retry "
+                "wait for and adopt a running application)."
+            )
         return target, deploy_mode_for(target)
 
     def prepare_submit_hook(self, spark_hook: Any) -> None:
@@ -191,3 +198,29 @@ class JrsSparkSubmitOperator(PreparesSubmitHook, SparkSubmitOperator, GuardedJob
                 super().on_kill()
             except Exception as exc:
                 self.log.warning("Could not stop spark-submit: %s", exc)
+
+
+def _parent_is_durable() -> bool:
+    """Does the provider's operator run on Airflow's own ``ResumableJobMixin`` (3.3+), not on
+    common-compat's stand-in (which warns for any ``durable`` it is given and never resumes)?"""
+    return any(
+        c.__name__ == "ResumableJobMixin" and c.__module__.startswith("airflow.sdk")
+        for c in SparkSubmitOperator.__mro__
+    )
+
+
+def _durable_kwargs(durable: bool | None, kwargs: dict[str, Any], *, task_id: Any) -> dict[str, Any]:
+    """What reaches the parent of ``durable`` (and its deprecated alias ``reconnect_on_retry``, popped
+    from ``kwargs`` below 3.3): only what the user set, so that a default warns nothing anywhere."""
+    if _parent_is_durable():
+        return {} if durable is None else {"durable": durable}
+    alias = kwargs.pop("reconnect_on_retry", None)
+    if durable or (durable is None and alias):
+        warnings.warn(
+            f"{task_id}: durable=True has no effect on Airflow {AIRFLOW_VERSION_TEXT}: the task state store it "
+            "keeps the driver id in arrived in Airflow 3.3. The job's intent still makes a retry wait for, and "
+            "adopt, a driver that still runs (docs/how-to/spark-cluster.md).",
+            UserWarning,
+            stacklevel=4,
+        )
+    return {}

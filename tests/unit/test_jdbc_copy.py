@@ -112,8 +112,6 @@ def test_arguments_that_the_operator_defines_itself_are_refused():
         copy(application_args=["x"])
     with pytest.raises(JrsConfigError, match="needs both jdbc_table and metastore_table"):
         copy(jdbc_table=None)
-    with pytest.raises(JrsConfigError, match="durable=True"):
-        copy(durable=True)
 
 
 def test_a_store_that_is_down_fails_the_copy_closed_even_with_on_store_unavailable_run(

@@ -25,12 +25,13 @@ def conn(monkeypatch):
     return define
 
 
-def test_durable_true_is_refused_and_the_parent_never_reattaches():
-    with pytest.raises(JrsConfigError, match="durable=True"):
-        JrsSparkSubmitOperator(task_id="t", application="a.py", durable=True)
-    with pytest.raises(JrsConfigError, match="reconnect_on_retry"):
-        JrsSparkSubmitOperator(task_id="t", application="a.py", reconnect_on_retry=True)
-    assert JrsSparkSubmitOperator(task_id="t", application="a.py").durable is False
+def test_durable_is_the_parents_default_and_yarn_cluster_mode_needs_the_rm_api_with_it(conn):
+    assert JrsSparkSubmitOperator(task_id="t", application="a.py").durable is True  # Airflow 3.3's default
+    assert JrsSparkSubmitOperator(task_id="t", application="a.py", durable=False).durable is False
+    yarn = conn("spark_yarn_cluster", host="yarn", extra={"deploy-mode": "cluster"})
+    with pytest.raises(JrsConfigError, match="yarn_track_via_rm_api=True"):
+        JrsSparkSubmitOperator(task_id="t", application="a.py", conn_id=yarn)._spark_target()
+    JrsSparkSubmitOperator(task_id="t", application="a.py", conn_id=yarn, durable=False)._spark_target()
 
 
 def test_the_deploy_mode_comes_from_the_operator_then_the_connection(conn):
