@@ -40,7 +40,9 @@ def test_a_supervisor_started_on_the_tasks_stdin_socket_keeps_none_of_it(redis_u
     client = redis.Redis.from_url(redis_url)
     fence = JobLease(client, namespace, JOB, ttl=30).acquire()
     kw = client.connection_pool.connection_kwargs
-    connection = json.dumps({"host": kw["host"], "port": kw["port"], "db": kw.get("db", 0)})
+    # Every credential of the test server's URL (JRS_TEST_REDIS_URL may carry a password).
+    fields = ("host", "port", "db", "username", "password")
+    connection = json.dumps({k: kw[k] for k in fields if kw.get(k) is not None})
     task_end, airflow_end = socket.socketpair()  # the task's stdin: Airflow's requests socket
     channel = f"socket:[{os.fstat(task_end.fileno()).st_ino}]"
     child = [sys.executable, "-c", "import time; time.sleep(60)"]
