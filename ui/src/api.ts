@@ -1,0 +1,204 @@
+/**
+ * The plugin's JSON API (mounted by Airflow at ``<base>/jrs``), as the views use it.
+ *
+ * URLs are resolved against the host page's ``<base href>``, never the origin's root, so the app
+ * works under a base-URL sub-path and behind a proxy. The browser sends Airflow's ``_token``
+ * cookie with these same-origin requests; nothing here reads or stores a token.
+ */
+
+export type EntryState = "dirty" | "clean";
+export type JobStatus = "SUCCEEDED" | "FAILED" | "CANCELED" | "STOPPED";
+
+export interface Attempt {
+  dag_id: string;
+  task_id: string;
+  run_id: string;
+  try_number: number;
+  map_index?: number;
+}
+
+export interface Actor {
+  via?: string;
+  user?: string;
+  host?: string;
+  attempt?: Attempt | null;
+  text: string;
+}
+
+export interface Entry {
+  job_id: string;
+  status: JobStatus;
+  state: EntryState;
+  application_id?: string;
+  outputs?: Record<string, string>;
+  metrics?: Record<string, unknown>;
+  checkpoint_location?: string;
+  fingerprint?: string;
+  start_time?: string;
+  end_time?: string;
+  attempt?: Attempt;
+  fence?: number;
+  error?: string;
+  created_at: string | null;
+  spark_url: string | null;
+  moved?: { reason: string; moved_at: string | null; by: Actor | null };
+  summary?: boolean;
+}
+
+export interface LeaseHolder {
+  token: number;
+  ttl_ms: number;
+  owner: Record<string, unknown> & { host?: string; pid?: number; dag_id?: string; task_id?: string; run_id?: string };
+}
+
+export interface Recovery {
+  at: string | null;
+  event: string;
+  fence: number | null;
+  predecessor: number | null;
+  text: string;
+  facts?: Record<string, unknown>;
+}
+
+export interface JobDetail {
+  job_id: string;
+  namespace: string;
+  summary: string | null;
+  state: EntryState | null;
+  running: boolean;
+  entry: Entry | null;
+  problem: { error: string; detail: string } | null;
+  quarantined: boolean;
+  history: Entry[];
+  lease: LeaseHolder | null;
+  intent: (Record<string, unknown> & { application_id?: string; app_name?: string; error?: string }) | null;
+  heartbeat: Record<string, unknown> | null;
+  stop_request: (Record<string, unknown> & { pending: boolean; kind?: string }) | null;
+  recoveries: Recovery[];
+  recovery_story?: string[];
+  links?: { runs: { run_id: string; url: string }[]; spark_ui: string | null };
+  can_edit: boolean;
+}
+
+export interface TaskInstanceDetail extends Partial<Omit<JobDetail, "job_id">> {
+  job_id: string | null;
+  task: {
+    dag_id: string;
+    run_id: string;
+    task_id: string;
+    map_index: number;
+    payload?: Record<string, unknown> | null;
+    reused?: boolean | null;
+    produced_entry?: boolean | null;
+    running?: boolean;
+  };
+}
+
+export interface ResultsPage {
+  namespace: string;
+  entries: Entry[];
+  limit: number;
+  offset: number;
+  has_more: boolean;
+  counts: { dirty: number; quarantined: number };
+  can_edit_all: boolean;
+}
+
+export interface LeasesPage {
+  namespace: string;
+  leases: { job_id: string; lease: LeaseHolder; intent: JobDetail["intent"] }[];
+}
+
+export interface Summary {
+  dirty: number;
+  quarantined: number;
+  leases_held: number;
+  oldest_dirty: { job_id: string; since: string } | null;
+}
+
+export type CellState = "committed" | "dirty" | "failed" | "canceled" | "stopped" | "running" | "missing";
+
+export interface Calendar {
+  dag_id: string;
+  jobs: { task_id: string; label: string }[];
+  dates: {
+    run_key: string;
+    logical_date: string | null;
+    run_ids: string[];
+    cells: Record<string, { state: CellState; job_id: string }>;
+  }[];
+}
+
+export interface RangePreview {
+  runs: unknown[];
+  jobs: unknown[];
+  how?: string;
+  [key: string]: unknown;
+}
+
+/** An API error in words: the status and the server's own explanation. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+    this.name = "ApiError";
+  }
+}
+
+export function apiUrl(path: string): string {
+  return new URL(`jrs/${path}`, document.baseURI).toString();
+}
+
+/** The job id as a path: each segment encoded, the slashes kept (the routes take ``{job_id:path}``). */
+export function jobPath(jobId: string): string {
+  return jobId.split("/").map(encodeURIComponent).join("/");
+}
+
+function describe(status: number, body: unknown, fallback: string): string {
+  const detail = (body as { detail?: unknown } | null)?.detail;
+  if (typeof detail === "string") return detail;
+  if (Array.isArray(detail)) {
+    // FastAPI's validation errors: say which parameter and why
+    return detail
+      .map((d: { loc?: unknown[]; msg?: string }) => `${(d.loc ?? []).slice(1).join(".")}: ${d.msg ?? "invalid"}`)
+      .join("; ");
+  }
+  if (status === 401 || status === 403) return "you are not signed in, or may not see this; sign in again or ask an admin";
+  if (status === 404) return "not found on this server (is the airflow-jrs plugin up to date on the API server?)";
+  return fallback || `HTTP ${status}`;
+}
+
+export async function api<T>(path: string, init?: { method?: string; body?: unknown; signal?: AbortSignal }): Promise<T> {
+  let response: Response;
+  try {
+    response = await fetch(apiUrl(path), {
+      method: init?.method ?? "GET",
+      credentials: "same-origin",
+      headers: init?.body === undefined ? { Accept: "application/json" } : { Accept: "application/json", "Content-Type": "application/json" },
+      body: init?.body === undefined ? undefined : JSON.stringify(init.body),
+      signal: init?.signal,
+    });
+  } catch (err) {
+    if ((err as Error).name === "AbortError") throw err;
+    throw new ApiError(0, `the API server did not answer (${(err as Error).message}); check that it runs and reload`);
+  }
+  let body: unknown = null;
+  try {
+    body = await response.json();
+  } catch {
+    body = null;
+  }
+  if (!response.ok) throw new ApiError(response.status, describe(response.status, body, response.statusText));
+  return body as T;
+}
+
+export type JobAction = "forget" | "recompute" | "mark-clean" | "release-quarantine" | "stop" | "cancel";
+
+export function act(jobId: string, action: JobAction, extra: Record<string, unknown> = {}) {
+  return api<{ job_id: string; done: string; message?: string }>(`api/results/${jobPath(jobId)}/${action}`, {
+    method: "POST",
+    body: { ...extra, confirm: jobId },
+  });
+}

@@ -1,0 +1,286 @@
+/**
+ * The DAG's "Job calendar": one row per date (run key), one column per guarded job, each cell
+ * the job's state for that date. Choosing a range of dates offers "Backfill missing dates" and
+ * "Recompute"; each shows the API's dry run (the runs and jobs it will touch, downstream jobs
+ * included) before anyone confirms.
+ */
+import { Badge, Box, Button, Field, Heading, HStack, Input, List, Stack, Table, Text } from "@chakra-ui/react";
+import { useMemo, useState } from "react";
+
+import { api, type Calendar, type CellState, type RangePreview } from "../api";
+import { ConfirmDialog } from "../components/ConfirmDialog";
+import { ErrorAlert, Loading, Notice, Raw, StateBadge } from "../components/common";
+import { ymd } from "../time";
+import { useLoad } from "../useApi";
+import type { HostProps } from "./TaskInstanceTab";
+
+const CELL: Record<CellState, { bg: string; word: string }> = {
+  committed: { bg: "green.solid", word: "committed" },
+  dirty: { bg: "yellow.solid", word: "dirty" },
+  failed: { bg: "red.solid", word: "failed" },
+  canceled: { bg: "gray.solid", word: "canceled" },
+  stopped: { bg: "gray.emphasized", word: "stopped" },
+  running: { bg: "blue.solid", word: "running" },
+  missing: { bg: "transparent", word: "missing" },
+};
+
+type Kind = "backfill-missing" | "recompute";
+
+function describeItem(item: unknown): string {
+  if (typeof item === "string") return item;
+  if (item && typeof item === "object") {
+    const o = item as Record<string, unknown>;
+    const main = o.job_id ?? o.run_id ?? o.run_key ?? o.logical_date;
+    const rest = ["task_id", "run_id", "logical_date", "reason", "why"]
+      .filter((k) => k in o && o[k] !== main && o[k] !== null)
+      .map((k) => `${k.replace("_", " ")} ${String(o[k])}`);
+    if (main !== undefined) return rest.length ? `${String(main)} (${rest.join(", ")})` : String(main);
+  }
+  return JSON.stringify(item);
+}
+
+function Preview({ preview }: { preview: RangePreview }) {
+  const runs = preview.runs ?? [];
+  const jobs = preview.jobs ?? [];
+  const knock = (preview.knock_on as unknown[] | undefined) ?? [];
+  return (
+    <Stack gap={3} data-testid="preview">
+      <Text>
+        {runs.length} run{runs.length === 1 ? "" : "s"} and {jobs.length} job{jobs.length === 1 ? "" : "s"}
+        {preview.how ? ` (as ${preview.how === "backfill" ? "an Airflow backfill" : "separate runs"})` : ""}.
+      </Text>
+      {runs.length > 0 && (
+        <Box>
+          <Text fontWeight="semibold">Runs</Text>
+          <List.Root ps={4} maxH="40" overflowY="auto" fontSize="sm">
+            {runs.map((r, i) => <List.Item key={i}>{describeItem(r)}</List.Item>)}
+          </List.Root>
+        </Box>
+      )}
+      {jobs.length > 0 && (
+        <Box>
+          <Text fontWeight="semibold">Jobs</Text>
+          <List.Root ps={4} maxH="40" overflowY="auto" fontSize="sm">
+            {jobs.map((j, i) => <List.Item key={i}>{describeItem(j)}</List.Item>)}
+          </List.Root>
+        </Box>
+      )}
+      {knock.length > 0 && (
+        <Box>
+          <Text fontWeight="semibold">Downstream jobs recomputed too</Text>
+          <List.Root ps={4} maxH="40" overflowY="auto" fontSize="sm">
+            {knock.map((j, i) => <List.Item key={i}>{describeItem(j)}</List.Item>)}
+          </List.Root>
+        </Box>
+      )}
+      <Raw label="Raw preview" value={preview} />
+    </Stack>
+  );
+}
+
+export function DagCalendar({ dagId }: HostProps) {
+  const today = new Date();
+  const [start, setStart] = useState(ymd(new Date(today.getTime() - 30 * 86400000)));
+  const [end, setEnd] = useState(ymd(today));
+  const [sel, setSel] = useState<[string, string] | null>(null);
+  const [anchor, setAnchor] = useState<string | null>(null);
+  const [tasks, setTasks] = useState<Set<string>>(new Set());
+  const [dialog, setDialog] = useState<{ kind: Kind; preview: RangePreview } | null>(null);
+  const [previewError, setPreviewError] = useState<Error>();
+  const [busy, setBusy] = useState<Kind | null>(null);
+  const [done, setDone] = useState<string>();
+
+  const dag = encodeURIComponent(dagId ?? "");
+  const key = dagId ? `${dagId}|${start}|${end}` : null;
+  const { data, error, reload } = useLoad(key, (signal) =>
+    api<Calendar>(`api/dags/${dag}/calendar?start=${start}&end=${end}`, { signal }),
+  );
+
+  const dayOf = (d: Calendar["dates"][number]) => (d.logical_date ? d.logical_date.slice(0, 10) : d.run_key);
+  const selected = (day: string) => sel !== null && day >= sel[0] && day <= sel[1];
+  const counts = useMemo(() => {
+    const c: Partial<Record<CellState, number>> = {};
+    for (const d of data?.dates ?? []) for (const cell of Object.values(d.cells)) c[cell.state] = (c[cell.state] ?? 0) + 1;
+    return c;
+  }, [data]);
+
+  const pick = (day: string, extend: boolean) => {
+    if (extend && anchor) {
+      setSel(anchor <= day ? [anchor, day] : [day, anchor]);
+    } else if (anchor && sel && sel[0] === sel[1] && anchor !== day) {
+      setSel(anchor <= day ? [anchor, day] : [day, anchor]);
+      setAnchor(null);
+    } else {
+      setSel([day, day]);
+      setAnchor(day);
+    }
+  };
+
+  const body = (kind: Kind, dryRun: boolean) => ({
+    start: sel?.[0],
+    end: sel?.[1],
+    dry_run: dryRun,
+    ...(kind === "recompute" ? { task_ids: tasks.size ? [...tasks] : null } : {}),
+  });
+
+  const preview = async (kind: Kind) => {
+    setBusy(kind);
+    setPreviewError(undefined);
+    setDone(undefined);
+    try {
+      const p = await api<RangePreview>(`api/dags/${dag}/${kind}`, { method: "POST", body: body(kind, true) });
+      setDialog({ kind, preview: p });
+    } catch (err) {
+      setPreviewError(err as Error);
+    } finally {
+      setBusy(null);
+    }
+  };
+
+  const label = (k: Kind) => (k === "recompute" ? "Recompute" : "Backfill missing dates");
+
+  return (
+    <Box p={2} data-testid="jrs-calendar">
+      <Stack gap={4}>
+        <HStack justify="space-between" wrap="wrap" align="end">
+          <Heading size="md">Job calendar</Heading>
+          <HStack gap={3} align="end">
+            <Field.Root w="40">
+              <Field.Label fontSize="xs">From</Field.Label>
+              <Input size="sm" type="date" value={start} onChange={(e) => setStart(e.target.value)} data-testid="from" />
+            </Field.Root>
+            <Field.Root w="40">
+              <Field.Label fontSize="xs">To</Field.Label>
+              <Input size="sm" type="date" value={end} onChange={(e) => setEnd(e.target.value)} data-testid="to" />
+            </Field.Root>
+          </HStack>
+        </HStack>
+        <HStack gap={2} wrap="wrap" fontSize="sm">
+          {(Object.keys(CELL) as CellState[]).map((s) => (
+            <StateBadge key={s} state={s} label={`${CELL[s].word} ${counts[s] ?? 0}`} />
+          ))}
+        </HStack>
+        <ErrorAlert title="Could not load the calendar" error={error} />
+        {!data && !error && <Loading />}
+        {data && !data.jobs.length && <Notice status="info">This DAG has no guarded Spark jobs.</Notice>}
+        {data && data.jobs.length > 0 && (
+          <>
+            <Text fontSize="sm" color="fg.muted">
+              Click a date to choose it, then another (or shift-click) to choose a range. Click a job's name to
+              recompute only some jobs.
+            </Text>
+            <Box overflowX="auto" maxH="xl" overflowY="auto">
+              <Table.Root size="sm" variant="outline" data-testid="calendar" stickyHeader>
+                <Table.Header>
+                  <Table.Row>
+                    <Table.ColumnHeader>Date</Table.ColumnHeader>
+                    {data.jobs.map((j) => (
+                      <Table.ColumnHeader key={j.task_id} textAlign="center">
+                        <Button
+                          size="2xs"
+                          variant={tasks.has(j.task_id) ? "solid" : "ghost"}
+                          onClick={() => setTasks((t) => {
+                            const n = new Set(t);
+                            if (n.has(j.task_id)) n.delete(j.task_id);
+                            else n.add(j.task_id);
+                            return n;
+                          })}
+                          data-task={j.task_id}
+                        >
+                          {j.label}
+                        </Button>
+                      </Table.ColumnHeader>
+                    ))}
+                  </Table.Row>
+                </Table.Header>
+                <Table.Body>
+                  {data.dates.map((d) => {
+                    const day = dayOf(d);
+                    return (
+                      <Table.Row
+                        key={d.run_key}
+                        data-date={day}
+                        data-selected={selected(day) || undefined}
+                        bg={selected(day) ? "bg.emphasized" : undefined}
+                        cursor="pointer"
+                        onClick={(e) => pick(day, e.shiftKey)}
+                      >
+                        <Table.Cell fontFamily="mono" whiteSpace="nowrap">{day}</Table.Cell>
+                        {data.jobs.map((j) => {
+                          const cell = d.cells[j.task_id] ?? { state: "missing" as CellState, job_id: "" };
+                          return (
+                            <Table.Cell key={j.task_id} textAlign="center" title={`${CELL[cell.state].word}: ${cell.job_id}`}>
+                              <Box
+                                display="inline-block"
+                                w="4"
+                                h="4"
+                                borderRadius="sm"
+                                bg={CELL[cell.state].bg}
+                                borderWidth={cell.state === "missing" ? "1px" : 0}
+                                borderStyle="dashed"
+                                borderColor="border.emphasized"
+                                data-cell={cell.state}
+                                aria-label={`${j.label} ${day}: ${CELL[cell.state].word}`}
+                              />
+                            </Table.Cell>
+                          );
+                        })}
+                      </Table.Row>
+                    );
+                  })}
+                </Table.Body>
+              </Table.Root>
+              {!data.dates.length && <Text color="fg.muted" py={2}>No dates in this range.</Text>}
+            </Box>
+          </>
+        )}
+        <HStack gap={3} wrap="wrap">
+          <Text fontSize="sm" data-testid="selection">
+            {sel ? (
+              <>Chosen: <b>{sel[0]}</b>{sel[1] !== sel[0] ? <> to <b>{sel[1]}</b></> : null}
+                {tasks.size ? <> · jobs {[...tasks].map((t) => <Badge key={t} ms={1}>{t}</Badge>)}</> : null}</>
+            ) : (
+              "No dates chosen."
+            )}
+          </Text>
+          <Button size="sm" variant="outline" disabled={!sel} loading={busy === "backfill-missing"}
+            onClick={() => void preview("backfill-missing")} data-action="backfill-missing">
+            Backfill missing dates…
+          </Button>
+          <Button size="sm" variant="outline" colorPalette="red" disabled={!sel} loading={busy === "recompute"}
+            onClick={() => void preview("recompute")} data-action="recompute-range">
+            Recompute…
+          </Button>
+        </HStack>
+        <ErrorAlert title="Could not preview" error={previewError} />
+        {done && <Notice status="success">{done}</Notice>}
+      </Stack>
+      <ConfirmDialog
+        open={dialog !== null}
+        title={dialog ? `${label(dialog.kind)}: ${sel?.[0]} to ${sel?.[1]}` : ""}
+        typed={dagId ?? ""}
+        typedLabel="the DAG id"
+        confirmLabel={dialog ? label(dialog.kind) : ""}
+        danger={dialog?.kind === "recompute"}
+        onClose={() => setDialog(null)}
+        onConfirm={async () => {
+          if (!dialog) return;
+          const res = await api<RangePreview>(`api/dags/${dag}/${dialog.kind}`, { method: "POST", body: body(dialog.kind, false) });
+          setDone(`${label(dialog.kind)} started: ${(res.runs ?? []).length} run(s), ${(res.jobs ?? []).length} job(s).`);
+          reload();
+        }}
+      >
+        {dialog && (
+          <>
+            <Text>
+              {dialog.kind === "recompute"
+                ? "These jobs' results are forgotten (kept in history) and their tasks cleared, so they run Spark again:"
+                : "Runs are created only for the dates whose jobs have no result; committed dates are not touched:"}
+            </Text>
+            <Preview preview={dialog.preview} />
+          </>
+        )}
+      </ConfirmDialog>
+    </Box>
+  );
+}
