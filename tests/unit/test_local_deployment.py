@@ -4,7 +4,6 @@ its ports, and what every DAG it runs gets. No Airflow process is started here."
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -87,30 +86,6 @@ def test_airflow_local_says_which_port_is_taken_instead_of_restarting_the_api_se
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"port {taken_port}" in done.stderr and f"pid {taken_port.pid}" in done.stderr
     assert "Traceback" not in done.stderr and "restarting" not in done.stderr
-
-
-@pytest.mark.spark
-def test_every_spark_submit_of_the_deployment_writes_an_event_log(tmp_path: Path):
-    # A user's DAG sets no spark.eventLog.* conf (only the project's DAGs read
-    # JRS_SPARK_EVENT_LOG_DIR): the deployment's environment turns event logs on for every
-    # spark-submit its workers start, as the local-airflow how-to promises.
-    from jrs_testbench.helpers import jrs_env
-
-    events = tmp_path / "spark-events"
-    env = {**os.environ, **jrs_env("redis://127.0.0.1:1/0", "local-test", data_dir=tmp_path, event_log_dir=events)}
-    app = tmp_path / "users_app.py"
-    app.write_text(
-        "from pyspark.sql import SparkSession\n"
-        "spark = SparkSession.builder.appName('users-app').getOrCreate()\n"
-        "assert spark.range(3).count() == 3\n"
-        "spark.stop()\n"
-    )
-    done = subprocess.run(
-        ["spark-submit", "--master", "local[1]", "--conf", "spark.ui.enabled=false", str(app)],
-        env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert len(list(events.iterdir())) == 1, "no event log: the deployment's Spark defaults were not applied"
 
 
 @pytest.mark.parametrize("script", ["demo.py", "airflow_local.py"])

@@ -28,8 +28,6 @@ from airflow_jrs.operators.start_in_triggerer import JrsStartInTriggererCleanupO
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
 from airflow_jrs.triggers.start_in_triggerer import StartInTriggererCleanupTrigger, _GoToWorker
 
-pytestmark = pytest.mark.airflow  # plan parses the DAG files with Airflow's DagBag
-
 DAY = datetime(2013, 1, 1, tzinfo=UTC)
 APP = "/nowhere/app.py"
 REGIONS = [["--region", "eu"], ["--region", "us"]]

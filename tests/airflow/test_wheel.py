@@ -34,6 +34,10 @@ from typing import Any
 import pytest
 from packaging.specifiers import SpecifierSet
 
+#: The airflow tier (tests/airflow): it builds a wheel and a virtualenv and starts Python processes
+#: that load Airflow's entry points, tens of seconds the fast tier (./dev check) leaves out.
+pytestmark = pytest.mark.airflow
+
 ROOT = Path(__file__).resolve().parents[2]
 #: Top-level folders not copied: the venv, git, earlier build output, local data.
 NOT_COPIED = {".git", ".venv", "build", "dist", "data"}

@@ -1,0 +1,32 @@
+"""Folders are tiers: ``./dev check`` runs tests/unit and tests/contract by folder, so a test there
+that needs a JVM, an Airflow process or fault injection would slow (or break) the fast tier."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+TESTS = Path(__file__).parents[1]
+FAST_FOLDERS = ("unit", "contract")
+#: The markers of the heavy tiers, each with its folder. ``cluster`` is no tier of its own: a local
+#: Redis Cluster starts in seconds and the store contract runs against it in the fast tier.
+HEAVY = {"spark": "tests/spark", "airflow": "tests/airflow", "chaos": "tests/chaos", "e2e": "tests/e2e"}
+MARK = re.compile(r"pytest\.mark\.(" + "|".join(HEAVY) + r")\b")
+
+
+def test_the_fast_folders_hold_no_test_of_a_heavy_tier() -> None:
+    offenders = [
+        f"{path.relative_to(TESTS.parent)}:{number}: pytest.mark.{found.group(1)} (move it to {HEAVY[found.group(1)]})"
+        for folder in FAST_FOLDERS
+        for path in sorted((TESTS / folder).rglob("*.py"))
+        if path != Path(__file__)
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if (found := MARK.search(line))
+    ]
+    assert not offenders, "the fast tier is chosen by folder; these tests belong elsewhere:\n" + "\n".join(offenders)
+
+
+def test_every_folder_of_tests_is_a_tier_the_gate_runs() -> None:
+    # ./dev test runs the folders it names; a new folder would silently run nowhere.
+    folders = {p.name for p in TESTS.iterdir() if p.is_dir() and any(p.glob("test_*.py"))}
+    assert folders <= {*FAST_FOLDERS, *(Path(f).name for f in HEAVY.values())}, folders
