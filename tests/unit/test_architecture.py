@@ -13,6 +13,9 @@
 * Redis has one owner: only ``store/clients.py`` constructs a redis-py client or pool, and
   nothing outside ``store/`` reads a store's raw ``.client`` (``JobNamespace`` hands it out);
 * TYPE_CHECKING imports make no circle either.
+
+Each rule is one test that names every offender at once (a fix-one-rerun loop costs a run per
+module), each with what to do.
 """
 
 from __future__ import annotations
@@ -115,19 +118,25 @@ def _within(name: str, prefixes: tuple[str, ...]) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
-def test_the_import_graph_has_no_circle():
-    graph = {name: _edges(name) for name in MODULES}
+def _offenders(rule: str, offenders: list[str]) -> None:
+    """Fail once, listing every offender of ``rule`` (which says what to do), or pass."""
+    if offenders:
+        pytest.fail(f"{len(offenders)} offender(s) of the rule: {rule}\n" + "\n".join(f"  - {o}" for o in offenders))
+
+
+def _circles(graph: dict[str, set[str]]) -> list[str]:
+    """Every circle a depth-first walk of ``graph`` closes, one per edge that closes it."""
     state: dict[str, int] = {}
     path: list[str] = []
+    found: list[str] = []
 
     def visit(node: str) -> None:
         state[node] = 1
         path.append(node)
-        for nxt in sorted(graph[node]):
+        for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                cycle = [*path[path.index(nxt) :], nxt]
-                pytest.fail("import circle: " + " -> ".join(cycle))
-            if nxt not in state:
+                found.append(" -> ".join([*path[path.index(nxt) :], nxt]))
+            elif nxt not in state:
                 visit(nxt)
         path.pop()
         state[node] = 2
@@ -135,6 +144,19 @@ def test_the_import_graph_has_no_circle():
     for name in sorted(graph):
         if name not in state:
             visit(name)
+    return found
+
+
+def test_the_import_graph_has_no_circle():
+    _offenders(
+        "no import circle (move what both sides need one layer down, or import it where it is used)",
+        _circles({name: _edges(name) for name in MODULES}),
+    )
+
+
+def test_the_circle_check_names_every_circle():
+    graph = {"a": {"b"}, "b": {"a", "c"}, "c": {"d"}, "d": {"c"}, "e": set()}
+    assert _circles(graph) == ["a -> b -> a", "c -> d -> c"]
 
 
 #: Bottom to top: a module imports from its own layer or the ones below, never from above.
@@ -154,12 +176,20 @@ def _layer(name: str) -> int:
     return next(i for i, prefixes in enumerate(LAYERS) if _within(name, prefixes))
 
 
-@pytest.mark.parametrize("name", sorted(n for n in MODULES if n not in ABOVE_LAYERS))
-def test_every_module_has_a_layer_and_imports_nothing_above_it(name):
+def test_every_module_has_a_layer_and_imports_nothing_above_it():
     # A module no layer names would escape the check: placing it is part of adding it.
-    assert any(_within(name, prefixes) for prefixes in LAYERS), f"{name} is in no layer of LAYERS"
-    upward = sorted(m for m in _edges(name) if m not in ABOVE_LAYERS and _layer(m) > _layer(name))
-    assert not upward, f"{name} (layer {_layer(name)}) imports from above: {upward}"
+    names = sorted(n for n in MODULES if n not in ABOVE_LAYERS)
+    placed = {n for n in MODULES if any(_within(n, prefixes) for prefixes in LAYERS)}
+    offenders = [f"{n} is in no layer of LAYERS" for n in names if n not in placed]
+    for name in sorted(placed - set(ABOVE_LAYERS)):
+        upward = sorted(m for m in _edges(name) if m in placed and _layer(m) > _layer(name))
+        if upward:
+            offenders.append(f"{name} (layer {_layer(name)}) imports from above: {upward}")
+    _offenders(
+        "every module is in a layer of LAYERS (add it to the one it belongs to) and imports nothing from a "
+        "layer above its own (move the shared part down)",
+        offenders,
+    )
 
 
 def test_nothing_imports_the_package_root_or_the_provider_entry_point():
@@ -168,44 +198,79 @@ def test_nothing_imports_the_package_root_or_the_provider_entry_point():
     assert not importers, importers
 
 
-@pytest.mark.parametrize("name", sorted(n for n in MODULES if _within(n, AIRFLOW_FREE)))
-def test_store_lease_rules_and_spark_helpers_import_no_airflow(name):
-    tree = ast.parse(MODULES[name].read_text())
-    airflow = [m for m, _ in _imports(tree) if m == "airflow" or m.startswith("airflow.")]
-    upward = [m for m in _edges(name) if _within(m, AIRFLOW_FACING)]
-    assert not airflow and not upward, f"{name} imports {airflow + upward}"
-
-
-@pytest.mark.parametrize("name", sorted(n for n in MODULES if _within(n, ("airflow_jrs.triggers",))))
-def test_triggers_never_import_operators(name):
-    assert not [m for m in _edges(name) if _within(m, ("airflow_jrs.operators", "airflow_jrs.sensors"))]
-
-
-@pytest.mark.parametrize("name", sorted(n for n in MODULES if not _within(n, REDIS_OWNERS)))
-def test_only_the_store_the_lease_and_the_intent_talk_to_redis(name):
-    source = MODULES[name].read_text()
-    tree = ast.parse(source)
-    internals = [
-        m for m, names in _imports(tree) for target in [m, *(f"{m}.{n}" for n in names)] if target in STORE_INTERNALS
-    ]
-    assert not internals, f"{name} imports the store's internals: {internals}"
-    names = {n for _, ns in _imports(tree) for n in ns}
-    assert "KeySpace" not in names, f"{name} builds Redis keys"
-    assert "jrs:{" not in source, f"{name} spells a Redis key"
-    calls = sorted(
-        {
-            node.func.attr
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in RAW_COMMANDS
-        }
+def test_store_lease_rules_and_spark_helpers_import_no_airflow():
+    offenders = []
+    for name in sorted(n for n in MODULES if _within(n, AIRFLOW_FREE)):
+        tree = ast.parse(MODULES[name].read_text())
+        airflow = [m for m, _ in _imports(tree) if m == "airflow" or m.startswith("airflow.")]
+        upward = [m for m in _edges(name) if _within(m, AIRFLOW_FACING)]
+        if airflow or upward:
+            offenders.append(f"{name} imports {airflow + upward}")
+    _offenders(
+        "the modules of AIRFLOW_FREE import neither Airflow nor an Airflow adapter (they run inside a PySpark "
+        "driver and must import in milliseconds): move the Airflow part into hooks/, operators/ or cli/",
+        offenders,
     )
-    assert not calls, f"{name} sends raw Redis commands: {calls}"
 
 
-@pytest.mark.parametrize("name", sorted(n for n in MODULES if _within(n, ("airflow_jrs.spark",))))
-def test_the_spark_helpers_import_only_themselves(name):
-    outside = sorted(m for m in _edges(name) if not _within(m, ("airflow_jrs.spark",)))
-    assert not outside, f"{name} imports {outside}: a PySpark driver may lack what they import"
+def test_triggers_never_import_operators():
+    offenders = []
+    for name in sorted(n for n in MODULES if _within(n, ("airflow_jrs.triggers",))):
+        found = sorted(m for m in _edges(name) if _within(m, ("airflow_jrs.operators", "airflow_jrs.sensors")))
+        if found:
+            offenders.append(f"{name} imports {found}")
+    _offenders(
+        "triggers never import operators or sensors (the triggerer must not load them): "
+        "move what both need below them (protocol/ or launch/)",
+        offenders,
+    )
+
+
+def test_only_the_store_the_lease_and_the_intent_talk_to_redis():
+    offenders = []
+    for name in sorted(n for n in MODULES if not _within(n, REDIS_OWNERS)):
+        source = MODULES[name].read_text()
+        tree = ast.parse(source)
+        internals = [
+            m
+            for m, names in _imports(tree)
+            for target in [m, *(f"{m}.{n}" for n in names)]
+            if target in STORE_INTERNALS
+        ]
+        if internals:
+            offenders.append(f"{name} imports the store's internals: {internals}")
+        if "KeySpace" in {n for _, ns in _imports(tree) for n in ns}:
+            offenders.append(f"{name} builds Redis keys (imports KeySpace)")
+        if "jrs:{" in source:
+            offenders.append(f"{name} spells a Redis key (jrs:{{...)")
+        calls = sorted(
+            {
+                node.func.attr
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in RAW_COMMANDS
+            }
+        )
+        if calls:
+            offenders.append(f"{name} sends raw Redis commands: {calls}")
+    _offenders(
+        "only store/ (REDIS_OWNERS) talks to Redis: ask the store, the lease or the intent for it instead",
+        offenders,
+    )
+
+
+def test_the_spark_helpers_import_only_themselves():
+    offenders = []
+    for name in sorted(n for n in MODULES if _within(n, ("airflow_jrs.spark",))):
+        outside = sorted(m for m in _edges(name) if not _within(m, ("airflow_jrs.spark",)))
+        if outside:
+            offenders.append(f"{name} imports {outside}")
+    _offenders(
+        "airflow_jrs.spark imports nothing of airflow_jrs outside itself (a PySpark driver may lack it): "
+        "copy the small part it needs into airflow_jrs.spark",
+        offenders,
+    )
 
 
 def test_importing_the_spark_helpers_loads_no_redis_airflow_psutil_or_store():
@@ -278,12 +343,16 @@ def _client_constructions(tree: ast.AST) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("name", sorted(n for n in MODULES if n != CLIENT_BUILDER))
-def test_only_store_clients_builds_a_redis_client(name):
-    found = _client_constructions(ast.parse(MODULES[name].read_text()))
-    assert not found, (
-        f"{name} builds a redis-py client or pool itself ({found}); build it through "
-        f"{CLIENT_BUILDER} (sync_client, bounded_client, async_client, client_from_url, fresh_client)"
+def test_only_store_clients_builds_a_redis_client():
+    offenders = []
+    for name in sorted(n for n in MODULES if n != CLIENT_BUILDER):
+        found = _client_constructions(ast.parse(MODULES[name].read_text()))
+        if found:
+            offenders.append(f"{name} builds a redis-py client or pool itself: {found}")
+    _offenders(
+        f"only {CLIENT_BUILDER} builds a redis-py client or pool: build it through "
+        "sync_client, bounded_client, async_client, client_from_url or fresh_client",
+        offenders,
     )
 
 
@@ -309,16 +378,21 @@ def _client_reads(tree: ast.AST) -> list[int]:
     return sorted({node.lineno for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr == "client"})
 
 
-@pytest.mark.parametrize("name", sorted(n for n in MODULES if not _within(n, ("airflow_jrs.store",))))
-def test_nothing_outside_the_store_reaches_for_a_raw_client(name):
-    reads = _client_reads(ast.parse(MODULES[name].read_text()))
-    if name in CLIENT_READERS:
-        assert reads, f"{name} no longer reads .client: drop it from CLIENT_READERS"
-        return
-    assert not reads, (
-        f"{name} reads a store's raw client (.client, lines {reads}); ask the store or "
-        "airflow_jrs.protocol.jobs.JobNamespace (results, intents, heartbeats, lease, server_facts, ...) instead"
+def test_nothing_outside_the_store_reaches_for_a_raw_client():
+    offenders, stale = [], []
+    for name in sorted(n for n in MODULES if not _within(n, ("airflow_jrs.store",))):
+        reads = _client_reads(ast.parse(MODULES[name].read_text()))
+        if name in CLIENT_READERS:
+            if not reads:
+                stale.append(f"{name} no longer reads .client")
+        elif reads:
+            offenders.append(f"{name} reads a store's raw client (.client, lines {reads})")
+    _offenders(
+        "nothing outside store/ reads a store's raw .client: ask the store or "
+        "airflow_jrs.protocol.jobs.JobNamespace (results, intents, heartbeats, lease, server_facts, ...) instead",
+        offenders,
     )
+    _offenders("CLIENT_READERS names only modules that read .client: drop these from it", stale)
 
 
 #: TYPE_CHECKING edges still closing a circle, each a known knot to cut (not a precedent).
@@ -340,21 +414,11 @@ def test_the_type_checking_imports_make_no_circle_either():
                     out |= subs or ({node.module} if node.module in MODULES else set())
         return {m for m in out - {name} - set(ABOVE_LAYERS) if (name, m) not in TYPE_CHECKING_KNOTS}
 
-    graph = {name: edges(name) for name in MODULES if name not in ABOVE_LAYERS}
-    state: dict[str, int] = {}
-
-    def visit(node: str, path: list[str]) -> None:
-        state[node] = 1
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == 1:
-                pytest.fail("import circle (TYPE_CHECKING included): " + " -> ".join([*path[path.index(nxt) :], nxt]))
-            if nxt not in state:
-                visit(nxt, [*path, nxt])
-        state[node] = 2
-
-    for name in sorted(graph):
-        if name not in state:
-            visit(name, [name])
+    _offenders(
+        "no import circle, TYPE_CHECKING imports included (type against a Protocol one layer down; "
+        "TYPE_CHECKING_KNOTS lists the known ones)",
+        _circles({name: edges(name) for name in MODULES if name not in ABOVE_LAYERS}),
+    )
 
 
 #: The one module that names an internal of the Spark provider (DESIGN.md section 5); every
