@@ -3,13 +3,15 @@
 Each destructive verb first shows what it will change, then asks (``--yes`` answers for a
 script; without a terminal and without ``--yes`` it refuses), and ``--dry-run`` stops after
 the preview. A forgotten or purged result makes its job run again on the next attempt: that
-is the point of these verbs, and the reason they never act silently.
+is the point of these verbs, and the reason they never act silently. The writes themselves,
+with their guards, are :mod:`airflow_jrs.actions.writes` (the Job results page calls them too).
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
 
+from airflow_jrs.actions import writes
 from airflow_jrs.cli.common import (
     ENTRY_COLUMNS,
     NOT_FOUND,
@@ -24,7 +26,7 @@ from airflow_jrs.cli.common import (
 )
 from airflow_jrs.cli.plan import load_dag, plan_jobs
 from airflow_jrs.domain.model import EntryQuery, utcnow
-from airflow_jrs.exceptions import JobResultEntryChangedError, JobResultEntryError, NoSuchJobResultError
+from airflow_jrs.exceptions import JobResultEntryError
 from airflow_jrs.store import Actor, EntryState, JobResultEntry
 from airflow_jrs.views.json import entry_json
 
@@ -51,7 +53,7 @@ def cmd_mark_clean(ctx: Ctx) -> int:
     if ctx.args.dry_run:
         return _dry_run(ctx, {"mark_clean": [job_id]})
     ask(ctx, f"mark job {job_id} clean without its cleanup")
-    ctx.store.mark_result_as_clean(job_id)
+    writes.mark_clean(ctx.store, job_id, ctx.where())
     if ctx.out.as_json:
         ctx.out.json(ctx.located({"marked_clean": [job_id]}))
     else:
@@ -99,18 +101,10 @@ def cmd_forget(ctx: Ctx) -> int:
     if a.dry_run:
         return _dry_run(ctx, {"forget": [entry_json(e) for e in entries], "skipped": skipped})
     ask(ctx, f"forget {plural(len(entries), 'result')} so their jobs run again")
-    forgotten: list[str] = []
     shown = len(skipped)
-    with progress(ctx, "forgetting", len(entries)) as bar:
-        for entry in entries:
-            try:  # a compare-and-set on the entry shown above: a newer result is never forgotten unseen
-                ctx.store.forget_result(entry.job_id, expected=entry, actor=Actor.cli())
-                forgotten.append(entry.job_id)
-            except NoSuchJobResultError:
-                skipped.append(f"{entry.job_id}: gone meanwhile")
-            except JobResultEntryChangedError:
-                skipped.append(f"{entry.job_id}: changed since it was shown, not forgotten; run the command again")
-            bar.advance(bar.task_ids[0])
+    with progress(ctx, "forgetting", None):
+        forgotten, missed = writes.forget_entries(ctx.store, entries, Actor.cli())
+    skipped.extend(missed)
     if ctx.out.as_json:
         ctx.out.json(ctx.located({"forgotten": forgotten, "skipped": skipped}))
     else:
@@ -161,8 +155,7 @@ def cmd_release_quarantine(ctx: Ctx) -> int:
     if ctx.args.dry_run:
         return _dry_run(ctx, {"release": [job_id]})
     ask(ctx, f"release job {job_id} from quarantine")
-    raw = ctx.store.release_quarantine(job_id, actor=Actor.cli())
-    text = raw.decode("utf-8", errors="replace")
+    text = writes.release_quarantine(ctx.store, job_id, Actor.cli(), ctx.where())
     if ctx.out.as_json:
         ctx.out.json(ctx.located({"released": job_id, "bytes": text}))
     else:
@@ -172,11 +165,11 @@ def cmd_release_quarantine(ctx: Ctx) -> int:
 
 
 def cmd_stream(ctx: Ctx) -> int:
-    from airflow_jrs.protocol.stream_requests import NoRunningStreamError, request_stream
+    from airflow_jrs.protocol.stream_requests import NoRunningStreamError
 
     kind, job_id = ctx.args.command, ctx.args.job_id
     try:
-        doc = request_stream(ctx.jobs, job_id, kind)
+        doc = writes.stream(ctx.jobs, job_id, kind)
     except NoRunningStreamError as exc:  # nothing running to stop: "not found" (exit 1), in plain words
         raise CliError(str(exc), NOT_FOUND) from None
     if ctx.out.as_json:

@@ -1,0 +1,56 @@
+"""The pages and their assets, behind authentication like everything else.
+
+``/static/{path}`` serves any file under ``plugins/static/`` (subfolders too: the React bundle
+the host loads is under ``static/ui/``), never one outside it, with its type from its suffix
+(``.js`` as ``text/javascript``, which module scripts need).
+"""
+
+from __future__ import annotations
+
+import mimetypes
+from pathlib import Path
+
+from fastapi import APIRouter, HTTPException
+from fastapi.responses import FileResponse, RedirectResponse
+
+STATIC = Path(__file__).parent.parent / "static"
+PAGES = {"": "index.html", "ti": "ti.html"}
+#: Types by suffix where the platform's table may lack or differ from what a browser needs.
+TYPES = {
+    ".js": "text/javascript",
+    ".mjs": "text/javascript",
+    ".css": "text/css",
+    ".json": "application/json",
+    ".map": "application/json",
+    ".svg": "image/svg+xml",
+    ".html": "text/html",
+    ".woff2": "font/woff2",
+}
+
+router = APIRouter()
+
+
+@router.get("/", include_in_schema=False)
+def index() -> FileResponse:
+    return FileResponse(STATIC / PAGES[""], media_type="text/html")
+
+
+@router.get("/ti", include_in_schema=False)
+def task_instance_page() -> FileResponse:
+    return FileResponse(STATIC / PAGES["ti"], media_type="text/html")
+
+
+@router.get("/index.html", include_in_schema=False)
+def index_html() -> RedirectResponse:
+    return RedirectResponse("./", status_code=307)
+
+
+@router.get("/static/{path:path}", include_in_schema=False)
+def asset(path: str) -> FileResponse:
+    root = STATIC.resolve()
+    found = (root / path).resolve()
+    if not found.is_relative_to(root) or not found.is_file() or any(p.startswith(".") for p in Path(path).parts):
+        raise HTTPException(404, "no such asset")
+    suffix = found.suffix.lower()
+    media = TYPES.get(suffix) or mimetypes.guess_type(found.name)[0] or "application/octet-stream"
+    return FileResponse(found, media_type=media)

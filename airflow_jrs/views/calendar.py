@@ -1,0 +1,80 @@
+"""A DAG's jobs by date: the Job results page's calendar, one cell per date and task.
+
+Each cell says where the task's job of that date stands: ``committed`` (clean and SUCCEEDED),
+``dirty`` (SUCCEEDED, cleanup pending), ``failed``, ``canceled`` or ``stopped`` (its last
+result), ``running`` (an attempt holds its lease), ``missing`` (no result), or ``quarantined``
+(an entry that cannot be read: its task fails until someone looks). A mapped task is one cell
+whose ``state`` is the state of the map index that needs a person most (:data:`URGENCY`) and
+whose ``map`` counts the map indexes by state. Airflow-free: the caller reads the jobs
+(:func:`airflow_jrs.actions.planning.plan_range`) and the runs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from airflow_jrs.domain.identity import run_key
+
+#: Most urgent first: the state a mapped task's cell shows is the first any of its indexes has.
+URGENCY = ("quarantined", "failed", "canceled", "stopped", "running", "dirty", "missing", "committed")
+
+
+@dataclass(frozen=True)
+class CalendarJob:
+    """One job of one date, as the calendar shows it."""
+
+    logical_date: datetime | None
+    task_id: str
+    job_id: str
+    state: str
+    map_index: int = -1
+
+
+def cell_state(status: str, result_status: str | None, running: bool) -> str:
+    """A planned job's status (``airflow-jrs plan``'s words) as a calendar state."""
+    if running:
+        return "running"
+    if status == "failed" and result_status in ("CANCELED", "STOPPED"):
+        return result_status.lower()
+    if status in ("quarantined", "unreadable"):
+        return "quarantined"
+    return status
+
+
+def _cell(jobs: list[CalendarJob]) -> dict[str, Any]:
+    if len(jobs) == 1 and jobs[0].map_index < 0:
+        return {"state": jobs[0].state, "job_id": jobs[0].job_id}
+    counts = Counter(j.state for j in jobs)
+    state = next(s for s in URGENCY if counts[s]) if all(s in URGENCY for s in counts) else jobs[0].state
+    first = next(j for j in sorted(jobs, key=lambda j: j.map_index) if j.state == state)
+    return {"state": state, "job_id": first.job_id, "map": {"count": len(jobs), "states": dict(counts)}}
+
+
+def calendar_json(dag_id: str, jobs: Iterable[CalendarJob], runs: Mapping[float, list[str]]) -> dict[str, Any]:
+    """The calendar of ``dag_id``: its tasks in DAG order, then one row per date, oldest first,
+    with the Airflow runs of that logical date (``runs``, by timestamp) and one cell per task."""
+    tasks: dict[str, bool] = {}  # task id -> mapped
+    by_date: dict[datetime | None, dict[str, list[CalendarJob]]] = {}
+    for job in jobs:
+        tasks[job.task_id] = tasks.get(job.task_id, False) or job.map_index >= 0
+        by_date.setdefault(job.logical_date, {}).setdefault(job.task_id, []).append(job)
+    dates = []
+    for when in sorted(by_date, key=lambda d: (d is None, d)):
+        cells = by_date[when]
+        dates.append(
+            {
+                "run_key": run_key({"logical_date": when}) if when is not None else None,
+                "logical_date": when.isoformat() if when is not None else None,
+                "run_ids": list(runs.get(when.timestamp(), [])) if when is not None else [],
+                "cells": {task_id: _cell(found) for task_id, found in cells.items()},
+            }
+        )
+    return {
+        "dag_id": dag_id,
+        "jobs": [{"task_id": t, "label": f"{t} (mapped)" if mapped else t} for t, mapped in tasks.items()],
+        "dates": dates,
+    }
