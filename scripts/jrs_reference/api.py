@@ -159,7 +159,9 @@ def _routes(files: list[Path]) -> tuple[list[dict[str, Any]], list[str], str]:
                     }
                 )
                 module_doc = module_doc or ast.get_docstring(tree) or ""
-    return routes, prefixes, module_doc
+    # the app module (api.py) says how requests are handled, when its routes are in routers
+    app_doc = next((ast.get_docstring(t) for p, t in zip(files, trees, strict=True) if p.name == "api.py"), None)
+    return routes, prefixes, app_doc or module_doc
 
 
 def render_api(_: str = "") -> str:
