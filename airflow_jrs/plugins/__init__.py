@@ -1,9 +1,14 @@
-"""The Job results view: an Airflow 3 plugin (a FastAPI app under ``/jrs`` and two external views).
+"""The Job results plugin: a FastAPI app under ``/jrs`` (the JSON API and the bundle) and a React
+app in Airflow's own UI (a page in the nav, a DAG tab, a task instance tab, a dashboard widget).
 
 Registered through the ``airflow.plugins`` entry point (see ``get_provider_info`` for why not the
 provider's ``plugins`` key). Every Airflow process imports plugins at start-up, the scheduler
 and the DAG processor included, so this module imports nothing heavy and does no I/O: the
 FastAPI app is built on its first request (:class:`LazyApp`), in the API server only.
+
+The React apps are one bundle (``static/ui/main.js``, built from ``ui/`` by ``scripts/build_ui``).
+Airflow's UI imports it and renders the component the bundle registered on ``globalThis`` under
+each app's ``name`` (``ui/src/main.tsx``): the names below and there must agree.
 """
 
 from __future__ import annotations
@@ -12,8 +17,19 @@ from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 
-#: Where the app is mounted on the API server; the pages use relative URLs below it.
+#: Where the app is mounted on the API server; the UI resolves the relative URLs below against
+#: its ``<base href>``, so everything works behind a proxy and under a base-URL sub-path.
 URL_PREFIX = "/jrs"
+#: The React bundle, relative to the UI's base URL (served by the FastAPI app, behind its login).
+BUNDLE_URL = "jrs/static/ui/main.js"
+
+#: The React apps: name (the bundle's component), where Airflow shows it, and its route.
+REACT_APPS: list[dict[str, Any]] = [
+    {"name": "Job results", "destination": "nav", "url_route": "job-results", "category": "browse"},
+    {"name": "Job calendar", "destination": "dag", "url_route": "job-calendar"},
+    {"name": "Job result", "destination": "task_instance", "url_route": "job-result"},
+    {"name": "Job results summary", "destination": "dashboard"},
+]
 
 
 class LazyApp:
@@ -35,20 +51,4 @@ class JrsPlugin(AirflowPlugin):
 
     name = "airflow_jrs"
     fastapi_apps = [{"app": LazyApp(), "url_prefix": URL_PREFIX, "name": "Job results"}]
-    # ``href`` is relative: the UI resolves it against its ``<base href>`` (the API server's
-    # base URL), so the views work behind a proxy and under a base-URL sub-path.
-    external_views = [
-        {
-            "name": "Job results",
-            "href": "jrs/",
-            "url_route": "job-results",
-            "destination": "nav",
-            "category": "browse",
-        },
-        {
-            "name": "Job result",
-            "href": "jrs/ti?dag_id={DAG_ID}&run_id={RUN_ID}&task_id={TASK_ID}&map_index={MAP_INDEX}",
-            "url_route": "job-result",
-            "destination": "task_instance",
-        },
-    ]
+    react_apps = [{**app, "bundle_url": BUNDLE_URL} for app in REACT_APPS]

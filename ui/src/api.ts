@@ -76,7 +76,7 @@ export interface JobDetail {
   stop_request: (Record<string, unknown> & { pending: boolean; kind?: string }) | null;
   recoveries: Recovery[];
   recovery_story?: string[];
-  links?: { runs: { run_id: string; url: string }[]; spark_ui: string | null };
+  links?: { runs: { dag_id?: string; run_id: string; url: string }[]; spark_ui: string | null };
   can_edit: boolean;
 }
 
@@ -116,7 +116,8 @@ export interface Summary {
   oldest_dirty: { job_id: string; since: string } | null;
 }
 
-export type CellState = "committed" | "dirty" | "failed" | "canceled" | "stopped" | "running" | "missing";
+export type CellState =
+  | "committed" | "dirty" | "failed" | "canceled" | "stopped" | "running" | "missing" | "quarantined";
 
 export interface Calendar {
   dag_id: string;
@@ -125,7 +126,7 @@ export interface Calendar {
     run_key: string;
     logical_date: string | null;
     run_ids: string[];
-    cells: Record<string, { state: CellState; job_id: string }>;
+    cells: Record<string, { state: CellState; job_id: string; map?: { count: number; states: Record<string, number> } }>;
   }[];
 }
 
@@ -158,6 +159,8 @@ export function jobPath(jobId: string): string {
 
 function describe(status: number, body: unknown, fallback: string): string {
   const detail = (body as { detail?: unknown } | null)?.detail;
+  if (status === 404 && (detail === undefined || detail === "Not Found"))
+    return "this API server does not know this call: update airflow-jrs on the API server and restart it";
   if (typeof detail === "string") return detail;
   if (Array.isArray(detail)) {
     // FastAPI's validation errors: say which parameter and why
@@ -166,7 +169,6 @@ function describe(status: number, body: unknown, fallback: string): string {
       .join("; ");
   }
   if (status === 401 || status === 403) return "you are not signed in, or may not see this; sign in again or ask an admin";
-  if (status === 404) return "not found on this server (is the airflow-jrs plugin up to date on the API server?)";
   return fallback || `HTTP ${status}`;
 }
 

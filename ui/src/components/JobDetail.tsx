@@ -83,7 +83,7 @@ function Metrics({ metrics }: { metrics: Record<string, unknown> | undefined }) 
 function History({ items }: { items: Entry[] }) {
   if (!items.length) return <Text color="fg.muted">Never forgotten, recomputed or superseded.</Text>;
   return (
-    <List.Root gap={2} variant="plain" data-testid="history">
+    <List.Root gap={2} variant="plain" fontSize="sm" data-testid="history">
       {items.map((h, i) => (
         <List.Item key={i} data-reason={h.moved?.reason ?? ""} display="block">
           <Text as="span" fontWeight="semibold">{h.moved ? h.moved.reason : "moved"}</Text>
@@ -106,7 +106,7 @@ function RecoveryStory({ d }: { d: Detail }) {
   if (!story.length) return null;
   return (
     <Section title="How it recovered" testId="recovery">
-      <List.Root gap={1} as="ol" data-testid="recovery-story">
+      <List.Root gap={1} as="ol" ps={4} fontSize="sm" data-testid="recovery-story">
         {story.map((line, i) => (
           <List.Item key={i}>{line}</List.Item>
         ))}
@@ -262,10 +262,12 @@ export function JobDetailView({ d, onChanged, lead }: { d: Detail; onChanged: ()
               </DataList.ItemValue>
             </DataList.Item>
           )}
-          <DataList.Item>
-            <DataList.ItemLabel>Fence</DataList.ItemLabel>
-            <DataList.ItemValue>{e.fence ?? "–"}</DataList.ItemValue>
-          </DataList.Item>
+          {e.fence != null && (
+            <DataList.Item>
+              <DataList.ItemLabel>Fence</DataList.ItemLabel>
+              <DataList.ItemValue>{e.fence}</DataList.ItemValue>
+            </DataList.Item>
+          )}
           {runs.length > 0 && (
             <DataList.Item>
               <DataList.ItemLabel>Runs</DataList.ItemLabel>
@@ -275,7 +277,7 @@ export function JobDetailView({ d, onChanged, lead }: { d: Detail; onChanged: ()
                     r.url.startsWith("http") ? (
                       <ExternalLink key={r.run_id} href={r.url}>{r.run_id}</ExternalLink>
                     ) : (
-                      <AirflowLink key={r.run_id} to={e.attempt ? runPath(e.attempt.dag_id, r.run_id) : r.url}>
+                      <AirflowLink key={r.run_id} to={runPath(r.dag_id ?? e.attempt?.dag_id ?? "", r.run_id)}>
                         {r.run_id}
                       </AirflowLink>
                     ),

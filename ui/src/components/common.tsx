@@ -29,9 +29,10 @@ const PALETTE: Record<string, string> = {
   computed: "blue",
 };
 
+/** An entry's state in the words of Flink's job result store: a clean entry is committed. */
 export const STATE_WORDS: Record<string, string> = {
   clean: "committed",
-  dirty: "dirty: cleanup pending",
+  dirty: "dirty",
   quarantined: "quarantined",
 };
 

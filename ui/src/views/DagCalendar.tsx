@@ -5,7 +5,7 @@
  * included) before anyone confirms.
  */
 import { Badge, Box, Button, Field, Heading, HStack, Input, List, Stack, Table, Text } from "@chakra-ui/react";
-import { useMemo, useState } from "react";
+import { useEffect, useMemo, useState } from "react";
 
 import { api, type Calendar, type CellState, type RangePreview } from "../api";
 import { ConfirmDialog } from "../components/ConfirmDialog";
@@ -22,19 +22,47 @@ const CELL: Record<CellState, { bg: string; word: string }> = {
   stopped: { bg: "gray.emphasized", word: "stopped" },
   running: { bg: "blue.solid", word: "running" },
   missing: { bg: "transparent", word: "missing" },
+  quarantined: { bg: "purple.solid", word: "quarantined" },
 };
 
 type Kind = "backfill-missing" | "recompute";
 
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+
+/** The logical date of the DAG's latest run (Airflow's own REST API, same sign-in): the
+ * calendar opens on the month before it rather than on today, which an old DAG never reaches. */
+async function latestRun(dagId: string, signal: AbortSignal): Promise<string | null> {
+  const url = new URL(
+    `api/v2/dags/${encodeURIComponent(dagId)}/dagRuns?order_by=-logical_date&limit=1`,
+    document.baseURI,
+  );
+  const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" }, signal });
+  if (!response.ok) return null;
+  const body = (await response.json()) as { dag_runs?: { logical_date?: string | null }[] };
+  return body.dag_runs?.[0]?.logical_date ?? null;
+}
+
+/** One line of a preview, in words: a job (and why, or which run) or a date (and what it needs). */
 function describeItem(item: unknown): string {
   if (typeof item === "string") return item;
-  if (item && typeof item === "object") {
-    const o = item as Record<string, unknown>;
-    const main = o.job_id ?? o.run_id ?? o.run_key ?? o.logical_date;
-    const rest = ["task_id", "run_id", "logical_date", "reason", "why"]
-      .filter((k) => k in o && o[k] !== main && o[k] !== null)
-      .map((k) => `${k.replace("_", " ")} ${String(o[k])}`);
-    if (main !== undefined) return rest.length ? `${String(main)} (${rest.join(", ")})` : String(main);
+  if (!item || typeof item !== "object") return JSON.stringify(item);
+  const o = item as Record<string, unknown>;
+  if (typeof o.job_id === "string") {
+    let line = o.job_id;
+    if (o.run_id) line += ` in run ${String(o.run_id)}`;
+    else if (typeof o.logical_date === "string") line += ` (${o.logical_date.slice(0, 10)})`;
+    if (o.downstream) line += " (downstream)";
+    if (o.why) line += `: ${String(o.why)}`;
+    if (o.note) line += `: ${String(o.note)}`;
+    return line;
+  }
+  if (typeof o.logical_date === "string") {
+    const missing = Array.isArray(o.missing) ? o.missing.length : 0;
+    const blocked = Array.isArray(o.blocked) ? o.blocked.length : 0;
+    const parts = [`${missing} job${missing === 1 ? "" : "s"} to compute`];
+    if (typeof o.committed === "number") parts.push(`${o.committed} committed`);
+    if (blocked) parts.push(`${blocked} blocked`);
+    return `${o.logical_date.slice(0, 10)}: ${parts.join(", ")}${o.run === false ? " (no run needed)" : ""}`;
   }
   return JSON.stringify(item);
 }
@@ -43,6 +71,8 @@ function Preview({ preview }: { preview: RangePreview }) {
   const runs = preview.runs ?? [];
   const jobs = preview.jobs ?? [];
   const knock = (preview.knock_on as unknown[] | undefined) ?? [];
+  const blocked = (preview.blocked as unknown[] | undefined) ?? [];
+  const notes = ((preview.notes as unknown[] | undefined) ?? []).map((n) => (typeof n === "string" ? n : describeItem(n)));
   return (
     <Stack gap={3} data-testid="preview">
       <Text>
@@ -73,15 +103,37 @@ function Preview({ preview }: { preview: RangePreview }) {
           </List.Root>
         </Box>
       )}
+      {blocked.length > 0 && (
+        <Box>
+          <Text fontWeight="semibold">Blocked (not run)</Text>
+          <List.Root ps={4} maxH="40" overflowY="auto" fontSize="sm">
+            {blocked.map((j, i) => <List.Item key={i}>{describeItem(j)}</List.Item>)}
+          </List.Root>
+        </Box>
+      )}
+      {notes.length > 0 && (
+        <List.Root ps={4} fontSize="sm" color="fg.muted">
+          {notes.map((n, i) => <List.Item key={i}>{n}</List.Item>)}
+        </List.Root>
+      )}
       <Raw label="Raw preview" value={preview} />
     </Stack>
   );
 }
 
 export function DagCalendar({ dagId }: HostProps) {
-  const today = new Date();
-  const [start, setStart] = useState(ymd(new Date(today.getTime() - 30 * 86400000)));
-  const [end, setEnd] = useState(ymd(today));
+  const [range, setRange] = useState<[string, string] | null>(null);
+  const latest = useLoad(dagId && range === null ? `latest|${dagId}` : null, (signal) => latestRun(dagId ?? "", signal));
+  useEffect(() => {
+    if (range !== null || (!latest.data && !latest.error)) return;
+    // three weeks up to the latest run and one after it (where missing dates show), not past today
+    const last = latest.data ? new Date(latest.data) : new Date();
+    const after = new Date(Math.min(last.getTime() + 7 * 86400000, Date.now()));
+    setRange([ymd(new Date(last.getTime() - 21 * 86400000)), ymd(after)]);
+  }, [latest.data, latest.error, range]);
+  const [start, end] = range ?? ["", ""];
+  const setStart = (v: string) => setRange([v, end]);
+  const setEnd = (v: string) => setRange([start, v]);
   const [sel, setSel] = useState<[string, string] | null>(null);
   const [anchor, setAnchor] = useState<string | null>(null);
   const [tasks, setTasks] = useState<Set<string>>(new Set());
@@ -91,7 +143,7 @@ export function DagCalendar({ dagId }: HostProps) {
   const [done, setDone] = useState<string>();
 
   const dag = encodeURIComponent(dagId ?? "");
-  const key = dagId ? `${dagId}|${start}|${end}` : null;
+  const key = dagId && range ? `${dagId}|${start}|${end}` : null;
   const { data, error, reload } = useLoad(key, (signal) =>
     api<Calendar>(`api/dags/${dag}/calendar?start=${start}&end=${end}`, { signal }),
   );
@@ -167,15 +219,41 @@ export function DagCalendar({ dagId }: HostProps) {
           <>
             <Text fontSize="sm" color="fg.muted">
               Click a date to choose it, then another (or shift-click) to choose a range. Click a job's name to
-              recompute only some jobs.
+              recompute only some jobs. Hover a square for its job.
             </Text>
-            <Box overflowX="auto" maxH="xl" overflowY="auto">
-              <Table.Root size="sm" variant="outline" data-testid="calendar" stickyHeader>
+            <Box overflowX="auto">
+              <Table.Root size="sm" variant="outline" data-testid="calendar" w="auto">
                 <Table.Header>
                   <Table.Row>
-                    <Table.ColumnHeader>Date</Table.ColumnHeader>
-                    {data.jobs.map((j) => (
-                      <Table.ColumnHeader key={j.task_id} textAlign="center">
+                    <Table.ColumnHeader position="sticky" left={0} bg="bg" zIndex={1}>Job</Table.ColumnHeader>
+                    {data.dates.map((d, i) => {
+                      const day = dayOf(d);
+                      const showMonth = i === 0 || day.endsWith("-01");
+                      return (
+                        <Table.ColumnHeader
+                          key={d.run_key ?? day}
+                          px={0}
+                          minW="7"
+                          textAlign="center"
+                          cursor="pointer"
+                          bg={selected(day) ? "bg.emphasized" : undefined}
+                          onClick={(e) => pick(day, e.shiftKey)}
+                          data-date={day}
+                          data-selected={selected(day) || undefined}
+                          title={`${day}${d.run_ids.length ? ` (runs: ${d.run_ids.join(", ")})` : " (no run)"}`}
+                          fontSize="2xs"
+                        >
+                          <Text color="fg.muted" h="3">{showMonth ? MONTHS[Number(day.slice(5, 7)) - 1] : ""}</Text>
+                          <Text>{Number(day.slice(8, 10))}</Text>
+                        </Table.ColumnHeader>
+                      );
+                    })}
+                  </Table.Row>
+                </Table.Header>
+                <Table.Body>
+                  {data.jobs.map((j) => (
+                    <Table.Row key={j.task_id} data-task-row={j.task_id}>
+                      <Table.Cell position="sticky" left={0} bg="bg" zIndex={1} whiteSpace="nowrap">
                         <Button
                           size="2xs"
                           variant={tasks.has(j.task_id) ? "solid" : "ghost"}
@@ -186,48 +264,47 @@ export function DagCalendar({ dagId }: HostProps) {
                             return n;
                           })}
                           data-task={j.task_id}
+                          title="Recompute only the chosen jobs (none chosen: all)"
                         >
                           {j.label}
                         </Button>
-                      </Table.ColumnHeader>
-                    ))}
-                  </Table.Row>
-                </Table.Header>
-                <Table.Body>
-                  {data.dates.map((d) => {
-                    const day = dayOf(d);
-                    return (
-                      <Table.Row
-                        key={d.run_key}
-                        data-date={day}
-                        data-selected={selected(day) || undefined}
-                        bg={selected(day) ? "bg.emphasized" : undefined}
-                        cursor="pointer"
-                        onClick={(e) => pick(day, e.shiftKey)}
-                      >
-                        <Table.Cell fontFamily="mono" whiteSpace="nowrap">{day}</Table.Cell>
-                        {data.jobs.map((j) => {
-                          const cell = d.cells[j.task_id] ?? { state: "missing" as CellState, job_id: "" };
-                          return (
-                            <Table.Cell key={j.task_id} textAlign="center" title={`${CELL[cell.state].word}: ${cell.job_id}`}>
-                              <Box
-                                display="inline-block"
-                                w="4"
-                                h="4"
-                                borderRadius="sm"
-                                bg={CELL[cell.state].bg}
-                                borderWidth={cell.state === "missing" ? "1px" : 0}
-                                borderStyle="dashed"
-                                borderColor="border.emphasized"
-                                data-cell={cell.state}
-                                aria-label={`${j.label} ${day}: ${CELL[cell.state].word}`}
-                              />
-                            </Table.Cell>
-                          );
-                        })}
-                      </Table.Row>
-                    );
-                  })}
+                      </Table.Cell>
+                      {data.dates.map((d) => {
+                        const day = dayOf(d);
+                        const cell = d.cells[j.task_id] ?? { state: "missing" as CellState, job_id: "" };
+                        const word = CELL[cell.state]?.word ?? cell.state;
+                        const map = cell.map
+                          ? ` (${Object.entries(cell.map.states).map(([s, n]) => `${n} ${s}`).join(", ")} of ${cell.map.count} map indexes)`
+                          : "";
+                        return (
+                          <Table.Cell
+                            key={d.run_key ?? day}
+                            px={0}
+                            textAlign="center"
+                            cursor="pointer"
+                            bg={selected(day) ? "bg.emphasized" : undefined}
+                            onClick={(e) => pick(day, e.shiftKey)}
+                            title={`${day} ${j.label}: ${word}${cell.job_id ? ` (${cell.job_id})` : ""}${map}`}
+                          >
+                            <Box
+                              display="inline-block"
+                              w="4"
+                              h="4"
+                              borderRadius="sm"
+                              bg={CELL[cell.state]?.bg ?? "gray.solid"}
+                              borderWidth={cell.state === "missing" ? "1px" : 0}
+                              borderStyle="dashed"
+                              borderColor="border.emphasized"
+                              data-cell={cell.state}
+                              data-date={day}
+                              data-task={j.task_id}
+                              aria-label={`${j.label} ${day}: ${word}`}
+                            />
+                          </Table.Cell>
+                        );
+                      })}
+                    </Table.Row>
+                  ))}
                 </Table.Body>
               </Table.Root>
               {!data.dates.length && <Text color="fg.muted" py={2}>No dates in this range.</Text>}

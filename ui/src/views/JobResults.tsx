@@ -167,7 +167,7 @@ function List({ onPick }: { onPick: (jobId: string) => void }) {
                 <Table.Row key={e.job_id} data-job-id={e.job_id}>
                   <Table.Cell>
                     <HStack gap={1}>
-                      <Link as="button" color="fg.info" fontFamily="mono" textAlign="start" onClick={() => onPick(e.job_id)}>
+                      <Link as="button" color="fg.info" textAlign="start" wordBreak="break-all" onClick={() => onPick(e.job_id)}>
                         {e.job_id}
                       </Link>
                     </HStack>

@@ -1,0 +1,164 @@
+"""A real Airflow UI with the Job results plugin and a store seeded with every kind of job.
+
+What the browser test (``tests/e2e/test_ui_browser.py``) drives and ``scripts/ui_screenshots``
+photographs: an ``api-server`` and a ``dag-processor`` (no scheduler: nothing runs by itself,
+so what the pages show stays as seeded), the e2e DAG bundle (``jrs_e2e_triggerer``: two guarded
+jobs, ``tiny`` and ``tiny2``), runs triggered through the REST API for the seeded dates (their
+task instances exist; the runs stay queued), and a private redis-server seeded through the
+store's own API:
+
+========== ============================== ==============================
+date       tiny                           tiny2
+========== ============================== ==============================
+06-01      committed                      committed (reused: its XCom says skipped)
+06-02      committed                      dirty (cleanup pending)
+06-03      FAILED (dirty)                 missing
+06-04      committed, recomputed once     committed
+06-05      running (lease and intent)     missing
+06-06      CANCELED                       STOPPED
+06-07      missing (no run)               missing
+========== ============================== ==============================
+
+plus one corrupt entry (quarantined on first read). XComs of 06-01 say what each task handed
+downstream: ``tiny`` computed, ``tiny2`` reused.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import redis
+
+from airflow_jrs.exceptions import CorruptJobResultError
+from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
+from airflow_jrs.store.intent import Intent, IntentStore
+from airflow_jrs.store.lease import JobLease
+from jrs_testbench.deployment import LocalDeployment
+from jrs_testbench.helpers import ROOT, jrs_env
+from jrs_testbench.redis_server import EmbeddedRedis
+
+DAG = "jrs_e2e_triggerer"
+BUNDLE = ROOT / "tests" / "e2e" / "dags"
+DATES = [f"2013-06-0{d}" for d in range(1, 8)]
+RUN_DATES = DATES[:6]  # 06-07 has no run: "missing" and "Backfill missing dates" have a date
+QUARANTINED = f"{DAG}.broken.submit.2013-06-01"
+
+
+def job_id(task: str, day: str) -> str:
+    return f"{DAG}.{task}.submit.{day}"
+
+
+def run_id(day: str) -> str:
+    return f"ui__{day}"
+
+
+@dataclass
+class UiSite:
+    url: str
+    airflow: LocalDeployment
+    store: RedisJobResultStore
+    client: redis.Redis
+    namespace: str
+
+
+def _attempt(task: str, day: str) -> Attempt:
+    return Attempt(dag_id=DAG, task_id=f"{task}.submit", run_id=run_id(day), try_number=1)
+
+
+def _result(task: str, day: str, status: JobStatus = JobStatus.SUCCEEDED, **kw: object) -> JobResult:
+    start = datetime.fromisoformat(f"{day}T01:00:00+00:00")
+    return JobResult(
+        job_id=job_id(task, day),
+        status=status,
+        application_id=f"local-{abs(hash((task, day))) % 10**9:09d}",
+        outputs={"output": f"/data/out/{task}/{day}"},
+        metrics={"rows": 5, "bytes": 2048},
+        fingerprint=uuid.uuid5(uuid.NAMESPACE_URL, f"{task}/{day}").hex,
+        start_time=start,
+        end_time=start.replace(minute=1, second=7),
+        attempt=_attempt(task, day),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def seed(store: RedisJobResultStore, client: redis.Redis, spec_root: Path) -> None:
+    """The table in the module docstring, through the store's own API."""
+
+    def committed(task: str, day: str) -> None:
+        store.create_dirty_result(_result(task, day))
+        store.mark_result_as_clean(job_id(task, day))
+
+    committed("tiny", "2013-06-01")
+    committed("tiny2", "2013-06-01")
+    committed("tiny", "2013-06-02")
+    store.create_dirty_result(_result("tiny2", "2013-06-02"))
+    store.create_dirty_result(
+        _result("tiny", "2013-06-03", JobStatus.FAILED, error="Job aborted: stage 2 failed 4 times (FileNotFound)")
+    )
+    committed("tiny", "2013-06-04")
+    store.forget_result(job_id("tiny", "2013-06-04"))
+    committed("tiny", "2013-06-04")
+    committed("tiny2", "2013-06-04")
+    store.create_dirty_result(_result("tiny", "2013-06-06", JobStatus.CANCELED))
+    store.create_dirty_result(_result("tiny2", "2013-06-06", JobStatus.STOPPED))
+    # a running attempt: lease held, intent recorded
+    running = job_id("tiny", "2013-06-05")
+    lease = JobLease(
+        client, store.namespace, running, ttl=3600,
+        owner={"host": "worker-1", "pid": 4242, "dag_id": DAG, "task_id": "tiny.submit",
+               "run_id": run_id("2013-06-05"), "try_number": 1},
+    )  # fmt: skip
+    fence = lease.acquire()
+    intents = IntentStore(client, store.namespace, str(spec_root))
+    intents.record(
+        Intent(
+            job_id=running, fence=fence, spec_uri=intents.spec_uri(running, fence),
+            staging="/data/staging/fence", app_name="jrs-tiny", host="worker-1", pid=4242, started_at=1.0,
+        ),
+        {"application": "tiny.py"},
+    )  # fmt: skip
+    # a corrupt entry, quarantined on first read
+    client.set(store.keys.result(QUARANTINED), b"{not json")
+    try:
+        store.get_entry(QUARANTINED)
+    except CorruptJobResultError:
+        pass
+
+
+def _xcom(airflow: LocalDeployment, day: str, task: str, value: dict[str, object]) -> None:
+    path = f"/api/v2/dags/{DAG}/dagRuns/{run_id(day)}/taskInstances/{task}.submit/xcomEntries"
+    airflow.client.request("POST", path, {"key": "return_value", "value": value})
+
+
+@contextmanager
+def ui_site(home: Path, *, env: Mapping[str, str] | None = None) -> Iterator[UiSite]:
+    """Start it all in ``home`` (redis data, Airflow home); stop it all on exit."""
+    namespace = f"ui-{uuid.uuid4().hex[:8]}"
+    with EmbeddedRedis(home / "redis") as server:
+        url = f"redis://127.0.0.1:{server.port}/0"
+        client = redis.Redis.from_url(url)
+        store = RedisJobResultStore(client, namespace)
+        seed(store, client, home / "specs")
+        deployment_env = {
+            **jrs_env(url, namespace, data_dir=home / "data"),
+            "AIRFLOW__JRS__SPARK_UI_URL": "http://history.example:18080/history/{application_id}/jobs/",
+            **(env or {}),
+        }
+        airflow = LocalDeployment(
+            home / "airflow", bundles={"e2e": BUNDLE}, components=("api-server", "dag-processor"), env=deployment_env
+        )
+        with airflow:
+            airflow.wait_for_dag(DAG)
+            for day in RUN_DATES:
+                airflow.client.trigger(DAG, f"{day}T00:00:00+00:00", run_id=run_id(day))
+            _xcom(airflow, "2013-06-01", "tiny", {"job_id": job_id("tiny", "2013-06-01"), "skipped": False})
+            _xcom(airflow, "2013-06-01", "tiny2", {"job_id": job_id("tiny2", "2013-06-01"), "skipped": True})
+            try:
+                yield UiSite(airflow.url, airflow, store, client, namespace)
+            finally:
+                client.close()
