@@ -56,6 +56,12 @@ def _isolate_airflow() -> None:
     if "JRS_TEST_AIRFLOW_HOME" not in os.environ:
         os.environ["JRS_TEST_AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="jrs-airflow-")
     home = os.environ["JRS_TEST_AIRFLOW_HOME"]
+    # pytest-xdist's workers inherit the controller's environment, hence its home: two workers
+    # would migrate one SQLite file at once (the airflow_db fixture) and share output roots.
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        home = os.path.join(home, worker)
+        os.makedirs(home, exist_ok=True)
     os.environ["AIRFLOW_HOME"] = home
     os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
     os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "False")
@@ -76,6 +82,26 @@ def _isolate_airflow() -> None:
 
 
 _isolate_airflow()
+
+#: Folders are tiers (``./dev check`` runs tests/unit and tests/contract, ``./dev test`` every
+#: folder): a test in a heavy folder carries its folder's marker, so ``-m`` agrees with the folder.
+TIER_FOLDERS = ("spark", "airflow", "chaos", "e2e")
+#: pytest-timeout's per-test limit is ``timeout`` in pyproject.toml (a hang fails naming its test);
+#: these tiers' tests may take longer (seconds, the largest of a test's markers wins; an explicit
+#: ``@pytest.mark.timeout`` wins over all).
+TIER_TIMEOUTS = {"chaos": 1200, "e2e": 1200}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests = os.path.join(str(config.rootpath), "tests")
+    for item in items:
+        folder = os.path.relpath(str(item.path), tests).split(os.sep)[0]
+        if folder in TIER_FOLDERS and item.get_closest_marker(folder) is None:
+            item.add_marker(getattr(pytest.mark, folder))
+        if item.get_closest_marker("timeout") is None:
+            limits = [limit for marker, limit in TIER_TIMEOUTS.items() if item.get_closest_marker(marker)]
+            if limits:
+                item.add_marker(pytest.mark.timeout(max(limits)))
 
 
 #: What pyspark's ``SparkSession.builder.remote(...)`` leaves in this process's environment.

@@ -48,10 +48,13 @@ def _copy_of_the_docs(into: Path) -> Path:
 def test_dev_test_runs_the_gate():
     """``./dev test`` runs the script these tests run, and no other mkdocs command."""
     dev = (ROOT / "dev").read_text(encoding="utf-8")
-    case = re.search(r"^\s*test\)\n(.*?)^\s*;;", dev, re.MULTILINE | re.DOTALL)
-    assert case, "./dev has no test) case"
-    assert re.search(r"^\s*(\S+=\S+\s+)?scripts/docs_gate\b", case.group(1), re.MULTILINE), case.group(1)
-    assert not re.search(r"^\s*\S*mkdocs\"?\s+build", case.group(1), re.MULTILINE), "a second, ungated mkdocs build"
+    test = re.search(r"^\s*test\)\n(.*?)^\s*;;", dev, re.MULTILINE | re.DOTALL)
+    assert test and re.search(r"^\s*gate$", test.group(1), re.MULTILINE), "./dev test runs no gate()"
+    case = re.search(r"^gate\(\) \{\n(.*?)^\}", dev, re.MULTILINE | re.DOTALL)  # the stages of the gate
+    assert case, "./dev has no gate() function"
+    stages = case.group(1)
+    assert re.search(r"^\s*stage \S+ (env )?(\S+=\S+\s+)?scripts/docs_gate\b", stages, re.MULTILINE), stages
+    assert not re.search(r"^\s*\S*mkdocs\"?\s+build", stages, re.MULTILINE), "a second, ungated mkdocs build"
 
 
 def test_the_gate_passes_on_the_tree(tmp_path: Path):
