@@ -1,10 +1,10 @@
-"""The Job results app: a JSON API over the job result store, and the pages that use it.
+"""The Job results app: a JSON API over the job result store, and the React bundle that uses it.
 
 Security, in the order a request meets it:
 
 * Airflow mounts plugin apps *without* its own authentication, so the whole app depends on
   Airflow's ``requires_authenticated`` (the ``_token`` cookie the UI holds, or a bearer token,
-  checked by Airflow's auth manager): no token, no byte, pages and assets included.
+  checked by Airflow's auth manager): no token, no byte, the bundle included.
 * Each job is authorized against the DAG of the attempt that wrote its result (``GET`` to read,
   ``PUT`` to act, as Airflow's own DAG routes do); a job without a known DAG needs access to
   all DAGs. Listings leave out what the user may not read.

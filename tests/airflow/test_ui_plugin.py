@@ -156,15 +156,16 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 # ("/jrs" without the slash is not ours: Starlette mounts match "/jrs/...", so the UI's own
 # page shell answers it, as it answers any unknown path.)
 ROUTES = [
-    ("GET", "/jrs/"),
-    ("GET", "/jrs/ti?dag_id=dag_a&run_id=r&task_id=t"),
-    ("GET", "/jrs/static/app.js"),
-    ("GET", "/jrs/static/style.css"),
     ("GET", "/jrs/api/health"),
     ("GET", "/jrs/api/results"),
     ("GET", "/jrs/api/results?state=dirty"),
     ("GET", "/jrs/api/results/dag_a.submit.2024-01-01"),
     ("GET", "/jrs/api/leases"),
+    ("GET", "/jrs/api/summary"),
+    ("GET", "/jrs/static/ui/main.js"),
+    ("GET", "/jrs/api/dags/dag_a/calendar?start=2024-01-01&end=2024-01-02"),
+    ("POST", "/jrs/api/dags/dag_a/backfill-missing"),
+    ("POST", "/jrs/api/dags/dag_a/recompute"),
     ("GET", "/jrs/api/task-instance?dag_id=dag_a&run_id=scheduled__2024-01-09&task_id=submit"),
     ("POST", "/jrs/api/results/dag_a.submit.2024-01-03/forget"),
     ("POST", "/jrs/api/results/dag_a.submit.2024-01-03/recompute"),
@@ -185,23 +186,58 @@ def test_every_route_refuses_requests_without_a_valid_token(site: Site, method: 
     assert site.store.get_entry("dag_a.submit.2024-01-03") is not None  # nothing was acted on
 
 
-def test_the_page_and_its_assets_are_served_to_a_logged_in_user_with_relative_urls(site: Site):
-    page = site.call("GET", "/jrs/", user="viewer")
-    assert page.status == 200 and "Job results" in page.text
-    assert 'src="static/app.js"' in page.text and 'href="/' not in page.text and 'src="/' not in page.text
-    assert "frame-ancestors 'self'" in page.headers["content-security-policy"]
-    script = site.call("GET", "/jrs/static/app.js", user="viewer")
-    assert script.status == 200 and 'credentials: "same-origin"' in script.text
-    assert site.call("GET", "/jrs/static/../api.py", user="viewer").status == 404
+def test_static_serves_subfolders_as_module_scripts_and_nothing_outside_the_folder(site: Site):
+    # the React bundle Airflow's UI imports (plugins/__init__.py names it)
+    bundle = site.call("GET", "/jrs/static/ui/main.js", user="viewer")
+    assert bundle.status == 200 and bundle.headers["content-type"].startswith("text/javascript")
+    assert "frame-ancestors 'self'" in bundle.headers["content-security-policy"]
+    for path in ("/jrs/static/%2e%2e/api.py", "/jrs/static/ui/%2e%2e/%2e%2e/api.py", "/jrs/static/ui",
+                 "/jrs/static/no-such.js", "/jrs/static/..%2fapi.py", "/jrs/static/../api.py"):  # fmt: skip
+        assert site.call("GET", path, user="viewer").status == 404, path
 
 
-def test_airflow_lists_the_plugin_with_its_nav_and_task_instance_views(site: Site):
+def test_the_summary_counts_what_the_dashboard_widget_shows(site: Site):
+    doc = site.call("GET", "/jrs/api/summary", user="viewer").json()
+    dirty = site.store.get_dirty_entries()
+    oldest = min(dirty, key=lambda e: e.created_at)  # type: ignore[arg-type,return-value]
+    assert doc["dirty"] == len(dirty) and doc["quarantined"] == len(site.store.get_quarantined())
+    assert doc["leases_held"] >= 1  # dag_a.submit.2024-01-09 runs
+    assert doc["oldest_dirty"] == {"job_id": oldest.job_id, "since": oldest.created_at.isoformat()}  # type: ignore[union-attr]
+
+
+def test_the_job_detail_links_its_runs_and_spark_and_tells_its_recoveries(site: Site):
+    d = site.call("GET", "/jrs/api/results/dag_a.submit.2024-01-02", user="viewer").json()
+    assert d["links"] == {
+        "runs": [
+            {"dag_id": "dag_a", "run_id": "scheduled__2024-01-02", "url": "dags/dag_a/runs/scheduled__2024-01-02"}
+        ],
+        "spark_ui": "http://history.example:18080/history/local-170000002/jobs/",
+    }
+    assert d["recovery_story"] == []  # nothing died (tests/unit/test_views_story.py tells a story)
+
+
+def test_date_range_actions_need_a_dag_airflow_knows_and_edit_rights_to_act(site: Site):
+    # this deployment parses no DAG files: the API says so, by name, for a preview as for the act
+    r = site.call("GET", "/jrs/api/dags/dag_a/calendar?start=2024-01-01&end=2024-01-02", user="viewer")
+    assert r.status == 404 and "Airflow knows no DAG 'dag_a'" in r.json()["detail"]
+    body = {"start": "2024-01-01", "end": "2024-01-02", "dry_run": True}
+    r = site.call("POST", "/jrs/api/dags/dag_a/backfill-missing", user="viewer", body=body)
+    assert r.status == 404, r.text
+    for action in ("backfill-missing", "recompute"):
+        r = site.call("POST", f"/jrs/api/dags/dag_a/{action}", user="viewer", body={**body, "dry_run": False})
+        assert r.status == 403 and "you may not edit DAG 'dag_a'" in r.json()["detail"], r.text
+    r = site.call("GET", "/jrs/api/dags/dag_a/calendar?start=2024-01-31&end=2024-01-01", user="viewer")
+    assert r.status == 400 and "swap them" in r.json()["detail"]
+    r = site.call("GET", "/jrs/api/dags/dag_a/calendar?start=Jan&end=2024-01-01", user="viewer")
+    assert r.status == 400 and "YYYY-MM-DD" in r.json()["detail"]
+
+
+def test_airflow_lists_the_plugin_with_its_app_and_its_react_apps_without_import_errors(site: Site):
+    # (which React apps, and the bundle's registration: tests/airflow/test_ui_react.py)
     plugins = site.call("GET", "/api/v2/plugins", user="admin").json()["plugins"]
     ours = next(p for p in plugins if p["name"] == "airflow_jrs")
-    views = {v["destination"]: v for v in ours["external_views"]}
-    assert views["nav"]["name"] == "Job results" and views["nav"]["href"] == "jrs/"
-    assert views["task_instance"]["href"].startswith("jrs/ti?dag_id={DAG_ID}")
     assert ours["fastapi_apps"][0]["url_prefix"] == "/jrs"
+    assert {app["bundle_url"] for app in ours["react_apps"]} == {"jrs/static/ui/main.js"}
     assert not site.call("GET", "/api/v2/importErrors", user="admin").json().get("import_errors")
 
 

@@ -1,6 +1,6 @@
 """The Job results API, one router per resource (mounted by :func:`airflow_jrs.plugins.api.create_app`).
 
-* :mod:`.pages`: the pages and ``/static/...`` (the React bundle under ``static/ui/``);
+* :mod:`.pages`: ``/static/...`` (the React bundle the host's UI loads, ``static/ui/``);
 * :mod:`.results`: health, the dashboard summary, the list of results, one job, the leases,
   and the task instance tab;
 * :mod:`.jobs`: what a person does to one job (forget, recompute, mark clean, release from

@@ -1,7 +1,8 @@
-"""The pages and their assets, behind authentication like everything else.
+"""The static files, behind authentication like everything else.
 
-``/static/{path}`` serves any file under ``plugins/static/`` (subfolders too: the React bundle
-the host loads is under ``static/ui/``), never one outside it, with its type from its suffix
+The pages are React apps inside Airflow's own UI (:mod:`airflow_jrs.plugins`): the host imports
+their bundle from here. ``/static/{path}`` serves any file under ``plugins/static/`` (subfolders
+too: the bundle is ``static/ui/main.js``), never one outside it, with its type from its suffix
 (``.js`` as ``text/javascript``, which module scripts need).
 """
 
@@ -11,10 +12,9 @@ import mimetypes
 from pathlib import Path
 
 from fastapi import APIRouter, HTTPException
-from fastapi.responses import FileResponse, RedirectResponse
+from fastapi.responses import FileResponse
 
 STATIC = Path(__file__).parent.parent / "static"
-PAGES = {"": "index.html", "ti": "ti.html"}
 #: Types by suffix where the platform's table may lack or differ from what a browser needs.
 TYPES = {
     ".js": "text/javascript",
@@ -28,21 +28,6 @@ TYPES = {
 }
 
 router = APIRouter()
-
-
-@router.get("/", include_in_schema=False)
-def index() -> FileResponse:
-    return FileResponse(STATIC / PAGES[""], media_type="text/html")
-
-
-@router.get("/ti", include_in_schema=False)
-def task_instance_page() -> FileResponse:
-    return FileResponse(STATIC / PAGES["ti"], media_type="text/html")
-
-
-@router.get("/index.html", include_in_schema=False)
-def index_html() -> RedirectResponse:
-    return RedirectResponse("./", status_code=307)
 
 
 @router.get("/static/{path:path}", include_in_schema=False)
