@@ -47,6 +47,7 @@ def rm(request, jrs_env, monkeypatch, tmp_path):
         monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps(conn))
         monkeypatch.delenv("JRS_TEST_SPARK_CONF", raising=False)
         monkeypatch.setenv("JRS_TEST_RETRIES", "0")
+        monkeypatch.setenv("JRS_TEST_DURABLE", "false")  # durable needs yarn_track_via_rm_api, as in the parent
         yield fake
 
 

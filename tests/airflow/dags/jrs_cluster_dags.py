@@ -4,6 +4,7 @@ docs/recovery.md's cluster guarantees (tests/airflow/test_cluster_deploy_mode.py
 JRS_CLUSTER_CONN     the AIRFLOW_CONN_* JSON of the Spark connection (set by the test)
 JRS_TEST_RETRIES     retries of the submit task (default 0)
 JRS_TEST_SPARK_CONF  JSON dict of Spark conf
+JRS_TEST_DURABLE     JSON true/false for ``durable`` (default: unset, the parent's default)
 """
 
 from __future__ import annotations
@@ -26,4 +27,5 @@ with DAG("jrs_cluster", schedule=None, start_date=datetime(2013, 1, 1, tzinfo=UT
         conf=json.loads(os.environ.get("JRS_TEST_SPARK_CONF", "{}")),
         retries=int(os.environ.get("JRS_TEST_RETRIES", "0")),
         retry_delay=timedelta(seconds=0),
+        durable=json.loads(os.environ.get("JRS_TEST_DURABLE", "null")),
     )
