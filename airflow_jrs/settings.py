@@ -238,17 +238,17 @@ def _coerce(setting: Setting, raw: Any) -> Any:
     if setting.default is None and (raw is None or str(raw).strip() == ""):
         return None
     if setting.kind == "float":
-        value = float(raw)
-        if not value > 0:
+        number = float(raw)
+        if not number > 0:
             raise ValueError("must be positive")
-        return value
+        return number
     if setting.kind == "integer":
         if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
             raise ValueError("must be a whole number")
-        value = int(raw)
-        if value < setting.minimum:
+        count = int(raw)
+        if count < setting.minimum:
             raise ValueError(f"must be at least {setting.minimum}")
-        return value
+        return count
     if setting.kind == "boolean":
         return parse_boolean(raw)
     value = str(raw)
