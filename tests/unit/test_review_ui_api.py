@@ -1,0 +1,48 @@
+"""Review findings (H7) on the Job results API, as failing tests until they are fixed.
+
+1. ``Access.allowed`` (airflow_jrs/plugins/security.py:80) is a ``functools.cache`` on a method.
+   The cache lives on the class, keyed by ``self``: it holds every request's ``Access`` (and
+   its user) for the life of the API server, one entry per request and DAG asked about, never
+   freed. The comment "the cache dies with it" is not what ``functools.cache`` does. Fix: a
+   per-instance dict (``self._seen: dict[tuple[str, str | None], bool]``).
+2. ``day_range`` (airflow_jrs/plugins/routes/deps.py:63) accepts any span, and the calendar, the
+   backfill preview and the range recompute walk the DAG's timetable over all of it in the
+   request thread: a viewer asking an hourly DAG's calendar from 1900 to 2100 pins an API-server
+   thread for hours (the timetable walk alone measured 16 s for 5 years of @hourly). Fix: refuse
+   a span longer than a bound (e.g. 366 days for the calendar) with a 400 that says the bound.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+from fastapi import HTTPException
+
+from airflow_jrs.plugins.routes.deps import day_range
+from airflow_jrs.plugins.security import Access
+
+
+class _Allows:
+    def is_authorized_dag(self, **_kwargs: object) -> bool:
+        return True
+
+
+def test_an_access_is_freed_when_its_request_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("airflow.api_fastapi.app.get_auth_manager", lambda: _Allows())
+    alive = []
+    for n in range(50):  # fifty requests, each asking about one DAG
+        access = Access(user=object())
+        assert access.allowed("GET", f"dag_{n}")
+        alive.append(weakref.ref(access))
+        del access
+    gc.collect()
+    kept = sum(ref() is not None for ref in alive)
+    assert kept == 0, f"{kept} of 50 finished requests' Access objects (and users) are still held by the cache"
+
+
+def test_a_date_range_of_two_centuries_is_refused_in_words() -> None:
+    with pytest.raises(HTTPException) as caught:
+        day_range("1900-01-01", "2100-12-31")
+    assert caught.value.status_code == 400
