@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import functools
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -72,13 +71,23 @@ class Backend:
 
 
 class Access:
-    """What one user may do, asked of Airflow's auth manager once per DAG and request."""
+    """What one user may do, asked of Airflow's auth manager once per DAG and request.
+
+    The answers live on the instance (not in a ``functools.cache``, which would keep every
+    request's ``Access`` and user alive for the life of the API server): they go with the request.
+    """
 
     def __init__(self, user: Any) -> None:
         self.user = user
+        self._seen: dict[tuple[str, str | None], bool] = {}
 
-    @functools.cache  # noqa: B019 - one Access per request: the cache dies with it
     def allowed(self, method: str, dag_id: str | None) -> bool:
+        key = (method, dag_id)
+        if key not in self._seen:
+            self._seen[key] = self._ask(method, dag_id)
+        return self._seen[key]
+
+    def _ask(self, method: str, dag_id: str | None) -> bool:
         from airflow.api_fastapi.app import get_auth_manager
 
         team = None

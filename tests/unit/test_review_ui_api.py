@@ -46,3 +46,12 @@ def test_a_date_range_of_two_centuries_is_refused_in_words() -> None:
     with pytest.raises(HTTPException) as caught:
         day_range("1900-01-01", "2100-12-31")
     assert caught.value.status_code == 400
+    assert "366 days" in caught.value.detail and "shorter range" in caught.value.detail
+
+
+def test_a_year_of_days_is_accepted_and_one_day_more_is_not() -> None:
+    first, last = day_range("2024-01-01", "2024-12-31")  # a leap year: 366 days
+    assert (first.date().isoformat(), last.date().isoformat()) == ("2024-01-01", "2024-12-31")
+    with pytest.raises(HTTPException) as caught:
+        day_range("2024-01-01", "2025-01-01")
+    assert caught.value.status_code == 400 and "367 days" in caught.value.detail
