@@ -117,15 +117,22 @@ def by_dates(
     if left_out:  # never recompute a date's other jobs and silently not these
         raise ActionError(
             f"DAG {dag_id!r}: mapped tasks {left_out} are expanded over another task's output (or in a mapped "
-            "group), so their jobs are known only in a run; recompute them by job id (airflow-jrs recompute "
-            f"{dag_id}.<task>.<date>.map-<index> ...), or leave them out with --task",
+            "group), so their jobs are known only in a run",
             USAGE,
+            cli=f"recompute them by job id (airflow-jrs recompute {dag_id}.<task>.<date>.map-<index> ...), or "
+            "leave them out with --task",
+            ui="recompute them one job at a time from the Job results list, or leave them out of the tasks chosen",
         )
     planned, _notes = plan_range(jobs, dag, start, end)
     if task_ids:
         unknown = sorted(set(task_ids) - {p.task_id for p in planned})
         if unknown:
-            raise ActionError(f"DAG {dag_id!r} has no guarded Spark task named {unknown}; check --task", USAGE)
+            raise ActionError(
+                f"DAG {dag_id!r} has no guarded Spark task named {unknown}",
+                USAGE,
+                cli="check --task",
+                ui="choose tasks among the calendar's columns",
+            )
         planned = [p for p in planned if p.task_id in task_ids]
     runs: dict[float, str] = {}
     if api is not None:

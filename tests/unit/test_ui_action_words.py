@@ -1,0 +1,98 @@
+"""Review fixes on the actions the Job results page shares with the CLI (H8).
+
+* The API server parses a DAG file once per modification time, not per request (parsing runs it).
+* A DAG file the API server's host lacks, or a DAG its file no longer defines, is refused in the
+  page's words: no host path, no CLI flag, no other DAG's id (the user may not read those).
+* An action's error carries a hint per caller: the CLI keeps its flags, the page gets words.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import redis
+
+from airflow_jrs import cli  # noqa: F401  - first, as the plugin imports it: cli/ and actions/ import each other
+from airflow_jrs.actions import CLI, UI, ActionError, planning, recompute
+from airflow_jrs.protocol import JobNamespace, settings_for
+
+COUNTED_DAG = """
+from datetime import datetime, UTC
+from airflow.sdk import DAG
+from airflow_jrs.operators import JrsSparkSubmitOperator
+
+with open({counter!r}, "a") as f:  # one line per parse: the file's code runs at each
+    f.write("parsed\\n")
+
+with DAG("jrs_counted", schedule="@daily", start_date=datetime(2013, 1, 1, tzinfo=UTC), catchup=False):
+    JrsSparkSubmitOperator(task_id="daily", application="/nowhere/app.py", conn_id="spark_local")
+
+with DAG("jrs_secret_other", schedule=None):
+    pass
+"""
+
+
+@pytest.fixture
+def counted(dag_folder: Callable[[str, str], str], tmp_path: Path) -> tuple[str, Path]:
+    counter = tmp_path / "parses.txt"
+    folder = dag_folder("jrs_counted.py", COUNTED_DAG.format(counter=str(counter)))
+    planning._PARSED.clear()
+    return os.path.join(folder, "jrs_counted.py"), counter
+
+
+def _parses(counter: Path) -> int:
+    return len(counter.read_text().splitlines()) if counter.exists() else 0
+
+
+def test_a_dag_file_is_parsed_once_until_it_changes(counted: tuple[str, Path]) -> None:
+    fileloc, counter = counted
+    first = planning._PARSED.get("jrs_counted", fileloc)
+    again = planning._PARSED.get("jrs_counted", fileloc)
+    assert first is again and _parses(counter) == 1
+    stat = os.stat(fileloc)
+    os.utime(fileloc, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # the file changed
+    assert planning._PARSED.get("jrs_counted", fileloc).dag_id == "jrs_counted"
+    assert _parses(counter) == 2
+
+
+def test_a_dag_file_missing_on_the_api_servers_host_is_refused_in_the_pages_words(tmp_path: Path) -> None:
+    gone = str(tmp_path / "elsewhere" / "dag.py")
+    with pytest.raises(ActionError) as caught:
+        planning._PARSED.get("jrs_counted", gone)
+    page = caught.value.text(UI)
+    assert caught.value.kind == "usage" and "not on the host of Airflow's API server" in page
+    assert gone not in page and "--" not in page and "DAG bundle" in page
+    assert "--dags-folder" in caught.value.text(CLI)
+
+
+def test_a_dag_its_file_no_longer_defines_names_no_other_dag(counted: tuple[str, Path]) -> None:
+    fileloc, _counter = counted
+    with pytest.raises(ActionError) as caught:
+        planning._PARSED.get("jrs_renamed", fileloc)
+    page = caught.value.text(UI)
+    assert caught.value.kind == "not_found" and "'jrs_renamed'" in page
+    assert "jrs_secret_other" not in page and "jrs_counted" not in page and fileloc not in page
+    assert "--" not in page
+
+
+@pytest.fixture
+def jobs(redis_url: str, namespace: str, tmp_path: Path) -> Iterator[JobNamespace]:
+    client = redis.Redis.from_url(redis_url)
+    settings = settings_for(namespace, output_root=str(tmp_path / "out"), spec_root=str(tmp_path / "specs"))
+    yield JobNamespace(client, settings)
+    client.close()
+
+
+def test_an_unknown_task_is_told_per_caller(counted: tuple[str, Path], jobs: JobNamespace) -> None:
+    dag = planning._PARSED.get("jrs_counted", counted[0])
+    day = datetime(2013, 1, 2, tzinfo=UTC)
+    with pytest.raises(ActionError) as caught:
+        recompute.by_dates(jobs, None, dag, day, day, ["nope"])
+    assert str(caught.value) == "DAG 'jrs_counted' has no guarded Spark task named ['nope']; check --task"
+    assert caught.value.text(UI) == (
+        "DAG 'jrs_counted' has no guarded Spark task named ['nope']; choose tasks among the calendar's columns"
+    )
