@@ -189,3 +189,19 @@ def test_previews_are_not_audited_as_writes_and_acting_is() -> None:
         assert session.added == []  # three previews: no audit entry
         assert client.post("/api/dags/d/recompute", json={"dry_run": False}).status_code == 200
     assert [(row.event, row.dag_id, row.owner) for row in session.added] == [("jrs_recompute_range", "d", "viewer")]
+
+
+def test_a_forget_acts_on_the_entry_the_rights_were_checked_on(jobs: JobNamespace) -> None:
+    from airflow_jrs.actions import writes
+    from airflow_jrs.exceptions import JobResultEntryChangedError
+
+    results = jobs.results
+    results.create_dirty_result(JobResult("shared.job", JobStatus.SUCCEEDED, attempt=Attempt("dag_a", "t", "r", 1)))
+    authorized = results.get_entry("shared.job")  # the page checks the user may edit dag_a on this one
+    # meanwhile dag_b, which the user may not edit, writes the job anew
+    results.forget_result("shared.job", expected=authorized, actor=Actor(via="cli"))
+    results.create_dirty_result(JobResult("shared.job", JobStatus.SUCCEEDED, attempt=Attempt("dag_b", "t", "r", 1)))
+    with pytest.raises(JobResultEntryChangedError):
+        writes.forget(results, "shared.job", Actor(via="ui", user="editor"), entry=authorized)
+    kept = results.get_entry("shared.job")
+    assert kept is not None and kept.result.attempt is not None and kept.result.attempt.dag_id == "dag_b"
