@@ -20,9 +20,9 @@ from fastapi import HTTPException
 from airflow_jrs.domain.model import EntryQuery
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.protocol.jobs import JobNamespace
-from airflow_jrs.store import Actor, JobResultEntry, RedisJobResultStore
+from airflow_jrs.store import Actor, JobResultEntry, JobResultStore, RedisJobResultStore
 from airflow_jrs.store.diagnosis import mask_password
-from airflow_jrs.views.job import entry_dag
+from airflow_jrs.views.job import entry_dag, job_dag
 
 
 @dataclass
@@ -112,12 +112,25 @@ class Access:
 
 @dataclass(frozen=True)
 class VisibleQuery(EntryQuery):
-    """The user's filters, plus: only entries of DAGs the user may read."""
+    """The user's filters, plus: only entries of DAGs the user may read.
+
+    A clean result kept as a reference (``[jrs] result_documents``) names its DAG only in its
+    document: with ``results`` given, that is read for a user who may not read every DAG, or
+    per-DAG users would never see a clean result.
+    """
 
     access: Access | None = None
+    results: JobResultStore | None = None
 
     def matches(self, entry: JobResultEntry) -> bool:
-        return super().matches(entry) and (self.access is None or self.access.allowed("GET", entry_dag(entry)))
+        return super().matches(entry) and (self.access is None or self.access.allowed("GET", self._dag(entry)))
+
+    def _dag(self, entry: JobResultEntry) -> str | None:
+        dag_id = entry_dag(entry)
+        if dag_id is None and entry.summary and self.results is not None and self.access is not None:
+            if not self.access.allowed("GET", None):  # who may read all needs no document
+                dag_id = job_dag(self.results, entry)
+        return dag_id
 
 
 def actor(user: Any) -> Actor:

@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import gc
 import weakref
+from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi import HTTPException
 
 from airflow_jrs.plugins.routes.deps import day_range
-from airflow_jrs.plugins.security import Access
+from airflow_jrs.plugins.security import Access, VisibleQuery
+from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
+from airflow_jrs.store.documents import FolderDocuments
 
 
 class _Allows:
@@ -55,3 +59,28 @@ def test_a_year_of_days_is_accepted_and_one_day_more_is_not() -> None:
     with pytest.raises(HTTPException) as caught:
         day_range("2024-01-01", "2025-01-01")
     assert caught.value.status_code == 400 and "367 days" in caught.value.detail
+
+
+class _AllowsOnly:
+    """An auth manager letting the user read one DAG, and not "all DAGs" (``id=None``)."""
+
+    def __init__(self, dag_id: str) -> None:
+        self.dag_id = dag_id
+
+    def is_authorized_dag(self, *, details: Any, **_kwargs: object) -> bool:
+        return bool(details.id == self.dag_id)
+
+
+def test_a_per_dag_user_sees_clean_results_kept_as_references(
+    monkeypatch: pytest.MonkeyPatch, redis_url: str, namespace: str, tmp_path: Path
+) -> None:
+    store = RedisJobResultStore(redis_url, namespace, result_documents=FolderDocuments(tmp_path))
+    store.create_dirty_result(JobResult("d.t.1", JobStatus.SUCCEEDED, attempt=Attempt("d", "t", "r1", 1)))
+    store.mark_result_as_clean("d.t.1", expected=store.get_entry("d.t.1"))
+    stub = store.get_entry("d.t.1")
+    assert stub is not None and stub.summary and stub.result.attempt is None  # its DAG is in the document
+    for reader, sees in (("d", True), ("other", False)):
+        monkeypatch.setattr("airflow.api_fastapi.app.get_auth_manager", lambda r=reader: _AllowsOnly(r))
+        query = VisibleQuery(access=Access(user=object()), results=store)
+        assert [e.job_id for e in store.find_entries(query)] == (["d.t.1"] if sees else []), reader
+    store.client.close()
