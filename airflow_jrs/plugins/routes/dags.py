@@ -7,9 +7,11 @@
 * ``POST /api/dags/{dag_id}/recompute``: ``airflow-jrs recompute --dag-id`` over the dates,
   downstream jobs included (:mod:`airflow_jrs.actions.recompute`).
 
-A preview (``"dry_run": true``) needs read access to the DAG and changes nothing; acting needs
-edit access, and goes to Airflow through its REST API with the user's own token (Airflow
-authorizes each call and logs it) besides this app's audit log entry.
+A preview (``"dry_run": true``) needs read access to the DAG, changes nothing and is not
+audit-logged; acting needs edit access, and goes to Airflow through its REST API with the
+user's own token (Airflow authorizes each call and logs it) besides this app's audit log entry.
+A span is at most :data:`~airflow_jrs.plugins.routes.deps.MAX_DAYS` days: each request walks the
+DAG's timetable over all of it.
 """
 
 from __future__ import annotations
