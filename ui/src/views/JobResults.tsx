@@ -217,7 +217,8 @@ function Detail({ jobId, onBack }: { jobId: string; onBack: () => void }) {
 
 export function JobResultsPage() {
   const [params, setParams] = useSearchParams();
-  const jobId = params.get("job");
+  // ``job_id``: the old page's parameter, still in the extra links of finished tasks
+  const jobId = params.get("job") ?? params.get("job_id");
   return (
     <Box p={4} data-testid="jrs-job-results">
       {jobId ? (
