@@ -151,7 +151,11 @@ def test_each_view_loads_inside_airflows_ui_in_its_light_and_dark_theme(browser:
 def test_the_list_filters_pages_and_opens_a_job_in_words(tab: Page, site: UiSite):
     from playwright.sync_api import expect
 
-    page = tab.open(NAV)
+    # where Airflow puts it: Browse -> Job results
+    page = tab.open("/")
+    page.get_by_role("button", name="Browse").click()
+    page.get_by_role("menuitem", name="Job results").click()
+    page.wait_for_url(f"**{NAV}")
     results = page.get_by_test_id("results")
     row = results.locator(f'tr[data-job-id="{job_id("tiny2", "2013-06-02")}"]')
     expect(row.locator("[data-state=dirty]")).to_have_text("dirty")
