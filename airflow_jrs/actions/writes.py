@@ -84,15 +84,21 @@ def forget_entries(store: JobResultStore, entries: list[JobResultEntry], actor: 
     return forgotten, skipped
 
 
-def mark_clean(store: JobResultStore, job_id: str, where: str) -> bool:
+def mark_clean(
+    store: JobResultStore, job_id: str, where: str, *, entry: JobResultEntry | _Unread | None = UNREAD
+) -> bool:
     """Mark a dirty result clean without its cleanup (its staging data is gone already);
-    ``False`` when it was clean."""
-    entry = store.get_entry(job_id)
+    ``False`` when it was clean. ``entry``: the one read to authorize the person; given, only
+    that entry is marked (a compare-and-set), not one written since."""
+    if entry is UNREAD:
+        entry, expected = store.get_entry(job_id), None
+    else:
+        expected = entry
     if entry is None:
         raise ActionError(f"job {job_id!r} has no result in {where}; nothing to mark clean", NOT_FOUND)
     if entry.is_clean:
         return False
-    return store.mark_result_as_clean(job_id)
+    return store.mark_result_as_clean(job_id, expected=expected)
 
 
 def release_quarantine(store: JobResultStore, job_id: str, actor: Actor, where: str) -> str:

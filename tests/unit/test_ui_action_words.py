@@ -205,3 +205,18 @@ def test_a_forget_acts_on_the_entry_the_rights_were_checked_on(jobs: JobNamespac
         writes.forget(results, "shared.job", Actor(via="ui", user="editor"), entry=authorized)
     kept = results.get_entry("shared.job")
     assert kept is not None and kept.result.attempt is not None and kept.result.attempt.dag_id == "dag_b"
+
+
+def test_a_mark_clean_marks_only_the_entry_the_rights_were_checked_on(jobs: JobNamespace) -> None:
+    from airflow_jrs.actions import writes
+    from airflow_jrs.exceptions import JobResultEntryChangedError
+
+    results = jobs.results
+    results.create_dirty_result(JobResult("shared.job", JobStatus.SUCCEEDED, attempt=Attempt("dag_a", "t", "r", 1)))
+    authorized = results.get_entry("shared.job")
+    results.forget_result("shared.job", expected=authorized, actor=Actor(via="cli"))
+    results.create_dirty_result(JobResult("shared.job", JobStatus.SUCCEEDED, attempt=Attempt("dag_b", "t", "r", 1)))
+    with pytest.raises(JobResultEntryChangedError):
+        writes.mark_clean(results, "shared.job", "the test's namespace", entry=authorized)
+    kept = results.get_entry("shared.job")
+    assert kept is not None and kept.is_dirty  # dag_b's result keeps its pending cleanup

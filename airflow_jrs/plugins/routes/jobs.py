@@ -61,8 +61,9 @@ def recompute(user: GetUserDep, b: Jobs, job_id: str, body: ConfirmBody, request
 def mark_clean(user: GetUserDep, b: Jobs, job_id: str, body: ConfirmBody) -> dict[str, Any]:
     """Mark a dirty result clean without its cleanup (when its staging data is already gone)."""
     confirmed(job_id, body)
-    Access(user).require("PUT", job_dag(b.store, b.store.get_entry(job_id)))
-    changed = writes.mark_clean(b.store, job_id, f"namespace {b.store.namespace!r}")
+    entry = b.store.get_entry(job_id)
+    Access(user).require("PUT", job_dag(b.store, entry))
+    changed = writes.mark_clean(b.store, job_id, f"namespace {b.store.namespace!r}", entry=entry)
     log.warning("Job results: %s marked job %r clean", who(user), job_id)
     return {"job_id": job_id, "done": "clean", "changed": changed}
 
