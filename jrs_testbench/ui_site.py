@@ -13,7 +13,8 @@ date       tiny                           tiny2
 06-01      committed                      committed (reused: its XCom says skipped)
 06-02      committed                      dirty (cleanup pending)
 06-03      FAILED (dirty)                 missing
-06-04      committed, recomputed once     committed
+06-04      committed, forgotten once,     committed
+           recovered (a takeover)
 06-05      running (lease, intent, beat)  missing
 06-06      CANCELED                       STOPPED
 06-07      missing (no run)               missing
@@ -39,6 +40,7 @@ from airflow_jrs.exceptions import CorruptJobResultError
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
 from airflow_jrs.store.intent import Heartbeats, Intent, IntentStore
 from airflow_jrs.store.lease import JobLease
+from airflow_jrs.store.recoveries import ADOPTED, TOOK_OVER, Recoveries, RecoveryStep
 from jrs_testbench.deployment import LocalDeployment
 from jrs_testbench.helpers import ROOT, jrs_env
 from jrs_testbench.redis_server import EmbeddedRedis
@@ -106,6 +108,7 @@ def seed(store: RedisJobResultStore, client: redis.Redis, spec_root: Path) -> No
     committed("tiny", "2013-06-04")
     store.forget_result(job_id("tiny", "2013-06-04"))
     committed("tiny", "2013-06-04")
+    _recovered(store, client, job_id("tiny", "2013-06-04"))
     committed("tiny2", "2013-06-04")
     store.create_dirty_result(_result("tiny", "2013-06-06", JobStatus.CANCELED))
     store.create_dirty_result(_result("tiny2", "2013-06-06", JobStatus.STOPPED))
@@ -135,6 +138,25 @@ def seed(store: RedisJobResultStore, client: redis.Redis, spec_root: Path) -> No
         store.get_entry(QUARANTINED)
     except CorruptJobResultError:
         pass
+
+
+def _recovered(store: RedisJobResultStore, client: redis.Redis, job: str) -> None:
+    """Try 1 of the job's task died after its Spark application finished; try 2 took over its
+    lease and adopted the output (the recovery log, as a successor writes it)."""
+    owner = {"dag_id": DAG, "task_id": "tiny.submit", "run_id": run_id("2013-06-04")}
+    dead = JobLease(client, store.namespace, job, ttl=60, owner={**owner, "try_number": 1})
+    first = dead.acquire()
+    dead.release()  # (a real death lets the lease expire; the log is the same)
+    successor = JobLease(client, store.namespace, job, ttl=60, owner={**owner, "try_number": 2})
+    second = successor.acquire()
+    facts = {**owner, "try_number": 1}
+    log = Recoveries(client, store.namespace)
+    for event, text in (
+        (TOOK_OVER, f"took over the lease from fence {int(first)} (expired: its worker was lost)"),
+        (ADOPTED, f"adopted the finished output of fence {int(first)} (application local-1700000004)"),
+    ):
+        log.record(job, second, RecoveryStep(event, text, predecessor=int(first), facts=facts))
+    successor.release()
 
 
 def _xcom(airflow: LocalDeployment, day: str, task: str, value: dict[str, object]) -> None:

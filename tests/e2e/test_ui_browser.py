@@ -195,6 +195,10 @@ def test_the_list_filters_pages_and_opens_a_job_in_words(tab: Page, site: UiSite
     expect(page).to_have_url(re.compile(r"\?job=jrs_e2e_triggerer\.tiny\.submit\.2013-06-04$"))
     expect(detail.get_by_test_id("history").locator("[data-reason=forgotten]")).to_have_count(1)
     expect(detail.locator("[data-section=Metrics]")).to_contain_text("2,048")
+    # how it recovered, in words: the dead try, then what its successor did
+    story = detail.get_by_test_id("recovery-story")
+    expect(story).to_contain_text(f"Try 1 of {DAG}.tiny.submit")
+    expect(story).to_contain_text("adopted the finished output")
     detail.locator("[data-section=Outputs]").locator('[data-copy="path of output"]').click()
     assert page.evaluate("navigator.clipboard.readText()") == "/data/out/tiny/2013-06-04"
     spark = detail.get_by_role("link", name=re.compile(r"^local-"))
