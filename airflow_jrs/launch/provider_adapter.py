@@ -5,7 +5,8 @@ process it started, the application or driver id it parsed from spark-submit's o
 command it builds (to put the supervisor in front of it), the lines it reads (to keep the tail
 a FAILED result records), the YARN ResourceManager it resolved, and the JDBC script's arguments.
 No public method of ``SparkSubmitHook``, ``SparkSubmitOperator`` or ``SparkJDBCHook`` hands them
-out, so each is read or replaced here, behind a function named for what the guard needs, and
+out, so each is read or replaced here (and the provider's submit itself runs from here, on a
+per-launch copy of the operator: :func:`run_submit`), behind a function named for what the guard needs, and
 nowhere else (the unit test ``test_architecture.py`` enforces it). A provider release that
 renames or reshapes one of them fails the unit test ``test_provider_adapter.py``, which pins
 every name in :data:`PINNED` per supported provider version and names the one that changed.
@@ -13,8 +14,10 @@ every name in :data:`PINNED` per supported provider version and names the one th
 
 from __future__ import annotations
 
+import copy
 import subprocess
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from typing import Any, NamedTuple
 
 #: Every provider internal this module touches: (class, name, kind). ``kind`` is ``"method"``,
@@ -149,23 +152,49 @@ def forget_submit_hook(op: Any) -> None:
 
 
 def build_submit_hook(op: Any) -> Any:
-    """A new hook from the operator's settings (``SparkSubmitOperator._get_hook``), through the
-    subclass's :meth:`PreparesSubmitHook.prepare_submit_hook`: the provider has no public factory."""
+    """A new hook from the operator's settings (``SparkSubmitOperator._get_hook``), to ask the
+    cluster what it knows: the provider has no public factory."""
     return op._get_hook()
+
+
+#: How the hooks built inside :func:`run_submit` are prepared (the call's own: no operator state).
+_HOOK_PREPARER: ContextVar[Callable[[Any], None] | None] = ContextVar("jrs_hook_preparer", default=None)
 
 
 class PreparesSubmitHook:
     """Mixin before ``SparkSubmitOperator`` in the bases: every hook the provider's operator builds
-    (``SparkSubmitOperator._get_hook``, its only hook factory, called by ``execute``) passes through
-    :meth:`prepare_submit_hook` before it is used."""
+    (``SparkSubmitOperator._get_hook``, its only hook factory, called by ``execute``) inside
+    :func:`run_submit` passes through that call's ``prepare`` before it is used."""
 
     def _get_hook(self) -> Any:
         hook = super()._get_hook()  # type: ignore[misc]
-        self.prepare_submit_hook(hook)
+        prepare = _HOOK_PREPARER.get()
+        if prepare is not None:
+            prepare(hook)
         return hook
 
-    def prepare_submit_hook(self, spark_hook: Any) -> None:
-        """Called with each hook the operator builds, before it runs spark-submit."""
+
+def submit_runner(op: Any, *, conf: Mapping[str, Any], application_args: list[str] | None, name: str) -> Any:
+    """The provider's operator that runs one launch: a shallow copy of the task's ``op`` with the
+    launch's Spark conf, arguments and application name, and no hook yet
+    (``SparkSubmitOperator._hook = None``). The provider reads them from its operator when it builds
+    its hook (it has no other way in), and the task's own operator keeps what the user gave it."""
+    runner = copy.copy(op)
+    runner.conf, runner.application_args, runner.name = dict(conf), application_args, name
+    runner._hook = None
+    return runner
+
+
+def run_submit(runner: Any, context: Any, prepare: Callable[[Any], None]) -> None:
+    """The provider's own ``SparkSubmitOperator.execute`` on ``runner`` (:func:`submit_runner`), each
+    hook it builds passed through ``prepare`` first (the deploy mode, the supervisor, the tail)."""
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    token = _HOOK_PREPARER.set(prepare)
+    try:
+        SparkSubmitOperator.execute(runner, context)
+    finally:
+        _HOOK_PREPARER.reset(token)
 
 
 # -- JDBC ----------------------------------------------------------------------------------------------

@@ -1,8 +1,12 @@
 """spark-submit as the protocol's launcher: the Spark provider's operator does the launching.
 
 :class:`SparkSubmitLauncher` is what :class:`~airflow_jrs.operators.spark.JrsSparkSubmitOperator`
-hands to the Airflow-free protocol (:class:`airflow_jrs.protocol.JobAttempt`). It runs the
-provider's ``SparkSubmitOperator.execute`` under the supervisor, and answers from the deploy
+hands to the Airflow-free protocol (:class:`airflow_jrs.protocol.JobAttempt`); what it needs of
+the task is :class:`SubmitTask`. Each launch is a value, :class:`~.submission.SubmitPlan` (this
+fence's conf, arguments, application name, deploy mode, supervisor, output tail), which the
+provider adapter runs through the provider's own ``SparkSubmitOperator.execute`` on a copy of
+the task's operator (:func:`.provider_adapter.run_submit`): nothing of a launch is written onto
+the task's operator. It answers from the deploy
 mode (:mod:`.deploy_modes`, resolved from the connection and the operator's arguments by
 :mod:`.spark_target`): where a predecessor's application may live, what spark-submit reported,
 whether a cluster driver outlived its client (:mod:`.cluster_outcome`), and, for a stream
@@ -14,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
@@ -25,10 +29,11 @@ from airflow_jrs.launch import durable
 from airflow_jrs.launch import provider_adapter as provider
 from airflow_jrs.launch.deploy_modes import DeployMode
 from airflow_jrs.launch.spark_stopping import end_on_request, stop_cluster_driver_on_kill
+from airflow_jrs.launch.spark_target import SparkTarget
 from airflow_jrs.launch.standalone import refuse_while_unrecorded_driver_may_run
 from airflow_jrs.launch.streaming import StreamAttempt, StreamPaths
 from airflow_jrs.launch.streaming import prepare as prepare_stream
-from airflow_jrs.launch.submission import OutputTail, Supervision, failure_summary
+from airflow_jrs.launch.submission import OutputTail, SubmitPlan, Supervision, failure_summary
 from airflow_jrs.protocol.application_ids import application_id_of
 from airflow_jrs.protocol.launcher import Launch, Launcher, Predecessor
 from airflow_jrs.protocol.run import JobRun
@@ -39,19 +44,45 @@ from airflow_jrs.store.intent import Intent
 
 if TYPE_CHECKING:
     from airflow_jrs.hooks.jrs import JrsHook
-    from airflow_jrs.operators.spark import JrsSparkSubmitOperator
+
+
+class SubmitTask(Protocol):
+    """What the launcher needs of its task: the provider's ``SparkSubmitOperator`` under the guard
+    (:class:`~airflow_jrs.operators.spark.JrsSparkSubmitOperator` and its subclasses), typed here
+    so that this layer names no operator module."""
+
+    log: Any
+    task_id: str
+    job_id: str | None
+    streaming: bool
+    stop_timeout: float
+    application: Any
+    application_args: Any
+    conf: Any
+    name: Any
+    spark_conn_id: str
+    external_id_key: str
+
+    def _spark_target(self) -> tuple[SparkTarget, DeployMode]:
+        """Where the attempt's Spark goes; refuses what cannot be made safe."""
+
+    def _checked_spark_hook(self) -> Any:
+        """A provider hook for the Spark connection, to ask the cluster about predecessors."""
 
 
 class SparkSubmitLauncher(Launcher):
     """One attempt's spark-submit, run by the operator it belongs to."""
 
-    def __init__(self, op: JrsSparkSubmitOperator, context: Any, hook: JrsHook) -> None:
+    def __init__(self, op: SubmitTask, context: Any, hook: JrsHook) -> None:
         self.op, self.context, self.hook = op, context, hook
         self.streaming = bool(op.streaming)
         self.stream: StreamAttempt | None = None
         self.paths: StreamPaths | None = None
         #: durable=True: the task state store the parent persists the driver id in (:mod:`.durable`)
         self.state_store = durable.state_store(context, bool(getattr(op, "durable", False)))
+        #: this launch, once prepared: what the provider runs, and its operator (a copy of ``op``)
+        self.plan: SubmitPlan | None = None
+        self.runner: Any = None
 
     @cached_property
     def mode(self) -> DeployMode:
@@ -78,25 +109,22 @@ class SparkSubmitLauncher(Launcher):
         op, job_id, token = self.op, launch.job_id, launch.fence
         self._refuse_untracked_driver(launch)
         durable.forget_before_launch(self.state_store, op.external_id_key, op.log)  # before the intent
-        mode = op._jrs_deploy_mode = self.mode
-        op._jrs_supervision = Supervision.for_attempt(self.hook, job_id, token, op.log)
-        op._jrs_output_tail = OutputTail()
-        args = op.application_args = fill_placeholders(
-            op.application_args, output=launch.staging, job_id=job_id, fence=token
-        )
-        op.name = launch.app_name
+        mode = self.mode
+        args = fill_placeholders(op.application_args, output=launch.staging, job_id=job_id, fence=token)
         user_conf = dict(op.conf or {})
-        op.conf = {
+        conf = {
             **user_conf,
             **job_conf(job_id=job_id, namespace=launch.namespace, fence=token, output_dir=launch.staging),
             **mode.submission_conf(job_tag(launch.namespace, job_id), token, user_conf),
             **(self.paths.conf() if self.paths is not None else {}),
         }
-        provider.forget_submit_hook(op)  # rebuilt by the parent from the settings above
+        supervision = Supervision.for_attempt(self.hook, job_id, token, op.log)
+        self.plan = SubmitPlan(conf, args, launch.app_name, mode, supervision, OutputTail())
+        self.runner = provider.submit_runner(op, conf=conf, application_args=args, name=launch.app_name)
         return {
             "application": op.application,
             "application_args": args,
-            "conf": op.conf,
+            "conf": conf,
             "spark_conn_id": op.spark_conn_id,
         }
 
@@ -105,23 +133,28 @@ class SparkSubmitLauncher(Launcher):
             self.stream = StreamAttempt(
                 launch.run, self.paths, launch.fence, self.op.stop_timeout, alive=self.alive, kill=self.stop
             )
-        SparkSubmitOperator.execute(self.op, self.context)
+        assert self.plan is not None, "prepare() comes first"
+        provider.run_submit(self.runner, self.context, self.plan.prepare)
+
+    def _spark_hook(self) -> Any:
+        """The hook the provider built for this launch (``None`` before it did)."""
+        return provider.submit_hook_of(self.runner) if self.runner is not None else None
 
     def submission(self) -> tuple[int | None, str | None]:
-        spark_hook = provider.submit_hook_of(self.op)
+        spark_hook = self._spark_hook()
         return self.mode.submission(spark_hook) if spark_hook is not None else (None, None)
 
     # -- ending it -----------------------------------------------------------------------------
     def alive(self) -> bool:
-        spark_hook = provider.submit_hook_of(self.op)
+        spark_hook = self._spark_hook()
         process = provider.submit_process(spark_hook) if spark_hook is not None else None
         return process is not None and process.poll() is None
 
     def stop(self) -> None:
-        if provider.submit_hook_of(self.op) is None:
+        if self._spark_hook() is None:
             return
         try:
-            SparkSubmitOperator.on_kill(self.op)
+            SparkSubmitOperator.on_kill(self.runner)
         except Exception as exc:
             self.op.log.warning("Could not stop spark-submit: %s", exc)
 
@@ -134,8 +167,8 @@ class SparkSubmitLauncher(Launcher):
         if self.stream is not None:  # stop at a batch boundary, then cancel; records the outcome
             self.stream.stop_then_cancel(by="on_kill")
         else:  # a batch job: its driver in the cluster first, then its supervisor ends spark-submit
-            mode = self.op.__dict__.get("_jrs_deploy_mode")
-            stop_cluster_driver_on_kill(mode, provider.submit_hook_of(self.op), run, self.op.log)
+            mode = self.plan.mode if self.plan is not None else None  # never resolved in a signal handler
+            stop_cluster_driver_on_kill(mode, self._spark_hook(), run, self.op.log)
             cancel_on_kill(run, fence, self.alive, self.op.log)
         self.stop()
 
@@ -152,7 +185,7 @@ class SparkSubmitLauncher(Launcher):
             return
         asked = asked_to_end(launch.run, launch.fence)
         if asked is not None:
-            spark_hook = provider.submit_hook_of(self.op)
+            spark_hook = self._spark_hook()
             app_id = cluster.recorded_app_id(self.mode, spark_hook, recorder)  # its supervisor ended spark-submit
             end_on_request(launch.run, launch.fence, asked, mode=self.mode, spark_hook=spark_hook,
                            staging=launch.staging, app_id=app_id, log=self.op.log)  # fmt: skip
@@ -204,7 +237,7 @@ class SparkSubmitLauncher(Launcher):
         return application_id_of(self.mode.kind, found.rsplit(":", 1)[-1]) if found else None
 
     def outcome(self, launch: Launch, recorder: Any, *, failed: bool) -> tuple[str, str | None]:
-        spark_hook = provider.submit_hook_of(self.op)
+        spark_hook = self._spark_hook()
         return cluster.outcome_after_submit(self.mode, spark_hook, recorder, namespace=launch.namespace,
                                             job_id=launch.job_id, fence=launch.fence, staging=launch.staging,
                                             log=self.op.log)  # fmt: skip
@@ -216,9 +249,9 @@ class SparkSubmitLauncher(Launcher):
         return cluster.missing_marker_message(launch.job_id, self.mode, launch.staging, app_id)
 
     def failure(self, error: BaseException) -> tuple[str, str | None]:
-        process = provider.submit_process(provider.submit_hook_of(self.op))
+        process = provider.submit_process(self._spark_hook())
         exit_code = process.returncode if process is not None else None
-        tail: OutputTail = self.op.__dict__["_jrs_output_tail"]
+        tail = self.plan.tail if self.plan is not None else OutputTail()
         application_id = self.submission()[1] or tail.application_id
         return failure_summary(exit_code, application_id, tail.text(), error), application_id
 

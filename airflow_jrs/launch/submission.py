@@ -24,6 +24,29 @@ from airflow_jrs.launch.supervisor import SETTINGS_ENV, SUPERVISOR_ENV, supervis
 
 if TYPE_CHECKING:
     from airflow_jrs.hooks.jrs import JrsHook
+    from airflow_jrs.launch.deploy_modes import DeployMode
+
+
+@dataclass(frozen=True)
+class SubmitPlan:
+    """One launch as the provider's operator runs it: the values it fills into spark-submit (conf,
+    arguments, application name, all of them this fence's) and how its hook is prepared. A value:
+    nothing of it is written onto the task's operator (:func:`.provider_adapter.submit_runner`)."""
+
+    conf: dict[str, Any]
+    application_args: list[str] | None
+    name: str
+    mode: DeployMode
+    supervision: Supervision | None
+    tail: OutputTail
+
+    def prepare(self, spark_hook: Any) -> None:
+        """Each hook the provider builds for the launch: the deploy mode reads along (an id it
+        needs), the supervisor goes in front of spark-submit, the tail keeps the last lines."""
+        self.mode.prepare(spark_hook)
+        if self.supervision is not None:
+            self.supervision.wrap(spark_hook)
+        self.tail.wrap(spark_hook)
 
 
 @dataclass(frozen=True)

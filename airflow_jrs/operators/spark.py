@@ -169,19 +169,6 @@ class JrsSparkSubmitOperator(PreparesSubmitHook, SparkSubmitOperator, GuardedJob
             )
         return target, deploy_mode_for(target)
 
-    def prepare_submit_hook(self, spark_hook: Any) -> None:
-        """Each hook the provider's operator builds, prepared by this attempt's deploy mode (it may
-        read spark-submit's output), its supervisor and its output tail (:mod:`.provider_adapter`)."""
-        mode = getattr(self, "_jrs_deploy_mode", None)
-        if mode is not None:
-            mode.prepare(spark_hook)
-        supervision = getattr(self, "_jrs_supervision", None)
-        if supervision is not None:
-            supervision.wrap(spark_hook)
-        tail = getattr(self, "_jrs_output_tail", None)
-        if tail is not None:
-            tail.wrap(spark_hook)
-
     def _checked_spark_hook(self) -> Any:
         """The provider's SparkSubmitHook, for a Spark connection that exists (see above)."""
         self._spark_target()

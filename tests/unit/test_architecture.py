@@ -396,10 +396,7 @@ def test_nothing_outside_the_store_reaches_for_a_raw_client():
 
 
 #: TYPE_CHECKING edges still closing a circle, each a known knot to cut (not a precedent).
-TYPE_CHECKING_KNOTS = {
-    # The launcher types its operator argument (an upward reference, too): to become a Protocol.
-    ("airflow_jrs.launch.spark_launcher", "airflow_jrs.operators.spark"),
-}
+TYPE_CHECKING_KNOTS: set[tuple[str, str]] = set()
 
 
 def test_the_type_checking_imports_make_no_circle_either():
