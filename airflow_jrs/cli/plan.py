@@ -74,7 +74,8 @@ class PlannedJob:
 def load_dag(dag_id: str, dags_folder: str | None) -> Any:
     """The DAG ``dag_id`` parsed from ``dags_folder`` (default ``[core] dags_folder``)."""
     from airflow.configuration import conf
-    from airflow.dag_processing.dagbag import DagBag
+
+    from airflow_jrs.compat import dag_bag
 
     folder = dags_folder or conf.get("core", "dags_folder")
     if not folder or not os.path.exists(folder):
@@ -85,7 +86,7 @@ def load_dag(dag_id: str, dags_folder: str | None) -> Any:
     quiet.setLevel(logging.WARNING)
     try:
         with contextlib.redirect_stdout(sys.stderr):
-            bag = DagBag(dag_folder=folder)
+            bag = dag_bag(folder)
     finally:
         quiet.setLevel(level)
     dag = bag.dags.get(dag_id)
@@ -98,17 +99,24 @@ def load_dag(dag_id: str, dags_folder: str | None) -> Any:
 
 def _intervals(dag: Any, start: datetime, end: datetime) -> list[Any]:
     """The DAG's runs between ``start`` and ``end`` (inclusive), as its timetable makes them."""
-    from airflow.serialization.encoders import coerce_to_core_timetable
     from airflow.timetables.base import TimeRestriction
 
-    timetable = coerce_to_core_timetable(dag.timetable)
+    from airflow_jrs.compat import AIRFLOW_VERSION_TEXT, core_timetable, next_dagrun_info
+
+    timetable = core_timetable(dag)
     if getattr(timetable, "partitioned", False):
+        if not hasattr(timetable, "iter_partition_dagrun_infos"):
+            raise CliError(
+                f"DAG {dag.dag_id!r} has a partitioned timetable, and listing its partitions needs Airflow 3.3 "
+                f"or later (this is Airflow {AIRFLOW_VERSION_TEXT}); upgrade Airflow to plan it",
+                USAGE,
+            )
         return list(timetable.iter_partition_dagrun_infos(earliest=start, latest=end))
     import pendulum
 
     restriction = TimeRestriction(pendulum.instance(start), pendulum.instance(end), catchup=True)
     infos, info = [], None
-    while (info := timetable.next_dagrun_info_v2(last_dagrun_info=info, restriction=restriction)) is not None:
+    while (info := next_dagrun_info(timetable, info, restriction)) is not None:
         infos.append(info)
     return infos
 

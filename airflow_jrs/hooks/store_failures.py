@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.providers.common.compat.sdk import AirflowFailException
 
 from airflow_jrs.exceptions import (
     CorruptCommitMarkerError,

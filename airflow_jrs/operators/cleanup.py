@@ -16,10 +16,9 @@ from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
-from airflow.sdk import BaseOperator, ObjectStoragePath
-from airflow.sdk.definitions.mappedoperator import MappedOperator
-from airflow.sdk.exceptions import AirflowSkipException
+from airflow.providers.common.compat.sdk import AirflowSkipException, BaseOperator, MappedOperator, ObjectStoragePath
 
+from airflow_jrs.compat import remove_empty_folder
 from airflow_jrs.domain.identity import default_job_id
 from airflow_jrs.domain.payload import SKIPPED_RESULT_KEY, derivable_job_id, tasks_job_ids
 from airflow_jrs.exceptions import CleanupError, JrsConfigError
@@ -64,7 +63,7 @@ class ObjectStorageFiles:
         return remove_path(uri)
 
     def remove_empty_folder(self, uri: str) -> None:
-        ObjectStoragePath(uri).rmdir(recursive=False)
+        remove_empty_folder(ObjectStoragePath(uri))
 
 
 def remove_path(uri: str) -> bool:

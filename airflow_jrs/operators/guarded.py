@@ -15,14 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from airflow.sdk.exceptions import (
+from airflow.providers.common.compat.sdk import (
     AirflowException,
     AirflowFailException,
     AirflowSkipException,
-    AirflowTaskTerminated,
     AirflowTaskTimeout,
 )
 
+from airflow_jrs.compat import AirflowTaskTerminated
 from airflow_jrs.domain import recompute
 from airflow_jrs.domain.payload import SKIPPED_RESULT_KEY, entry_payload, result_payload
 from airflow_jrs.exceptions import (

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk import BaseOperatorLink, conf
+from airflow.providers.common.compat.sdk import BaseOperatorLink, conf
 
 from airflow_jrs.views.links import SPARK_UI_OPTION, job_page_url, spark_app_url
 

@@ -34,10 +34,12 @@ Folding into the operators (what :class:`StartInTriggererSubmitMixin` does, in t
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import StartTriggerArgs
 
+from airflow_jrs.compat import needs_airflow_3_3
 from airflow_jrs.operators.cleanup import JrsCleanupOperator
 from airflow_jrs.operators.spark import JrsSparkSubmitOperator
 from airflow_jrs.triggers.start_in_triggerer import StartInTriggererCleanupTrigger, StartInTriggererSubmitTrigger
@@ -69,7 +71,16 @@ class StartInTriggererMixin(_OperatorBase):
 
     def _setup_start_in_triggerer(self, start_in_triggerer: bool) -> None:
         self.start_in_triggerer = start_in_triggerer
+        self._triggerer_refused: str | None = None
         if not start_in_triggerer:
+            return
+        # Airflow 3.1 and 3.2 ignore start_from_trigger: the task would silently take a worker
+        # slot. It still runs correctly there (the worker path is the full one), so warn, naming
+        # the version, rather than fail the DAG: the same file works again after the upgrade.
+        refused = needs_airflow_3_3("start_in_triggerer=True")
+        if refused is not None:
+            self._triggerer_refused = f"{refused}; task {self.task_id!r} runs on a worker instead"
+            warnings.warn(self._triggerer_refused, UserWarning, stacklevel=4)
             return
         self.start_from_trigger = True
         self.start_trigger_args = StartTriggerArgs(
@@ -79,6 +90,12 @@ class StartInTriggererMixin(_OperatorBase):
             next_kwargs=None,
             timeout=None,
         )
+
+    def execute(self, context: Any, **kwargs: Any) -> Any:
+        # **kwargs: Airflow's ExecutorSafeguard may pass its sentinel to the outermost execute.
+        if getattr(self, "_triggerer_refused", None):
+            self.log.warning("%s", self._triggerer_refused)
+        return super().execute(context, **kwargs)
 
     def execute_on_worker(self, context: Any, event: Any = None) -> Any:
         """The trigger could not end the task: run the normal path (``execute``) on this worker."""
