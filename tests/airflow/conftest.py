@@ -7,11 +7,40 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from airflow_jrs.compat import AIRFLOW_V_3_3_PLUS
 from airflow_jrs.store import RedisJobResultStore
 from jrs_testbench.helpers import SparkLaunches, connection_env, spark_env
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _in_process_api_waits_for_its_lifespan() -> None:
+    """Airflow 3.1 and 3.2's ``dag.test()``: make the in-process Execution API usable.
+
+    Their ``InProcessExecutionAPI.transport`` starts the app's lifespan without waiting for it,
+    so the first task's request can reach the app before the lifespan has set ``app.state``
+    (every task then fails with "'State' object has no attribute 'svcs_registry'"); and the
+    lifespan needs ``[api_auth] jwt_secret``. Airflow 3.3 waits, as this does.
+    """
+    if AIRFLOW_V_3_3_PLUS:
+        return
+    import asyncio
+
+    os.environ.setdefault("AIRFLOW__API_AUTH__JWT_SECRET", "jrs-tests-in-process-secret")
+    # The transport is a slotted attrs cached property: it cannot be replaced on the class. Its
+    # one call that starts the lifespan is found by the coroutine's name, and waited for.
+    real = asyncio.run_coroutine_threadsafe
+
+    def run_coroutine_threadsafe(coro: Any, loop: Any) -> Any:
+        future = real(coro, loop)
+        if getattr(coro, "__qualname__", "").endswith("InProcessExecutionAPI.transport.<locals>.start_lifespan"):
+            future.result()
+        return future
+
+    asyncio.run_coroutine_threadsafe = run_coroutine_threadsafe  # type: ignore[assignment]
 
 
 @pytest.fixture(scope="session")

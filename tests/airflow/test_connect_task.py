@@ -283,7 +283,7 @@ def test_a_committed_job_opens_no_session_on_the_server(
 def test_a_spark_connect_url_naming_a_session_is_refused_before_anything_runs(
     connect_env: Any, connect_server: SparkConnectServer, control: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from airflow.sdk.exceptions import AirflowFailException
+    from airflow.providers.common.compat.sdk import AirflowFailException
 
     (control / "seconds").write_text("0")
     op = operator(control)

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 from dag_runner import run_dag
 
 from airflow_jrs.domain.identity import fingerprint

@@ -19,7 +19,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.providers.common.compat.sdk import AirflowFailException
 
 from airflow_jrs.domain.identity import sql_fingerprint
 from airflow_jrs.domain.sql_script import fill_placeholders, script_text, split_statements

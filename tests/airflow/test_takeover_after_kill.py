@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
-from airflow.sdk.exceptions import AirflowException
+from airflow.providers.common.compat.sdk import AirflowException
 
 from airflow_jrs.operators import JrsCleanupOperator, JrsSparkSubmitOperator
 from jrs_testbench.fake_spark import install_fake_spark_submit, launches

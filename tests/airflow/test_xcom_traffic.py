@@ -72,10 +72,10 @@ class Traffic:
         real_run = supervisor.run_task_in_process
         traffic = self
 
-        def run_task_in_process(ti: Any, task: Any, client: Any = None) -> Any:
+        def run_task_in_process(ti: Any, task: Any, **kwargs: Any) -> Any:  # 3.3 adds client=
             traffic.task = ti.task_id
             try:
-                return real_run(ti=ti, task=task, client=client)
+                return real_run(ti=ti, task=task, **kwargs)
             finally:
                 traffic.task = "?"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from airflow.providers.common.compat.sdk import AirflowSkipException
 from airflow.sdk import Asset
-from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_jrs.domain.paths import staging_path
 from airflow_jrs.exceptions import CleanupError

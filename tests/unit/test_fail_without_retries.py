@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.providers.common.compat.sdk import AirflowFailException
 
 from airflow_jrs.exceptions import CorruptJobResultError, JrsConfigError, StoreUnavailableError
 from airflow_jrs.operators import JrsCleanupOperator, JrsSparkSubmitOperator

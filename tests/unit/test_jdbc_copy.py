@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 from airflow.providers.apache.spark.hooks.spark_jdbc import SparkJDBCHook
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.providers.common.compat.sdk import AirflowFailException
 
 from airflow_jrs.domain.identity import application_fingerprint
 from airflow_jrs.exceptions import JrsConfigError, StoreUnavailableError

@@ -21,6 +21,7 @@ from airflow.sdk import DAG, TaskGroup, task, task_group
 from airflow.triggers.base import TaskSuccessEvent
 
 from airflow_jrs.cli import main
+from airflow_jrs.compat import AIRFLOW_V_3_3_PLUS, AIRFLOW_VERSION_TEXT
 from airflow_jrs.domain.identity import application_fingerprint
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.operators import JrsCleanupOperator, JrsSparkSubmitOperator, jrs_spark_job
@@ -109,6 +110,9 @@ def test_the_factory_maps_its_submission_and_its_cleanup_commits_every_map_index
         jrs_spark_job("regions", application=APP, expand={"application_args": REGIONS}, start_in_triggerer=True)
 
 
+@pytest.mark.skipif(
+    not AIRFLOW_V_3_3_PLUS, reason=f"starting in the triggerer needs Airflow 3.3 (this is {AIRFLOW_VERSION_TEXT})"
+)
 def test_the_start_in_triggerer_cleanup_hands_a_mapped_task_to_a_worker(redis_url, namespace, monkeypatch):
     """The trigger sees one map index (-1): with a mapped submit it must never end the task in the
     triggerer, even when every job it can name is clean (before: the mapped task was dropped, the

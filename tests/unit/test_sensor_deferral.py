@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from airflow.sdk.exceptions import AirflowSensorTimeout, TaskDeferred
+from airflow.providers.common.compat.sdk import AirflowSensorTimeout, TaskDeferred
 
 from airflow_jrs.exceptions import JrsError
 from airflow_jrs.sensors import JobResultSensor

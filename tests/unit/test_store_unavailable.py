@@ -22,7 +22,7 @@ from types import SimpleNamespace
 
 import pytest
 import redis
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.providers.common.compat.sdk import AirflowFailException
 
 from airflow_jrs.exceptions import (
     CorruptJobResultError,

@@ -76,7 +76,7 @@ def succeeded(job_id: str = JOB, **kwargs: Any) -> JobResult:
 
 
 def test_serialize_round_trip_re_instantiates_an_equal_trigger_through_airflow_serde(redis_url, namespace):
-    from airflow.sdk._shared.module_loading import import_string
+    from airflow.providers.common.compat.module_loading import import_string
     from airflow.sdk.serde import deserialize, serialize
 
     trigger = make_trigger(
