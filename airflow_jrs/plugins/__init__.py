@@ -23,9 +23,12 @@ URL_PREFIX = "/jrs"
 #: The React bundle, relative to the UI's base URL (served by the FastAPI app, behind its login).
 BUNDLE_URL = "jrs/static/ui/main.js"
 
+#: The menu entry's icon (an ``<img>``: it cannot take the theme's color, hence one per mode).
+ICONS = {"icon": "jrs/static/ui/icon-light.svg", "icon_dark_mode": "jrs/static/ui/icon-dark.svg"}
+
 #: The React apps: name (the bundle's component), where Airflow shows it, and its route.
 REACT_APPS: list[dict[str, Any]] = [
-    {"name": "Job results", "destination": "nav", "url_route": "job-results", "category": "browse"},
+    {"name": "Job results", "destination": "nav", "url_route": "job-results", "category": "browse", **ICONS},
     {"name": "Job calendar", "destination": "dag", "url_route": "job-calendar"},
     {"name": "Job result", "destination": "task_instance", "url_route": "job-result"},
     {"name": "Job results summary", "destination": "dashboard"},

@@ -34,6 +34,8 @@ def test_the_plugin_offers_four_react_apps_from_one_bundle_and_no_iframes():
     # relative to the UI's <base href>, served by our own app (behind its login)
     assert not BUNDLE_URL.startswith("/") and BUNDLE_URL.startswith(URL_PREFIX.strip("/") + "/static/")
     assert (ROOT / "airflow_jrs" / "plugins" / BUNDLE_URL.removeprefix("jrs/")).is_file()
+    for icon in (apps["nav"]["icon"], apps["nav"]["icon_dark_mode"]):
+        assert (ROOT / "airflow_jrs" / "plugins" / icon.removeprefix("jrs/")).is_file()
     assert not getattr(JrsPlugin, "external_views", [])
     assert not (ROOT / "airflow_jrs" / "plugins" / "static" / "index.html").exists()  # the old page is gone
 

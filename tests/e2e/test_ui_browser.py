@@ -154,7 +154,11 @@ def test_the_list_filters_pages_and_opens_a_job_in_words(tab: Page, site: UiSite
     # where Airflow puts it: Browse -> Job results
     page = tab.open("/")
     page.get_by_role("button", name="Browse").click()
-    page.get_by_role("menuitem", name="Job results").click()
+    entry = page.get_by_role("menuitem", name="Job results")
+    expect(entry.locator("img")).to_have_attribute("src", "jrs/static/ui/icon-light.svg")
+    loaded = "img => img.decode().then(() => img.naturalWidth, () => 0)"  # served, behind the login
+    assert entry.locator("img").evaluate(loaded) > 0
+    entry.click()
     page.wait_for_url(f"**{NAV}")
     results = page.get_by_test_id("results")
     row = results.locator(f'tr[data-job-id="{job_id("tiny2", "2013-06-02")}"]')
