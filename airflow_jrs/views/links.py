@@ -14,13 +14,14 @@ from urllib.parse import quote
 #: Server (``http://history:18080/history/{application_id}/jobs/``) or a YARN resource manager
 #: (``http://rm:8088/cluster/app/{application_id}``). Unset: no Spark link.
 SPARK_UI_OPTION = "spark_ui_url"
-#: The plugin's mount point, relative to Airflow's base URL.
-JOB_PAGE = "jrs/"
+#: The Job results page (the plugin's React app in the nav, ``url_route`` ``job-results``),
+#: relative to Airflow's base URL.
+JOB_PAGE = "plugin/job-results"
 
 
 def job_page_url(job_id: str) -> str:
     """The Job results page opened on one job, relative to Airflow's base URL."""
-    return f"{JOB_PAGE}?job_id={quote(job_id, safe='')}"
+    return f"{JOB_PAGE}?job={quote(job_id, safe='')}"
 
 
 def spark_app_url(template: str | None, application_id: str | None) -> str | None:

@@ -468,7 +468,7 @@ def test_the_store_password_is_in_no_answer(site: Site):
 
 
 def test_link_urls_are_relative_and_never_scripts():
-    assert job_page_url("dag.task/2024-01-01") == "jrs/?job_id=dag.task%2F2024-01-01"
+    assert job_page_url("dag.task/2024-01-01") == "plugin/job-results?job=dag.task%2F2024-01-01"
     assert spark_app_url("http://h:18080/history/{application_id}/", "app-1") == "http://h:18080/history/app-1/"
     assert spark_app_url("javascript:alert(1)//{application_id}", "app-1") is None
     assert spark_app_url(None, "app-1") is None and spark_app_url("http://h/{application_id}", None) is None

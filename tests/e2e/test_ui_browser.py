@@ -21,6 +21,7 @@ import pytest
 from airflow_jrs.domain.model import EntryQuery
 from airflow_jrs.store import EntryState
 from airflow_jrs.store.stop_requests import StopRequests
+from airflow_jrs.views.links import job_page_url
 from jrs_testbench.ui_site import DAG, QUARANTINED, UiSite, job_id, run_id, ui_site
 
 pytestmark = [pytest.mark.airflow, pytest.mark.e2e]
@@ -220,6 +221,10 @@ def test_the_list_filters_pages_and_opens_a_job_in_words(tab: Page, site: UiSite
     expect(page.get_by_test_id("job-detail")).to_be_visible()
     page.get_by_test_id("back").click()
     expect(page.get_by_test_id("results")).to_be_visible()
+
+    # the operators' "Job result" extra link opens the job's page
+    page.goto(f"{tab.site.url}/{job_page_url(job_id('tiny2', '2013-06-04'))}")
+    expect(page.get_by_test_id("job-detail")).to_have_attribute("data-job-id", job_id("tiny2", "2013-06-04"))
 
 
 # -- the task instance tab -----------------------------------------------------------------------
