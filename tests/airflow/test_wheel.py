@@ -260,7 +260,7 @@ def test_plugin_entry_point_loads_the_ui_plugin(installed: dict[str, Any]) -> No
         assert installed["probe"]["plugin_classes"][name] == target.replace(":", "."), name
     # The plugin's pages are package data: a page missing from the install is a blank view.
     static = ROOT / "airflow_jrs" / "plugins" / "static"
-    shipped = [p.relative_to(ROOT).as_posix() for p in static.glob("*") if p.is_file()] if static.is_dir() else []
+    shipped = [p.relative_to(ROOT).as_posix() for p in static.rglob("*") if p.is_file()] if static.is_dir() else []
     assert [f for f in shipped if not (installed["purelib"] / f).exists()] == []
 
 

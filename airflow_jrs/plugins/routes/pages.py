@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import mimetypes
 from pathlib import Path
+from urllib.parse import quote
 
 from fastapi import APIRouter, HTTPException
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, RedirectResponse
 
 STATIC = Path(__file__).parent.parent / "static"
 #: Types by suffix where the platform's table may lack or differ from what a browser needs.
@@ -28,6 +29,18 @@ TYPES = {
 }
 
 router = APIRouter()
+
+#: Where the Job results app lives in Airflow's UI, relative to this app's root (``/jrs/``).
+JOB_RESULTS_PAGE = "../plugin/job-results"
+
+
+@router.get("/", include_in_schema=False)
+def old_page(job_id: str | None = None) -> RedirectResponse:
+    """The page before the React app was ``jrs/?job_id=<id>``: tasks that ended before the
+    upgrade keep that link in their XCom (the *Job result* extra link), so it still leads to the
+    job, now on the React app's page."""
+    query = f"?job={quote(job_id, safe='')}" if job_id else ""
+    return RedirectResponse(f"{JOB_RESULTS_PAGE}{query}", status_code=307)
 
 
 @router.get("/static/{path:path}", include_in_schema=False)
