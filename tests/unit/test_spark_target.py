@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from airflow_jrs.compat import AIRFLOW_V_3_3_PLUS, AIRFLOW_VERSION_TEXT
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.launch.deploy_mode_choice import deploy_mode_for
 from airflow_jrs.launch.deploy_modes import KubernetesClusterMode, YarnClusterMode
@@ -25,9 +26,15 @@ def conn(monkeypatch):
     return define
 
 
-def test_durable_is_the_parents_default_and_yarn_cluster_mode_needs_the_rm_api_with_it(conn):
-    assert JrsSparkSubmitOperator(task_id="t", application="a.py").durable is True  # Airflow 3.3's default
+def test_durable_is_the_parents_default_and_yarn_cluster_mode_needs_the_rm_api_with_it(conn, recwarn):
+    # Airflow 3.3's default; below it the parent never resumes, and only an explicit True warns
+    assert JrsSparkSubmitOperator(task_id="t", application="a.py").durable is AIRFLOW_V_3_3_PLUS
     assert JrsSparkSubmitOperator(task_id="t", application="a.py", durable=False).durable is False
+    assert not [w for w in recwarn if "durable" in str(w.message)]
+    if not AIRFLOW_V_3_3_PLUS:
+        with pytest.warns(UserWarning, match=f"no effect on Airflow {AIRFLOW_VERSION_TEXT}"):
+            JrsSparkSubmitOperator(task_id="t", application="a.py", durable=True)
+        return
     yarn = conn("spark_yarn_cluster", host="yarn", extra={"deploy-mode": "cluster"})
     with pytest.raises(JrsConfigError, match="yarn_track_via_rm_api=True"):
         JrsSparkSubmitOperator(task_id="t", application="a.py", conn_id=yarn)._spark_target()
