@@ -145,12 +145,6 @@ def submit_hook_of(op: Any) -> Any:
     return getattr(op, "_hook", None)
 
 
-def forget_submit_hook(op: Any) -> None:
-    """Make the provider's operator build a new hook (``SparkSubmitOperator._hook = None``): its
-    ``execute`` reuses a hook it built before, with the previous settings."""
-    op._hook = None
-
-
 def build_submit_hook(op: Any) -> Any:
     """A new hook from the operator's settings (``SparkSubmitOperator._get_hook``), to ask the
     cluster what it knows: the provider has no public factory."""
@@ -174,13 +168,17 @@ class PreparesSubmitHook:
         return hook
 
 
-def submit_runner(op: Any, *, conf: Mapping[str, Any], application_args: list[str] | None, name: str) -> Any:
+def submit_runner(
+    op: Any, *, conf: Mapping[str, Any], application_args: list[str] | None, name: str, application: str | None = None
+) -> Any:
     """The provider's operator that runs one launch: a shallow copy of the task's ``op`` with the
-    launch's Spark conf, arguments and application name, and no hook yet
-    (``SparkSubmitOperator._hook = None``). The provider reads them from its operator when it builds
-    its hook (it has no other way in), and the task's own operator keeps what the user gave it."""
+    launch's application (``op``'s unless given), Spark conf, arguments and application name, and no
+    hook yet (``SparkSubmitOperator._hook = None``). The provider reads them from its operator when it
+    builds its hook (it has no other way in), and the task's own operator keeps what the user gave it."""
     runner = copy.copy(op)
     runner.conf, runner.application_args, runner.name = dict(conf), application_args, name
+    if application is not None:
+        runner.application = application
     runner._hook = None
     return runner
 

@@ -105,13 +105,24 @@ class SparkSubmitLauncher(Launcher):
         self.paths = prepare_stream(self.hook.settings.output_root, self.hook.namespace, self.op.job_id or "")
         return self.paths.output
 
+    # What spark-submit runs: the task's own application, arguments and conf. A launcher of another
+    # operator (the JDBC copy runs the provider's script) answers these instead of writing onto it.
+    def application(self) -> str:
+        return self.op.application
+
+    def user_args(self, launch: Launch) -> list[Any] | None:
+        return self.op.application_args
+
+    def user_conf(self, launch: Launch) -> dict[str, Any]:
+        return dict(self.op.conf or {})
+
     def prepare(self, launch: Launch) -> dict[str, Any]:
         op, job_id, token = self.op, launch.job_id, launch.fence
         self._refuse_untracked_driver(launch)
         durable.forget_before_launch(self.state_store, op.external_id_key, op.log)  # before the intent
         mode = self.mode
-        args = fill_placeholders(op.application_args, output=launch.staging, job_id=job_id, fence=token)
-        user_conf = dict(op.conf or {})
+        args = fill_placeholders(self.user_args(launch), output=launch.staging, job_id=job_id, fence=token)
+        user_conf = self.user_conf(launch)
         conf = {
             **user_conf,
             **job_conf(job_id=job_id, namespace=launch.namespace, fence=token, output_dir=launch.staging),
@@ -120,9 +131,12 @@ class SparkSubmitLauncher(Launcher):
         }
         supervision = Supervision.for_attempt(self.hook, job_id, token, op.log)
         self.plan = SubmitPlan(conf, args, launch.app_name, mode, supervision, OutputTail())
-        self.runner = provider.submit_runner(op, conf=conf, application_args=args, name=launch.app_name)
+        application = self.application()
+        self.runner = provider.submit_runner(
+            op, conf=conf, application_args=args, name=launch.app_name, application=application
+        )
         return {
-            "application": op.application,
+            "application": application,
             "application_args": args,
             "conf": conf,
             "spark_conn_id": op.spark_conn_id,

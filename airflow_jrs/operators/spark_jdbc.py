@@ -130,19 +130,23 @@ class _JdbcLauncher(SparkSubmitLauncher):
 
     op: JrsSparkJDBCOperator
 
+    def application(self) -> str:
+        return SCRIPT_PATH
+
+    def user_args(self, launch: Launch) -> list[Any]:
+        return [*self.op.jdbc_arguments(), "-name", launch.app_name]
+
+    def user_conf(self, launch: Launch) -> dict[str, Any]:
+        conf = dict(self.op.conf or {})
+        if self.op.cmd_type == JDBC_TO_SPARK:  # the attempt's own warehouse, under its fence
+            conf.update({WAREHOUSE_CONF: f"{launch.staging}/{WAREHOUSE}", METASTORE_URL_CONF: METASTORE_URL,
+                         METASTORE_URIS_CONF: ""})  # fmt: skip
+        return conf
+
     def prepare(self, launch: Launch) -> dict[str, Any]:
-        op = self.op
-        op.application = SCRIPT_PATH
-        args = op.jdbc_arguments()
-        op.application_args = [*args, "-name", launch.app_name]
-        if op.cmd_type == JDBC_TO_SPARK:
-            fence_conf = {WAREHOUSE_CONF: f"{launch.staging}/{WAREHOUSE}", METASTORE_URL_CONF: METASTORE_URL,
-                          METASTORE_URIS_CONF: ""}  # fmt: skip
-            op.conf = {**dict(op.conf or {}), **fence_conf}
-            op._jdbc_fence_conf = fence_conf  # not the user's: the next attempt sets its own
         spec = super().prepare(launch)
         spec["application_args"] = masked(spec["application_args"])
-        spec["copy"] = copy_definition(vars(op))
+        spec["copy"] = copy_definition(vars(self.op))
         return spec
 
     def after_run(self, launch: Launch) -> None:
@@ -224,8 +228,6 @@ class JrsSparkJDBCOperator(JrsSparkSubmitOperator):
     lower_bound: str | None
     upper_bound: str | None
     create_table_column_types: str | None
-    #: the Spark conf the last launch set to keep the table under its fence
-    _jdbc_fence_conf: dict[str, str] = {}
 
     def __init__(
         self,
@@ -309,9 +311,7 @@ class JrsSparkJDBCOperator(JrsSparkSubmitOperator):
         if self.cmd_type != JDBC_TO_SPARK:
             return
         table_folder(self.metastore_table or "", task_id=self.task_id)
-        ours = self._jdbc_fence_conf  # an earlier attempt of this operator object set them (dag.test)
-        self.conf = {key: value for key, value in (self.conf or {}).items() if ours.get(key, object()) != value}
-        taken = sorted(set(self.conf) & {WAREHOUSE_CONF, METASTORE_URL_CONF, METASTORE_URIS_CONF})
+        taken = sorted(set(self.conf or {}) & {WAREHOUSE_CONF, METASTORE_URL_CONF, METASTORE_URIS_CONF})
         if taken:
             raise JrsConfigError(
                 f"{self.task_id}: spark_conf sets {taken}, which a jdbc_to_spark copy sets itself: the table is "

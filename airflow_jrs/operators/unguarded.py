@@ -22,13 +22,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-
 from airflow_jrs.domain.identity import job_id_for
 from airflow_jrs.domain.paths import staging_root
 from airflow_jrs.exceptions import StoreUnavailableError
 from airflow_jrs.hooks.jrs import JrsHook
-from airflow_jrs.launch.provider_adapter import forget_submit_hook
+from airflow_jrs.launch import provider_adapter as provider
 from airflow_jrs.spark.conf import fill_placeholders, job_conf
 
 #: Prefix of an unguarded run's staging folder (fenced ones are ``fence-N``).
@@ -47,10 +45,12 @@ def run_unguarded(op: Any, context: Any, hook: JrsHook, exc: StoreUnavailableErr
     )
     op._spark_target()  # a missing Spark connection or an unsafe deploy mode fails here too
     staging = f"{staging_root(s.output_root, s.namespace, job_id)}/{UNGUARDED_PREFIX}{uuid.uuid4().hex[:12]}"
-    op.application_args = fill_placeholders(op.application_args, output=staging, job_id=job_id, fence=0)
-    op.conf = {**(op.conf or {}), **job_conf(job_id=job_id, namespace=s.namespace, fence=0, output_dir=staging)}
-    forget_submit_hook(op)  # execute builds its hook anew, with the conf set above
-    SparkSubmitOperator.execute(op, context)
+    args = fill_placeholders(op.application_args, output=staging, job_id=job_id, fence=0)
+    conf = {**(op.conf or {}), **job_conf(job_id=job_id, namespace=s.namespace, fence=0, output_dir=staging)}
+    # The provider's own execute on a copy with this run's conf and arguments: the task's operator
+    # keeps what the user gave it (a retry that finds the store fills its placeholders anew).
+    runner = provider.submit_runner(op, conf=conf, application_args=args, name=op.name)
+    provider.run_submit(runner, context, lambda _hook: None)
     named = op.outputs or {"output": ""}
     outputs = {name: (f"{staging}/{sub}".rstrip("/") if sub else staging) for name, sub in named.items()}
     op.log.error(

@@ -21,6 +21,7 @@ from airflow_jrs.exceptions import JrsConfigError, StoreUnavailableError
 from airflow_jrs.operators.spark_jdbc import (
     SCRIPT_PATH,
     JrsSparkJDBCOperator,
+    _JdbcLauncher,
     copy_definition,
     masked,
     provider_jdbc_arguments,
@@ -93,12 +94,13 @@ def test_jdbc_to_spark_records_the_tables_folder_and_refuses_what_would_leave_th
     op = copy(spark_conf={"spark.sql.warehouse.dir": "/shared/warehouse"})
     with pytest.raises(JrsConfigError, match=r"spark_conf sets \['spark.sql.warehouse.dir'\]"):
         op._refuse_fence_escapes()
-    # an operator object run again (dag.test, a retry in one process): the last launch's fence conf is not the user's
+    # a launch's fence conf goes to that launch only: the operator (run again by dag.test, or a
+    # retry in one process) keeps the user's conf, so the next attempt is not refused for it
     again = copy(spark_conf={"spark.executor.memory": "1g"})
-    again.conf = {**again.conf, "spark.sql.warehouse.dir": "/o/fence-1-ab/warehouse"}
-    again._jdbc_fence_conf = {"spark.sql.warehouse.dir": "/o/fence-1-ab/warehouse"}
-    again._refuse_fence_escapes()
+    launch_conf = _JdbcLauncher.user_conf(SimpleNamespace(op=again), SimpleNamespace(staging="/o/fence-1-ab"))
+    assert launch_conf["spark.sql.warehouse.dir"] == "/o/fence-1-ab/warehouse"
     assert again.conf == {"spark.executor.memory": "1g"}
+    again._refuse_fence_escapes()
     # spark_to_jdbc writes a database table: no folder to record, and any conf (its metastore) is the user's
     to_jdbc = copy(cmd_type="spark_to_jdbc", metastore_table="sales.t", spark_conf={"spark.sql.warehouse.dir": "/w"})
     assert to_jdbc.outputs == {}
