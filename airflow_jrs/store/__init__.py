@@ -13,11 +13,11 @@ from airflow_jrs.domain.model import (
     validate_namespace,
 )
 from airflow_jrs.domain.result_json import result_from_dict, result_to_dict
-from airflow_jrs.store.aio import AsyncRedisJobResultStore
-from airflow_jrs.store.base import JobResultStore
-from airflow_jrs.store.keys import KeySpace
-from airflow_jrs.store.redis import RedisJobResultStore
-from airflow_jrs.store.serde import SCHEMA_VERSION
+from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.results.aio import AsyncRedisJobResultStore
+from airflow_jrs.store.results.base import JobResultStore
+from airflow_jrs.store.results.redis import RedisJobResultStore
+from airflow_jrs.store.results.serde import SCHEMA_VERSION
 
 __all__ = [
     "SCHEMA_VERSION",
