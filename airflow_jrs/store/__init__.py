@@ -1,4 +1,13 @@
-"""The job result store (FLIP-194 for Airflow + Spark). Depends on redis-py and the stdlib only."""
+"""The job result store (FLIP-194 for Airflow + Spark). Depends on redis-py and the stdlib only.
+
+One place per noun, each with its Lua beside it, so that a rule about one noun is found in one
+place: :mod:`.results` (entries: the contract, the Redis store, its reads, purge and encoding),
+:mod:`.leases` (one holder per job, and the fence it writes with), :mod:`.intents` (the
+reference to a running job's spec), :mod:`.heartbeats` (whether that submission still runs),
+:mod:`.stop_requests`, :mod:`.recompute_requests` and :mod:`.recoveries` (the recovery log).
+What they share and no noun owns (clients, errors and their diagnosis, keys, the scripts'
+codes and fence check) is :mod:`.plumbing`. This module re-exports the public names.
+"""
 
 from airflow_jrs.domain.model import (
     Actor,
