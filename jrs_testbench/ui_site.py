@@ -14,12 +14,13 @@ date       tiny                           tiny2
 06-02      committed                      dirty (cleanup pending)
 06-03      FAILED (dirty)                 missing
 06-04      committed, recomputed once     committed
-06-05      running (lease and intent)     missing
+06-05      running (lease, intent, beat)  missing
 06-06      CANCELED                       STOPPED
 06-07      missing (no run)               missing
 ========== ============================== ==============================
 
-plus one corrupt entry (quarantined on first read). XComs of 06-01 say what each task handed
+plus ``tiny`` committed from 05-20 to 05-31 (no runs) and one corrupt entry (quarantined on
+first read). XComs of 06-01 say what each task handed
 downstream: ``tiny`` computed, ``tiny2`` reused.
 """
 
@@ -36,6 +37,7 @@ import redis
 
 from airflow_jrs.exceptions import CorruptJobResultError
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
+from airflow_jrs.store.heartbeats import Heartbeats
 from airflow_jrs.store.intents import Intent, IntentStore
 from airflow_jrs.store.leases.lease import JobLease
 from jrs_testbench.deployment import LocalDeployment
@@ -93,6 +95,8 @@ def seed(store: RedisJobResultStore, client: redis.Redis, spec_root: Path) -> No
         store.create_dirty_result(_result(task, day))
         store.mark_result_as_clean(job_id(task, day))
 
+    for day in range(20, 32):  # an older stretch: a second page of results, a fuller calendar
+        committed("tiny", f"2013-05-{day}")
     committed("tiny", "2013-06-01")
     committed("tiny2", "2013-06-01")
     committed("tiny", "2013-06-02")
@@ -122,6 +126,10 @@ def seed(store: RedisJobResultStore, client: redis.Redis, spec_root: Path) -> No
         ),
         {"application": "tiny.py"},
     )  # fmt: skip
+    # its supervisor's heartbeat: a stop or cancel from the page has someone to relay it
+    Heartbeats(client, store.namespace).beat(
+        running, fence, 3_600_000, host="worker-1", pid=4242, child=4243, first=True
+    )
     # a corrupt entry, quarantined on first read
     client.set(store.keys.result(QUARANTINED), b"{not json")
     try:

@@ -22,9 +22,24 @@ from airflow_jrs.exceptions import JrsError
 NOT_FOUND, USAGE, CONFLICT, UNREACHABLE = "not_found", "usage", "conflict", "unreachable"
 
 
-class ActionError(JrsError):
-    """An action refused or failed; the message says what was wrong and what to do next."""
+#: Who shows an action's error: the terminal (``airflow-jrs``) or the Job results page.
+CLI, UI = "cli", "ui"
 
-    def __init__(self, message: str, kind: str = USAGE) -> None:
-        super().__init__(message)
+
+class ActionError(JrsError):
+    """An action refused or failed; the message says what was wrong and what to do next.
+
+    What to do differs by caller (a CLI flag means nothing on the page): ``cli`` and ``ui`` are
+    the hints for each, appended to the problem by :meth:`text`. ``str()`` is the CLI's text.
+    """
+
+    def __init__(self, message: str, kind: str = USAGE, *, cli: str = "", ui: str = "") -> None:
+        self.problem = message
+        self.hints = {CLI: cli, UI: ui}
+        super().__init__(self.text(CLI))
         self.kind = kind
+
+    def text(self, caller: str) -> str:
+        """The problem and what ``caller``'s user does about it (:data:`CLI` or :data:`UI`)."""
+        hint = self.hints.get(caller) or ""
+        return f"{self.problem}; {hint}" if hint else self.problem

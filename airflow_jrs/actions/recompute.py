@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -33,6 +33,7 @@ from airflow_jrs.domain.model import Actor, HistoryReason, JobResult
 from airflow_jrs.domain.recompute import ClearedJob, knock_on
 from airflow_jrs.exceptions import JobResultEntryChangedError, JobResultEntryError, NoSuchJobResultError
 from airflow_jrs.store import JobResultEntry, JobResultStore
+from airflow_jrs.views.job import job_dag
 
 if TYPE_CHECKING:
     from airflow_jrs.protocol.jobs import JobNamespace
@@ -117,15 +118,22 @@ def by_dates(
     if left_out:  # never recompute a date's other jobs and silently not these
         raise ActionError(
             f"DAG {dag_id!r}: mapped tasks {left_out} are expanded over another task's output (or in a mapped "
-            "group), so their jobs are known only in a run; recompute them by job id (airflow-jrs recompute "
-            f"{dag_id}.<task>.<date>.map-<index> ...), or leave them out with --task",
+            "group), so their jobs are known only in a run",
             USAGE,
+            cli=f"recompute them by job id (airflow-jrs recompute {dag_id}.<task>.<date>.map-<index> ...), or "
+            "leave them out with --task",
+            ui="recompute them one job at a time from the Job results list, or leave them out of the tasks chosen",
         )
     planned, _notes = plan_range(jobs, dag, start, end)
     if task_ids:
         unknown = sorted(set(task_ids) - {p.task_id for p in planned})
         if unknown:
-            raise ActionError(f"DAG {dag_id!r} has no guarded Spark task named {unknown}; check --task", USAGE)
+            raise ActionError(
+                f"DAG {dag_id!r} has no guarded Spark task named {unknown}",
+                USAGE,
+                cli="check --task",
+                ui="choose tasks among the calendar's columns",
+            )
         planned = [p for p in planned if p.task_id in task_ids]
     runs: dict[float, str] = {}
     if api is not None:
@@ -230,11 +238,52 @@ def leave_running_alone(jobs: JobNamespace, targets: list[Target]) -> None:
             t.note, t.left_alone = f"running now (lease held by {who}): left alone, its result will be new", True
 
 
-def preview(jobs: JobNamespace, api: AirflowApi, targets: list[Target]) -> list[str]:
+def leave_foreign_alone(store: JobResultStore, targets: list[Target], may_edit: Callable[[str | None], bool]) -> None:
+    """Mark the targets whose result another DAG wrote (a job id shared across DAGs) that the
+    person may not edit (``may_edit(dag_id)``; ``None``: a result naming no DAG, which needs
+    every DAG): forgetting it would act on that DAG's result without its right."""
+    for t in targets:
+        if t.entry is None or t.left_alone:
+            continue
+        writer = job_dag(store, t.entry)
+        if writer == t.dag_id or may_edit(writer):
+            continue
+        whose = f"DAG {writer!r}" if writer else "no DAG (editing it needs every DAG)"
+        t.note = f"its result was written by {whose}, which you may not edit: left alone, neither forgotten nor cleared"
+        t.left_alone = True
+
+
+def preview(
+    jobs: JobNamespace, api: AirflowApi, targets: list[Target], *, dag: Any = None, may_clear: bool = True
+) -> list[str]:
     """Complete ``targets`` into what a recompute would do: the running ones left alone, the
-    downstream jobs added; returns the notes. Changes nothing."""
+    downstream jobs added; returns the notes. Changes nothing.
+
+    ``may_clear`` ``False`` (a viewer on the page): Airflow's dry run of the clear needs the right
+    to clear, so it is not asked; the guarded tasks downstream in ``dag`` are named in a note
+    instead, without saying which of their jobs would recompute."""
     leave_running_alone(jobs, targets)
+    if not may_clear:
+        return downstream_by_structure(dag, targets)
     return add_downstream(jobs.results, api, targets)
+
+
+def downstream_by_structure(dag: Any, targets: list[Target]) -> list[str]:
+    """A note naming the guarded tasks downstream of the targets' tasks in ``dag`` (its
+    structure, without asking Airflow): the clear runs them again too."""
+    asked = {t.task_id for t in targets if t.task_id and not t.left_alone}
+    if dag is None or not asked or not by_run(targets):
+        return []
+    after: set[str] = set()
+    for task_id in asked:
+        if dag.has_task(task_id):
+            after |= set(dag.get_task(task_id).get_flat_relative_ids(upstream=False))
+    guarded = sorted(t for t in after - asked if dag.has_task(t) and "job_id" in dag.get_task(t).template_fields)
+    if not guarded:
+        return []
+    return [f"the clear runs the guarded tasks downstream again too ({', '.join(guarded)}); each recomputes its job "
+            "when its input changed. Which ones do is listed only for a user who may edit the DAG (Airflow's "
+            "dry run of a clear needs that right)"]  # fmt: skip
 
 
 def apply(store: JobResultStore, api: AirflowApi, targets: list[Target], actor: Actor) -> None:

@@ -11,6 +11,7 @@ Airflow before it forgets anything, a running job is never recomputed under its 
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,15 +25,33 @@ if TYPE_CHECKING:
     from airflow_jrs.protocol.jobs import JobNamespace
 
 
+class _Unread(enum.Enum):
+    UNREAD = 0
+
+
+#: ``entry`` not given: the action reads it. The page passes the entry it authorized the user on,
+#: so the entry acted on (a compare-and-set) is the one the rights were checked against.
+UNREAD = _Unread.UNREAD
+
+
 def _stamp(entry: JobResultEntry) -> str | None:
     return entry.created_at.isoformat() if entry.created_at else None
 
 
-def forget(store: JobResultStore, job_id: str, actor: Actor, *, shown: str | None = None) -> JobResultEntry:
+def forget(
+    store: JobResultStore,
+    job_id: str,
+    actor: Actor,
+    *,
+    shown: str | None = None,
+    entry: JobResultEntry | _Unread | None = UNREAD,
+) -> JobResultEntry:
     """Forget ``job_id``'s result on purpose (kept in history, naming ``actor``): its next run
     computes it again. ``shown``: the ``created_at`` of the entry the person looked at; a result
-    written since is not forgotten. Returns the entry forgotten."""
-    entry = store.get_entry(job_id)
+    written since is not forgotten. ``entry``: the one read to authorize the person (else read
+    here). Returns the entry forgotten."""
+    if entry is UNREAD:
+        entry = store.get_entry(job_id)
     if entry is None:
         raise NoSuchJobResultError(
             f"job {job_id!r} has no result in namespace {store.namespace!r}; nothing to forget.",
@@ -112,17 +131,26 @@ class Recomputed:
 
 
 def recompute_job(
-    jobs: JobNamespace, api: AirflowApi, job_id: str, actor: Actor, *, shown: str | None = None
+    jobs: JobNamespace,
+    api: AirflowApi,
+    job_id: str,
+    actor: Actor,
+    *,
+    shown: str | None = None,
+    entry: JobResultEntry | _Unread | None = UNREAD,
 ) -> Recomputed:
     """Forget ``job_id``'s result and clear the task instance that computed it through
     ``api`` (as its user: Airflow authorizes the clear and logs it). Forget first: a clear before
-    it would let the task reuse the old result. Asks Airflow before anything is forgotten."""
+    it would let the task reuse the old result. Asks Airflow before anything is forgotten.
+    ``entry``: the one read to authorize the person (else read here). The Job results page's
+    action (the CLI's recompute is :mod:`.recompute`): its words are the page's."""
     store = jobs.results
-    entry = store.get_entry(job_id)
+    if entry is UNREAD:
+        entry = store.get_entry(job_id)
     if entry is None:
         raise NoSuchJobResultError(
             f"job {job_id!r} has no result in namespace {store.namespace!r}, so no task instance to clear; its "
-            "next run computes it (or use airflow-jrs recompute --dag-id ... with its dates)",
+            "next run computes it (or recompute its dates from its DAG's calendar)",
             job_id=job_id,
             namespace=store.namespace,
         )

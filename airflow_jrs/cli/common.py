@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from rich.table import Table
 
 from airflow_jrs.exceptions import StoreUnavailableError
 from airflow_jrs.protocol.jobs import JobNamespace
-from airflow_jrs.settings import environment, resolve
+from airflow_jrs.settings import BY_NAME, environment, resolve
 from airflow_jrs.store import JobResultEntry, RedisJobResultStore, validate_namespace
 from airflow_jrs.store.plumbing.diagnosis import describe_server, unavailable_line
 
@@ -127,7 +128,8 @@ class Ctx:
         """``namespace 'x' on Redis host:port (origin)``: what an answer read."""
         implicit = ""
         if self.args.redis_url and not self.args.namespace:
-            implicit = " (--redis-url without --namespace)"
+            env = BY_NAME["namespace"].env
+            implicit = f" (from {env})" if os.environ.get(env) else " (--redis-url without --namespace)"
         return f"namespace {self.namespace!r}{implicit} on Redis {self.server} ({self.origin})"
 
     def located(self, doc: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,10 @@ the new fence and check the new fence's (empty) folder afterwards, so:
 
 * before each launch the state store's id is forgotten (:func:`forget_before_launch`): the parent
   then submits fresh, and persists the new driver id as it always does;
+* an id there at a launch that no intent covered (an unguarded run while the store was down, a
+  task that ran as the provider's own operator before) may name a driver that still runs: the
+  launch is refused while it does (:class:`UntrackedDriverError`), as the parent would not
+  submit beside it either;
 * the state store's id is read as one more source of the predecessor's id
   (:func:`predecessor_id`), used when the intent has none (the task died after the parent
   persisted the id and before the intent was amended with it). It is trusted only when the intent
@@ -42,6 +46,31 @@ def state_store(context: Mapping[str, Any], durable: bool) -> Any:
     return context.get("task_state_store") if durable else None
 
 
+class UntrackedDriverError(RuntimeError):
+    """The task state store names a live driver that no intent of the job covers."""
+
+
+def stored_id(store: Any, key: str) -> str | None:
+    """The id the parent persisted (``None``: none, no store, or it cannot be read)."""
+    if store is None:
+        return None
+    try:
+        value = store.get(key)
+    except Exception:
+        return None
+    return value if isinstance(value, str) and value else None
+
+
+def untracked_driver_message(job_id: str, driver: str, live: list[str]) -> str:
+    """What the task says when the state store's driver runs and no intent covers it."""
+    return (
+        f"job {job_id}: the task state store names driver {driver}, submitted by an earlier try of this task that "
+        f"no intent of the job covers (an unguarded run while the store was down, or the provider's own "
+        f"operator), and the cluster lists it as live: {', '.join(live)}. Nothing is submitted beside it. Wait "
+        "for it to end (or kill it in the cluster), then retry the task."
+    )
+
+
 def forget_before_launch(store: Any, key: str, log: Any) -> None:
     """Drop the id a previous try persisted, before this fence's launch (and before its intent):
     the parent must submit fresh, never reattach to a driver of another fence."""
@@ -64,9 +93,8 @@ def predecessor_id(store: Any, key: str, stale: Intent, attempt: Attempt) -> str
         return None
     try:
         tried = IntentStore.read_spec(stale.spec_uri).get("attempt") or {}
-        if any(str(tried.get(k)) != str(getattr(attempt, k)) for k in _SCOPE):
-            return None
-        value = store.get(key)
     except Exception:  # a witness that cannot be read adds nothing; the intent decides
         return None
-    return value if isinstance(value, str) and value else None
+    if any(str(tried.get(k)) != str(getattr(attempt, k)) for k in _SCOPE):
+        return None
+    return stored_id(store, key)

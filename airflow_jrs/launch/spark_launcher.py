@@ -76,6 +76,7 @@ class SparkSubmitLauncher(Launcher):
 
     def prepare(self, launch: Launch) -> dict[str, Any]:
         op, job_id, token = self.op, launch.job_id, launch.fence
+        self._refuse_untracked_driver(launch)
         durable.forget_before_launch(self.state_store, op.external_id_key, op.log)  # before the intent
         mode = op._jrs_deploy_mode = self.mode
         op._jrs_supervision = Supervision.for_attempt(self.hook, job_id, token, op.log)
@@ -179,6 +180,18 @@ class SparkSubmitLauncher(Launcher):
         if stale.application_id is None and (found := self._durable_id(stale)) is not None:
             stale = dataclasses.replace(stale, application_id=found)  # the parent persisted it: not unrecorded
         refuse_while_unrecorded_driver_may_run(self.mode, stale)
+
+    def _refuse_untracked_driver(self, launch: Launch) -> None:
+        """Recovery found no intent to wait for, yet the state store may name a driver that runs."""
+        found = durable.stored_id(self.state_store, self.op.external_id_key)
+        driver = application_id_of(self.mode.kind, found.rsplit(":", 1)[-1]) if found else None
+        if driver is None or not self.mode.cluster:
+            return
+        live = self.mode.cluster_predecessors(self.op._checked_spark_hook(), launch.namespace, launch.job_id,
+                                              job_tag(launch.namespace, launch.job_id), [driver])  # fmt: skip
+        if live:
+            message = durable.untracked_driver_message(launch.job_id, driver, [p.description for p in live])
+            raise durable.UntrackedDriverError(message)
 
     def _durable_id(self, stale: Intent) -> str | None:
         """The driver id the parent persisted for ``stale``'s launch (durable=True), in this mode's shape."""

@@ -30,7 +30,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.responses import Response
 
-from airflow_jrs.actions import ActionError
+from airflow_jrs.actions import UI, ActionError
 from airflow_jrs.cli.common import NOT_FOUND, CliError
 from airflow_jrs.exceptions import (
     CorruptIntentError,
@@ -62,7 +62,8 @@ def create_app(backend: Backend | None = None) -> FastAPI:
     app.state.backend = backend
 
     def answer(code: int, exc: Exception) -> JSONResponse:
-        return JSONResponse({"detail": backend.mask(str(exc)), "error": type(exc).__name__}, status_code=code)
+        text = exc.text(UI) if isinstance(exc, ActionError) else str(exc)  # the page's hint, not the CLI's
+        return JSONResponse({"detail": backend.mask(text), "error": type(exc).__name__}, status_code=code)
 
     @app.exception_handler(JrsError)
     def _jrs_error(request: Request, exc: JrsError) -> JSONResponse:

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import functools
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -21,9 +20,9 @@ from fastapi import HTTPException
 from airflow_jrs.domain.model import EntryQuery
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.protocol.jobs import JobNamespace
-from airflow_jrs.store import Actor, JobResultEntry, RedisJobResultStore
+from airflow_jrs.store import Actor, JobResultEntry, JobResultStore, RedisJobResultStore
 from airflow_jrs.store.plumbing.diagnosis import mask_password
-from airflow_jrs.views.job import entry_dag
+from airflow_jrs.views.job import entry_dag, job_dag
 
 
 @dataclass
@@ -72,13 +71,23 @@ class Backend:
 
 
 class Access:
-    """What one user may do, asked of Airflow's auth manager once per DAG and request."""
+    """What one user may do, asked of Airflow's auth manager once per DAG and request.
+
+    The answers live on the instance (not in a ``functools.cache``, which would keep every
+    request's ``Access`` and user alive for the life of the API server): they go with the request.
+    """
 
     def __init__(self, user: Any) -> None:
         self.user = user
+        self._seen: dict[tuple[str, str | None], bool] = {}
 
-    @functools.cache  # noqa: B019 - one Access per request: the cache dies with it
     def allowed(self, method: str, dag_id: str | None) -> bool:
+        key = (method, dag_id)
+        if key not in self._seen:
+            self._seen[key] = self._ask(method, dag_id)
+        return self._seen[key]
+
+    def _ask(self, method: str, dag_id: str | None) -> bool:
         from airflow.api_fastapi.app import get_auth_manager
 
         team = None
@@ -103,12 +112,25 @@ class Access:
 
 @dataclass(frozen=True)
 class VisibleQuery(EntryQuery):
-    """The user's filters, plus: only entries of DAGs the user may read."""
+    """The user's filters, plus: only entries of DAGs the user may read.
+
+    A clean result kept as a reference (``[jrs] result_documents``) names its DAG only in its
+    document: with ``results`` given, that is read for a user who may not read every DAG, or
+    per-DAG users would never see a clean result.
+    """
 
     access: Access | None = None
+    results: JobResultStore | None = None
 
     def matches(self, entry: JobResultEntry) -> bool:
-        return super().matches(entry) and (self.access is None or self.access.allowed("GET", entry_dag(entry)))
+        return super().matches(entry) and (self.access is None or self.access.allowed("GET", self._dag(entry)))
+
+    def _dag(self, entry: JobResultEntry) -> str | None:
+        dag_id = entry_dag(entry)
+        if dag_id is None and entry.summary and self.results is not None and self.access is not None:
+            if not self.access.allowed("GET", None):  # who may read all needs no document
+                dag_id = job_dag(self.results, entry)
+        return dag_id
 
 
 def actor(user: Any) -> Actor:

@@ -237,3 +237,14 @@ def test_another_run_of_the_job_finds_the_intent_and_adopts_where_the_state_stor
     entry = jrs_env.store.get_entry(JOB)
     assert entry is not None and entry.result.outputs == {"output": output_of(fake, fake.submissions[0])}
     assert entry.result.attempt is not None and entry.result.attempt.run_id != first_run  # adopted by run 2
+
+
+def test_a_live_driver_in_the_state_store_that_no_intent_covers_is_not_submitted_beside(jrs_env, fake, retry_step):
+    # The state store names the first try's driver, which runs on, and the job has no intent (as
+    # after an unguarded run while the store was down): the retry submits nothing beside it.
+    store = jrs_env.store
+    retry_step(lambda: store.client.delete(store.keys.intent(JOB)))
+    states = run_dag()
+    assert states["submit"] == "failed", states
+    assert len(fake.submissions) == 1, "a second driver was submitted beside the first try's"
+    assert store.get_entry(JOB) is None

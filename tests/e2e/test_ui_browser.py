@@ -1,40 +1,39 @@
-"""The Job results page in a real browser, on the e2e deployment: what a person sees and does.
+"""The Job results React app in a real Airflow UI, in a real browser: each view and each action.
 
-Chromium (Debian's ``/usr/bin/chromium``, driven by Playwright's sync API) logs in through
-Airflow's own login page as the SimpleAuthManager admin, triggers ``jrs_e2e_triggerer`` with
-the UI's Trigger dialog (logical date and run id typed into its form), and then uses the page
-both ways: at ``/jrs/`` directly (authenticated by the ``_token`` cookie the login set) and
-inside the UI through the *Browse → Job results* entry (the UI frames the page in a sandboxed
-iframe). Runs are awaited through the REST API, not the UI. A forget, confirmed in the page's
-own dialog, makes the next run of the date compute the job again (one Spark launch, a new
-fence), which the store, the run's XCom and the page all show.
-
-A screenshot of the page inside the UI is kept in ``tmp_path``; with ``JRS_UPDATE_DOC_IMAGES=1``
-it is also written to ``docs/img/jrs-page.png`` (``docs/ui.md`` shows it), so an ordinary test
-run leaves the work tree as it found it.
+Chromium (Debian's ``/usr/bin/chromium``, driven by Playwright's sync API) signs in through
+Airflow's own login page and uses the plugin where Airflow puts it: *Browse → Job results* (the
+list and a job's detail), a task instance's *Job result* tab, a DAG's *Job calendar* tab and the
+dashboard's widget, each in light and dark mode (the host's, from the browser's preference).
+The site is :func:`jrs_testbench.ui_site.ui_site`: an api-server and a dag-processor on the e2e
+DAG bundle, a store seeded with one job of each kind, runs for the seeded dates; every action
+is checked in the store (or in Airflow, through its REST API), never only on the page.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.spark]
+from airflow_jrs.domain.model import EntryQuery
+from airflow_jrs.store import EntryState
+from airflow_jrs.store.stop_requests import StopRequests
+from jrs_testbench.ui_site import DAG, QUARANTINED, UiSite, job_id, run_id, ui_site
+
+pytestmark = [pytest.mark.airflow, pytest.mark.e2e]
 
 CHROMIUM = "/usr/bin/chromium"
-ROOT = Path(__file__).resolve().parents[2]
-DOC_IMAGE = ROOT / "docs" / "img" / "jrs-page.png"
-DAG = "jrs_e2e_triggerer"
-DAY = "2013-06-15"  # a date no other e2e test runs: its jobs are this module's own
-TINY = f"{DAG}.tiny.submit.{DAY}"
-TINY2 = f"{DAG}.tiny2.submit.{DAY}"
-ALL_SUCCESS = dict.fromkeys(("tiny.submit", "tiny.cleanup", "tiny2.submit", "tiny2.cleanup"), "success")
-TIMEOUT_MS = 60_000  # generous: two shared cores, Spark JVMs running beside the browser
+TIMEOUT_MS = 60_000  # generous: two shared cores
+NAV = "/plugin/job-results"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiSite]:
+    with ui_site(tmp_path_factory.mktemp("ui-site")) as s:
+        yield s
 
 
 @pytest.fixture(scope="module")
@@ -50,264 +49,355 @@ def browser() -> Iterator[Any]:
             chromium.close()
 
 
+class Page:
+    """A signed-in tab, and what went wrong in it (page errors, the loader's failures)."""
+
+    def __init__(self, browser: Any, site: UiSite, scheme: str = "light") -> None:
+        self.site = site
+        self.context = browser.new_context(
+            viewport={"width": 1280, "height": 900},
+            color_scheme=scheme,
+            permissions=["clipboard-read", "clipboard-write"],
+        )
+        self.context.set_default_timeout(TIMEOUT_MS)
+        self.page = self.context.new_page()
+        self.errors: list[str] = []
+        self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+        self.page.on("console", lambda m: self.errors.append(m.text) if "Component failed to load" in m.text else None)
+        self.sign_in()
+
+    def sign_in(self) -> None:
+        page, airflow = self.page, self.site.airflow
+        page.goto(self.site.url + "/")
+        page.wait_for_url("**/auth/login**")
+        page.locator("input[name=username]").fill(airflow.username)
+        page.locator("input[name=password]").fill(airflow.password)
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(lambda u: "/auth/login" not in u)
+
+    def open(self, path: str) -> Any:
+        self.page.goto(self.site.url + path)
+        return self.page
+
+
 @pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.set_default_timeout(TIMEOUT_MS)
-    page = context.new_page()
+def tab(browser: Any, site: UiSite) -> Iterator[Page]:
+    p = Page(browser, site)
     try:
-        yield page
+        yield p
+        assert p.errors == []
     finally:
-        context.close()
+        p.context.close()
 
 
-def log_in(page: Any, url: str, username: str, password: str) -> None:
-    page.goto(url + "/")
-    page.wait_for_url("**/auth/login**")  # the UI sends an anonymous visitor to Airflow's login page
-    page.locator("input[name=username]").fill(username)
-    page.locator("input[name=password]").fill(password)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(lambda u: "/auth/login" not in u)
-    assert "_token" in {c["name"] for c in page.context.cookies()}
-
-
-def trigger_in_ui(page: Any, url: str, run_id: str) -> None:
-    """The DAG page's Trigger button; the dialog's logical date set to DAY (the DAG ends in
-    2013: a run dated today would never start) and its run id typed under Advanced Options."""
+def confirm(page: Any, typed: str, button: str) -> Any:
+    """The Airflow-like dialog: the confirm button waits for the typed name."""
     from playwright.sync_api import expect
 
-    page.goto(f"{url}/dags/{DAG}")
-    page.get_by_role("button", name="Trigger").first.click()
-    dialog = page.get_by_role("dialog").filter(has_text="Trigger Dag")
-    dialog.get_by_test_id("datetime-input").click()
-    page.get_by_placeholder("YYYY/MM/DD").fill(DAY.replace("-", "/"))
-    page.get_by_placeholder("HH:mm").fill("00:00")
-    dialog.get_by_text(f"Trigger Dag - {DAG}").click()  # closes the date popover
-    expect(dialog.get_by_test_id("datetime-input")).to_have_text("Jun 15, 2013 00:00")
-    dialog.get_by_role("button", name="Advanced Options").click()
-    dialog.locator("input[name=dagRunId]").fill(run_id)
-    dialog.get_by_role("button", name="Trigger", exact=True).click()
-    page.wait_for_url(f"**/dags/{DAG}/runs/{run_id}")  # the UI opens the new run
+    dialog = page.get_by_test_id("confirm-dialog")
+    expect(dialog).to_be_visible()
+    yes = dialog.locator("[data-confirm=yes]")
+    expect(yes).to_have_text(button)
+    expect(yes).to_be_disabled()
+    dialog.get_by_test_id("confirm-input").fill(typed[:-1])
+    expect(yes).to_be_disabled()
+    dialog.get_by_test_id("confirm-input").fill(typed)
+    expect(yes).to_be_enabled()
+    yes.click()
+    return dialog
 
 
-def test_a_person_finds_filters_and_forgets_a_job_result_in_the_ui(e2e, page, tmp_path: Path):
+def luminance(css_color: str) -> float:
+    """0 (black) to 1 (white) of a computed CSS color: ``rgb(...)`` or Chakra's ``oklch(L ...)``."""
+    numbers = [float(x) for x in re.findall(r"[\d.]+", css_color)]
+    if css_color.startswith("oklch"):
+        return numbers[0] if numbers[0] <= 1 else numbers[0] / 100
+    r, g, b = numbers[:3]
+    return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
+
+
+# -- every view, light and dark -----------------------------------------------------------------
+VIEWS = {
+    "jrs-job-results": NAV,
+    "job-detail": f"{NAV}?job={job_id('tiny', '2013-06-04')}",
+    "jrs-task-instance": f"/dags/{DAG}/runs/{run_id('2013-06-01')}/tasks/tiny.submit/plugin/job-result",
+    "jrs-calendar": f"/dags/{DAG}/plugin/job-calendar",
+    "jrs-dashboard": "/",
+}
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_each_view_loads_inside_airflows_ui_in_its_light_and_dark_theme(browser: Any, site: UiSite, scheme: str):
     from playwright.sync_api import expect
 
-    url = e2e.airflow.url
-    e2e.airflow.wait_for_dag(DAG)
-    log_in(page, url, e2e.airflow.username, e2e.airflow.password)
+    p = Page(browser, site, scheme)
+    try:
+        for test_id, path in VIEWS.items():
+            page = p.open(path)
+            view = page.get_by_test_id(test_id)
+            expect(view).to_be_visible()
+            expect(page.get_by_test_id("error")).to_have_count(0)
+            # the host's theme reaches our components: text is light on dark, dark on light
+            color = view.evaluate("el => getComputedStyle(el).color")
+            assert (luminance(color) > 0.6) == (scheme == "dark"), (test_id, scheme, color)
+            # no raw JSON unless someone opens it
+            expect(page.locator("pre:visible")).to_have_count(0)
+        assert p.errors == []
+    finally:
+        p.context.close()
 
-    # -- a run triggered with the UI's own button computes both jobs
-    before = e2e.launches()
-    trigger_in_ui(page, url, "ui-first")
-    run = e2e.client.dag_run(DAG, "ui-first")
-    assert run["run_type"] == "manual" and run["logical_date"].startswith(DAY)
-    assert e2e.run(DAG, "ui-first") == ALL_SUCCESS
-    assert e2e.launches() - before == 2
-    first = e2e.store.get_entry(TINY)
-    assert first is not None and first.is_clean
 
-    # -- the page itself at /jrs/: the login's cookie is all it needs
-    page.goto(f"{url}/jrs/")
-    expect(page).to_have_title("Job results")
-    results = page.locator("#results tbody")
-    row = results.locator(f'tr[data-job-id="{TINY}"]')
-    expect(row.locator("[data-state]")).to_have_text("clean")
+# -- Job results: the list, its filters and pages, one job --------------------------------------
+def test_the_list_filters_pages_and_opens_a_job_in_words(tab: Page, site: UiSite):
+    from playwright.sync_api import expect
+
+    page = tab.open(NAV)
+    results = page.get_by_test_id("results")
+    row = results.locator(f'tr[data-job-id="{job_id("tiny2", "2013-06-02")}"]')
+    expect(row.locator("[data-state=dirty]")).to_have_text("dirty")
     expect(row).to_contain_text("SUCCEEDED")
-    ti_link = row.get_by_role("link", name=f"{DAG} / tiny.submit")
-    expect(ti_link).to_have_attribute("href", f"../dags/{DAG}/runs/ui-first/tasks/tiny.submit")
-    expect(results.locator(f'tr[data-job-id="{TINY2}"]')).to_have_count(1)
+    expect(row).to_contain_text(re.compile(r"(minute|second)s? ago"))  # relative times
 
-    # filters narrow the list: a job id prefix (tiny2's ids do not start with "<dag>.tiny.")...
-    page.get_by_label("Job id prefix").fill(f"{DAG}.tiny.")
+    # a page of 10 of the 21 entries, then the next
+    page.get_by_label("Per page").select_option("10")
     page.get_by_role("button", name="Apply").click()
-    expect(results.locator(f'tr[data-job-id="{TINY2}"]')).to_have_count(0)
-    expect(row).to_have_count(1)
-    assert all(job.startswith(f"{DAG}.tiny.") for job in results.locator("tr").evaluate_all(
-        "rows => rows.map((r) => r.dataset.jobId)"))  # fmt: skip
-    # ... and a DAG that has no results
-    page.get_by_label("DAG", exact=True).fill("no_such_dag")
+    expect(page.get_by_test_id("page")).to_have_text("1\u201310")
+    page.locator("[data-page=next]").click()
+    expect(page.get_by_test_id("page")).to_have_text("11\u201320")
+    page.locator("[data-page=next]").click()
+    expect(page.get_by_test_id("page")).to_have_text("21\u201321")
+    expect(page.locator("[data-page=next]")).to_be_disabled()
+
+    # filters: dirty only, then a job id prefix with no match
+    page.get_by_label("Per page").select_option("50")
+    page.get_by_label("State").select_option("dirty")
     page.get_by_role("button", name="Apply").click()
-    expect(page.locator("#message")).to_have_text("No entries match.")
-    expect(results.locator("tr")).to_have_count(0)
+    dirty = [e for e in site.store.find_entries(EntryQuery(), limit=100) if e.state is EntryState.DIRTY]
+    expect(results.locator("tbody tr")).to_have_count(len(dirty))
+    expect(results.locator("tbody tr [data-state=clean]")).to_have_count(0)
+    page.get_by_label("Job id starts with").fill("no_such_job")
+    page.get_by_role("button", name="Apply").click()
+    expect(page.locator("[data-empty=results]")).to_have_text("No entries match these filters.")
 
-    # -- inside the UI: Browse -> Job results, the page in the UI's iframe
-    page.goto(url + "/")
-    page.get_by_role("button", name="Browse").click()
-    page.get_by_role("menuitem", name="Job results").click()
-    frame = page.frame_locator("iframe")
-    framed_row = frame.locator(f'tr[data-job-id="{TINY}"]')
-    expect(framed_row.locator("[data-state]")).to_have_text("clean")
-    framed_row.get_by_role("link", name=TINY).click()  # the job's detail below the list
-    detail = frame.locator("#detail")
-    expect(detail).to_contain_text(f"fence {first.result.fence}")
-    # every part of the detail is an element: no stray text (an empty section once printed "null")
-    assert detail.evaluate("box => [...box.childNodes].filter((n) => n.nodeType === 3).map((n) => n.data)") == []
-    page.screenshot(path=str(tmp_path / "jrs-page.png"))
-    assert (tmp_path / "jrs-page.png").stat().st_size < 300_000
-    if os.environ.get("JRS_UPDATE_DOC_IMAGES") == "1":
-        shutil.copyfile(tmp_path / "jrs-page.png", DOC_IMAGE)
+    # the leases held now, in words
+    expect(page.get_by_test_id("leases")).to_contain_text(job_id("tiny", "2013-06-05"))
+    expect(page.get_by_test_id("leases")).to_contain_text("tiny.submit on worker-1")
 
-    # Forget, behind the page's own confirmation dialog (the frame's sandbox would ignore
-    # window.confirm): "Back" leaves the result alone, "Forget" forgets it.
-    detail.get_by_role("button", name="Forget (run again)").click()
-    confirm = frame.get_by_role("dialog", name="Confirm")
-    expect(confirm).to_contain_text(f"Forget the result of {TINY}?")
-    confirm.get_by_role("button", name="Back").click()
-    expect(confirm).to_have_count(0)
-    assert e2e.store.get_entry(TINY) is not None
-    detail.get_by_role("button", name="Forget (run again)").click()
-    confirm.get_by_role("button", name="Forget", exact=True).click()
-    expect(frame.locator("#message")).to_contain_text(f"{TINY}: forgotten")
-    expect(framed_row).to_have_count(0)
+    # one job: facts, outputs with copy buttons, metrics, who/when/why history, links
+    page.get_by_role("button", name="Reset").click()
+    results.get_by_role("button", name=job_id("tiny", "2013-06-04"), exact=True).click()
+    detail = page.get_by_test_id("job-detail")
+    expect(detail).to_have_attribute("data-job-id", job_id("tiny", "2013-06-04"))
+    expect(page).to_have_url(re.compile(r"\?job=jrs_e2e_triggerer\.tiny\.submit\.2013-06-04$"))
+    expect(detail.get_by_test_id("history").locator("[data-reason=forgotten]")).to_have_count(1)
+    expect(detail.locator("[data-section=Metrics]")).to_contain_text("2,048")
+    detail.locator("[data-section=Outputs]").locator('[data-copy="path of output"]').click()
+    assert page.evaluate("navigator.clipboard.readText()") == "/data/out/tiny/2013-06-04"
+    spark = detail.get_by_role("link", name=re.compile(r"^local-"))
+    expect(spark).to_have_attribute("href", re.compile(r"^http://history\.example:18080/history/local-"))
+    expect(spark).to_have_attribute("target", "_blank")
+    # the raw JSON only when asked for
+    expect(detail.locator("pre")).to_be_hidden()
+    detail.locator('[data-raw-toggle="Raw JSON of this job"]').click()
+    expect(detail.locator("pre")).to_be_visible()
+    expect(detail.locator("pre")).to_contain_text('"fingerprint"')
+    # the run link navigates Airflow's own UI (its router: no reload)
+    detail.get_by_test_id("facts").get_by_role("link", name=run_id("2013-06-04")).first.click()
+    page.wait_for_url(f"**/dags/{DAG}/runs/{run_id('2013-06-04')}")
+    page.go_back()
+    expect(page.get_by_test_id("job-detail")).to_be_visible()
+    page.get_by_test_id("back").click()
+    expect(page.get_by_test_id("results")).to_be_visible()
+
+
+# -- the task instance tab -----------------------------------------------------------------------
+def test_the_task_instance_tab_says_computed_reused_or_running_first(tab: Page):
+    from playwright.sync_api import expect
+
+    def mark(task: str, day: str) -> Any:
+        page = tab.open(f"/dags/{DAG}/runs/{run_id(day)}/tasks/{task}.submit")
+        page.get_by_role("link", name="Job result", exact=True).click()
+        page.wait_for_url(f"**/tasks/{task}.submit/plugin/job-result")
+        view = page.get_by_test_id("jrs-task-instance")
+        expect(view.get_by_test_id("job-detail")).to_have_attribute("data-job-id", job_id(task, day))
+        return view
+
+    view = mark("tiny", "2013-06-01")
+    expect(view.locator("[data-mark]")).to_have_attribute("data-mark", "computed")
+    expect(view.locator("[data-mark]")).to_contain_text("Computed by this task")
+    view = mark("tiny2", "2013-06-01")
+    expect(view.locator("[data-mark]")).to_contain_text("Reused: this task did not run Spark")
+    view = mark("tiny", "2013-06-05")  # holds the lease now
+    expect(view.locator("[data-mark]")).to_have_attribute("data-mark", "running")
+    # the mark comes first, then the detail
+    first = view.locator("[data-mark], [data-section]").first
+    expect(first).to_have_attribute("data-mark", "running")
+
+
+# -- actions, each confirmed by typing the job id -------------------------------------------------
+def open_job(tab: Page, job: str) -> Any:
+    from playwright.sync_api import expect
+
+    page = tab.open(f"{NAV}?job={job}")
+    detail = page.get_by_test_id("job-detail")
+    expect(detail).to_have_attribute("data-job-id", job)
+    return page, detail
+
+
+def test_forget_asks_for_the_job_id_and_back_changes_nothing(tab: Page, site: UiSite):
+    from playwright.sync_api import expect
+
+    job = job_id("tiny", "2013-05-20")
+    page, detail = open_job(tab, job)
+    detail.locator("[data-action=forget]").click()
+    dialog = page.get_by_test_id("confirm-dialog")
+    expect(dialog).to_contain_text(f"Forget the result of {job}?")
+    dialog.locator("[data-confirm=no]").click()
+    expect(dialog).to_have_count(0)
+    assert site.store.get_entry(job) is not None
+
+    detail.locator("[data-action=forget]").click()
+    confirm(page, job, "Forget")
+    expect(page.get_by_test_id("notice-success")).to_contain_text("Forget: forgotten")
+    assert site.store.get_entry(job) is None
+    moved = site.store.get_history(job)[0].moved
+    assert moved is not None and moved.reason == "forgotten" and moved.actor.user == site.airflow.username
     expect(detail).to_contain_text("no result")
-    assert e2e.store.get_entry(TINY) is None
-    assert e2e.store.get_entry(TINY2) is not None  # only the confirmed job
+    expect(detail.get_by_test_id("history")).to_contain_text(f"forgotten by {site.airflow.username}")
 
-    # the row's task instance link navigates the UI itself (not the frame) to that task
-    frame.locator(f'tr[data-job-id="{TINY2}"]').get_by_role("link", name=f"{DAG} / tiny2.submit").click()
-    page.wait_for_url(f"**/dags/{DAG}/runs/ui-first/tasks/tiny2.submit")
 
-    # -- the next run of the date computes the forgotten job again, and only that one. Airflow
-    # keeps one run per logical date: the UI's way to run it again is delete, then trigger.
-    e2e.client.delete_dag_run(DAG, "ui-first")
-    before = e2e.launches()
-    trigger_in_ui(page, url, "ui-second")
-    assert e2e.run(DAG, "ui-second") == ALL_SUCCESS
-    assert e2e.launches() - before == 1
-    assert e2e.client.xcom(DAG, "ui-second", "tiny.submit")["skipped"] is False
-    assert e2e.client.xcom(DAG, "ui-second", "tiny2.submit")["skipped"] is True
-    again = e2e.store.get_entry(TINY)
-    assert again is not None and again.is_clean and again.result.fence != first.result.fence
-    assert [h.result.fence for h in e2e.store.get_history(TINY)][:1] == [first.result.fence]
+def test_mark_clean_and_release_quarantine(tab: Page, site: UiSite):
+    from playwright.sync_api import expect
 
-    page.goto(f"{url}/jrs/?job_id={TINY}")
-    row = page.locator(f'tr[data-job-id="{TINY}"]')
-    expect(row.locator("[data-state]")).to_have_text("clean")
-    expect(row.get_by_role("link", name=f"{DAG} / tiny.submit")).to_have_attribute(
-        "href", f"../dags/{DAG}/runs/ui-second/tasks/tiny.submit"
+    dirty = job_id("tiny2", "2013-06-02")
+    page, detail = open_job(tab, dirty)
+    detail.locator("[data-action=mark-clean]").click()
+    confirm(page, dirty, "Mark clean")
+    expect(page.get_by_test_id("notice-success")).to_contain_text("Mark clean")
+    assert site.store.get_entry(dirty).is_clean
+    expect(detail.locator("[data-action=mark-clean]")).to_have_count(0)
+
+    page, detail = open_job(tab, QUARANTINED)
+    expect(page.get_by_test_id("error")).to_contain_text("cannot be read")
+    detail.locator("[data-action=release-quarantine]").click()
+    confirm(page, QUARANTINED, "Release quarantine")
+    expect(page.get_by_test_id("notice-success")).to_contain_text("released")
+    assert QUARANTINED not in site.store.get_quarantined()
+
+
+def test_stop_and_cancel_a_running_job(tab: Page, site: UiSite):
+    from playwright.sync_api import expect
+
+    running = job_id("tiny", "2013-06-05")
+    page, detail = open_job(tab, running)
+    expect(detail).to_contain_text("Running now: fence")
+    detail.locator("[data-action=stop]").click()
+    confirm(page, running, "Stop stream")
+    expect(page.get_by_test_id("notice-success")).to_contain_text("Stop stream: stop")
+    requests = StopRequests(site.client, site.namespace)
+    assert requests.get(running).kind == "stop"
+    detail.locator("[data-action=cancel]").click()
+    confirm(page, running, "Cancel stream")
+    expect(page.get_by_test_id("notice-success")).to_contain_text("Cancel stream: cancel")
+    assert requests.get(running).kind == "cancel"
+
+
+def test_an_action_that_fails_says_why_in_the_dialog(tab: Page, site: UiSite):
+    """Forget a result someone else replaced since the page loaded: the API refuses, the dialog says so."""
+    from playwright.sync_api import expect
+
+    job = job_id("tiny", "2013-05-21")
+    page, detail = open_job(tab, job)
+    entry = site.store.get_entry(job)
+    site.store.forget_result(job, expected=entry)
+    site.store.create_dirty_result(entry.result)  # a newer result than the one shown
+    detail.locator("[data-action=forget]").click()
+    dialog = confirm(page, job, "Forget")
+    expect(dialog.get_by_test_id("error")).to_contain_text("newer result than the one shown")
+    assert site.store.get_entry(job) is not None
+
+
+def test_recompute_one_job_forgets_it_and_clears_its_task_instance(tab: Page, site: UiSite):
+    """Airflow clears the task instance at the page's request (with the user's token): the
+    answer names it, and the result is in the job's history with why."""
+    from playwright.sync_api import expect
+
+    job = job_id("tiny", "2013-06-04")
+    page, detail = open_job(tab, job)
+    detail.locator("[data-action=recompute]").click()
+    expect(page.get_by_test_id("confirm-dialog")).to_contain_text("runs Spark again")
+    confirm(page, job, "Recompute")
+    expect(page.get_by_test_id("notice-success")).to_contain_text(
+        f"Recompute: forgotten (kept in history) and cleared {DAG}.tiny.submit in run {run_id('2013-06-04')}"
     )
-    expect(page.locator("#detail")).to_contain_text(f"fence {again.result.fence}")
-    expect(page.locator("#detail")).to_contain_text("History")
+    assert site.store.get_entry(job) is None
+    assert site.store.get_history(job)[0].moved.reason == "recomputed"
 
 
-# -- Recompute: the one documented way from the UI ------------------------------------------------
-RECOMPUTE_DAY = "2013-06-20"  # this test's own date
-RECOMPUTE_TINY = f"{DAG}.tiny.submit.{RECOMPUTE_DAY}"
-
-
-def test_a_person_recomputes_a_job_from_the_job_results_page_and_a_later_backfill_reuses_it(e2e, page):
-    """Browse -> Job results -> the job -> Recompute: its result is forgotten (kept in history, with
-    who did it) and its task instance cleared through Airflow's API with the user's own token; the
-    run computes the job again (one Spark launch) and a later backfill of the date reuses the new
-    result (no launch): nothing lingers on the run, unlike a recompute conf did."""
+# -- the DAG's calendar: states by date, ranges, previews before anything is done ----------------
+def test_the_calendar_shows_each_date_by_job_and_previews_a_range_before_acting(tab: Page, site: UiSite):
     from playwright.sync_api import expect
 
-    url = e2e.airflow.url
-    e2e.airflow.wait_for_dag(DAG)
-    e2e.client.unpause(DAG)
-    before = e2e.launches()
-    run_id = e2e.client.trigger(DAG, RECOMPUTE_DAY)["dag_run_id"]
-    assert e2e.run(DAG, run_id) == ALL_SUCCESS
-    assert e2e.launches() - before == 2
-    first = e2e.store.get_entry(RECOMPUTE_TINY)
-    assert first is not None and first.is_clean
+    page = tab.open(f"/dags/{DAG}/plugin/job-calendar")
+    cal = page.get_by_test_id("calendar")
+    expect(cal).to_be_visible()
+    page.get_by_test_id("from").fill("2013-06-01")
+    page.get_by_test_id("to").fill("2013-06-07")
 
-    log_in(page, url, e2e.airflow.username, e2e.airflow.password)
-    page.get_by_role("button", name="Browse").click()
-    page.get_by_role("menuitem", name="Job results").click()
-    frame = page.frame_locator("iframe")
-    frame.locator(f'tr[data-job-id="{RECOMPUTE_TINY}"]').get_by_role("link", name=RECOMPUTE_TINY).click()
-    detail = frame.locator("#detail")
-    expect(detail).to_contain_text(f"fence {first.result.fence}")
-    before = e2e.launches()
-    detail.get_by_role("button", name="Recompute").click()
-    confirm = frame.get_by_role("dialog", name="Confirm")
-    expect(confirm).to_contain_text(f"Recompute {RECOMPUTE_TINY} now?")
-    confirm.get_by_role("button", name="Recompute", exact=True).click()
-    expect(frame.locator("#message")).to_contain_text(f"{RECOMPUTE_TINY}: forgotten (kept in history) and cleared")
+    def cell(task: str, day: str) -> Any:
+        return cal.locator(f'[data-cell][data-task="{task}.submit"][data-date="{day}"]')
 
-    assert e2e.run(DAG, run_id) == ALL_SUCCESS  # the cleared run, queued again by the clear
-    assert e2e.launches() - before == 1  # tiny only: tiny2 stays committed
-    again = e2e.store.get_entry(RECOMPUTE_TINY)
-    assert again is not None and again.is_clean and again.result.fence != first.result.fence
-    history = e2e.store.get_history(RECOMPUTE_TINY)
-    assert [h.result.fence for h in history][:1] == [first.result.fence]
-    moved = getattr(history[0], "moved", None)
-    if moved is not None:  # who and why, once history entries carry them
-        assert moved.reason == "recomputed" and moved.actor.user == e2e.airflow.username
-    assert e2e.client.xcom(DAG, run_id, "tiny.submit")["skipped"] is False
+    expect(cell("tiny", "2013-06-01")).to_have_attribute("data-cell", "committed")
+    expect(cell("tiny", "2013-06-03")).to_have_attribute("data-cell", "failed")
+    expect(cell("tiny2", "2013-06-03")).to_have_attribute("data-cell", "missing")
+    expect(cell("tiny", "2013-06-06")).to_have_attribute("data-cell", "canceled")
+    expect(cell("tiny2", "2013-06-06")).to_have_attribute("data-cell", "stopped")
+    expect(cell("tiny", "2013-06-07")).to_have_attribute("data-cell", "missing")
 
-    before = e2e.launches()
-    backfill = e2e.airflow.backfills.run(DAG, RECOMPUTE_DAY, RECOMPUTE_DAY, "completed", via="rest")
-    assert backfill.runs == {RECOMPUTE_DAY: "success"}, backfill
-    assert e2e.launches() == before, "a later backfill recomputed a recomputed date"
-    assert e2e.client.xcom(DAG, backfill.run_ids[RECOMPUTE_DAY], "tiny.submit")["skipped"] is True
-    assert e2e.store.get_entry(RECOMPUTE_TINY).result.fence == again.result.fence
+    # a range: click 06-07, then 06-07 again keeps one date; the preview names the runs and jobs
+    cal.locator('th[data-date="2013-06-07"]').click()
+    expect(page.get_by_test_id("selection")).to_contain_text("Chosen: 2013-06-07")
+    runs_before = {r["dag_run_id"] for r in site.airflow.client.dag_runs(DAG)}
+    page.locator("[data-action=backfill-missing]").click()
+    dialog = page.get_by_test_id("confirm-dialog")
+    preview = dialog.get_by_test_id("preview")
+    expect(preview).to_contain_text("2013-06-07: 2 jobs to compute")
+    expect(preview).to_contain_text(job_id("tiny2", "2013-06-07"))
+    assert {r["dag_run_id"] for r in site.airflow.client.dag_runs(DAG)} == runs_before  # a preview only
+    confirm(page, DAG, "Backfill missing dates")
+    expect(page.get_by_test_id("notice-success")).to_contain_text("Backfill missing dates started")
+    runs = site.airflow.client.dag_runs(DAG)
+    assert any((r["logical_date"] or "").startswith("2013-06-07") for r in runs), runs
 
-
-# -- The task instance's "Job result" tab, unmapped and mapped -----------------------------------
-TAB_DAY = "2013-06-25"  # this test's own date
-MAPPED_DAG = "jrs_e2e_mapped"
-UI_TIME = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d "  # the UI's format, then the offset of the UI's zone
+    # a second date makes a range; a third click starts again from one date
+    cal.locator('th[data-date="2013-06-01"]').click()
+    expect(page.get_by_test_id("selection")).to_contain_text("Chosen: 2013-06-01 to 2013-06-07")
+    cal.locator('th[data-date="2013-06-01"]').click()
+    expect(page.get_by_test_id("selection")).to_have_text("Chosen: 2013-06-01")
+    # recompute only tiny of 06-01: the preview names its job and run; Back changes nothing
+    cal.locator('button[data-task="tiny.submit"]').click()
+    expect(page.get_by_test_id("selection")).to_contain_text("jobs tiny.submit")
+    page.locator("[data-action=recompute-range]").click()
+    preview = page.get_by_test_id("confirm-dialog").get_by_test_id("preview")
+    expect(preview).to_contain_text(f"{job_id('tiny', '2013-06-01')} in run {run_id('2013-06-01')}")
+    expect(preview).not_to_contain_text(job_id("tiny", "2013-06-02"))
+    page.get_by_test_id("confirm-dialog").locator("[data-confirm=no]").click()
+    assert site.store.get_entry(job_id("tiny", "2013-06-01")) is not None
 
 
-def open_job_result_tab(page: Any, url: str, ti_path: str) -> Any:
-    """From the task instance's page, as a person does: its "Job result" tab; the page in its frame."""
+# -- the dashboard widget -------------------------------------------------------------------------
+def test_the_dashboard_widget_counts_what_needs_a_look(tab: Page, site: UiSite):
     from playwright.sync_api import expect
 
-    page.goto(f"{url}/dags/{ti_path}")
-    page.get_by_role("link", name="Job result", exact=True).click()
-    page.wait_for_url(f"**/dags/{ti_path}/plugin/job-result")
-    frame = page.frame_locator("iframe")
-    expect(frame.locator("#detail")).to_be_visible()
-    return frame
-
-
-def test_a_person_opens_the_job_result_tab_of_a_task_instance_mapped_and_unmapped(e2e, page):
-    """The tab's link carries ``map_index={MAP_INDEX}``, which the UI fills only for mapped tasks:
-    an unmapped task's tab once answered 422. Both kinds show their job; times follow the UI's
-    timezone choice (localStorage "timezone"); the leases table says "none" when none is held."""
-    import re
-
-    from playwright.sync_api import expect
-
-    url = e2e.airflow.url
-    for dag_id in (DAG, MAPPED_DAG):
-        e2e.airflow.wait_for_dag(dag_id)
-        e2e.client.unpause(dag_id)
-    run_id = e2e.client.trigger(DAG, TAB_DAY)["dag_run_id"]
-    mapped_run = e2e.client.trigger(MAPPED_DAG, TAB_DAY)["dag_run_id"]
-    assert e2e.run(DAG, run_id) == ALL_SUCCESS
-    e2e.run(MAPPED_DAG, mapped_run)
-    log_in(page, url, e2e.airflow.username, e2e.airflow.password)
-
-    # -- unmapped: the link arrives with {MAP_INDEX} unfilled
-    tiny = f"{DAG}.tiny.submit.{TAB_DAY}"
-    frame = open_job_result_tab(page, url, f"{DAG}/runs/{run_id}/tasks/tiny.submit")
-    src = page.locator("iframe").get_attribute("src") or ""
-    assert "map_index={MAP_INDEX}" in src.replace("%7B", "{").replace("%7D", "}"), src  # unfilled, as sent
-    detail = frame.locator("#detail")
-    expect(detail).to_contain_text(tiny)
-    expect(detail.locator('[data-reused="false"]')).to_have_text("computed by this task")
-    expect(frame.locator("#message")).not_to_have_class("error")
-    # times in the UI's zone, with its offset: UTC when chosen in the UI's menu, Tokyo when that is
-    page.evaluate("() => window.localStorage.setItem('timezone', JSON.stringify('UTC'))")
-    page.reload()
-    expect(page.frame_locator("iframe").locator("#detail")).to_contain_text(re.compile(rf"created {UI_TIME}\+00:00"))
-    page.evaluate("() => window.localStorage.setItem('timezone', JSON.stringify('Asia/Tokyo'))")
-    page.reload()
-    expect(page.frame_locator("iframe").locator("#detail")).to_contain_text(re.compile(rf"created {UI_TIME}\+09:00"))
-    page.evaluate("() => window.localStorage.setItem('timezone', JSON.stringify('UTC'))")
-
-    # -- mapped: map index 1 of two, each its own job
-    frame = open_job_result_tab(page, url, f"{MAPPED_DAG}/runs/{mapped_run}/tasks/submit/mapped/1")
-    assert "map_index=1" in page.locator("iframe").get_attribute("src")
-    detail = frame.locator("#detail")
-    expect(detail).to_contain_text(f"{MAPPED_DAG}.submit.{TAB_DAY}.map-1")
-    expect(detail.locator('[data-reused="false"]')).to_have_text("computed by this task")
-    assert e2e.store.get_entry(f"{MAPPED_DAG}.submit.{TAB_DAY}.map-0") is not None
-
-    # -- nothing runs now: the leases table says so instead of showing bare headers
-    page.goto(f"{url}/jrs/")
-    expect(page.locator("#leases tbody")).to_contain_text("none: no attempt is computing a job now")
+    page = tab.open("/")
+    widget = page.get_by_test_id("jrs-dashboard")
+    dirty = len(site.store.get_dirty_entries())
+    expect(widget.locator('[data-figure="Dirty"]')).to_contain_text(str(dirty))
+    expect(widget.locator('[data-figure="Quarantined"]')).to_contain_text(str(len(site.store.get_quarantined())))
+    expect(widget.locator('[data-figure="Leases held"]')).to_contain_text("1")  # 06-05's attempt
+    if dirty:
+        oldest = min(site.store.get_dirty_entries(), key=lambda e: e.created_at)
+        expect(widget.locator('[data-figure="Oldest dirty"]')).to_contain_text(oldest.result.job_id)
+    widget.get_by_role("link", name="Open").click()
+    page.wait_for_url(f"**{NAV}")
+    expect(page.get_by_test_id("jrs-job-results")).to_be_visible()

@@ -7,9 +7,11 @@
 * ``POST /api/dags/{dag_id}/recompute``: ``airflow-jrs recompute --dag-id`` over the dates,
   downstream jobs included (:mod:`airflow_jrs.actions.recompute`).
 
-A preview (``"dry_run": true``) needs read access to the DAG and changes nothing; acting needs
-edit access, and goes to Airflow through its REST API with the user's own token (Airflow
-authorizes each call and logs it) besides this app's audit log entry.
+A preview (``"dry_run": true``) needs read access to the DAG, changes nothing and is not
+audit-logged; acting needs edit access, and goes to Airflow through its REST API with the
+user's own token (Airflow authorizes each call and logs it) besides this app's audit log entry.
+A span is at most :data:`~airflow_jrs.plugins.routes.deps.MAX_DAYS` days: each request walks the
+DAG's timetable over all of it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import logging
 from datetime import datetime
 from typing import Any
 
+from airflow.api_fastapi.common.db.common import SessionDep
 from airflow.api_fastapi.core_api.security import GetUserDep
 from airflow.api_fastapi.logging.decorators import action_logging
 from fastapi import APIRouter, Depends, HTTPException, Request
@@ -75,8 +78,25 @@ def _dry_run(body: Any) -> bool:
     return value
 
 
-AUDIT_BACKFILL = [Depends(action_logging(event="jrs_backfill_missing"))]
-AUDIT_RECOMPUTE = [Depends(action_logging(event="jrs_recompute_range"))]
+def _audit_acts(event: str) -> list[Any]:
+    """Airflow's audit log entry for a request that acts (``"dry_run": false``), not for a
+    preview: a preview changes nothing, and the log would read as if every viewer had acted."""
+    log_action = action_logging(event=event)
+
+    async def audit(request: Request, session: SessionDep, user: GetUserDep) -> None:
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if (body.get("dry_run", True) if isinstance(body, dict) else True) is True:
+            return
+        await log_action(request, session, user)
+
+    return [Depends(audit)]
+
+
+AUDIT_BACKFILL = _audit_acts("jrs_backfill_missing")
+AUDIT_RECOMPUTE = _audit_acts("jrs_recompute_range")
 
 
 @router.post("/api/dags/{dag_id}/backfill-missing", dependencies=AUDIT_BACKFILL)
@@ -120,7 +140,9 @@ def recompute_range(user: GetUserDep, b: Jobs, dag_id: str, body: RangeBody, req
     (``dry_run``, the default) listing every job it computes, downstream ones included, or the
     recompute itself (each result forgotten, kept in history; each run's task instances cleared)."""
     dry_run = _dry_run(body)
-    Access(user).require("GET" if dry_run else "PUT", dag_id)
+    access = Access(user)
+    access.require("GET" if dry_run else "PUT", dag_id)
+    may_clear = access.allowed("PUT", dag_id)  # Airflow's dry run of a clear needs the right to clear
     first, last = day_range(body.get("start"), body.get("end"))
     task_ids = body.get("task_ids")
     if task_ids is not None and (not isinstance(task_ids, list) or not all(isinstance(t, str) for t in task_ids)):
@@ -128,8 +150,11 @@ def recompute_range(user: GetUserDep, b: Jobs, dag_id: str, body: RangeBody, req
     api = user_api(request)
     targets: list[recompute.Target] = []
     try:
-        targets = recompute.by_dates(b.jobs, api, find_dag(dag_id), first, last, task_ids or None)
-        notes = recompute.preview(b.jobs, api, targets)
+        dag = find_dag(dag_id)
+        targets = recompute.by_dates(b.jobs, api, dag, first, last, task_ids or None)
+        # a job id may be shared across DAGs: its result is the writer DAG's to forget
+        recompute.leave_foreign_alone(b.store, targets, lambda writer: access.allowed("PUT", writer))
+        notes = recompute.preview(b.jobs, api, targets, dag=dag, may_clear=may_clear)
         if not dry_run:
             recompute.apply(b.store, api, targets, actor(user))
     except AirflowApiError as exc:

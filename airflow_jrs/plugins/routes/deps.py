@@ -59,9 +59,16 @@ def parse_since(since: str | None) -> datetime | None:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
+#: The most days one request may span (calendar, backfill and recompute over dates): each walks
+#: the DAG's timetable over its span inside the request, so a span of centuries would pin an API
+#: server thread for hours; the page asks a month at a time.
+MAX_DAYS = 366
+
+
 def day_range(start: Any, end: Any) -> tuple[datetime, datetime]:
     """``start`` and ``end`` (``YYYY-MM-DD``, UTC) as the range from the first day's midnight to
-    the last day's end: every logical date of those days, hourly schedules included."""
+    the last day's end: every logical date of those days, hourly schedules included. At most
+    :data:`MAX_DAYS` days."""
     days = []
     for name, value in (("start", start), ("end", end)):
         try:
@@ -70,6 +77,13 @@ def day_range(start: Any, end: Any) -> tuple[datetime, datetime]:
             raise HTTPException(400, f"{name}={value!r} is not a date; send YYYY-MM-DD, e.g. 2024-01-31") from None
     if days[0] > days[1]:
         raise HTTPException(400, f"start {days[0]} is after end {days[1]}; swap them")
+    span = (days[1] - days[0]).days + 1
+    if span > MAX_DAYS:
+        raise HTTPException(
+            400,
+            f"{days[0]} to {days[1]} is {span} days; one request covers at most {MAX_DAYS} days (a year): "
+            "ask for a shorter range, e.g. one month at a time",
+        )
     return datetime.combine(days[0], time.min, UTC), datetime.combine(days[1], time.max, UTC)
 
 

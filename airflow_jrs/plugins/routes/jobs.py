@@ -36,8 +36,9 @@ def forget(user: GetUserDep, b: Jobs, job_id: str, body: ConfirmBody) -> dict[st
     A compare-and-set on the entry read here, and on the one the page showed when the body
     names its ``created_at``: a result written since the person looked is not forgotten."""
     confirmed(job_id, body)
-    Access(user).require("PUT", job_dag(b.store, b.store.get_entry(job_id)))
-    writes.forget(b.store, job_id, actor(user), shown=body.get("created_at"))
+    entry = b.store.get_entry(job_id)
+    Access(user).require("PUT", job_dag(b.store, entry))
+    writes.forget(b.store, job_id, actor(user), shown=body.get("created_at"), entry=entry)  # the entry authorized
     log.warning("Job results: %s forgot job %r", who(user), job_id)
     return {"job_id": job_id, "done": "forgotten", "message": "forgotten (kept in history); the job runs again"}
 
@@ -47,8 +48,11 @@ def recompute(user: GetUserDep, b: Jobs, job_id: str, body: ConfirmBody, request
     """Compute the job again now: forget its result and clear its task instance through
     Airflow's API with the user's own token (:func:`airflow_jrs.actions.writes.recompute_job`)."""
     confirmed(job_id, body)
-    Access(user).require("PUT", job_dag(b.store, b.store.get_entry(job_id)))
-    done = writes.recompute_job(b.jobs, user_api(request), job_id, actor(user), shown=body.get("created_at"))
+    entry = b.store.get_entry(job_id)
+    Access(user).require("PUT", job_dag(b.store, entry))
+    done = writes.recompute_job(  # on the entry authorized: a newer one is not recomputed unseen
+        b.jobs, user_api(request), job_id, actor(user), shown=body.get("created_at"), entry=entry
+    )
     log.warning("Job results: %s recomputes job %r: %s", who(user), job_id, done.message)
     return done.json()
 

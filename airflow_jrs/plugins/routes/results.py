@@ -64,7 +64,7 @@ def results(
     access = Access(user)
     query = VisibleQuery(
         state=state, status=status, dag_id=dag_id or None, prefix=prefix or None, since=parse_since(since),
-        access=access,
+        access=access, results=store,
     )  # fmt: skip
     found = store.find_entries(query, limit=limit + 1, offset=offset)
     dirty = [e for e in store.get_dirty_entries() if access.allowed("GET", entry_dag(e))]

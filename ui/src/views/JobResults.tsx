@@ -142,7 +142,7 @@ function List({ onPick }: { onPick: (jobId: string) => void }) {
             <Field.Label fontSize="xs">Recorded since</Field.Label>
             <Input size="sm" type="date" name="since" value={draft.since} onChange={(e) => set("since")(e.target.value)} />
           </Field.Root>
-          <Select label="Per page" value={draft.limit} onChange={set("limit")} options={[["25", "25"], ["50", "50"], ["100", "100"], ["250", "250"]]} />
+          <Select label="Per page" value={draft.limit} onChange={set("limit")} options={[["10", "10"], ["25", "25"], ["50", "50"], ["100", "100"], ["250", "250"]]} />
           <Button size="sm" type="submit" loading={loading}>Apply</Button>
           <Button size="sm" variant="ghost" onClick={() => { setDraft(EMPTY); setApplied(EMPTY); setOffset(0); }}>Reset</Button>
         </HStack>
@@ -217,7 +217,8 @@ function Detail({ jobId, onBack }: { jobId: string; onBack: () => void }) {
 
 export function JobResultsPage() {
   const [params, setParams] = useSearchParams();
-  const jobId = params.get("job");
+  // ``job_id``: the old page's parameter, still in the extra links of finished tasks
+  const jobId = params.get("job") ?? params.get("job_id");
   return (
     <Box p={4} data-testid="jrs-job-results">
       {jobId ? (
