@@ -44,7 +44,7 @@ if TYPE_CHECKING:
         JobStatus,
         RedisJobResultStore,
     )
-    from airflow_jrs.store.lease import JobLease
+    from airflow_jrs.store.leases.lease import JobLease
     from airflow_jrs.triggers.job_result import JobResultTrigger
 
 __version__ = "0.1.0"
@@ -60,7 +60,7 @@ _LAZY = {
     "JobResultStore": "airflow_jrs.store",
     "JobStatus": "airflow_jrs.store",
     "RedisJobResultStore": "airflow_jrs.store",
-    "JobLease": "airflow_jrs.store.lease",
+    "JobLease": "airflow_jrs.store.leases.lease",
     "JrsHook": "airflow_jrs.hooks.jrs",
     "JrsSparkSubmitOperator": "airflow_jrs.operators.spark",
     "JrsCleanupOperator": "airflow_jrs.operators.cleanup",

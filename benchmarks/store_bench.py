@@ -50,11 +50,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # jrs_testbench is not installed: it lives beside benchmarks/
 
 from airflow_jrs.domain.model import Attempt, EntryState, JobResult, JobResultEntry, JobStatus  # noqa: E402
-from airflow_jrs.store.keys import KeySpace  # noqa: E402
-from airflow_jrs.store.lease import JobLease  # noqa: E402
-from airflow_jrs.store.redis import DEFAULT_INDEX_LIMIT, RedisJobResultStore  # noqa: E402
-from airflow_jrs.store.reference import encode_reference  # noqa: E402
-from airflow_jrs.store.serde import DIRTY_PREFIX, decode_entry, encode_entry  # noqa: E402
+from airflow_jrs.store.leases.lease import JobLease  # noqa: E402
+from airflow_jrs.store.plumbing.keys import KeySpace  # noqa: E402
+from airflow_jrs.store.results.redis import DEFAULT_INDEX_LIMIT, RedisJobResultStore  # noqa: E402
+from airflow_jrs.store.results.reference import encode_reference  # noqa: E402
+from airflow_jrs.store.results.serde import DIRTY_PREFIX, decode_entry, encode_entry  # noqa: E402
 from jrs_testbench.redis_server import EmbeddedRedis, find_redis_server  # noqa: E402
 
 SAMPLE = 1_000  # jobs checked through the real path, and keys sampled with MEMORY USAGE
@@ -106,7 +106,7 @@ def clean_json(result: JobResult, created: datetime) -> str:
 
 
 def clean_reference(result: JobResult, created: datetime) -> str:
-    """What it leaves with result documents: the dirty entry's reference (store/reference.py)."""
+    """What it leaves with result documents: the dirty entry's reference (store/results/reference.py)."""
     ref = encode_reference(JobResultEntry(result, EntryState.DIRTY, created_at=created))
     assert ref is not None, "make_result's results are SUCCEEDED with a SHA-256 fingerprint"
     return ref

@@ -60,10 +60,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from store_bench import bulk_load, job_id, pct  # noqa: E402
 
-from airflow_jrs.store.intent import Heartbeats  # noqa: E402
-from airflow_jrs.store.keys import KeySpace  # noqa: E402
-from airflow_jrs.store.lease import JobLease  # noqa: E402
-from airflow_jrs.store.redis import RedisJobResultStore  # noqa: E402
+from airflow_jrs.store.heartbeats import Heartbeats  # noqa: E402
+from airflow_jrs.store.leases.lease import JobLease  # noqa: E402
+from airflow_jrs.store.plumbing.keys import KeySpace  # noqa: E402
+from airflow_jrs.store.results.redis import RedisJobResultStore  # noqa: E402
 from jrs_testbench.redis_cluster import EmbeddedRedisCluster  # noqa: E402
 from jrs_testbench.redis_server import EmbeddedRedis  # noqa: E402
 

@@ -38,8 +38,9 @@ import redis
 
 from airflow_jrs.exceptions import CorruptJobResultError
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store.intent import Heartbeats, Intent, IntentStore
-from airflow_jrs.store.lease import JobLease
+from airflow_jrs.store.heartbeats import Heartbeats
+from airflow_jrs.store.intents import Intent, IntentStore
+from airflow_jrs.store.leases.lease import JobLease
 from airflow_jrs.store.recoveries import ADOPTED, TOOK_OVER, Recoveries, RecoveryStep
 from jrs_testbench.deployment import LocalDeployment
 from jrs_testbench.helpers import ROOT, jrs_env

@@ -10,7 +10,7 @@ namespace, ``airflow backfill create`` runs every date again, and each guarded t
 scheduled task instance per job and date.
 It asks the store first, with the job ids ``airflow-jrs plan`` derives
 (:func:`airflow_jrs.cli.plan.job_ids`: the operator's own rule), one pipelined read per batch
-of dates (:func:`airflow_jrs.store.batch_read.read_entries`), and creates runs only for the
+of dates (:func:`airflow_jrs.store.results.batch_read.read_entries`), and creates runs only for the
 dates that need one. A fully committed range costs one store read per job and date and no
 task instance at all.
 
@@ -64,8 +64,8 @@ from airflow_jrs.cli.plan import RENDERABLE, _fingerprint, job_ids
 from airflow_jrs.domain.decision import decide
 from airflow_jrs.exceptions import JobResultEntryError
 from airflow_jrs.store import RedisJobResultStore
-from airflow_jrs.store.batch_read import read_entries
-from airflow_jrs.store.read_rules import READ_CHUNK
+from airflow_jrs.store.results.batch_read import read_entries
+from airflow_jrs.store.results.read_rules import READ_CHUNK
 
 #: How often :func:`wait` looks at the runs while it waits for them.
 POLL_SECONDS = 1.0

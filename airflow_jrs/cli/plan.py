@@ -48,8 +48,8 @@ from airflow_jrs.exceptions import (
 )
 from airflow_jrs.protocol.guarded_task import guarded_kind, is_templated, planned_fingerprint
 from airflow_jrs.store import JobResultEntry
-from airflow_jrs.store.batch_read import read_entries
-from airflow_jrs.store.requests import RecomputeRequests
+from airflow_jrs.store.recompute_requests import RecomputeRequests
+from airflow_jrs.store.results.batch_read import read_entries
 
 #: What the error for a DAG without one names (the marker, not this list, decides what counts).
 GUARDED_OPERATORS = "JrsSparkSubmitOperator, JrsPySparkOperator, @task.jrs_pyspark, JrsSparkSqlOperator"

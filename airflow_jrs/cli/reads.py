@@ -27,7 +27,7 @@ from airflow_jrs.domain.model import EntryQuery
 from airflow_jrs.exceptions import CorruptIntentError
 from airflow_jrs.protocol.takeover import describe
 from airflow_jrs.store import EntryState, JobStatus
-from airflow_jrs.store.intent import Heartbeat
+from airflow_jrs.store.heartbeats import Heartbeat
 from airflow_jrs.views.job import JobView, held_leases, in_flight, inspect_job
 from airflow_jrs.views.json import entry_json, held_lease_json, in_flight_json, job_json
 

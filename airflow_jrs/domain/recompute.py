@@ -12,7 +12,7 @@ run's conf is the other switch, for a run that does not exist yet ("Trigger DAG 
 
 A request acts once. It is met by any result computed after the request: the rule is "never
 reuse a result computed *before* this run's request". When the run's task first meets the
-request for a job, the attempt records a mark in the store (:mod:`airflow_jrs.store.requests`;
+request for a job, the attempt records a mark in the store (:mod:`airflow_jrs.store.recompute_requests`;
 the run's own creation time is not in a task's context): the namespace's fence counter then,
 and the token of the job's lease if one was held. A result whose fence is greater than that
 counter came from a lease taken after the request; a result of the lease that was computing

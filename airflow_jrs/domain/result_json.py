@@ -1,6 +1,6 @@
 """A result as a JSON document: what XCom carries, the CLI prints and an intent refers to.
 
-The store's own encoding (:mod:`airflow_jrs.store.serde`) is compact and versioned; this is the
+The store's own encoding (:mod:`airflow_jrs.store.results.serde`) is compact and versioned; this is the
 plain form that every reader outside Redis shares, so it belongs to the domain.
 """
 

@@ -24,9 +24,9 @@ from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.settings import BY_NAME, DEFAULT_CONN_ID, JrsSettings, parse_boolean, resolve
 from airflow_jrs.store import AsyncRedisJobResultStore, RedisJobResultStore
-from airflow_jrs.store.clients import apply_client_policy, connection_of
-from airflow_jrs.store.diagnosis import describe_server
-from airflow_jrs.store.lease import JobLease, default_owner
+from airflow_jrs.store.leases.lease import JobLease, default_owner
+from airflow_jrs.store.plumbing.clients import apply_client_policy, connection_of
+from airflow_jrs.store.plumbing.diagnosis import describe_server
 
 __all__ = ["JrsHook", "JrsSettings", "async_connection_kwargs"]
 
@@ -74,7 +74,7 @@ class _JrsRedisHook(RedisHook):
 
 def async_connection_kwargs(client: Any, conn_id: str) -> dict[str, Any]:
     """Plain kwargs equivalent to the sync ``client`` of connection ``conn_id``
-    (:func:`~airflow_jrs.store.clients.connection_of`), what a trigger or the supervisor rebuilds
+    (:func:`~airflow_jrs.store.plumbing.clients.connection_of`), what a trigger or the supervisor rebuilds
     a client from: only what the jrs connection can set is carried (host, port, db, ACL user,
     password, TLS; ``cluster`` for a Redis Cluster, reached through one of its nodes); a Unix
     socket is refused with what to use instead.
@@ -131,7 +131,7 @@ class JrsHook(BaseHook):
 
     def get_conn(self) -> redis_lib.Redis:
         """The redis-py client (built by the Redis provider's hook, cached), with the ``[jrs]``
-        timeouts and retry policy (:func:`~airflow_jrs.store.clients.apply_client_policy`)."""
+        timeouts and retry policy (:func:`~airflow_jrs.store.plumbing.clients.apply_client_policy`)."""
         if self._client is None:
             client = _JrsRedisHook(redis_conn_id=self.jrs_conn_id).get_conn()
             apply_client_policy(client, self.settings)
@@ -161,7 +161,7 @@ class JrsHook(BaseHook):
     def connection_kwargs(self) -> dict[str, Any]:
         """Plain kwargs for the same server and credentials as :meth:`get_conn`, for a client in
         another process: a trigger's (``redis.asyncio``) or the supervisor's beside spark-submit
-        (sync); both are built from them by :mod:`airflow_jrs.store.clients`."""
+        (sync); both are built from them by :mod:`airflow_jrs.store.plumbing.clients`."""
         return async_connection_kwargs(self.get_conn(), self.jrs_conn_id)
 
     def async_connection_kwargs(self) -> dict[str, Any]:

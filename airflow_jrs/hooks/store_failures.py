@@ -2,7 +2,7 @@
 
 Two halves, one rule (DESIGN.md invariant 7, docs/operations-store-errors.md):
 
-* :func:`~airflow_jrs.store.clients.apply_client_policy` bounds every wait on Redis: a connect
+* :func:`~airflow_jrs.store.plumbing.clients.apply_client_policy` bounds every wait on Redis: a connect
   timeout, a read timeout and a few retries with exponential backoff (``[jrs] connect_timeout``,
   ``read_timeout``, ``retries``, ``retry_backoff``, ``retry_backoff_max``). A retry only happens after a failed
   or timed-out command, so the happy path costs no extra round trip.
@@ -39,7 +39,7 @@ from airflow_jrs.exceptions import (
     StoreUnavailableError,
     UnsupportedSchemaVersionError,
 )
-from airflow_jrs.store.diagnosis import unavailable_line
+from airflow_jrs.store.plumbing.diagnosis import unavailable_line
 
 
 class StoreConnection(Protocol):

@@ -7,7 +7,7 @@ timeout), and a retry must never run beside it. What the server offers for that,
 real server by the project's Spark Connect tests:
 
 * a session is a UUID the *client* picks. :class:`ConnectLauncher` picks it before the launch and
-  records it in the job's intent (:attr:`airflow_jrs.store.intent.Intent.session_id`), before the
+  records it in the job's intent (:attr:`airflow_jrs.store.intents.Intent.session_id`), before the
   session exists on the server (intent before side effect);
 * the operations the attempt starts from the calling thread carry a tag naming the job and fence
   (:func:`job_tag`), for people reading the Spark UI. Tags are per client thread, so what the
@@ -57,7 +57,7 @@ from airflow_jrs.spark.commit import is_connect_session, write_commit_marker
 from airflow_jrs.spark.conf import job_conf
 
 if TYPE_CHECKING:
-    from airflow_jrs.store.intent import Intent
+    from airflow_jrs.store.intents import Intent
 
 #: Operation states in which an operation does no more Spark work (TERMINATING: its work is done,
 #: its results wait for a client).

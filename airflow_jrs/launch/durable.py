@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_jrs.store import Attempt
-from airflow_jrs.store.intent import Intent, IntentStore
+from airflow_jrs.store.intents import Intent, IntentStore
 
 #: The fields that scope a task state store (Airflow's: dag, run, task, map index).
 _SCOPE = ("dag_id", "task_id", "run_id", "map_index")

@@ -4,7 +4,7 @@ The supervisor (:mod:`airflow_jrs.launch.supervisor`) relays a stop or cancel to
 the task process is alive it records the outcome; when the task is gone (its worker was
 SIGKILLed) nobody else would, so the supervisor records STOPPED or CANCELED itself, under the
 job's lease, here. What it must never do (docs/concepts/stop-and-cancel.md): take a
-successor's lease (identities compared, not tokens: :func:`~airflow_jrs.store.fence.same_fence`),
+successor's lease (identities compared, not tokens: :func:`~airflow_jrs.store.leases.fence.same_fence`),
 replace a SUCCEEDED result, say "run again" while a cluster-mode driver may still run, or
 record CANCELED over output that was completed and committed.
 """
@@ -16,7 +16,7 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
-from airflow_jrs.store.fence import same_fence
+from airflow_jrs.store.leases.fence import same_fence
 from airflow_jrs.store.stop_requests import StopRequest
 
 if TYPE_CHECKING:
@@ -53,8 +53,8 @@ def record_orphan_outcome(
     from airflow_jrs.exceptions import JobResultEntryAlreadyExistsError
     from airflow_jrs.spark.control import STOPPED, read_outcome
     from airflow_jrs.store import Attempt, JobResult, JobStatus
-    from airflow_jrs.store.base import UNSUCCESSFUL_ONLY
-    from airflow_jrs.store.intent import IntentStore
+    from airflow_jrs.store.intents import IntentStore
+    from airflow_jrs.store.results.base import UNSUCCESSFUL_ONLY
 
     try:
         intent = jobs.intents.get(job_id)

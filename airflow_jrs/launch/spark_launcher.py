@@ -40,7 +40,7 @@ from airflow_jrs.protocol.run import JobRun
 from airflow_jrs.protocol.stopping import asked_to_end, cancel_on_kill
 from airflow_jrs.spark.conf import fill_placeholders, job_conf
 from airflow_jrs.store import Attempt, JobResult, JobStatus
-from airflow_jrs.store.intent import Intent
+from airflow_jrs.store.intents import Intent
 
 if TYPE_CHECKING:
     from airflow_jrs.hooks.jrs import JrsHook

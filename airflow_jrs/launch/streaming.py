@@ -38,8 +38,8 @@ from airflow_jrs.spark.conf import streaming_conf
 from airflow_jrs.spark.control import CANCEL, FINISHED, STOP, STOPPED, clear_request, read_outcome, requested_kind
 from airflow_jrs.spark.control import write_request as _write_request
 from airflow_jrs.store import JobResult, JobStatus
-from airflow_jrs.store.base import UNSUCCESSFUL_ONLY
-from airflow_jrs.store.fence import same_fence
+from airflow_jrs.store.leases.fence import same_fence
+from airflow_jrs.store.results.base import UNSUCCESSFUL_ONLY
 from airflow_jrs.store.stop_requests import StopRequest
 
 log = logging.getLogger(__name__)

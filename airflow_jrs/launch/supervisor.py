@@ -7,7 +7,7 @@ Every submission of :class:`~airflow_jrs.operators.JrsSparkSubmitOperator` runs 
 on the worker host, in place of the bare spark-submit (the operator prefixes the command the
 Spark provider builds; the application needs nothing of airflow-jrs). Like spark-submit
 before it, it outlives a SIGKILLed task process. While spark-submit lives it keeps the job's
-heartbeat (:mod:`airflow_jrs.store.intent`) for its fence, renewing it every ``ttl/3`` (every
+heartbeat (:mod:`airflow_jrs.store.intents`) for its fence, renewing it every ``ttl/3`` (every
 second at most); it relays stop and cancel requests to spark-submit; when spark-submit ends it records the exit code and
 exits with it (so the provider's hook sees what it always saw).
 
@@ -55,11 +55,11 @@ escalation) then ends it and spark-submit with the task, instead of leaving an o
 keeps no try alive once the task process is gone.
 
 The Redis connection comes in the environment (``JRS_SUPERVISOR_REDIS``: the plain kwargs of
-:func:`airflow_jrs.store.clients.connection_of`), never on the command line, and so do the task's
+:func:`airflow_jrs.store.plumbing.clients.connection_of`), never on the command line, and so do the task's
 ``[jrs]`` settings (``JRS_SUPERVISOR_SETTINGS``, JSON; the defaults without it), so that a
 result it records has the configured durability and limits; everything the
 supervisor reads and writes goes through one :class:`~airflow_jrs.protocol.jobs.JobNamespace`
-on a client that :func:`~airflow_jrs.store.clients.bounded_client` builds.
+on a client that :func:`~airflow_jrs.store.plumbing.clients.bounded_client` builds.
 """
 
 from __future__ import annotations
@@ -81,9 +81,9 @@ from typing import Any
 
 from airflow_jrs.protocol.jobs import JobNamespace, settings_for
 from airflow_jrs.settings import JrsSettings
-from airflow_jrs.store.clients import bounded_client, policy_client
-from airflow_jrs.store.fence import Fence, fence_arg, same_fence
-from airflow_jrs.store.intent import HeartbeatGone, StaleHeartbeat
+from airflow_jrs.store.heartbeats import HeartbeatGone, StaleHeartbeat
+from airflow_jrs.store.leases.fence import Fence, fence_arg, same_fence
+from airflow_jrs.store.plumbing.clients import bounded_client, policy_client
 from airflow_jrs.store.stop_requests import CANCEL, StopRequest, StopRequests
 
 SUPERVISOR_ENV = "JRS_SUPERVISOR_REDIS"

@@ -58,8 +58,8 @@ from airflow_jrs.protocol.submission import SubmissionRecorder
 from airflow_jrs.protocol.takeover import refusal, take_over_if_dead
 from airflow_jrs.spark.commit import read_commit_marker
 from airflow_jrs.store import Attempt, JobResult, JobResultEntry
-from airflow_jrs.store.intent import Intent, IntentStore
-from airflow_jrs.store.lease import JobLease
+from airflow_jrs.store.intents import Intent, IntentStore
+from airflow_jrs.store.leases.lease import JobLease
 
 #: What :meth:`JobAttempt.run` did.
 SKIPPED, ADOPTED, COMPUTED = "skipped", "adopted", "computed"

@@ -38,7 +38,7 @@ from airflow_jrs.exceptions import CleanupError, JobResultEntryChangedError, NoS
 from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.protocol.steps import reached
 from airflow_jrs.store import EntryState, JobResult, JobResultEntry, RedisJobResultStore
-from airflow_jrs.store.intent import IntentStore
+from airflow_jrs.store.intents import IntentStore
 
 #: ``fn(result, context)``: a caller's own cleanup of one dirty job, run before it is marked clean.
 CleanupCallable = Callable[[JobResult, Any], None]

@@ -19,14 +19,12 @@ import redis as redis_lib
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.settings import JrsSettings, resolve
 from airflow_jrs.store import RedisJobResultStore
-from airflow_jrs.store.clients import client_from_url, connection_of, fresh_client
-from airflow_jrs.store.documents import FolderDocuments
-from airflow_jrs.store.durability import Durability, DurableWrites
-from airflow_jrs.store.intent import Heartbeats, IntentStore
-from airflow_jrs.store.lease import JobLease, LeaseHolder, default_owner, held_leases
-from airflow_jrs.store.recoveries import Recoveries
-from airflow_jrs.store.requests import RecomputeRequests
-from airflow_jrs.store.server import (
+from airflow_jrs.store.heartbeats import Heartbeats
+from airflow_jrs.store.intents import IntentStore
+from airflow_jrs.store.leases.lease import JobLease, LeaseHolder, default_owner, held_leases
+from airflow_jrs.store.plumbing.clients import client_from_url, connection_of, fresh_client
+from airflow_jrs.store.plumbing.durability import Durability, DurableWrites
+from airflow_jrs.store.plumbing.server import (
     Namespaces,
     ServerFacts,
     find_namespaces,
@@ -34,6 +32,9 @@ from airflow_jrs.store.server import (
     ping_latency,
     read_server_facts,
 )
+from airflow_jrs.store.recompute_requests import RecomputeRequests
+from airflow_jrs.store.recoveries import Recoveries
+from airflow_jrs.store.results.documents import FolderDocuments
 from airflow_jrs.store.stop_requests import StopRequests
 
 
@@ -124,7 +125,7 @@ class JobNamespace:
     def held_leases(self) -> dict[str, LeaseHolder]:
         """Every lease held now, by job id: who computes what.
 
-        A SCAN; see :func:`~airflow_jrs.store.lease.held_leases`."""
+        A SCAN; see :func:`~airflow_jrs.store.leases.lease.held_leases`."""
         return held_leases(self.client, self.namespace)
 
     def in_use(self) -> bool:

@@ -24,7 +24,7 @@ from airflow_jrs.protocol.processes import find_job_processes, process_alive
 if TYPE_CHECKING:
     from airflow_jrs.protocol.run import JobRun
     from airflow_jrs.store import JobResult
-    from airflow_jrs.store.intent import Intent
+    from airflow_jrs.store.intents import Intent
 
 #: What an attempt may conclude once its launch ended (:meth:`Launcher.outcome`).
 ENDED, RUNS, COMMITTED = "ended", "runs", "committed"
@@ -126,7 +126,7 @@ class Launcher:
         return self.find_predecessors(namespace, stale.job_id, known)
 
     def intent_fields(self) -> dict[str, Any]:
-        """Fields of :class:`~airflow_jrs.store.intent.Intent` this launch fills in before it runs
+        """Fields of :class:`~airflow_jrs.store.intents.Intent` this launch fills in before it runs
         (after :meth:`prepare`), for a successor's :meth:`predecessors_of`."""
         return {}
 

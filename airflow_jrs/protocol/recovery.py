@@ -38,7 +38,8 @@ from airflow_jrs.protocol.markers import names_attempt
 from airflow_jrs.protocol.run import JobRun, succeeded_result
 from airflow_jrs.spark.commit import read_commit_marker
 from airflow_jrs.store import JobResult
-from airflow_jrs.store.intent import Heartbeat, Intent, IntentStore
+from airflow_jrs.store.heartbeats import Heartbeat
+from airflow_jrs.store.intents import Intent, IntentStore
 from airflow_jrs.store.recoveries import ADOPTED, FOUND, RESUBMITTED, STOPPED, WAITED, RecoveryStep
 from airflow_jrs.store.stop_requests import DEFAULT_STOP_TIMEOUT, STOP
 
@@ -102,7 +103,7 @@ def wait_for(predecessors: list[Predecessor], check: Callable[[], object], poll:
 def _settle_supervised_predecessor(run: JobRun, fence: int, predecessor: str, log: Any) -> Heartbeat | None:
     """Wait for, or stop, the predecessor's supervised spark-submit, wherever it runs.
 
-    Acts on the heartbeat its supervisor keeps (:mod:`airflow_jrs.store.intent`), not on a process
+    Acts on the heartbeat its supervisor keeps (:mod:`airflow_jrs.store.intents`), not on a process
     list of this host: it returns once the heartbeat says ``ended`` or has expired. Returns the
     heartbeat first seen (``None``: there was none running)."""
     heartbeats = run.jobs.heartbeats

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 from airflow_jrs.exceptions import JobResultEntryAlreadyExistsError
 from airflow_jrs.protocol.application_ids import application_id_of
 from airflow_jrs.store import Attempt, JobResult, JobResultEntry, JobStatus, RedisJobResultStore
-from airflow_jrs.store.base import UNSUCCESSFUL_ONLY
-from airflow_jrs.store.intent import IntentStore
-from airflow_jrs.store.lease import JobLease
+from airflow_jrs.store.intents import IntentStore
+from airflow_jrs.store.leases.lease import JobLease
+from airflow_jrs.store.results.base import UNSUCCESSFUL_ONLY
 
 if TYPE_CHECKING:
     from airflow_jrs.protocol.jobs import JobNamespace

@@ -1,6 +1,6 @@
 """Stop or cancel a running job from outside Airflow (``airflow-jrs stop|cancel``, the Job results page).
 
-The job's intent (recorded while an attempt runs, :mod:`airflow_jrs.store.intent`) names the fence of
+The job's intent (recorded while an attempt runs, :mod:`airflow_jrs.store.intents`) names the fence of
 the running attempt. The request goes to the one stop path
 (:mod:`airflow_jrs.store.stop_requests`), for that fence only; the attempt's supervisor relays
 it on its host (for a stream, to the driver's control file beside the stream's output). The
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_jrs.domain.paths import control_path_of_output
 from airflow_jrs.exceptions import NoRunningStreamError
 from airflow_jrs.spark.control import write_request
-from airflow_jrs.store.fence import same_fence
+from airflow_jrs.store.leases.fence import same_fence
 
 if TYPE_CHECKING:
     from airflow_jrs.protocol.jobs import JobNamespace

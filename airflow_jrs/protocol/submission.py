@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from airflow_jrs.exceptions import LeaseLostError
-from airflow_jrs.store.intent import Intent, IntentStore
+from airflow_jrs.store.intents import Intent, IntentStore
 
 
 class SubmissionRecorder:

@@ -2,10 +2,10 @@
 
 After a ``kill -9`` of a task, its lease lives on until its TTL runs out: nothing renews it,
 but nothing can tell the store that the holder died either. A re-run on the *same host* can:
-the lease's owner names the holder's host, pid and pid space (:func:`airflow_jrs.store.lease.process_identity`),
+the lease's owner names the holder's host, pid and pid space (:func:`airflow_jrs.store.leases.lease.process_identity`),
 and the job's intent and heartbeat name what it started (supervisor and spark-submit pids).
 When all of them are gone, the holder is dead and nothing of it can still compute, so the
-successor takes the lease over (:meth:`~airflow_jrs.store.lease.JobLease.take_over`: a new fence,
+successor takes the lease over (:meth:`~airflow_jrs.store.leases.lease.JobLease.take_over`: a new fence,
 compare-and-set on the dead holder's token) and recovers from its intent as it would after
 the TTL.
 
@@ -36,8 +36,9 @@ import psutil
 from airflow_jrs.exceptions import LeaseHeldError
 from airflow_jrs.protocol.processes import find_job_processes
 from airflow_jrs.protocol.recovery import note
-from airflow_jrs.store.intent import Heartbeat, Intent
-from airflow_jrs.store.lease import JobLease, LeaseHolder, process_identity
+from airflow_jrs.store.heartbeats import Heartbeat
+from airflow_jrs.store.intents import Intent
+from airflow_jrs.store.leases.lease import JobLease, LeaseHolder, process_identity
 from airflow_jrs.store.recoveries import TOOK_OVER, RecoveryStep
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 Defined here, not in the store, because a PySpark driver needs it (its stream's control files are
 named after its fence, :mod:`airflow_jrs.spark.control`) and must not import the store: the
-driver's Python may have neither ``redis`` nor Airflow. The store (:mod:`airflow_jrs.store.fence`,
+driver's Python may have neither ``redis`` nor Airflow. The store (:mod:`airflow_jrs.store.leases.fence`,
 which explains the nonce and a failover's timeline) and the paths (:mod:`airflow_jrs.domain.paths`)
 import these from here, so there is one definition. Standard library only.
 """

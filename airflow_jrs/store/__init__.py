@@ -1,4 +1,13 @@
-"""The job result store (FLIP-194 for Airflow + Spark). Depends on redis-py and the stdlib only."""
+"""The job result store (FLIP-194 for Airflow + Spark). Depends on redis-py and the stdlib only.
+
+One place per noun, each with its Lua beside it, so that a rule about one noun is found in one
+place: :mod:`.results` (entries: the contract, the Redis store, its reads, purge and encoding),
+:mod:`.leases` (one holder per job, and the fence it writes with), :mod:`.intents` (the
+reference to a running job's spec), :mod:`.heartbeats` (whether that submission still runs),
+:mod:`.stop_requests`, :mod:`.recompute_requests` and :mod:`.recoveries` (the recovery log).
+What they share and no noun owns (clients, errors and their diagnosis, keys, the scripts'
+codes and fence check) is :mod:`.plumbing`. This module re-exports the public names.
+"""
 
 from airflow_jrs.domain.model import (
     Actor,
@@ -13,11 +22,11 @@ from airflow_jrs.domain.model import (
     validate_namespace,
 )
 from airflow_jrs.domain.result_json import result_from_dict, result_to_dict
-from airflow_jrs.store.aio import AsyncRedisJobResultStore
-from airflow_jrs.store.base import JobResultStore
-from airflow_jrs.store.keys import KeySpace
-from airflow_jrs.store.redis import RedisJobResultStore
-from airflow_jrs.store.serde import SCHEMA_VERSION
+from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.results.aio import AsyncRedisJobResultStore
+from airflow_jrs.store.results.base import JobResultStore
+from airflow_jrs.store.results.redis import RedisJobResultStore
+from airflow_jrs.store.results.serde import SCHEMA_VERSION
 
 __all__ = [
     "SCHEMA_VERSION",

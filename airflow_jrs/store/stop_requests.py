@@ -10,9 +10,10 @@ through one script (:data:`REQUEST_CONTROL`): the request names the
 fence of the attempt it is for (a request for an attempt that no longer runs is refused, and a
 later attempt never obeys an older one), and a cancel is never downgraded to a stop (a cancel
 after a stop upgrades it; a stop after a cancel leaves the cancel). An attempt names itself by
-its whole fence identity (token and owner nonce, :mod:`.fence`), so after a failover that handed
-its token to a second attempt its ``on_kill`` cannot cancel that one; a person names the token
-the CLI and the UI show, which reaches whichever attempt holds it (:func:`addresses`).
+its whole fence identity (token and owner nonce, :mod:`~airflow_jrs.store.leases.fence`), so
+after a failover that handed its token to a second attempt its ``on_kill`` cannot cancel that
+one; a person names the token the CLI and the UI show, which reaches whichever attempt holds it
+(:func:`addresses`).
 
 The supervisor beside spark-submit (:mod:`airflow_jrs.launch.supervisor`) reads the request with each
 beat and is the relay on the host: for a stream it forwards a stop to the driver's control file
@@ -30,11 +31,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_jrs.store.errors import redis_errors
-from airflow_jrs.store.fence import Fence, fence_arg, nonce_of
-from airflow_jrs.store.keys import KeySpace
-from airflow_jrs.store.lua import FENCE_CHECK, NOOP
-from airflow_jrs.store.read_rules import as_str
+from airflow_jrs.store.leases.fence import Fence, fence_arg, nonce_of
+from airflow_jrs.store.plumbing.errors import redis_errors
+from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.plumbing.lua import FENCE_CHECK, NOOP
+from airflow_jrs.store.plumbing.replies import as_str
 
 STOP = "stop"
 CANCEL = "cancel"
@@ -46,7 +47,7 @@ KEEP_MS = 86_400_000
 _FIELDS = ("fence", "kind", "by", "at_ms", "reason", "stop_timeout")
 
 # Prelude (after FENCE_CHECK): which attempt a request addresses. Also the BEAT's
-# (:mod:`.intent_scripts`): the supervisor obeys exactly the requests this rule gives it.
+# (:mod:`.heartbeats`): the supervisor obeys exactly the requests this rule gives it.
 ADDRESSING = """
 -- The owner nonce of a fence identity ("<token>:<nonce>"), or nil for a bare token.
 local function fence_nonce(fence)
@@ -126,7 +127,7 @@ def addresses(asked: int, held: int) -> bool:
 class StopRequest:
     """A request in force for the attempt of ``fence``: what, who asked, when (epoch s) and why.
 
-    ``fence`` is the :class:`~airflow_jrs.store.fence.Fence` the request named: with the owner
+    ``fence`` is the :class:`~airflow_jrs.store.leases.fence.Fence` the request named: with the owner
     nonce when an attempt or a successor asked, the bare token when a person did."""
 
     job_id: str
@@ -164,7 +165,7 @@ class StopRequests:
         runs (no intent of it and no running heartbeat). ``stop_timeout``: how long a stream's
         stop may take before its supervisor kills it (``None``: until the batch boundary).
 
-        A :class:`~airflow_jrs.store.fence.Fence` with its nonce (``on_kill``, a successor) asks
+        A :class:`~airflow_jrs.store.leases.fence.Fence` with its nonce (``on_kill``, a successor) asks
         that attempt only, never another one a failover handed the same token; a plain integer
         (a person at the CLI or the UI) asks whichever attempt holds that token."""
         if kind not in KINDS:

@@ -47,13 +47,13 @@ from airflow_jrs.domain.wait import DEFAULT_STATUSES, evaluate, validate_wait_ar
 from airflow_jrs.exceptions import JobResultEntryError, JrsConfigError, StoreUnavailableError
 from airflow_jrs.settings import BY_NAME
 from airflow_jrs.store import AsyncRedisJobResultStore, validate_job_id
-from airflow_jrs.store.aio import ANY_JOB, CONNECTION_KEYS
+from airflow_jrs.store.results.aio import ANY_JOB, CONNECTION_KEYS
 
 
 class JobResultTrigger(BaseTrigger):
     """Yield one event once ``job_ids`` have results that :func:`evaluate` accepts.
 
-    :param connection: ``redis.asyncio.Redis`` kwargs, see :data:`airflow_jrs.store.aio.CONNECTION_KEYS`
+    :param connection: ``redis.asyncio.Redis`` kwargs, see :data:`airflow_jrs.store.results.aio.CONNECTION_KEYS`
     :param namespace: the store's namespace
     :param job_ids: jobs to wait for (all of them)
     :param target_state: ``any``, ``dirty`` or ``clean``

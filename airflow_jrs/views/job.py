@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING
 
 from airflow_jrs.exceptions import CorruptIntentError, JobResultEntryError, ResultDocumentError
 from airflow_jrs.store import JobResultEntry, JobResultStore
-from airflow_jrs.store.intent import Heartbeat, Intent
-from airflow_jrs.store.lease import LeaseHolder
+from airflow_jrs.store.heartbeats import Heartbeat
+from airflow_jrs.store.intents import Intent
+from airflow_jrs.store.leases.lease import LeaseHolder
 from airflow_jrs.store.recoveries import RecoveryStep
 from airflow_jrs.store.stop_requests import StopRequest
 

@@ -22,8 +22,9 @@ from typing import Any
 
 from airflow_jrs.exceptions import CorruptIntentError
 from airflow_jrs.store import JobResultEntry, result_to_dict
-from airflow_jrs.store.intent import Heartbeat, Intent
-from airflow_jrs.store.lease import LeaseHolder
+from airflow_jrs.store.heartbeats import Heartbeat
+from airflow_jrs.store.intents import Intent
+from airflow_jrs.store.leases.lease import LeaseHolder
 from airflow_jrs.store.stop_requests import StopRequest
 from airflow_jrs.views.job import HeldLease, InFlight, JobView
 from airflow_jrs.views.links import run_url, spark_app_url

@@ -68,8 +68,9 @@ import redis as redis_lib
 from airflow_jrs.domain.model import HistoryReason
 from airflow_jrs.exceptions import ResultDocumentError
 from airflow_jrs.store import JobResultEntry, JobStatus, RedisJobResultStore
-from airflow_jrs.store.documents import ResultDocuments
-from airflow_jrs.store.intent import Heartbeats, IntentStore
+from airflow_jrs.store.heartbeats import Heartbeats
+from airflow_jrs.store.intents import IntentStore
+from airflow_jrs.store.results.documents import ResultDocuments
 from jrs_testbench.invariants import check_outputs
 from jrs_testbench.trials.history import read_history
 

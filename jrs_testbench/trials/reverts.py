@@ -47,9 +47,11 @@ def _replace_once(text: str, old: str, new: str, where: str) -> str:
 
 def _swap_script(name: str, edits: Sequence[tuple[str, str]]) -> None:
     """Give the Lua script constant ``<name>`` its pre-fix text (each ``old`` must occur once)."""
-    from airflow_jrs.store import intent_scripts, lease_scripts, result_scripts
+    from airflow_jrs.store import heartbeats, intents
+    from airflow_jrs.store.leases import scripts as lease_scripts
+    from airflow_jrs.store.results import scripts as result_scripts
 
-    scripts = next(m for m in (result_scripts, lease_scripts, intent_scripts) if hasattr(m, name))
+    scripts = next(m for m in (result_scripts, lease_scripts, intents, heartbeats) if hasattr(m, name))
     text = getattr(scripts, name)
     for old, new in edits:
         text = _replace_once(text, old, new, f"{scripts.__name__}.{name}")
@@ -140,7 +142,7 @@ def revert_2_cleanup_reads_once() -> None:
         return set(self._reverted_live)
 
     view.live = live
-    from airflow_jrs.store.base import JobResultStore
+    from airflow_jrs.store.results.base import JobResultStore
 
     mark = JobResultStore.mark_result_as_clean
     if "expected" not in inspect.signature(mark).parameters:
@@ -240,7 +242,7 @@ def revert_6_token_only_fence() -> None:
     Breaks "no write by a lower fence after a higher one was acknowledged" and "never two
     applications at once": after a failover that lost the counter's INCR, two attempts hold the
     same token and the stale one renews, writes, beats and releases the fresh one's lease."""
-    from airflow_jrs.store import lease
+    from airflow_jrs.store.leases import lease
 
     _require(lease, ["new_nonce"])
     if "self.nonce = new_nonce()" not in inspect.getsource(lease.JobLease.__post_init__):
@@ -344,7 +346,7 @@ def revert_11_reference_before_document() -> None:
     a cleanup whose document write fails (a folder not mounted, a full disk, a kill between the
     two) leaves a clean reference pointing at no document, and the dirty entry holding the full
     result is gone; every later cleanup finds the job "already clean"."""
-    from airflow_jrs.store.redis import RedisJobResultStore
+    from airflow_jrs.store.results.redis import RedisJobResultStore
 
     _recompile(
         RedisJobResultStore,
@@ -378,7 +380,7 @@ def revert_12_documents_folder_created() -> None:
     Breaks "every clean entry's outputs exist" across hosts: a cleanup on a host where the shared
     folder is not mounted writes the document to that host's own disk and commits the reference;
     every other host (the checker reads the shared folder) finds the document missing."""
-    from airflow_jrs.store import documents
+    from airflow_jrs.store.results import documents
 
     if "self._reachable()" not in inspect.getsource(documents.FolderDocuments.put):
         raise RevertShapeError("FolderDocuments.put no longer checks _reachable(): update reverts.py")

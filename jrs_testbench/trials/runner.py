@@ -37,7 +37,7 @@ from typing import Any
 
 import redis as redis_lib
 
-from airflow_jrs.store.documents import FolderDocuments
+from airflow_jrs.store.results.documents import FolderDocuments
 from jrs_testbench.spark_connect import SparkConnectServer
 from jrs_testbench.trials import connect_launcher
 from jrs_testbench.trials.checker import TrialReport, Violation, check_trial

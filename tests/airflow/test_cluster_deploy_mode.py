@@ -21,7 +21,7 @@ from dag_runner import DATE
 
 from airflow_jrs.spark.commit import marker_path
 from airflow_jrs.store import JobStatus
-from airflow_jrs.store.intent import IntentStore
+from airflow_jrs.store.intents import IntentStore
 from jrs_testbench.fake_standalone import FakeStandaloneMaster, write_fake_spark_submit
 
 pytestmark = [pytest.mark.airflow, pytest.mark.cluster]

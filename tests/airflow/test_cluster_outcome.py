@@ -14,7 +14,7 @@ from test_cluster_deploy_mode import JOB, _finish_with_marker, master, run_dag  
 
 from airflow_jrs.spark.commit import marker_path
 from airflow_jrs.store import JobStatus
-from airflow_jrs.store.intent import IntentStore
+from airflow_jrs.store.intents import IntentStore
 
 pytestmark = [pytest.mark.airflow, pytest.mark.cluster]
 

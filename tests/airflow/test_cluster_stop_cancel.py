@@ -16,7 +16,8 @@ from test_cluster_deploy_mode import JOB, master, run_dag  # noqa: F401  (master
 
 from airflow_jrs.cli import main
 from airflow_jrs.store import JobStatus
-from airflow_jrs.store.intent import Heartbeats, IntentStore
+from airflow_jrs.store.heartbeats import Heartbeats
+from airflow_jrs.store.intents import IntentStore
 from jrs_testbench.fake_standalone import FakeStandaloneMaster
 
 pytestmark = [pytest.mark.airflow, pytest.mark.cluster]

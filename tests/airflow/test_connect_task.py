@@ -25,7 +25,7 @@ import pytest
 from airflow_jrs.launch.connect_launcher import job_tag
 from airflow_jrs.operators.pyspark import JrsPySparkOperator
 from airflow_jrs.spark.commit import read_commit_marker
-from airflow_jrs.store.intent import Intent, IntentStore
+from airflow_jrs.store.intents import Intent, IntentStore
 from jrs_testbench.helpers import wait_until
 from jrs_testbench.spark_connect import SparkConnectServer
 
@@ -457,7 +457,7 @@ def test_a_stopped_attempt_interrupts_its_functions_own_threads_and_ends_only_af
     execute returns (failure recorded, lease let go) only once the server shows none of its tasks."""
     import threading
 
-    from airflow_jrs.store.lease import JobLease
+    from airflow_jrs.store.leases.lease import JobLease
 
     fifo = blocking_fifo(control)
     op = operator(control, predecessor="stop", python_callable=threaded_rows, lease_ttl=6)

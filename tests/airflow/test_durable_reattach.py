@@ -27,7 +27,7 @@ from airflow_jrs.operators import JrsSparkSubmitOperator
 from airflow_jrs.protocol.steps import observe_steps
 from airflow_jrs.spark.commit import marker_path
 from airflow_jrs.store import JobStatus
-from airflow_jrs.store.intent import IntentStore
+from airflow_jrs.store.intents import IntentStore
 from jrs_testbench.fake_standalone import FakeStandaloneMaster
 
 pytestmark = [pytest.mark.airflow, pytest.mark.cluster]

@@ -19,7 +19,7 @@ from airflow_jrs.domain.identity import fingerprint
 from airflow_jrs.domain.paths import fence_token_of
 from airflow_jrs.operators import JrsSparkSubmitOperator
 from airflow_jrs.store import Attempt, JobResult, JobStatus
-from airflow_jrs.store.lease import JobLease, default_owner
+from airflow_jrs.store.leases.lease import JobLease, default_owner
 
 pytestmark = pytest.mark.airflow
 
@@ -30,7 +30,7 @@ RUN = "scheduled__2013-01-01"
 
 def met_before_any_lease(jrs_env, job_id: str, run_id: str) -> None:
     """Record that ``run_id``'s request met ``job_id`` on DAY, before any lease of the namespace
-    (fence counter 0): the mark an attempt of that run would have left then (store/requests.py)."""
+    (fence counter 0): the mark an attempt of that run would have left then (store/recompute_requests.py)."""
     mark = {"at_ms": int(DAY.timestamp() * 1000), "fence": 0, "in_flight": None}
     jrs_env.store.client.hset(jrs_env.store.keys.recompute_requests(job_id), run_id, json.dumps(mark))
 

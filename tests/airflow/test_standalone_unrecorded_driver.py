@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from test_cluster_deploy_mode import JOB, master, run_dag  # noqa: F401  (master: the fixture)
 
-from airflow_jrs.store.intent import IntentStore
+from airflow_jrs.store.intents import IntentStore
 
 pytestmark = [pytest.mark.airflow, pytest.mark.cluster]
 HERE = Path(__file__).parent

@@ -18,7 +18,7 @@ import pytest
 
 from airflow_jrs.cli import main
 from airflow_jrs.store import JobStatus
-from airflow_jrs.store.intent import Heartbeats
+from airflow_jrs.store.heartbeats import Heartbeats
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
 

@@ -23,8 +23,8 @@ import redis
 
 from airflow_jrs.exceptions import CorruptJobResultError
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store.intent import Intent, IntentStore
-from airflow_jrs.store.lease import JobLease
+from airflow_jrs.store.intents import Intent, IntentStore
+from airflow_jrs.store.leases.lease import JobLease
 from airflow_jrs.views.links import job_page_url, spark_app_url
 from jrs_testbench.deployment import LocalDeployment
 from jrs_testbench.helpers import pyspark_env

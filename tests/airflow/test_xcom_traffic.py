@@ -172,7 +172,7 @@ def test_with_result_documents_a_committed_date_costs_the_same_and_returns_full_
     result read from its document: ontime's template pulls ingest's ``outputs`` from it, and
     ontime's fingerprint (its rendered arguments) matches only if they came through."""
     from airflow_jrs.store import RedisJobResultStore
-    from airflow_jrs.store.documents import FolderDocuments
+    from airflow_jrs.store.results.documents import FolderDocuments
 
     folder = tmp_path / "documents"
     folder.mkdir()

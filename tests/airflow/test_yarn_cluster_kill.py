@@ -22,7 +22,8 @@ from test_cluster_deploy_mode import JOB, run_dag
 
 from airflow_jrs.cli import main
 from airflow_jrs.store import JobStatus
-from airflow_jrs.store.intent import Heartbeats, IntentStore
+from airflow_jrs.store.heartbeats import Heartbeats
+from airflow_jrs.store.intents import IntentStore
 from jrs_testbench.fake_yarn import FakeResourceManager, write_fake_yarn_cli, write_fake_yarn_spark_submit
 
 pytestmark = [pytest.mark.airflow, pytest.mark.cluster]

@@ -26,7 +26,7 @@ import pytest
 
 from airflow_jrs.exceptions import JobResultEntryAlreadyExistsError
 from airflow_jrs.store import JobResult, JobStatus, KeySpace, RedisJobResultStore
-from airflow_jrs.store.lease import JobLease
+from airflow_jrs.store.leases.lease import JobLease
 from jrs_testbench.redis_cluster import EmbeddedRedisCluster
 
 pytestmark = [pytest.mark.chaos, pytest.mark.cluster]

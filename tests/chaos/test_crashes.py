@@ -95,7 +95,7 @@ class Chaos:
         """The spark-submit pid the running attempt amended its intent with (a live SparkSubmit JVM)."""
         import psutil
 
-        from airflow_jrs.store.intent import IntentStore
+        from airflow_jrs.store.intents import IntentStore
 
         intents = IntentStore(self.store.client, self.namespace, str(self.tmp / "specs"))
         deadline = time.monotonic() + timeout

@@ -24,7 +24,7 @@ import psutil
 import pytest
 
 from airflow_jrs.store import JobStatus, RedisJobResultStore
-from airflow_jrs.store.intent import Heartbeats
+from airflow_jrs.store.heartbeats import Heartbeats
 from jrs_testbench.helpers import ROOT, SparkLaunches, connection_env, spark_env
 from jrs_testbench.redis_server import EmbeddedRedis
 

@@ -17,7 +17,7 @@ import pytest
 import redis
 
 from airflow_jrs.store import JobResult, JobStatus, KeySpace, RedisJobResultStore
-from airflow_jrs.store.lease import JobLease
+from airflow_jrs.store.leases.lease import JobLease
 from jrs_testbench.redis_server import EmbeddedRedis
 
 pytestmark = pytest.mark.chaos

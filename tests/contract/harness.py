@@ -18,8 +18,8 @@ import pytest
 import redis
 
 from airflow_jrs.store import SCHEMA_VERSION, JobResult, JobResultStore, JobStatus, KeySpace, RedisJobResultStore
-from airflow_jrs.store.documents import FolderDocuments
-from airflow_jrs.store.lease import JobLease
+from airflow_jrs.store.leases.lease import JobLease
+from airflow_jrs.store.results.documents import FolderDocuments
 from jrs_testbench.helpers import free_port
 
 
@@ -175,9 +175,9 @@ class RedisDocumentsHarness(RedisHarness):
 
     def child_store_expr(self, namespace: str) -> str:
         return (
-            f"__import__('airflow_jrs.store.redis').store.redis.RedisJobResultStore({self.url!r}, {namespace!r}, "
-            f"result_documents=__import__('airflow_jrs.store.documents').store.documents.FolderDocuments("
-            f"{str(self.documents.root)!r}))"
+            f"__import__('airflow_jrs.store.results.redis').store.results.redis.RedisJobResultStore("
+            f"{self.url!r}, {namespace!r}, result_documents=__import__('airflow_jrs.store.results.documents')"
+            f".store.results.documents.FolderDocuments({str(self.documents.root)!r}))"
         )
 
 

@@ -21,7 +21,7 @@ from airflow_jrs.exceptions import (
     JrsConfigError,
 )
 from airflow_jrs.store import JobResult, JobStatus, KeySpace, RedisJobResultStore
-from airflow_jrs.store.lease import JobLease
+from airflow_jrs.store.leases.lease import JobLease
 
 
 def test_redis_key_names_are_pinned() -> None:

@@ -20,10 +20,10 @@ from airflow_jrs.domain.decision import decide
 from airflow_jrs.exceptions import ResultDocumentError
 from airflow_jrs.protocol.jobs import JobNamespace, settings_for
 from airflow_jrs.store import Attempt, EntryState, JobResult, JobStatus, KeySpace, RedisJobResultStore
-from airflow_jrs.store.documents import FolderDocuments, ResultDocuments
-from airflow_jrs.store.lease import JobLease
-from airflow_jrs.store.reference import decode_reference, document_name, encode_reference
-from airflow_jrs.store.serde import decode_history_item
+from airflow_jrs.store.leases.lease import JobLease
+from airflow_jrs.store.results.documents import FolderDocuments, ResultDocuments
+from airflow_jrs.store.results.reference import decode_reference, document_name, encode_reference
+from airflow_jrs.store.results.serde import decode_history_item
 from airflow_jrs.views.job import inspect_job
 
 JOB = "flights.daily.2013-01-01T00:00:00+00:00"
@@ -440,7 +440,7 @@ def test_a_document_write_makes_every_folder_on_its_path_durable_also_on_a_retry
     """The job's and the namespace's folders are new on a first commit: their names must reach
     the disk before the reference does (fsync of each parent), and a retry that finds the same
     bytes (killed after the rename, before the fsync) must not skip that."""
-    from airflow_jrs.store import documents
+    from airflow_jrs.store.results import documents
 
     synced: list[Path] = []
     monkeypatch.setattr(documents, "_fsync_dir", lambda f: synced.append(Path(f)))

@@ -42,7 +42,7 @@ from airflow_jrs.store import (
     JobResultStore,
     JobStatus,
 )
-from airflow_jrs.store.base import UNSUCCESSFUL_ONLY
+from airflow_jrs.store.results.base import UNSUCCESSFUL_ONLY
 
 # ---------------------------------------------------------------------------------------------
 # JobResult

@@ -8,9 +8,10 @@
 * triggers never import operators;
 * the PySpark helpers (``airflow_jrs.spark``) import nothing of airflow_jrs outside themselves,
   and importing them in a fresh interpreter loads neither Redis, Airflow, psutil nor the store;
-* only ``store/`` (results, leases, intents, requests) talks to Redis: nobody else imports the key
-  layout, the scripts or the encoding, builds keys, or sends raw commands;
-* Redis has one owner: only ``store/clients.py`` constructs a redis-py client or pool, and
+* only ``store/`` (results, leases, intents, heartbeats, recompute and stop requests) talks to
+  Redis: nobody else imports the key layout, the Lua scripts or the encoding, builds keys, or sends
+  raw commands; every Lua script of the store is one of those internals;
+* Redis has one owner: only ``store/plumbing/clients.py`` constructs a redis-py client or pool, and
   nothing outside ``store/`` reads a store's raw ``.client`` (``JobNamespace`` hands it out);
 * TYPE_CHECKING imports make no circle either.
 
@@ -34,12 +35,18 @@ MODULES = {
     for path in sorted(PACKAGE.rglob("*.py"))
 }
 #: Allowed to talk to Redis (DESIGN.md section 5).
-REDIS_OWNERS = ("airflow_jrs.store", "airflow_jrs.store.lease", "airflow_jrs.store.intent")
+REDIS_OWNERS = (
+    "airflow_jrs.store",
+    "airflow_jrs.store.leases",
+    "airflow_jrs.store.intents",
+    "airflow_jrs.store.heartbeats",
+)
 #: Must stay free of Airflow: importable in milliseconds, and inside a PySpark driver.
 AIRFLOW_FREE = (
     "airflow_jrs.store",
-    "airflow_jrs.store.lease",
-    "airflow_jrs.store.intent",
+    "airflow_jrs.store.leases",
+    "airflow_jrs.store.intents",
+    "airflow_jrs.store.heartbeats",
     "airflow_jrs.launch.supervisor",
     "airflow_jrs.protocol.stream_requests",
     "airflow_jrs.exceptions",
@@ -60,13 +67,22 @@ AIRFLOW_FACING = (
     "airflow_jrs.compat",  # what differs between Airflow minors: the adapters' helper
 )
 #: The key layout, the Lua scripts and the encoding: nobody outside the Redis owners imports them.
+#: A noun in one module keeps its Lua beside it: those scripts are named one by one.
 STORE_INTERNALS = (
-    "airflow_jrs.store.keys",
-    "airflow_jrs.store.lua",
-    "airflow_jrs.store.result_scripts",
-    "airflow_jrs.store.lease_scripts",
-    "airflow_jrs.store.intent_scripts",
-    "airflow_jrs.store.serde",
+    "airflow_jrs.store.plumbing.keys",
+    "airflow_jrs.store.plumbing.lua",
+    "airflow_jrs.store.results.scripts",
+    "airflow_jrs.store.leases.scripts",
+    "airflow_jrs.store.results.serde",
+    "airflow_jrs.store.intents.RECORD_INTENT",
+    "airflow_jrs.store.intents.AMEND_INTENT",
+    "airflow_jrs.store.intents.CLEAR_INTENT",
+    "airflow_jrs.store.heartbeats.BEAT",
+    "airflow_jrs.store.heartbeats.END_HEARTBEAT",
+    "airflow_jrs.store.stop_requests.ADDRESSING",
+    "airflow_jrs.store.stop_requests.REQUEST_CONTROL",
+    "airflow_jrs.store.recompute_requests.RECORD_REQUEST",
+    "airflow_jrs.store.recoveries.RECORD_RECOVERY",
 )
 RAW_COMMANDS = {
     "eval", "evalsha", "register_script", "hget", "hgetall", "hmget", "hset", "smembers", "sadd", "srem",
@@ -260,6 +276,29 @@ def test_only_the_store_the_lease_and_the_intent_talk_to_redis():
     )
 
 
+def test_every_lua_script_of_the_store_is_an_internal():
+    # A script added beside its noun must not escape the rule above by living in a public module.
+    import importlib
+
+    offenders = []
+    for name in sorted(n for n in MODULES if _within(n, ("airflow_jrs.store",))):
+        module = importlib.import_module(name)
+        tree = ast.parse(MODULES[name].read_text())
+        own = {
+            t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)
+        }
+        for attr in sorted(own):
+            value = getattr(module, attr)
+            if isinstance(value, str) and "redis.call(" in value:
+                if not any(target in STORE_INTERNALS for target in (name, f"{name}.{attr}")):
+                    offenders.append(f"{name}.{attr}")
+    _offenders(
+        "every Lua script of the store is in STORE_INTERNALS (its module, or the script by name when its noun "
+        "is one public module): add it there",
+        offenders,
+    )
+
+
 def test_the_spark_helpers_import_only_themselves():
     offenders = []
     for name in sorted(n for n in MODULES if _within(n, ("airflow_jrs.spark",))):
@@ -294,15 +333,15 @@ def test_importing_the_spark_helpers_loads_no_redis_airflow_psutil_or_store():
 def test_the_checks_see_what_they_check():
     # A check that finds no modules, or no edges, proves nothing.
     assert len(MODULES) > 30
-    assert "airflow_jrs.store.redis" in _edges("airflow_jrs.store")
-    assert "airflow_jrs.store.lease_scripts" in _edges("airflow_jrs.store.lease")
+    assert "airflow_jrs.store.results.redis" in _edges("airflow_jrs.store")
+    assert "airflow_jrs.store.leases.scripts" in _edges("airflow_jrs.store.leases.lease")
     assert "airflow_jrs.operators.spark" in _edges("airflow_jrs.operators.start_in_triggerer")
 
 
-#: redis-py's client and pool constructors: only ``store/clients.py`` calls them, so the ``[jrs]``
+#: redis-py's client and pool constructors: only ``store/plumbing/clients.py`` calls them, so the ``[jrs]``
 #: timeouts and retry policy cannot be copied by hand (and drift) anywhere else.
 CLIENT_CONSTRUCTORS = {"Redis", "RedisCluster", "ConnectionPool", "BlockingConnectionPool", "from_url", "from_pool"}
-CLIENT_BUILDER = "airflow_jrs.store.clients"
+CLIENT_BUILDER = "airflow_jrs.store.plumbing.clients"
 
 
 def _redis_aliases(tree: ast.AST) -> tuple[set[str], set[str]]:

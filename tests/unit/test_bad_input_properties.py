@@ -28,8 +28,8 @@ from airflow_jrs.exceptions import (
     UnsupportedSchemaVersionError,
 )
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore, validate_job_id
-from airflow_jrs.store.keys import KeySpace
-from airflow_jrs.store.serde import encode_entry
+from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.results.serde import encode_entry
 
 SETTINGS = settings(
     max_examples=60,

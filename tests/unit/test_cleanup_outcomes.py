@@ -17,7 +17,7 @@ from airflow_jrs.exceptions import CleanupError
 from airflow_jrs.operators import JrsCleanupOperator
 from airflow_jrs.protocol.steps import observe_steps
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store.lease import JobLease
+from airflow_jrs.store.leases.lease import JobLease
 from jrs_testbench.helpers import connection_env
 
 DATA = Asset("file:///data/totals")

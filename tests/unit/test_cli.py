@@ -17,8 +17,8 @@ import pytest
 from airflow_jrs.cli import main
 from airflow_jrs.exceptions import CorruptJobResultError
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store.intent import Intent, IntentStore
-from airflow_jrs.store.lease import JobLease
+from airflow_jrs.store.intents import Intent, IntentStore
+from airflow_jrs.store.leases.lease import JobLease
 from jrs_testbench.redis_server import EmbeddedRedis
 
 CLI = str(Path(sys.executable).parent / "airflow-jrs")

@@ -17,7 +17,7 @@ from redis.connection import AbstractConnection
 
 from airflow_jrs.cli import main
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store.batch_read import read_entries
+from airflow_jrs.store.results.batch_read import read_entries
 
 DAGS = """
 from datetime import datetime, UTC

@@ -248,7 +248,7 @@ def test_a_failed_attempt_whose_cancelled_tasks_may_still_run_records_nothing_an
     from airflow_jrs.exceptions import DriverMayStillRunError
     from airflow_jrs.protocol import JobAttempt, JobSpec
     from airflow_jrs.store import Attempt
-    from airflow_jrs.store.lease import JobLease
+    from airflow_jrs.store.leases.lease import JobLease
 
     monkeypatch.setattr(connect_launcher, "interrupt_session", lambda url: [])
     monkeypatch.setattr(connect_tasks, "TASKS_TIMEOUT", 0.5)

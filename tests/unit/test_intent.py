@@ -15,8 +15,8 @@ import redis
 
 from airflow_jrs.exceptions import LeaseLostError
 from airflow_jrs.store import JobResult, JobStatus, KeySpace, RedisJobResultStore
-from airflow_jrs.store.intent import Intent, IntentStore
-from airflow_jrs.store.lease import JobLease
+from airflow_jrs.store.intents import Intent, IntentStore
+from airflow_jrs.store.leases.lease import JobLease
 
 JOB = "d.t.2013-01-01"
 

@@ -16,7 +16,7 @@ import redis
 
 from airflow_jrs.exceptions import InvalidJobIdError, LeaseHeldError, LeaseLostError, StoreUnavailableError
 from airflow_jrs.store import JobResult, JobStatus, KeySpace, RedisJobResultStore
-from airflow_jrs.store.lease import JobLease
+from airflow_jrs.store.leases.lease import JobLease
 from jrs_testbench.redis_server import EmbeddedRedis
 
 JOB = "dag.task.2013-01-01"
@@ -192,7 +192,7 @@ def test_lease_arguments_are_validated(redis_client: redis.Redis, namespace: str
 _PAUSED_HOLDER = """
 import os, signal, sys
 import redis
-from airflow_jrs.store.lease import JobLease
+from airflow_jrs.store.leases.lease import JobLease
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
 
 url, namespace, job_id = sys.argv[1:4]

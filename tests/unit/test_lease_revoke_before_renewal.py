@@ -12,7 +12,7 @@ import threading
 
 import redis
 
-from airflow_jrs.store.lease import JobLease
+from airflow_jrs.store.leases.lease import JobLease
 
 
 def test_revoke_releases_the_lease_when_the_renewal_thread_was_created_but_not_started(

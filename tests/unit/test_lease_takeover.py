@@ -22,14 +22,14 @@ from airflow_jrs.exceptions import LeaseHeldError
 from airflow_jrs.protocol import JobNamespace, settings_for
 from airflow_jrs.protocol.takeover import judge, refusal, take_over_if_dead
 from airflow_jrs.store import KeySpace
-from airflow_jrs.store.fence import Fence
-from airflow_jrs.store.intent import Heartbeats
-from airflow_jrs.store.lease import JobLease, LeaseHolder, default_owner, process_identity
+from airflow_jrs.store.heartbeats import Heartbeats
+from airflow_jrs.store.leases.fence import Fence
+from airflow_jrs.store.leases.lease import JobLease, LeaseHolder, default_owner, process_identity
 
 JOB = "dag.task.2013-01-01"
 HOLDER = """
 import sys, time, redis
-from airflow_jrs.store.lease import JobLease, default_owner
+from airflow_jrs.store.leases.lease import JobLease, default_owner
 owner = default_owner(dag_id="dag", task_id="task", run_id="scheduled__2013-01-01", try_number=1)
 lease = JobLease(redis.Redis.from_url(sys.argv[1]), sys.argv[2], sys.argv[3], ttl=60, owner=owner)
 print(lease.acquire().identity, flush=True)  # <token>:<nonce>, what fenced scripts compare
@@ -228,7 +228,7 @@ def test_a_live_holder_this_host_may_not_inspect_is_never_judged_dead(namespace,
     verdict = judge(LeaseHolder(1, owner, 30_000), None, None, namespace=namespace, job_id=JOB)
     assert not verdict.dead, verdict.why
     beat_owner = owner_here(pid=99_999_999)  # the holder is gone, but its supervisor may not be inspected
-    from airflow_jrs.store.intent import Heartbeat
+    from airflow_jrs.store.heartbeats import Heartbeat
 
     beat = Heartbeat(1, default_owner()["host"], sleeper.pid, None, "running", None, False, 30_000)
     verdict = judge(LeaseHolder(1, beat_owner, 30_000), None, beat, namespace=namespace, job_id=JOB)

@@ -11,8 +11,8 @@ import pytest
 
 from airflow_jrs.domain.model import Attempt, EntryState, JobResult, JobStatus
 from airflow_jrs.domain.result_json import result_from_dict, result_to_dict
-from airflow_jrs.store import result_scripts as scripts
-from airflow_jrs.store.serde import (
+from airflow_jrs.store.results import scripts
+from airflow_jrs.store.results.serde import (
     CLEAN_PREFIX,
     DIRTY_PREFIX,
     DIRTY_VERSION_PREFIX,
@@ -280,7 +280,13 @@ def _noted(raw: str, note: str) -> str:
 
 def test_a_history_item_reads_back_with_who_when_and_why_and_keeps_its_state_prefix():
     from airflow_jrs.store import Actor, Attempt, EntryState, HistoryReason, JobResult, JobStatus
-    from airflow_jrs.store.serde import CLEAN_PREFIX, decode_entry, decode_history_item, encode_entry, history_note
+    from airflow_jrs.store.results.serde import (
+        CLEAN_PREFIX,
+        decode_entry,
+        decode_history_item,
+        encode_entry,
+        history_note,
+    )
 
     created = datetime(2024, 1, 2, tzinfo=UTC)
     moved_at = datetime(2024, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
@@ -300,7 +306,7 @@ def test_a_history_item_reads_back_with_who_when_and_why_and_keeps_its_state_pre
 
 def test_a_history_note_of_a_newer_version_leaves_the_entry_readable_and_a_broken_one_is_an_error():
     from airflow_jrs.store import EntryState, JobResult, JobStatus
-    from airflow_jrs.store.serde import EntryDecodeError, decode_history_item, encode_entry
+    from airflow_jrs.store.results.serde import EntryDecodeError, decode_history_item, encode_entry
 
     raw = encode_entry(JobResult(job_id="d.t.1", status=JobStatus.FAILED), EntryState.DIRTY, datetime.now(UTC))
     newer = decode_history_item(_noted(raw, ',"h":{"v":9,"x":1}'), "d.t.1")

@@ -9,7 +9,7 @@ import pytest
 from airflow_jrs.exceptions import JobKilledError
 from airflow_jrs.protocol import COMPUTED, SKIPPED, JobAttempt, JobNamespace, JobSpec, Launcher, settings_for
 from airflow_jrs.store import Attempt
-from airflow_jrs.store.lease import JobLease
+from airflow_jrs.store.leases.lease import JobLease
 from jrs_testbench.launchers import Recording
 
 JOB = "d.t.2013-01-01"

@@ -20,7 +20,7 @@ from airflow_jrs.protocol import JobNamespace, RetryPolicy, commit_job, settings
 from airflow_jrs.protocol.cleanup import LOCAL_OR_FSSPEC, folders_named_by
 from airflow_jrs.protocol.steps import observe_steps
 from airflow_jrs.store import JobResult, JobStatus
-from airflow_jrs.store.lease import JobLease
+from airflow_jrs.store.leases.lease import JobLease
 
 NO_WAIT = RetryPolicy(attempts=3, initial_delay=0.0, max_delay=0.0)
 

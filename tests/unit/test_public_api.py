@@ -29,6 +29,9 @@ def test_store_package_imports_no_airflow():
     import subprocess
     import sys
 
-    code = "import sys, airflow_jrs.store, airflow_jrs.store.lease, airflow_jrs.spark; print('airflow' in sys.modules)"
+    code = (
+        "import sys, airflow_jrs.store, airflow_jrs.store.leases.lease, airflow_jrs.spark; "
+        "print('airflow' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

@@ -12,8 +12,8 @@ import pytest
 
 from airflow_jrs.domain.identity import application_fingerprint
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store.lease import JobLease
-from airflow_jrs.store.requests import RecomputeRequests
+from airflow_jrs.store.leases.lease import JobLease
+from airflow_jrs.store.recompute_requests import RecomputeRequests
 from airflow_jrs.triggers.start_in_triggerer import StartInTriggererSubmitTrigger, _GoToWorker
 
 JOB = "d.t.2013-01-01"

@@ -1,4 +1,4 @@
-"""When a run's recompute request first met a job (:mod:`airflow_jrs.store.requests`). Real Redis."""
+"""When a run's recompute request first met a job (:mod:`airflow_jrs.store.recompute_requests`). Real Redis."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import redis.asyncio as aioredis
 
 from airflow_jrs.domain.recompute import Request, RequestSeen, Verdict, verdict
 from airflow_jrs.store import JobResult, JobResultEntry, JobStatus, KeySpace, RedisJobResultStore
-from airflow_jrs.store import redis as store_redis
-from airflow_jrs.store.lease import JobLease
-from airflow_jrs.store.requests import REQUEST_TTL, RecomputeRequests, seen_async
+from airflow_jrs.store.leases.lease import JobLease
+from airflow_jrs.store.recompute_requests import REQUEST_TTL, RecomputeRequests, seen_async
+from airflow_jrs.store.results import redis as store_redis
 
 JOB = "d.t.2013-01-01"
 T0 = datetime(2024, 3, 1, tzinfo=UTC)

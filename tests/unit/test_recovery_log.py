@@ -12,7 +12,7 @@ import pytest
 
 from airflow_jrs.cli import main
 from airflow_jrs.protocol.jobs import JobNamespace, settings_for
-from airflow_jrs.store.fence import Fence
+from airflow_jrs.store.leases.fence import Fence
 from airflow_jrs.store.recoveries import ADOPTED, FOUND, RECOVERY_LIMIT, RECOVERY_TTL, RecoveryStep
 from airflow_jrs.views.job import inspect_job
 from airflow_jrs.views.json import job_json

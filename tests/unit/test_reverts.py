@@ -24,7 +24,7 @@ import pytest
 
 from airflow_jrs.protocol.jobs import JobNamespace, settings_for
 from airflow_jrs.store import Attempt, JobResult, JobStatus
-from airflow_jrs.store.keys import KeySpace
+from airflow_jrs.store.plumbing.keys import KeySpace
 from jrs_testbench.trials import reverts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +41,7 @@ from jrs_testbench.trials.reverts import apply_from_env
 REVERTED = apply_from_env()
 from airflow_jrs.protocol.jobs import JobNamespace, settings_for
 from airflow_jrs.store import Attempt, JobResult, JobStatus
-from airflow_jrs.store.keys import KeySpace
+from airflow_jrs.store.plumbing.keys import KeySpace
 JOB = {JOB!r}
 ATTEMPT = Attempt("dag", "task", "run", 1)
 """
@@ -249,7 +249,7 @@ def holder_without_pid(url: str, ns: str, tmp: str) -> Any:
     """Defect 8: a holder on this host whose owner names no pid (it cannot be inspected). Does the
     takeover judge it dead?"""
     from airflow_jrs.protocol.takeover import judge
-    from airflow_jrs.store.lease import LeaseHolder, default_owner
+    from airflow_jrs.store.leases.lease import LeaseHolder, default_owner
 
     owner = {k: v for k, v in default_owner().items() if k != "pid"}
     verdict = judge(LeaseHolder(1, owner, 30_000), None, None, namespace=ns, job_id=JOB)
@@ -332,7 +332,7 @@ def test_every_fix_of_issue_18_has_a_revert_with_a_docstring_naming_its_commit()
 
 def test_a_revert_whose_code_changed_shape_fails_loudly(monkeypatch):
     """A refactor must break the revert, never make it a silent no-op."""
-    from airflow_jrs.store import result_scripts
+    from airflow_jrs.store.results import scripts as result_scripts
 
     monkeypatch.setattr(result_scripts, "FORGET_RESULT", "-- a rewritten script without the old fence line\nreturn 1\n")
     with pytest.raises(reverts.RevertShapeError, match="FORGET_RESULT"):

@@ -25,7 +25,7 @@ from fastapi import HTTPException
 from airflow_jrs.plugins.routes.deps import day_range
 from airflow_jrs.plugins.security import Access, VisibleQuery
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store.documents import FolderDocuments
+from airflow_jrs.store.results.documents import FolderDocuments
 
 
 class _Allows:

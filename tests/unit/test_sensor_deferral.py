@@ -59,7 +59,7 @@ def test_a_summary_from_the_trigger_returns_the_full_result_of_that_same_entry(
     again, and waits (here: defers) for the new one to be clean."""
     from airflow_jrs.domain.payload import entry_payload
     from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
-    from airflow_jrs.store.documents import FolderDocuments
+    from airflow_jrs.store.results.documents import FolderDocuments
 
     job = "other.job.2013-01-01"
     (tmp_path / "documents").mkdir()

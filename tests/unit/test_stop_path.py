@@ -29,9 +29,10 @@ from airflow_jrs.domain.paths import checkpoint_path, control_path, staging_path
 from airflow_jrs.launch.supervisor import SUPERVISOR_ENV
 from airflow_jrs.spark.control import STOPPED, outcome_path, read_outcome
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store.fence import Fence
-from airflow_jrs.store.intent import Heartbeats, IntentStore
-from airflow_jrs.store.lease import JobLease
+from airflow_jrs.store.heartbeats import Heartbeats
+from airflow_jrs.store.intents import IntentStore
+from airflow_jrs.store.leases.fence import Fence
+from airflow_jrs.store.leases.lease import JobLease
 from airflow_jrs.store.stop_requests import CANCEL, STOP, StopRequests
 
 JOB = "d.stream.2013-01-01"
@@ -42,7 +43,7 @@ ROOT = Path(__file__).parents[2]
 DRIVER = """
 import json, os, pathlib, sys, time
 from airflow_jrs.spark.control import outcome_path, requested_kind
-from airflow_jrs.store.fence import Fence
+from airflow_jrs.store.leases.fence import Fence
 # the fence as the real driver knows it: spark.jrs.fence and spark.jrs.fence_nonce
 control, fence, mode, checkpoint = sys.argv[1], Fence.parse(sys.argv[2]), sys.argv[3], sys.argv[5]
 out = pathlib.Path(sys.argv[4])
@@ -81,8 +82,8 @@ while True:
 TASK = """
 import json, os, socket, subprocess, sys, time
 import redis
-from airflow_jrs.store.intent import Intent, IntentStore
-from airflow_jrs.store.lease import JobLease
+from airflow_jrs.store.intents import Intent, IntentStore
+from airflow_jrs.store.leases.lease import JobLease
 from airflow_jrs.launch.supervisor import supervised_command
 url, ns, job, staging, specs, stop_timeout, log = sys.argv[1:8]
 command = json.loads(sys.argv[8])

@@ -32,9 +32,9 @@ from airflow_jrs.spark.control import (
     write_request,
 )
 from airflow_jrs.store import Attempt, EntryState, JobResult, JobResultEntry, JobStatus, RedisJobResultStore
-from airflow_jrs.store.fence import Fence
-from airflow_jrs.store.intent import Intent, IntentStore
-from airflow_jrs.store.lease import JobLease
+from airflow_jrs.store.intents import Intent, IntentStore
+from airflow_jrs.store.leases.fence import Fence
+from airflow_jrs.store.leases.lease import JobLease
 
 JOB = "d.stream.2013-01-01"
 

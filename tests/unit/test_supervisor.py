@@ -20,8 +20,8 @@ import pytest
 import redis
 
 from airflow_jrs.launch.supervisor import LOST_BEFORE_START, SUPERVISOR_ENV, supervised_command
-from airflow_jrs.store.intent import Heartbeats
-from airflow_jrs.store.lease import JobLease
+from airflow_jrs.store.heartbeats import Heartbeats
+from airflow_jrs.store.leases.lease import JobLease
 from airflow_jrs.store.stop_requests import StopRequests
 from jrs_testbench.redis_server import EmbeddedRedis
 
@@ -165,7 +165,7 @@ def test_a_supervisor_whose_heartbeat_expired_early_stops_its_child_instead_of_r
 
 
 def test_a_later_beat_never_creates_a_heartbeat(redis_url, namespace, leased):
-    from airflow_jrs.store.intent import StaleHeartbeat
+    from airflow_jrs.store.heartbeats import StaleHeartbeat
 
     beats = Heartbeats(redis.Redis.from_url(redis_url), namespace)
     with pytest.raises(StaleHeartbeat):

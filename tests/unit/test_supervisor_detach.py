@@ -20,7 +20,7 @@ import psutil
 import redis
 
 from airflow_jrs.launch.supervisor import SUPERVISOR_ENV, supervised_command
-from airflow_jrs.store.lease import JobLease
+from airflow_jrs.store.leases.lease import JobLease
 
 JOB = "sup.detach.2013-01-01"
 

@@ -25,7 +25,7 @@ from airflow_jrs.exceptions import StoreUnavailableError
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.operators import JrsCleanupOperator, JrsSparkSubmitOperator
 from airflow_jrs.store import JobResult, JobStatus
-from airflow_jrs.store.intent import Intent, IntentStore
+from airflow_jrs.store.intents import Intent, IntentStore
 from airflow_jrs.triggers.job_result import JobResultTrigger
 from jrs_testbench.fake_spark import install_fake_spark_submit, launches
 from jrs_testbench.helpers import TINY_APP, free_port, spark_env

@@ -10,8 +10,8 @@ import pytest
 from airflow_jrs.cli import main
 from airflow_jrs.protocol.jobs import JobNamespace, settings_for
 from airflow_jrs.store import Attempt, JobResult, JobStatus
-from airflow_jrs.store.intent import Intent
-from airflow_jrs.store.lease import JobLease
+from airflow_jrs.store.intents import Intent
+from airflow_jrs.store.leases.lease import JobLease
 from airflow_jrs.views.job import held_leases, in_flight, inspect_job
 from airflow_jrs.views.json import entry_json, job_json
 

@@ -24,7 +24,7 @@ State machine of one job's entry::
 * An entry that cannot be decoded is moved to quarantine and reading it raises
   :class:`CorruptJobResultError`; from then on the job reads as
   :class:`JobResultQuarantinedError` (fail closed) until :meth:`release_quarantine`.
-* Writes may carry a fencing token (see :mod:`airflow_jrs.store.lease`); a stale token raises
+* Writes may carry a fencing token (see :mod:`airflow_jrs.store.leases.lease`); a stale token raises
   :class:`LeaseLostError` and writes nothing.
 * The two listings say different things (docs/store-lifecycle.md). :meth:`get_dirty_results`
   is "done, cleanup pending": dirty SUCCEEDED results, the work of a cleanup task.

@@ -1,9 +1,9 @@
-"""The read side of :class:`~airflow_jrs.store.redis.RedisJobResultStore`: entries, listings, history.
+"""The read side of :class:`~airflow_jrs.store.results.redis.RedisJobResultStore`: entries, listings, history.
 
 Reads are pipelined and need no script, except the quarantine move of a corrupt entry
-(:data:`~airflow_jrs.store.result_scripts.QUARANTINE_ENTRY`). Every read decodes through
+(:data:`~airflow_jrs.store.results.scripts.QUARANTINE_ENTRY`). Every read decodes through
 :meth:`RedisReads.entry_from` or :meth:`RedisReads._decode_or_quarantine`, by the rules of
-:mod:`~airflow_jrs.store.read_rules` that the async store follows too.
+:mod:`~airflow_jrs.store.results.read_rules` that the async store follows too.
 """
 
 from __future__ import annotations
@@ -13,21 +13,20 @@ from typing import Any
 
 from airflow_jrs.domain.model import JobResultEntry
 from airflow_jrs.exceptions import JobResultEntryError
-from airflow_jrs.store.errors import redis_errors
-from airflow_jrs.store.keys import KeySpace
-from airflow_jrs.store.read_rules import (
+from airflow_jrs.store.plumbing.errors import redis_errors
+from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.plumbing.replies import as_bytes, as_str
+from airflow_jrs.store.results.read_rules import (
     READ_CHUNK,
     NeedsQuarantine,
-    as_bytes,
-    as_str,
     corrupt_error,
     decode_stored,
     quarantine_call,
     quarantined_error,
 )
-from airflow_jrs.store.serde import EntryDecodeError, decode_history_item
+from airflow_jrs.store.results.serde import EntryDecodeError, decode_history_item
 
-log = logging.getLogger("airflow_jrs.store.redis")
+log = logging.getLogger("airflow_jrs.store.results.redis")
 
 
 class RedisReads:

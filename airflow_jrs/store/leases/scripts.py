@@ -1,11 +1,11 @@
-"""The lease scripts: acquire, take over, renew and release a job's lease (:mod:`airflow_jrs.store.lease`).
+"""The lease scripts: acquire, take over, renew and release a job's lease (:mod:`airflow_jrs.store.leases.lease`).
 
-Shared codes and the fence check: :mod:`.lua`.
+Shared codes and the fence check: :mod:`~airflow_jrs.store.plumbing.lua`.
 """
 
 from __future__ import annotations
 
-from airflow_jrs.store.lua import FENCE_CHECK
+from airflow_jrs.store.plumbing.lua import FENCE_CHECK
 
 # Prelude of the two scripts that hand out a lease. ``held_reply``: the lease is held; a lease
 # that carries the caller's nonce is the caller's own (redis-py sent the command again because
@@ -35,7 +35,7 @@ ACQUIRE_LEASE = (
 -- Take a job's lease if nobody holds it; the fencing token comes from the namespace's counter,
 -- which only grows: no token is ever handed out twice in a namespace, so a job purged and
 -- created again cannot meet an old one, and no counter is left behind per job.
--- The caller's owner nonce (store/fence.py) is kept beside the token: fenced scripts compare
+-- The caller's owner nonce (store/leases/fence.py) is kept beside the token: fenced scripts compare
 -- both. A lease that already carries the caller's nonce is the caller's own (``held_reply``).
 -- KEYS[1] - lease hash      KEYS[2] - namespace fence counter
 -- ARGV[1] - owner JSON      ARGV[2] - TTL in ms         ARGV[3] - now in ms

@@ -4,8 +4,8 @@ The token comes from the namespace's counter (``INCR``) and orders holders; it i
 the UI and the CLI show. But a counter can go back: a failover to a replica that had not
 received the last ``INCR``, or a crash with ``appendfsync everysec`` that loses the last second,
 hands the same token to a second attempt. So each lease also carries a random *owner nonce*
-(``secrets.token_hex(8)``: 64 bits, drawn per :class:`~airflow_jrs.store.lease.JobLease`), and every
-fenced script compares both (``fence_ok`` in :mod:`~airflow_jrs.store.lua`)::
+(``secrets.token_hex(8)``: 64 bits, drawn per :class:`~airflow_jrs.store.leases.lease.JobLease`), and every
+fenced script compares both (``fence_ok`` in :mod:`~airflow_jrs.store.plumbing.lua`)::
 
     t0  A acquires                  lease{token=7, nonce=a1..}   counter=7
     t1  failover: the replica has neither the lease nor the INCR  counter=6

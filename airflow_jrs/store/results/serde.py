@@ -43,7 +43,7 @@ from typing import Any
 
 from airflow_jrs.domain.model import Actor, Attempt, EntryState, HistoryNote, JobResult, JobResultEntry, JobStatus
 from airflow_jrs.exceptions import JrsError
-from airflow_jrs.store import reference
+from airflow_jrs.store.results import reference
 
 SCHEMA_VERSION = 2
 DIRTY_PREFIX = '{"s":"d"'

@@ -21,7 +21,7 @@ next run anyway).
 An entry is written as a reference only when it can be read back exactly as the decision sees
 it: a UTC creation time, and a SHA-256 hex fingerprint (or none). Others stay version 2.
 Scripts recognise a reference by :data:`PREFIX` (the Lua preludes are built with it,
-:mod:`.lua`). In a job's history a reference carries its note after a newline
+:mod:`.scripts`). In a job's history a reference carries its note after a newline
 (``<reference>\\n{"h":{...}}``): a reference holds no newline and a note is JSON on one line.
 """
 

@@ -23,8 +23,8 @@ from urllib.parse import quote, unquote, urlsplit
 
 from airflow_jrs.domain.model import JobResultEntry
 from airflow_jrs.exceptions import JrsConfigError, ResultDocumentError
-from airflow_jrs.store.reference import document_name
-from airflow_jrs.store.serde import EntryDecodeError, decode_document, encode_document
+from airflow_jrs.store.results.reference import document_name
+from airflow_jrs.store.results.serde import EntryDecodeError, decode_document, encode_document
 
 
 class ResultDocuments(Protocol):

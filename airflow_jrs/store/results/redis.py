@@ -2,8 +2,8 @@
 
 Why Redis: every Airflow deployment that runs Spark already reaches a Redis (or can run one),
 a state change is one round trip, and ``appendonly`` makes entries outlive a restart.
-Key layout: :mod:`airflow_jrs.store.keys`; scripts: :mod:`airflow_jrs.store.result_scripts`;
-what a refused write raises: :mod:`airflow_jrs.store.refusals`.
+Key layout: :mod:`airflow_jrs.store.plumbing.keys`; scripts: :mod:`airflow_jrs.store.results.scripts`;
+what a refused write raises: :mod:`airflow_jrs.store.results.refusals`.
 """
 
 from __future__ import annotations
@@ -24,21 +24,21 @@ from airflow_jrs.exceptions import (
     NoSuchJobResultError,
     StoreUnavailableError,
 )
-from airflow_jrs.store import lua
-from airflow_jrs.store import result_scripts as scripts
-from airflow_jrs.store.base import UNSUCCESSFUL_ONLY, JobResultStore, Supersede
-from airflow_jrs.store.clients import client_from_url
-from airflow_jrs.store.documents import ResultDocuments, read_document, write_document
-from airflow_jrs.store.durability import Durability
-from airflow_jrs.store.errors import redis_errors
-from airflow_jrs.store.fence import fence_arg
-from airflow_jrs.store.keys import KeySpace
-from airflow_jrs.store.read_rules import as_bytes
-from airflow_jrs.store.redis_purge import RedisPurge
-from airflow_jrs.store.redis_reads import RedisReads
-from airflow_jrs.store.reference import encode_reference, is_reference
-from airflow_jrs.store.refusals import refusal
-from airflow_jrs.store.serde import (
+from airflow_jrs.store.leases.fence import fence_arg
+from airflow_jrs.store.plumbing import lua
+from airflow_jrs.store.plumbing.clients import client_from_url
+from airflow_jrs.store.plumbing.durability import Durability
+from airflow_jrs.store.plumbing.errors import redis_errors
+from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.plumbing.replies import as_bytes
+from airflow_jrs.store.results import scripts
+from airflow_jrs.store.results.base import UNSUCCESSFUL_ONLY, JobResultStore, Supersede
+from airflow_jrs.store.results.documents import ResultDocuments, read_document, write_document
+from airflow_jrs.store.results.purge import RedisPurge
+from airflow_jrs.store.results.reads import RedisReads
+from airflow_jrs.store.results.reference import encode_reference, is_reference
+from airflow_jrs.store.results.refusals import refusal
+from airflow_jrs.store.results.serde import (
     CLEAN_PREFIX,
     DIRTY_VERSION_PREFIX,
     SCHEMA_VERSION,
@@ -80,7 +80,7 @@ class RedisJobResultStore(RedisPurge, RedisReads, JobResultStore):
         (the index's size, whatever the number of entries); ``None`` keeps every job in it
     :param durability: ``"none"`` (default), ``"aof"`` (each create and clean waits until the
         server's append-only file has it on disk: ``WAITAOF 1 0``, Redis 7.2+) or
-        ``"replicas:N"`` (waits until N replicas have it: ``WAIT N``); see :mod:`.durability`
+        ``"replicas:N"`` (waits until N replicas have it: ``WAIT N``); see :mod:`~airflow_jrs.store.plumbing.durability`
     :param durability_timeout: seconds to wait for that acknowledgement before failing; shorter
         than the client's read timeout (else the client gives up first, and retries the write)
     :param result_documents: where full results of clean jobs live (``[jrs] result_documents``,

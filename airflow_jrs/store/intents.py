@@ -9,6 +9,9 @@ may need recovery: the script that writes the job's result deletes it in the sam
 A later attempt that takes over the job's lease and finds an intent knows an earlier attempt
 died mid-flight, and where to look: its staging folder (a commit marker there means the
 application finished) and its spark-submit process (found by the deterministic app name).
+
+Whether that spark-submit still runs, wherever it runs, is its heartbeat's to say
+(:mod:`.heartbeats`). The intent's scripts are below, each with its KEYS/ARGV/return header.
 """
 
 from __future__ import annotations
@@ -21,23 +24,64 @@ import fsspec
 import redis as redis_lib
 
 from airflow_jrs.domain.paths import fence_name, spec_path
-from airflow_jrs.exceptions import CorruptIntentError, HeartbeatGone, LeaseLostError, StaleHeartbeat
-from airflow_jrs.store import intent_scripts as scripts
-from airflow_jrs.store import lua
-from airflow_jrs.store.durability import DurableWrites
-from airflow_jrs.store.errors import redis_errors
-from airflow_jrs.store.fence import Fence, fence_arg, nonce_of
-from airflow_jrs.store.keys import KeySpace
-from airflow_jrs.store.read_rules import as_str
+from airflow_jrs.exceptions import CorruptIntentError, LeaseLostError
+from airflow_jrs.store.leases.fence import Fence, fence_arg, nonce_of
+from airflow_jrs.store.plumbing import lua
+from airflow_jrs.store.plumbing.durability import DurableWrites
+from airflow_jrs.store.plumbing.errors import redis_errors
+from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.plumbing.lua import FENCE_CHECK
+from airflow_jrs.store.plumbing.replies import as_str
 
 INTENT_VERSION = 1
+
+RECORD_INTENT = (
+    FENCE_CHECK
+    + """
+-- Record (or update) the reference to a running job's spec, under the fence.
+-- KEYS[1] - lease hash      KEYS[2] - intent key
+-- ARGV[1] - fence identity ("<token>:<nonce>")   ARGV[2] - intent JSON
+-- return 1 written, -2 stale fence
+if ARGV[1] == '' or not fence_ok(KEYS[1], ARGV[1]) then return -2 end
+redis.call('SET', KEYS[2], ARGV[2])
+return 1
+"""
+)
+
+AMEND_INTENT = (
+    FENCE_CHECK
+    + """
+-- Amend the running job's reference once spark-submit reports what it started (its pid, the
+-- application or driver id), under the fence. Only an existing intent is amended: the result
+-- script deletes the intent, and a late amendment must never bring it back.
+-- KEYS[1] - lease hash      KEYS[2] - intent key
+-- ARGV[1] - fence identity ("<token>:<nonce>")   ARGV[2] - intent JSON
+-- return 1 amended, 0 no intent any more, -2 stale fence
+if ARGV[1] == '' or not fence_ok(KEYS[1], ARGV[1]) then return -2 end
+if redis.call('SET', KEYS[2], ARGV[2], 'XX') then return 1 end
+return 0
+"""
+)
+
+CLEAR_INTENT = (
+    FENCE_CHECK
+    + """
+-- Drop the intent of an attempt that ends without a result (Spark failed, nothing to recover).
+-- KEYS[1] - lease hash      KEYS[2] - intent key
+-- ARGV[1] - fence identity ("<token>:<nonce>")
+-- return 1 cleared (or nothing there), -2 stale fence
+if ARGV[1] == '' or not fence_ok(KEYS[1], ARGV[1]) then return -2 end
+redis.call('DEL', KEYS[2])
+return 1
+"""
+)
 
 
 @dataclass(frozen=True)
 class Intent:
     """The running-job reference kept in Redis (small: the spec itself lives in the backend).
 
-    ``fence`` is the attempt's :class:`~airflow_jrs.store.fence.Fence`: stored as the integer
+    ``fence`` is the attempt's :class:`~airflow_jrs.store.leases.fence.Fence`: stored as the integer
     token plus a ``nonce`` member, so a successor that reads the intent addresses that attempt
     (its heartbeat, its staging folder) and not another one handed the same token."""
 
@@ -91,9 +135,9 @@ class IntentStore:
         self.spec_root = spec_root.rstrip("/")
         #: ``durability`` for recording the intent (``None``: acknowledged in memory)
         self.durable = durable
-        self._record = client.register_script(scripts.RECORD_INTENT)
-        self._clear = client.register_script(scripts.CLEAR_INTENT)
-        self._amend = client.register_script(scripts.AMEND_INTENT)
+        self._record = client.register_script(RECORD_INTENT)
+        self._clear = client.register_script(CLEAR_INTENT)
+        self._amend = client.register_script(AMEND_INTENT)
 
     def spec_uri(self, job_id: str, fence: int) -> str:
         return spec_path(self.spec_root, self.namespace, job_id, fence)
@@ -230,123 +274,3 @@ class IntentStore:
         fs, path = fsspec.core.url_to_fs(spec_uri)
         if fs.exists(path):
             fs.rm(path)
-
-
-# -- the heartbeat of a running submission ------------------------------------------------------
-#
-# The intent says a job may need recovery; the heartbeat says whether the submission it refers
-# to is still alive, wherever it runs.
-#
-# An attempt's task process can die (SIGKILL, a lost Celery worker) while its spark-submit
-# lives on, on *that* host. A successor on another host cannot see that process; it can see
-# this heartbeat, which the supervisor beside spark-submit (:mod:`airflow_jrs.launch.supervisor`)
-# keeps in Redis while spark-submit lives::
-#
-#     jrs:{ns}:heartbeat:<job id>  hash {fence, host, pid, child, state=running|ended, exit_code, stop}
-#
-# with a TTL the supervisor renews every ``ttl/3``. A successor acts on it, not on a process
-# list: it waits while the heartbeat is ``running`` (or asks for a stop), and proceeds once it
-# is ``ended`` or gone. A supervisor that cannot renew for most of the TTL kills its
-# spark-submit itself before the key can expire (self-fencing), so "the heartbeat expired"
-# means "nothing of that attempt runs any more", across hosts and without comparing clocks
-# (the TTL runs on the Redis server). Like the lease, a heartbeat belongs to one fence: an
-# older supervisor that comes back after a successor's took over is refused and stops.
-
-_FIELDS = ("fence", "host", "pid", "child", "state", "exit_code", "stop")
-#: How long an ended heartbeat keeps its answer (exit code) for a successor to read.
-ENDED_KEEP_MS = 3_600_000
-#: The exit code an ended heartbeat reports when spark-submit was never started (the
-#: supervisor's ``LOST_BEFORE_START``, :mod:`airflow_jrs.launch.supervisor`).
-NOT_STARTED_EXIT_CODE = 70
-
-
-@dataclass(frozen=True)
-class Heartbeat:
-    """What the supervisor of fence ``fence`` last said."""
-
-    fence: int
-    host: str
-    pid: int
-    child: int | None
-    state: str
-    exit_code: int | None
-    stop_requested: bool
-    ttl_ms: int
-
-    @property
-    def running(self) -> bool:
-        return self.state == "running"
-
-
-class Heartbeats:
-    """Heartbeats of one namespace's running submissions."""
-
-    def __init__(self, client: redis_lib.Redis, namespace: str, *, durable: DurableWrites | None = None) -> None:
-        self.client = client
-        self.namespace = namespace
-        self.keys = KeySpace(namespace)
-        #: ``durability`` for the first beat (``None``: acknowledged in memory)
-        self.durable = durable
-        self._beat = client.register_script(scripts.BEAT)
-        self._end = client.register_script(scripts.END_HEARTBEAT)
-
-    def beat(
-        self, job_id: str, fence: int, ttl_ms: int, *, host: str, pid: int, child: int, first: bool = False
-    ) -> str | None:
-        """Renew; returns the request in force for ``fence`` (``"stop"``, ``"cancel"``) or ``None``.
-
-        Raises :class:`StaleHeartbeat` when a newer fence owns the job's heartbeat (this
-        supervisor's attempt lost the job), or, on the ``first`` beat (before spark-submit
-        starts), when the fence no longer holds the lease; :class:`HeartbeatGone` when a later
-        beat finds its heartbeat gone (it expired early: a successor may run). Only the first
-        beat creates the heartbeat. With ``durability`` set the first beat returns only once the
-        replicas (or the disk) have it: spark-submit starts after it, and a successor after a
-        failover must see it running."""
-        keys = [self.keys.heartbeat(job_id), self.keys.lease(job_id), self.keys.control(job_id)]
-        with redis_errors(f"renew the heartbeat of job {job_id!r}", self.namespace, job_id):
-            args: list[str | int] = [fence_arg(fence), ttl_ms, host, pid, child, "1" if first else "0"]
-            if self.durable is None or not first:
-                code, request = self._beat(keys=keys, args=args)
-            else:
-                code, request = self.durable.run(
-                    self.client, self._beat, keys=keys, args=args, written=lambda reply: int(reply[0]) == lua.OK,
-                    what=f"the first heartbeat of job {job_id!r}", namespace=self.namespace, job_id=job_id,
-                    then="spark-submit was not started (the heartbeat now says so); the task's retry starts it once "
-                    "the store is healthy",
-                    undo=lambda _reply: self._end(
-                        keys=[keys[0]], args=[fence_arg(fence), NOT_STARTED_EXIT_CODE, ENDED_KEEP_MS]
-                    ),
-                )  # fmt: skip
-        if int(code) == lua.STALE_FENCE:
-            raise StaleHeartbeat(job_id, fence)
-        if int(code) == lua.HEARTBEAT_GONE:
-            raise HeartbeatGone(job_id, fence)
-        return as_str(request) or None
-
-    def end(self, job_id: str, fence: int, exit_code: int) -> bool:
-        """Record how spark-submit ended; ``False`` when another fence owns the heartbeat."""
-        with redis_errors(f"record the end of job {job_id!r}'s submission", self.namespace, job_id):
-            args: list[str | int] = [fence_arg(fence), exit_code, ENDED_KEEP_MS]
-            return bool(self._end(keys=[self.keys.heartbeat(job_id)], args=args))
-
-    def get(self, job_id: str) -> Heartbeat | None:
-        """The job's heartbeat, or ``None`` (never started, or expired: nothing runs)."""
-        key = self.keys.heartbeat(job_id)
-        with redis_errors(f"read the heartbeat of job {job_id!r}", self.namespace, job_id):
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hmget(key, _FIELDS)  # HMGET, not HGETALL: the documented ACL rule grants it
-            pipe.pttl(key)
-            values, ttl_ms = pipe.execute()
-        doc: dict[str, Any] = {f: as_str(v) for f, v in zip(_FIELDS, values, strict=True) if v is not None}
-        if not doc:
-            return None
-        return Heartbeat(
-            fence=Fence.parse(doc.get("fence", "0")),
-            host=doc.get("host", "?"),
-            pid=int(doc.get("pid", 0)),
-            child=int(doc["child"]) if doc.get("child") else None,
-            state=doc.get("state", "running"),
-            exit_code=int(doc["exit_code"]) if doc.get("exit_code") not in (None, "") else None,
-            stop_requested=bool(doc.get("stop")),
-            ttl_ms=int(ttl_ms),
-        )

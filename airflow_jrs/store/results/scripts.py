@@ -1,15 +1,69 @@
 """The result scripts: create, clean, forget, quarantine, release and purge a job's entry.
 
-Shared codes and preludes: :mod:`.lua`. Scripts know nothing of the entry encoding: what they
-compare or rewrite by prefix (the state member, see :mod:`~airflow_jrs.store.serde`) reaches
-them through ARGV from serde. Every script that moves an entry to the job's history appends
-its note (who, when, why: ``serde.history_note``) with ``to_history``; the note comes through
-ARGV, built by serde.
+Shared codes and the fence check: :mod:`~airflow_jrs.store.plumbing.lua`; the preludes that
+read a clean reference and move an entry are the results' own, below. Scripts know nothing of
+the entry encoding: what they compare or rewrite by prefix (the state member, see
+:mod:`~airflow_jrs.store.results.serde`) reaches them through ARGV from serde. Every script that
+moves an entry to the job's history appends its note (who, when, why: ``serde.history_note``)
+with ``to_history``; the note comes through ARGV, built by serde.
 """
 
 from __future__ import annotations
 
-from airflow_jrs.store.lua import ENTRY_MOVES, FENCE_CHECK
+from airflow_jrs.store.plumbing.lua import FENCE_CHECK
+from airflow_jrs.store.results import reference
+
+# Prelude: a clean reference (format version 3, results/reference.py), recognised by its prefix.
+# ``reference_fields`` returns its creation time, fence and fingerprint fields (strings, base36
+# and base64url as written), or nil when ``raw`` is no *valid* reference: bytes that only start
+# like one are corrupt, and a script must not act on them as a result (the caller's read
+# quarantines them, as :func:`.reference.decode_reference` refuses them).
+REFERENCES = f"""
+local REFERENCE_PREFIX = '{reference.PREFIX}'
+local REFERENCE_NOTE_SEPARATOR = '\\n'
+local REFERENCE_FINGERPRINT_CHARS = {reference.FINGERPRINT_CHARS}
+local function is_reference(raw)
+  return string.sub(raw, 1, string.len(REFERENCE_PREFIX)) == REFERENCE_PREFIX
+end
+local function reference_fields(raw)
+  if not is_reference(raw) then return nil end
+  local created, fence, fp = string.match(
+    string.sub(raw, string.len(REFERENCE_PREFIX) + 1), '^([0-9a-z]+);([0-9a-z]*);([A-Za-z0-9_-]*)$')
+  if not created or (fp ~= '' and string.len(fp) ~= REFERENCE_FINGERPRINT_CHARS) then return nil end
+  return created, fence, fp
+end
+"""
+
+# Prelude: moving an entry. ``to_history`` pushes the bytes to the job's history (capped), with
+# their note (serde.history_note: who, when, why) appended as the last member; only to what
+# looks like a JSON object: a reference gets it after a newline, as ``{"h":...}``, and other
+# bytes (a released quarantine) go as they were. The entry's first bytes, its state prefix, stay
+# in place. ``drop_entry`` takes the job's entry out of its slot and out of every index (what a
+# forget, a quarantine and a purge all do).
+ENTRY_MOVES = (
+    REFERENCES
+    + """
+local function noted(raw, note)
+  if note ~= '' and is_reference(raw) then
+    return raw .. REFERENCE_NOTE_SEPARATOR .. '{' .. string.sub(note, 2) .. '}'
+  end
+  if note == '' or string.sub(raw, 1, 2) ~= '{"' then return raw end
+  local body = string.match(raw, '^(.*)}%s*$')
+  if not body then return raw end
+  return body .. note .. '}'
+end
+local function to_history(history_key, raw, note, cap)
+  redis.call('LPUSH', history_key, noted(raw, note or ''))
+  redis.call('LTRIM', history_key, 0, tonumber(cap) - 1)
+end
+local function drop_entry(result_key, dirty_key, unsuccessful_key, index_key, job_id)
+  redis.call('DEL', result_key)
+  redis.call('SREM', dirty_key, job_id)
+  redis.call('SREM', unsuccessful_key, job_id)
+  redis.call('ZREM', index_key, job_id)
+end
+"""
+)
 
 CREATE_DIRTY_RESULT = (
     FENCE_CHECK
@@ -21,7 +75,7 @@ CREATE_DIRTY_RESULT = (
 -- KEYS[7] - history list       KEYS[8] - unsuccessful set
 -- ARGV[1] - entry JSON (state "dirty" first)
 -- ARGV[2] - job id               ARGV[3] - created time in ms
--- ARGV[4] - fence identity ("<token>:<nonce>", store/fence.py), or '' for an unfenced write
+-- ARGV[4] - fence identity ("<token>:<nonce>", store/leases/fence.py), or '' for an unfenced write
 -- ARGV[5] - supersede: '1' moves an existing entry to history when it is not SUCCEEDED or
 --           its fingerprint differs from ARGV[6]; 'u' (unsuccessful only: a stop or cancel)
 --           moves it only when it is not SUCCEEDED, whatever its fingerprint ("done is
@@ -38,7 +92,7 @@ CREATE_DIRTY_RESULT = (
 --            none): what an entry stores as 'F'; ARGV[6] is compared with 'f'
 -- ARGV[14] - history note of an unsuccessful entry moved aside (reason 'rerun')
 -- ARGV[15] - history note of a SUCCEEDED entry of another fingerprint (reason 'superseded')
--- An existing clean reference (store/reference.py) is compared by its fingerprint prefix and
+-- An existing clean reference (store/results/reference.py) is compared by its fingerprint prefix and
 -- moved to history as it is (its document stays: documents are immutable per fence).
 -- return 1 created, 0 an entry exists, -1 quarantined, -2 stale fence, -3 existing entry unreadable
 if not fence_ok(KEYS[5], ARGV[4]) then return -2 end

@@ -2,7 +2,7 @@
 
 Triggers run in Airflow's triggerer, one event loop shared by every deferred task: a blocking
 read would stall them all. This class reads with the same keys and the same rules as
-:class:`~airflow_jrs.store.redis.RedisJobResultStore` (:mod:`.read_rules`: a corrupt entry is
+:class:`~airflow_jrs.store.results.redis.RedisJobResultStore` (:mod:`.read_rules`: a corrupt entry is
 quarantined and raises, a quarantined one raises, a newer schema raises; never "missing"),
 and errors are the same :mod:`airflow_jrs.exceptions` (``StoreUnavailableError.retryable``
 tells a lost connection from a refusal). It writes nothing but the quarantine move.
@@ -22,21 +22,21 @@ import redis.asyncio as aioredis
 
 from airflow_jrs.domain.model import JobResultEntry, validate_job_id
 from airflow_jrs.domain.recompute import RequestSeen
-from airflow_jrs.store import result_scripts
-from airflow_jrs.store.clients import CONNECTION_KEYS, async_client
-from airflow_jrs.store.errors import redis_errors
-from airflow_jrs.store.keys import KeySpace
-from airflow_jrs.store.read_rules import (
+from airflow_jrs.store.plumbing.clients import CONNECTION_KEYS, async_client
+from airflow_jrs.store.plumbing.errors import redis_errors
+from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.plumbing.replies import as_bytes
+from airflow_jrs.store.recompute_requests import seen_async
+from airflow_jrs.store.results import scripts as result_scripts
+from airflow_jrs.store.results.read_rules import (
     READ_CHUNK,
     NeedsQuarantine,
-    as_bytes,
     corrupt_error,
     decode_stored,
     quarantine_call,
     quarantined_error,
 )
-from airflow_jrs.store.requests import seen_async
-from airflow_jrs.store.serde import event_job_id
+from airflow_jrs.store.results.serde import event_job_id
 
 __all__ = ["ANY_JOB", "CONNECTION_KEYS", "AsyncRedisJobResultStore", "Notifications"]
 

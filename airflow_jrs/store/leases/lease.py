@@ -13,7 +13,7 @@ change of the job compares the caller's token with the lease's inside one Lua sc
 
 Unlike redis-py's ``Lock`` (a random token: tells holders apart but not their order) the
 token orders holders, and unlike a lock without TTL a crashed holder frees the job. And like
-``Lock``, each lease also has a random *owner nonce* (:mod:`airflow_jrs.store.fence`) that every
+``Lock``, each lease also has a random *owner nonce* (:mod:`airflow_jrs.store.leases.fence`) that every
 fenced script compares with the token: a counter that went back (a failover that lost the
 ``INCR``, an ``everysec`` crash) can hand token 8 out twice, the nonce tells those two holders
 apart. The nonce also lets a retried ACQUIRE or TAKE_OVER (its first reply lost on the wire)
@@ -37,14 +37,14 @@ import redis as redis_lib
 from airflow_jrs.domain.model import validate_job_id
 from airflow_jrs.exceptions import JrsConfigError, LeaseHeldError, LeaseLostError
 from airflow_jrs.settings import DEFAULT_LEASE_TTL
-from airflow_jrs.store import lease_scripts as scripts
-from airflow_jrs.store.clients import fresh_client
-from airflow_jrs.store.durability import DurableWrites
-from airflow_jrs.store.errors import redis_errors
-from airflow_jrs.store.fence import Fence, fence_arg, new_nonce
-from airflow_jrs.store.keys import KeySpace
-from airflow_jrs.store.lua import ACQUIRED
-from airflow_jrs.store.read_rules import as_str
+from airflow_jrs.store.leases import scripts
+from airflow_jrs.store.leases.fence import Fence, fence_arg, new_nonce
+from airflow_jrs.store.plumbing.clients import fresh_client
+from airflow_jrs.store.plumbing.durability import DurableWrites
+from airflow_jrs.store.plumbing.errors import redis_errors
+from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.plumbing.lua import ACQUIRED
+from airflow_jrs.store.plumbing.replies import as_str
 
 log = logging.getLogger(__name__)
 

@@ -26,8 +26,8 @@ from typing import Any
 
 from airflow_jrs.domain.model import JobResultEntry
 from airflow_jrs.exceptions import CorruptJobResultError, JobResultQuarantinedError, UnsupportedSchemaVersionError
-from airflow_jrs.store.keys import KeySpace
-from airflow_jrs.store.serde import EntryDecodeError, decode_entry
+from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.results.serde import EntryDecodeError, decode_entry
 
 #: How many keys one MGET or pipeline reads at most.
 READ_CHUNK = 500
@@ -43,14 +43,6 @@ class NeedsQuarantine(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-def as_bytes(value: Any) -> bytes:
-    return value if isinstance(value, bytes) else str(value).encode()
-
-
-def as_str(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def decode_stored(keys: KeySpace, job_id: str, raw: bytes | str) -> JobResultEntry:

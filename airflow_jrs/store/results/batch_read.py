@@ -2,13 +2,13 @@
 
 ``store.get_entry`` is one round trip per job: right for a task deciding its own job, too slow
 for ten years of a hundred jobs read from one CLI (36,500 round trips instead of 73). Here
-each batch of at most :data:`~airflow_jrs.store.read_rules.READ_CHUNK` jobs is one pipeline
+each batch of at most :data:`~airflow_jrs.store.results.read_rules.READ_CHUNK` jobs is one pipeline
 (``GET result`` and ``EXISTS quarantine`` per job, not a transaction: a read needs no
 atomicity across jobs). Every key of a namespace hashes to one slot, so on Redis Cluster the
 pipeline goes to one node as well.
 
 The bytes are decoded by the store's own decoder (``store.entry_from``, by the rules of
-:mod:`airflow_jrs.store.read_rules`), so a job reads the same here as in the task, corrupt
+:mod:`airflow_jrs.store.results.read_rules`), so a job reads the same here as in the task, corrupt
 entries are quarantined the same way; unlike ``get_entries`` of the async store, one bad
 entry does not hide the others: its error is that job's answer, and the caller decides.
 """
@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 
 from airflow_jrs.domain.model import JobResultEntry, validate_job_id
 from airflow_jrs.exceptions import JobResultEntryError
-from airflow_jrs.store.errors import redis_errors
-from airflow_jrs.store.read_rules import READ_CHUNK
+from airflow_jrs.store.plumbing.errors import redis_errors
+from airflow_jrs.store.results.read_rules import READ_CHUNK
 
 if TYPE_CHECKING:
-    from airflow_jrs.store.redis import RedisJobResultStore
+    from airflow_jrs.store.results.redis import RedisJobResultStore
 
 #: One job's answer: its entry, ``None`` (no result) or why it cannot be read (quarantined,
 #: corrupt, newer schema).
