@@ -81,10 +81,11 @@ from typing import Any
 
 from airflow_jrs.protocol.jobs import JobNamespace, settings_for
 from airflow_jrs.settings import JrsSettings
+from airflow_jrs.spark.control import CANCEL
 from airflow_jrs.store.heartbeats import HeartbeatGone, StaleHeartbeat
 from airflow_jrs.store.leases.fence import Fence, fence_arg, same_fence
 from airflow_jrs.store.plumbing.clients import bounded_client, policy_client
-from airflow_jrs.store.stop_requests import CANCEL, StopRequest, StopRequests
+from airflow_jrs.store.stop_requests import StopRequest, StopRequests
 
 SUPERVISOR_ENV = "JRS_SUPERVISOR_REDIS"
 SETTINGS_ENV = "JRS_SUPERVISOR_SETTINGS"

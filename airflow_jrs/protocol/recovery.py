@@ -37,11 +37,12 @@ from airflow_jrs.protocol.launcher import Launcher, Predecessor
 from airflow_jrs.protocol.markers import names_attempt
 from airflow_jrs.protocol.run import JobRun, succeeded_result
 from airflow_jrs.spark.commit import read_commit_marker
+from airflow_jrs.spark.control import STOP
 from airflow_jrs.store import JobResult
 from airflow_jrs.store.heartbeats import Heartbeat
 from airflow_jrs.store.intents import Intent, IntentStore
 from airflow_jrs.store.recoveries import ADOPTED, FOUND, RESUBMITTED, STOPPED, WAITED, RecoveryStep
-from airflow_jrs.store.stop_requests import DEFAULT_STOP_TIMEOUT, STOP
+from airflow_jrs.store.stop_requests import DEFAULT_STOP_TIMEOUT
 
 if TYPE_CHECKING:
     from airflow_jrs.protocol.jobs import JobNamespace

@@ -18,9 +18,10 @@ from typing import Any
 
 from airflow_jrs.exceptions import JobEndedOnRequestError
 from airflow_jrs.protocol.run import JobRun
+from airflow_jrs.spark.control import CANCEL
 from airflow_jrs.store import JobResult, JobStatus
 from airflow_jrs.store.results.base import UNSUCCESSFUL_ONLY
-from airflow_jrs.store.stop_requests import CANCEL, StopRequest
+from airflow_jrs.store.stop_requests import StopRequest
 
 #: Seconds ``on_kill`` lets the supervisor terminate the launched process (SIGTERM, then SIGKILL)
 #: before it kills the supervisor itself.

@@ -31,15 +31,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_jrs.spark.control import CANCEL, KINDS  # the kinds' one definition
 from airflow_jrs.store.leases.fence import Fence, fence_arg, nonce_of
 from airflow_jrs.store.plumbing.errors import redis_errors
 from airflow_jrs.store.plumbing.keys import KeySpace
 from airflow_jrs.store.plumbing.lua import FENCE_CHECK, NOOP
 from airflow_jrs.store.plumbing.replies import as_str
 
-STOP = "stop"
-CANCEL = "cancel"
-KINDS = (STOP, CANCEL)
 #: Default seconds a stream gets to stop at a batch boundary (``on_kill``, a successor) before a cancel.
 DEFAULT_STOP_TIMEOUT = 30.0
 #: How long a request is kept (who asked stays readable after the attempt ended).

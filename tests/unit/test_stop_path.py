@@ -27,13 +27,13 @@ import redis
 from airflow_jrs.cli import main
 from airflow_jrs.domain.paths import checkpoint_path, control_path, staging_path, stream_output_path
 from airflow_jrs.launch.supervisor import SUPERVISOR_ENV
-from airflow_jrs.spark.control import STOPPED, outcome_path, read_outcome
+from airflow_jrs.spark.control import CANCEL, STOP, STOPPED, outcome_path, read_outcome
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
 from airflow_jrs.store.heartbeats import Heartbeats
 from airflow_jrs.store.intents import IntentStore
 from airflow_jrs.store.leases.fence import Fence
 from airflow_jrs.store.leases.lease import JobLease
-from airflow_jrs.store.stop_requests import CANCEL, STOP, StopRequests
+from airflow_jrs.store.stop_requests import StopRequests
 
 JOB = "d.stream.2013-01-01"
 ROOT = Path(__file__).parents[2]

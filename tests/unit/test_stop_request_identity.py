@@ -18,10 +18,11 @@ import redis
 from airflow_jrs.protocol import JobNamespace, settings_for
 from airflow_jrs.protocol.run import JobRun
 from airflow_jrs.protocol.stopping import asked_to_end, cancel_on_kill
+from airflow_jrs.spark.control import CANCEL, STOP
 from airflow_jrs.store import Attempt, KeySpace
 from airflow_jrs.store.intents import Intent
 from airflow_jrs.store.leases.fence import Fence
-from airflow_jrs.store.stop_requests import CANCEL, STOP, addresses
+from airflow_jrs.store.stop_requests import addresses
 
 JOB = "dag.task.2013-01-01"
 
