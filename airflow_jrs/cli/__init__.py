@@ -36,6 +36,17 @@ The store comes from ``--redis-url``/``--namespace`` when given, else from the A
 connection (``[jrs] conn_id``, ``jrs_default``) through JrsHook. No I/O at import.
 """
 
-from airflow_jrs.cli.app import main
+from __future__ import annotations
 
 __all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The ``airflow-jrs`` entry point (:func:`airflow_jrs.cli.app.main`).
+
+    Imported on call, not with the package: the actions (:mod:`airflow_jrs.actions`), which the
+    commands call, read planning helpers from ``cli/``, and an eager import of the commands here
+    would make ``import airflow_jrs.actions.recompute`` (or the UI's routes) on its own a circle."""
+    from airflow_jrs.cli.app import main as run
+
+    return run(argv)

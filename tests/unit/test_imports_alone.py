@@ -1,0 +1,41 @@
+"""Every module of the package imports on its own, whatever was imported before.
+
+A circle between two packages (``actions`` read planning helpers from ``cli``, whose
+``__init__`` imported the commands, which import the actions) only shows when a module is
+imported first: the UI's routes happened to work because the app imported ``cli`` earlier.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "airflow_jrs"
+
+# One interpreter: third-party packages stay imported (seconds), ours are dropped before each.
+SCRIPT = """
+import importlib, sys, traceback
+failed = []
+for name in sys.argv[1:]:
+    for loaded in [m for m in sys.modules if m == "airflow_jrs" or m.startswith("airflow_jrs.")]:
+        del sys.modules[loaded]
+    try:
+        importlib.import_module(name)
+    except Exception as exc:
+        failed.append(f"{name}: {type(exc).__name__}: {exc}")
+print("\\n".join(failed))
+"""
+
+
+def _modules() -> list[str]:
+    names = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        names.append(".".join(parts).removesuffix(".__init__"))
+    return names
+
+
+def test_every_module_imports_first() -> None:
+    out = subprocess.run([sys.executable, "-c", SCRIPT, *_modules()], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", f"modules that fail to import on their own:\n{out.stdout}"
