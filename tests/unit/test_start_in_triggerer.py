@@ -65,7 +65,11 @@ def _round_trip(trigger):
     import json
 
     from airflow.providers.common.compat.module_loading import import_string
-    from airflow.sdk.serde import deserialize, serialize
+
+    try:  # Airflow 3.2+
+        from airflow.sdk.serde import deserialize, serialize
+    except ImportError:  # Airflow 3.1
+        from airflow.serialization.serde import deserialize, serialize  # type: ignore[no-redef]
 
     classpath, kwargs = trigger.serialize()
     json.dumps(kwargs)  # plain JSON: nothing the triggerer could fail to load

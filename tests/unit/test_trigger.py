@@ -77,7 +77,11 @@ def succeeded(job_id: str = JOB, **kwargs: Any) -> JobResult:
 
 def test_serialize_round_trip_re_instantiates_an_equal_trigger_through_airflow_serde(redis_url, namespace):
     from airflow.providers.common.compat.module_loading import import_string
-    from airflow.sdk.serde import deserialize, serialize
+
+    try:  # Airflow 3.2+
+        from airflow.sdk.serde import deserialize, serialize
+    except ImportError:  # Airflow 3.1
+        from airflow.serialization.serde import deserialize, serialize  # type: ignore[no-redef]
 
     trigger = make_trigger(
         redis_url,
