@@ -216,10 +216,12 @@ def main(argv: list[str] | None = None) -> int:
         return code
 
     try:
-        if args.command == "doctor":
-            code = doctor.run_doctor(args, out)
-        else:
-            code = int(args.handler(common.open_store(args, out)))
+        # Under --json stdout holds one JSON document: what Airflow logs meanwhile goes to stderr.
+        with contextlib.redirect_stdout(sys.stderr) if out.as_json else contextlib.nullcontext():
+            if args.command == "doctor":
+                code = doctor.run_doctor(args, out)
+            else:
+                code = int(args.handler(common.open_store(args, out)))
         sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
         return code
     except BrokenPipeError:

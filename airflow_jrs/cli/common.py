@@ -206,13 +206,16 @@ class Output:
 
     def __init__(self, as_json: bool) -> None:
         self.as_json = as_json
+        # Kept: under --json, app.main points sys.stdout at stderr while a command runs, so that
+        # what Airflow logs there (3.1 logs connection parsing at INFO) cannot corrupt the JSON.
+        self.stdout = sys.stdout
         tty = sys.stdout.isatty()
         # Off a terminal rich assumes 80 columns and would fold job ids mid-word: widen instead.
         self.console = Console(file=sys.stdout, highlight=False, width=None if tty else 200, soft_wrap=not tty)
         self.err = Console(file=sys.stderr, highlight=False, width=None if sys.stderr.isatty() else 200)
 
     def json(self, doc: Any) -> None:
-        print(json.dumps(doc, indent=2, default=str))
+        print(json.dumps(doc, indent=2, default=str), file=self.stdout)
 
     def line(self, text: str) -> None:
         self.console.print(escape(text))
