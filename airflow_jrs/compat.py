@@ -14,7 +14,7 @@ Airflow 3 minor. This module holds only what common-compat does not cover:
   say so instead of silently doing something else.
 
 The planner and the adapters call these; nothing below the adapters' layer imports this module
-(``tests/unit/test_architecture.py`` places it with them).
+(the architecture test places it with them).
 """
 
 from __future__ import annotations
