@@ -307,7 +307,9 @@ def plan_trials(seed: int, trials: int, mix: FaultMix | None = None, *, ttl: flo
                 faults.append("slow_cleanup")
         stop = None
         if rng.random() < mix.stop_rate:
-            stop = (rng.uniform(0.3, 1.5), rng.choice(["stop", "cancel"]), rng.randrange(len(tries)))
+            # Soon after the try starts (its intent is waited for): a quiet machine runs a trial's
+            # application in about 0.4 s, so a request drawn at 0.3-1.5 s mostly came after it ended.
+            stop = (rng.uniform(0.05, 0.3), rng.choice(["stop", "cancel"]), rng.randrange(len(tries)))
             faults.append(stop[1])
         crashes: list[str | None] = []
         while rng.random() < mix.cleanup_crash_rate and len(crashes) < 3:

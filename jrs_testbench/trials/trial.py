@@ -319,18 +319,25 @@ class TrialDriver:
         after, kind, index = request
         if index >= len(self.tries) or now - self.tries[index].started < after:
             return
-        self.stop_sent = True
+        target = self.tries[index]
         try:  # as the CLI asks: the fence of the running attempt's intent
             with redis_lib.Redis.from_url(self.bench.check_url, socket_timeout=5) as client:
                 intent = IntentStore(client, self.bench.namespace, spec_root="").get(self.plan.job_id)
                 if intent is None:
-                    self.log.log("fault_missed", kind=kind, why="no intent")
+                    # Not recorded yet (the try is still starting: imports, the lease): ask again on
+                    # the next round, as a person would, until the try has ended. Giving up at once
+                    # made whether a planned stop happens depend on how fast a process starts.
+                    if _ended(target):
+                        self.stop_sent = True
+                        self.log.log("fault_missed", kind=kind, why="no intent while the try ran")
                     return
+                self.stop_sent = True
                 asked = StopRequests(client, self.bench.namespace).ask(
                     self.plan.job_id, intent.fence, kind, by="trials", reason="a stop request of the plan"
                 )
             self.log.log("fault", kind=kind, fence=int(intent.fence), asked=asked is not None)
         except Exception as exc:
+            self.stop_sent = True
             self.log.log("fault_missed", kind=kind, why=f"{type(exc).__name__}: {exc}")
 
     # -- the trial -------------------------------------------------------------------------
