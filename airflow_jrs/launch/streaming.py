@@ -32,14 +32,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_jrs.domain.paths import checkpoint_path, control_path, stream_output_path
-from airflow_jrs.exceptions import JobResultEntryAlreadyExistsError
 from airflow_jrs.protocol.run import JobRun
+from airflow_jrs.protocol.stopping import record_unless_succeeded
 from airflow_jrs.spark.conf import streaming_conf
 from airflow_jrs.spark.control import CANCEL, FINISHED, STOP, STOPPED, clear_request, read_outcome, requested_kind
 from airflow_jrs.spark.control import write_request as _write_request
 from airflow_jrs.store import JobResult, JobStatus
 from airflow_jrs.store.leases.fence import same_fence
-from airflow_jrs.store.results.base import UNSUCCESSFUL_ONLY
 from airflow_jrs.store.stop_requests import StopRequest
 
 log = logging.getLogger(__name__)
@@ -149,9 +148,7 @@ class StreamAttempt:
         result = stopped_or_canceled_result(self.run, self.paths, self.fence, status=status, outcome=outcome, why=why)
         jobs = self.run.jobs.fresh() if fresh else self.run.jobs  # the configured durability and limits
         try:
-            try:
-                jobs.results.create_dirty_result(result, fence=self.fence, supersede=UNSUCCESSFUL_ONLY)
-            except JobResultEntryAlreadyExistsError:  # done is done: a SUCCEEDED result stays
+            if not record_unless_succeeded(jobs.results, result, self.fence):  # done is done
                 log.warning(
                     "Job %s: a SUCCEEDED result is kept (of another fingerprint); %s not recorded. The intent "
                     "stays for the next attempt's recovery.",

@@ -37,7 +37,7 @@ Failure cases (see docs/recovery.md):
   (every second at most) and relayed here: a stream's stop goes to its driver's control file
   (a batch boundary), a cancel or a batch job's stop terminates spark-submit; when the task is
   gone, the supervisor records STOPPED or CANCELED itself
-  (:func:`~airflow_jrs.launch.orphan_outcome.record_orphan_outcome`), except for a cluster-mode
+  (:func:`~airflow_jrs.protocol.orphan.record_orphan_outcome`), except for a cluster-mode
   driver or complete output (it leaves those to recovery);
 * **a host that is gone**: its heartbeat expires; the successor proceeds.
 
@@ -377,11 +377,13 @@ def supervise(
     relay_output.join(5)
     code = 128 - code if code < 0 else code
     if relay.request is not None and os.getppid() != parent:  # the task is gone: nobody else records
-        from airflow_jrs.launch.orphan_outcome import record_orphan_outcome
+        from airflow_jrs.launch.cluster_drivers import names_cluster_driver
+        from airflow_jrs.protocol.orphan import record_orphan_outcome
 
         settled = _settled(jobs)
         try:
-            record_orphan_outcome(settled, job_id, fence, relay.request, control_dir, ttl, code)
+            record_orphan_outcome(settled, job_id, fence, relay.request, control_dir, ttl, code,
+                                  cluster_driver=names_cluster_driver, say=_say)  # fmt: skip
         finally:
             settled.close()
     try:

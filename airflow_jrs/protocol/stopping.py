@@ -16,11 +16,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_jrs.exceptions import JobEndedOnRequestError
+from airflow_jrs.exceptions import JobEndedOnRequestError, JobResultEntryAlreadyExistsError
 from airflow_jrs.protocol.run import JobRun
 from airflow_jrs.spark.control import CANCEL
 from airflow_jrs.store import JobResult, JobStatus
-from airflow_jrs.store.results.base import UNSUCCESSFUL_ONLY
+from airflow_jrs.store.results.base import UNSUCCESSFUL_ONLY, JobResultStore
 from airflow_jrs.store.stop_requests import StopRequest
 
 #: Seconds ``on_kill`` lets the supervisor terminate the launched process (SIGTERM, then SIGKILL)
@@ -49,6 +49,18 @@ def record_ended_on_request(run: JobRun, fence: int, request: StopRequest) -> No
         "was terminated (a batch job has no batch boundary to stop at)",
     )
     run.store.create_dirty_result(result, fence=fence, supersede=UNSUCCESSFUL_ONLY)
+
+
+def record_unless_succeeded(results: JobResultStore, result: JobResult, fence: int) -> bool:
+    """Write a STOPPED or CANCELED ``result`` under ``fence``, superseding only an unsuccessful
+    entry; ``False`` when a SUCCEEDED result (of any fingerprint) is kept instead: done is done.
+    The one write of an ending that was asked for, wherever it is noticed (a stream's stop or
+    cancel in the task, the supervisor of a task that is gone: :mod:`.orphan`)."""
+    try:
+        results.create_dirty_result(result, fence=fence, supersede=UNSUCCESSFUL_ONLY)
+    except JobResultEntryAlreadyExistsError:
+        return False
+    return True
 
 
 def cancel_on_kill(run: JobRun | None, fence: int | None, alive: Callable[[], bool], log: Any) -> None:

@@ -565,3 +565,42 @@ def test_the_provider_internal_check_sees_a_touch():
         "line 5: overrides _get_hook", "line 6: self._hook", "line 8: getattr(..., '_submit_sp')",
         "line 9: h._driver_id",
     ], found  # fmt: skip
+
+
+#: The result writes of :class:`~airflow_jrs.store.results.base.JobResultStore` (its public write methods).
+RESULT_WRITES = {
+    "create_dirty_result", "mark_result_as_clean", "forget_result", "release_quarantine", "purge_clean_entries",
+}  # fmt: skip
+
+
+def _result_writes(tree: ast.AST) -> list[str]:
+    """Lines calling a result write, by method name (whatever store object it is called on)."""
+    return [
+        f"line {node.lineno}: {ast.unparse(node.func)}(...)"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in RESULT_WRITES
+    ]
+
+
+def test_nothing_in_launch_writes_a_result():
+    offenders = []
+    for name in sorted(n for n in MODULES if _within(n, ("airflow_jrs.launch",))):
+        found = _result_writes(ast.parse(MODULES[name].read_text()))
+        if found:
+            offenders.append(f"{name} writes a result: {found}")
+    _offenders(
+        "results are written only by protocol/ (DESIGN.md section 5): a launcher returns facts, the protocol "
+        "decides and writes (call or add a function of airflow_jrs.protocol, e.g. stopping.record_unless_succeeded)",
+        offenders,
+    )
+
+
+def test_the_result_write_check_sees_a_write():
+    base = ast.parse((PACKAGE / "store" / "results" / "base.py").read_text())
+    store = next(n for n in ast.walk(base) if isinstance(n, ast.ClassDef) and n.name == "JobResultStore")
+    public = {f.name for f in store.body if isinstance(f, ast.FunctionDef) and not f.name.startswith("_")}
+    assert RESULT_WRITES <= public, RESULT_WRITES - public
+    sample = "jobs.results.create_dirty_result(r, fence=1)\nstore.forget_result('j')\nstore.get_entry('j')\n"
+    assert _result_writes(ast.parse(sample)) == [
+        "line 1: jobs.results.create_dirty_result(...)", "line 2: store.forget_result(...)",
+    ]  # fmt: skip

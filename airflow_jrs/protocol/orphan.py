@@ -1,74 +1,84 @@
-"""What an orphaned supervisor records when a stop or cancel ended its spark-submit.
+"""What is recorded when a stop or cancel ended an attempt whose task is gone (an orphan).
 
-The supervisor (:mod:`airflow_jrs.launch.supervisor`) relays a stop or cancel to spark-submit. When
-the task process is alive it records the outcome; when the task is gone (its worker was
-SIGKILLed) nobody else would, so the supervisor records STOPPED or CANCELED itself, under the
-job's lease, here. What it must never do (docs/concepts/stop-and-cancel.md): take a
+The supervisor (:mod:`airflow_jrs.launch.supervisor`) relays a stop or cancel to spark-submit.
+When the task process is alive it records the outcome; when the task is gone (its worker was
+SIGKILLed) nobody else would, so the supervisor calls :func:`record_orphan_outcome`, which
+records STOPPED or CANCELED under the job's lease. Results are written by the protocol only:
+the supervisor brings the facts (the request, its exit code, which ids name a cluster driver),
+the rules here decide. What it must never do (docs/concepts/stop-and-cancel.md): take a
 successor's lease (identities compared, not tokens: :func:`~airflow_jrs.store.leases.fence.same_fence`),
 replace a SUCCEEDED result, say "run again" while a cluster-mode driver may still run, or
-record CANCELED over output that was completed and committed.
+record CANCELED over output that was completed and committed (the one marker rule:
+:func:`~airflow_jrs.protocol.markers.committed_marker`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
-import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from airflow_jrs.protocol.markers import committed_marker
+from airflow_jrs.protocol.stopping import record_unless_succeeded
+from airflow_jrs.spark.control import STOPPED, read_outcome
+from airflow_jrs.store import Attempt, JobResult, JobStatus
+from airflow_jrs.store.intents import IntentStore
 from airflow_jrs.store.leases.fence import same_fence
+from airflow_jrs.store.recoveries import RECORDED, RecoveryStep
 from airflow_jrs.store.stop_requests import StopRequest
 
 if TYPE_CHECKING:
     from airflow_jrs.protocol.jobs import JobNamespace
 
-
-def _say(message: str) -> None:  # as the supervisor says it (not imported: it runs as __main__)
-    with contextlib.suppress(OSError):  # the task process that read us may be gone
-        print(f"[jrs-supervisor] {message}", file=sys.stderr, flush=True)
+#: How the caller says a line (the supervisor prints it on its stderr; it runs as ``__main__``).
+Say = Callable[[str], None]
 
 
 def record_orphan_outcome(
-    jobs: JobNamespace, job_id: str, fence: int, request: StopRequest, control_dir: str | None, ttl: float, code: int
+    jobs: JobNamespace,
+    job_id: str,
+    fence: int,
+    request: StopRequest,
+    control_dir: str | None,
+    ttl: float,
+    code: int,
+    *,
+    cluster_driver: Callable[[str | None], bool],
+    say: Say,
 ) -> None:
-    """Record STOPPED or CANCELED for an attempt whose task is gone (this supervisor's parent
-    died), so that a stop or cancel always ends with a result.
+    """Record STOPPED or CANCELED for an attempt whose task is gone (the supervisor's parent
+    died), so that a stop or cancel always ends with a result. Never raises.
 
     The task process would have recorded it; with the task gone, nobody else will. The
     supervisor takes the job's lease for that: it takes over its own fence's lease (its holder,
-    the task, is provably dead: it was this process's parent) or acquires a free one; when a
+    the task, is provably dead: it was the supervisor's parent) or acquires a free one; when a
     successor holds the lease, the successor decides and nothing is written here. The result
     supersedes only an unsuccessful entry (a SUCCEEDED one, of any fingerprint, stays: done is
     done) and drops the intent, under the new fence.
 
     It writes nothing, and leaves the intent to the next attempt's recovery, when
 
-    * the intent names a **cluster-mode application** (``driver-...``, ``application_...``, a
-      Kubernetes driver): ending spark-submit ended only the client, the driver may still run,
-      and this process does not know the deploy mode's cluster API to stop it or to ask whether
-      it ended; the next attempt's recovery finds the driver by that id and stops or adopts it.
-      CANCELED here would say "run again" while the driver runs: two drivers at once;
+    * the intent names a **cluster-mode application** (``cluster_driver(id)``, the launch
+      layer's fact: ``driver-...``, ``application_...``, a Kubernetes driver): ending
+      spark-submit ended only the client, the driver may still run, and the supervisor does not
+      know the deploy mode's cluster API to stop it or to ask whether it ended; the next
+      attempt's recovery finds the driver by that id and stops or adopts it. CANCELED here would
+      say "run again" while the driver runs: two drivers at once;
     * spark-submit **exited 0 and the staging folder holds the commit marker of this job and
       fence**: the output is complete, the request came too late; recovery adopts it."""
-    from airflow_jrs.exceptions import JobResultEntryAlreadyExistsError
-    from airflow_jrs.spark.control import STOPPED, read_outcome
-    from airflow_jrs.store import Attempt, JobResult, JobStatus
-    from airflow_jrs.store.intents import IntentStore
-    from airflow_jrs.store.results.base import UNSUCCESSFUL_ONLY
-
     try:
         intent = jobs.intents.get(job_id)
         if intent is None or not same_fence(intent.fence, fence):
             return  # recorded already (the task wrote its result before it died) or another attempt's
-        if names_cluster_driver(intent.application_id):
-            _say(
+        if cluster_driver(intent.application_id):
+            say(
                 f"job {job_id}: its {request.kind} ended spark-submit, but driver {intent.application_id} runs in "
                 "the cluster and may still run; no result recorded, the intent stays: the next attempt's "
                 f"recovery stops or adopts it (or kill {intent.application_id} in the cluster, then clear the task)"
             )
             return
-        if code == 0 and _committed(intent.staging, job_id, fence):
-            _say(
+        if code == 0 and _committed(intent.staging, job_id, fence, say):
+            say(
                 f"job {job_id}: spark-submit finished with the commit marker in {intent.staging} before the "
                 f"{request.kind} took effect; no result recorded, the intent stays: the next attempt adopts the output"
             )
@@ -78,7 +88,7 @@ def record_orphan_outcome(
         lease = jobs.lease(job_id, ttl=ttl, role="supervisor", fence=fence)
         holder = lease.peek()
         if holder is not None and not same_fence(holder.fence, fence):  # identities: a token can repeat
-            _say(f"job {job_id}: fence {holder.fence.identity} holds the job now; it records the outcome")
+            say(f"job {job_id}: fence {holder.fence.identity} holds the job now; it records the outcome")
             return
         token = lease.take_over(holder) if holder is not None else lease.acquire()
         if token is None:
@@ -102,28 +112,24 @@ def record_orphan_outcome(
                 attempt=attempt,
                 error=f"{request.describe()}; the task was gone, so its supervisor recorded it (exit code {code})",
             )
-            try:
-                jobs.results.create_dirty_result(result, fence=token, supersede=UNSUCCESSFUL_ONLY)
-            except JobResultEntryAlreadyExistsError:  # a SUCCEEDED result stays the job's word
-                _say(f"job {job_id}: a SUCCEEDED result is kept (done is done); {result.status.value} not recorded")
+            if not record_unless_succeeded(jobs.results, result, token):
+                say(f"job {job_id}: a SUCCEEDED result is kept (done is done); {result.status.value} not recorded")
                 return
             with contextlib.suppress(Exception):
                 IntentStore.delete_spec(intent.spec_uri)
-            _say(f"job {job_id}: the task was gone; recorded {result.status.value} under fence {token}")
-            _note_recorded(jobs, job_id, token, fence, result.status.value, request, code)
+            say(f"job {job_id}: the task was gone; recorded {result.status.value} under fence {token}")
+            _note_recorded(jobs, job_id, token, fence, result.status.value, request, code, say)
         finally:
             lease.release()
     except Exception as exc:  # a successor recovers from the intent, as after any crash
-        _say(f"job {job_id}: could not record the outcome of the {request.kind} ({exc}); a successor recovers it")
+        say(f"job {job_id}: could not record the outcome of the {request.kind} ({exc}); a successor recovers it")
 
 
 def _note_recorded(
-    jobs: JobNamespace, job_id: str, token: int, fence: int, status: str, request: StopRequest, code: int
+    jobs: JobNamespace, job_id: str, token: int, fence: int, status: str, request: StopRequest, code: int, say: Say
 ) -> None:
     """Put the outcome in the job's recovery log (:mod:`airflow_jrs.store.recoveries`): the job page
     and ``show`` then say that the task was gone and who ended its spark-submit. Best effort."""
-    from airflow_jrs.store.recoveries import RECORDED, RecoveryStep
-
     step = RecoveryStep(
         RECORDED,
         f"the task of fence {int(fence)} was gone; its supervisor ended spark-submit ({request.describe()}, "
@@ -134,34 +140,15 @@ def _note_recorded(
     try:
         jobs.recoveries.record(job_id, token, step)
     except Exception as exc:
-        _say(f"job {job_id}: could not record the outcome in the recovery log ({exc})")
+        say(f"job {job_id}: could not record the outcome in the recovery log ({exc})")
 
 
-#: Ids of drivers that run in the cluster, not in spark-submit (the cluster-mode shapes of
-#: launch/spark_target.py ``_IDS``: standalone ``driver-...``, YARN ``application_...``,
-#: Kubernetes ``spark-<hex>`` or ``<pod>-driver``); kept here so the supervisor imports no Airflow.
-_CLUSTER_DRIVER = re.compile(
-    r"driver-\d{14}-\d{4,}|application_\d+_\d+|spark-[0-9a-f]{32}|[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?-driver"
-)
-
-
-def names_cluster_driver(application_id: str | None) -> bool:
-    """Does ``application_id`` name a driver that runs in the cluster (which ending spark-submit
-    does not end)? A YARN application id counts even in client mode: waiting is the safe side."""
-    return application_id is not None and _CLUSTER_DRIVER.fullmatch(application_id) is not None
-
-
-def _committed(staging: str, job_id: str, fence: int) -> bool:
-    """Does ``staging`` hold the commit marker of this job and fence (the token the driver was
-    given: ``spark.jrs.fence``)? A marker that cannot be read counts as none here: recovery, not
-    this process, quarantines and reports it."""
-    from airflow_jrs.spark.commit import read_commit_marker
-
+def _committed(staging: str, job_id: str, fence: int, say: Say) -> bool:
+    """Does ``staging`` hold the commit marker of this job and fence (the protocol's one rule,
+    :func:`~airflow_jrs.protocol.markers.committed_marker`)? A marker that cannot be read counts
+    as none here: recovery, not this process, quarantines and reports it."""
     try:
-        marker = read_commit_marker(staging)
+        return committed_marker(staging, job_id, fence) is not None
     except Exception as exc:
-        _say(f"job {job_id}: could not read the commit marker in {staging} ({exc})")
+        say(f"job {job_id}: could not read the commit marker in {staging} ({exc})")
         return False
-    if marker is None:
-        return False
-    return marker.get("job_id") == job_id and marker.get("fence") in (int(fence), str(int(fence)))
