@@ -20,6 +20,3 @@ class Recording(Launcher):
 
     def run(self, launch: Launch) -> None:
         self.launched += 1
-
-    def read_marker(self, staging: str) -> None:
-        return None

@@ -25,34 +25,6 @@ from airflow_jrs.domain.paths import job_tag
 from airflow_jrs.launch.deploy_modes import DeployMode
 from airflow_jrs.protocol.launcher import COMMITTED, ENDED, RUNS
 from airflow_jrs.protocol.markers import committed_marker
-from airflow_jrs.spark.commit import marker_path
-
-
-def missing_marker_message(job_id: str, mode: DeployMode, staging: str, app_id: str | None) -> str:
-    """What the task log and the FAILED result say when a cluster driver left no commit marker."""
-    return (
-        f"job {job_id}: Spark reported the {mode.name} application {app_id or '(id unknown)'} finished, but "
-        f"its commit marker {marker_path(staging)} is missing or names another job or fence. In cluster "
-        "deploy modes airflow-jrs records SUCCEEDED only for output with a complete marker: make the "
-        "application call airflow_jrs.spark.write_commit_marker(...) (or commit_output) last. Nothing was "
-        "recorded as succeeded."
-    )
-
-
-def driver_still_runs_message(job_id: str, mode: DeployMode, app_id: str | None, *, last_try: bool) -> str:
-    """What the task says when its cluster driver may still run (the intent stays, nothing recorded)."""
-    driver = f"the {mode.name} driver {app_id or '(id unknown: see the intent)'}"
-    if not last_try:
-        return (
-            f"job {job_id}: spark-submit ended but {driver} may still run: the intent stays and nothing is recorded; "
-            "the next try finds the driver, waits for it (or stops it, predecessor='stop') and adopts its output "
-            "if it commits."
-        )
-    return (
-        f"job {job_id}: spark-submit ended but {driver} may still run, and this was the last try: the intent stays "
-        "(`airflow-jrs intents` shows it) and nothing is recorded. Clear the task once the driver ended (the next "
-        "attempt adopts its output if it commits), or kill it in the cluster by that id first."
-    )
 
 
 def driver_outcome(

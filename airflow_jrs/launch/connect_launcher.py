@@ -52,7 +52,7 @@ from airflow_jrs.launch.connect_tasks import (
     ui_from,
 )
 from airflow_jrs.launch.session_launcher import SessionLauncher, metrics_of
-from airflow_jrs.protocol.launcher import ENDED, RUNS, Launch, Predecessor
+from airflow_jrs.protocol.launcher import RUNS, Ended, Launch, Predecessor
 from airflow_jrs.spark.commit import is_connect_session, write_commit_marker
 from airflow_jrs.spark.conf import job_conf
 
@@ -199,9 +199,6 @@ class ConnectLauncher(SessionLauncher):
             "conf": conf, "session_id": self.session_id, "tag": self.tag,
         }  # fmt: skip
 
-    def intent_fields(self) -> dict[str, Any]:
-        return {"session_id": self.session_id} if self.session_id else {}
-
     def run(self, launch: Launch) -> None:
         if not self._remote():
             return super().run(launch)
@@ -286,20 +283,13 @@ class ConnectLauncher(SessionLauncher):
                 "those tasks (or interrupts them again) before it starts.", job_id, exc,
             )  # fmt: skip
 
-    def outcome(self, launch: Launch, recorder: Any, *, failed: bool) -> tuple[str, str | None]:
+    def outcome(self, launch: Launch, recorder: Any, *, failed: bool) -> Ended:
         """ "Runs" while Spark tasks of the attempt's interrupted work may still run on the server
         (:meth:`_end_work`): the failure is not recorded and the intent stays, which is what makes
         the next attempt wait for them (:meth:`predecessors_of`) instead of computing beside them."""
         if failed and self._lingering is not None and self._remote():
-            return RUNS, f"session {self.session_id}"
-        return ENDED, None
-
-    def still_runs(self, launch: Launch, app_id: str | None, *, last_try: bool) -> str:
-        return (
-            f"job {launch.job_id}: Spark tasks of the Spark Connect {app_id} may still run on the server: "
-            f"{self._lingering} Nothing was recorded and the intent stays: the next attempt waits for them (or "
-            "interrupts them again) before it starts."
-        )
+            return Ended(RUNS, f"session {self.session_id}", lingering=self._lingering)
+        return Ended()
 
     def _marker_folder(self, staging: str) -> None:
         """The client writes the marker: its folder must exist here. A function that wrote nothing

@@ -69,7 +69,7 @@ from airflow_jrs.exceptions import JrsConfigError, JrsError
 from airflow_jrs.launch.pipelines_fence import datasets_under, spark_conf_dir
 from airflow_jrs.launch.submission import OutputTail, Supervision
 from airflow_jrs.launch.supervisor import LOST_BEFORE_START, SETTINGS_ENV, SUPERVISOR_ENV, supervised_command
-from airflow_jrs.protocol.launcher import Launch, Launcher
+from airflow_jrs.protocol.launcher import Failure, Launch, Launcher
 from airflow_jrs.protocol.stopping import cancel_on_kill
 from airflow_jrs.spark.commit import MARKER_VERSION, marker_path
 from airflow_jrs.spark.conf import job_conf
@@ -379,10 +379,10 @@ class PipelinesLauncher(Launcher):
                 if any(folder in part for part in proc.info.get("cmdline") or []):
                     proc.kill()
 
-    def kill(self, run: JobRun | None, fence: int | None) -> None:
+    def kill(self, run: JobRun | None, fence: int | None, *, by: str = "on_kill") -> None:
         cancel_on_kill(run, fence, self.alive, self.log)  # the one stop path: the request says who asked
         self.stop()
 
-    def failure(self, error: BaseException) -> tuple[str, str | None]:
-        text = str(error) if isinstance(error, PipelineRunError) else f"spark-pipelines failed: {error}"
-        return text, self.tail.application_id
+    def failure(self, error: BaseException) -> Failure:
+        process = None if isinstance(error, PipelineRunError) else "spark-pipelines"  # its message says it all
+        return Failure(error, process=process, application_id=self.tail.application_id)

@@ -17,7 +17,7 @@ process dies, by SIGKILL or otherwise, the driver dies with it, and a standalone
 application whose driver is gone (its executors with it). Nothing of an attempt outlives the
 task process, so there is nothing for a supervisor to watch or a heartbeat to report: a
 successor that takes over the lease of a dead holder finds no application to wait for
-(:meth:`SessionLauncher.find_predecessors` still looks for another process's driver JVM of the
+(:meth:`SessionLauncher.predecessors_of` still looks for another process's driver JVM of the
 job on this host, by the ``spark.jrs.*`` marks on its command line, in case one lingers for a
 moment). While the task process lives it renews its lease; when it
 *loses* the lease (a takeover, or Redis unreachable), the renewer calls :meth:`stop`, which
@@ -33,10 +33,10 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
@@ -46,6 +46,9 @@ from airflow_jrs.protocol.launcher import Launch, Launcher, Predecessor
 from airflow_jrs.protocol.processes import find_job_processes, process_alive
 from airflow_jrs.spark.commit import write_commit_marker
 from airflow_jrs.spark.conf import job_conf
+
+if TYPE_CHECKING:
+    from airflow_jrs.store.intents import Intent
 
 #: The largest return value (as JSON) stored as the result's metrics; larger ones are not kept.
 MAX_METRICS_BYTES = 16 * 1024
@@ -189,7 +192,7 @@ class SessionLauncher(Launcher):
                 self.stop()
                 return
 
-    def find_predecessors(self, namespace: str, job_id: str, known_ids: Sequence[str]) -> list[Predecessor]:
+    def predecessors_of(self, namespace: str, stale: Intent) -> list[Predecessor]:
         """The job's driver JVMs on this host, except this process's own: pyspark keeps its gateway
         JVM (started with the first session's ``spark.jrs.*`` conf on its command line) for the
         life of the process, so a second attempt in one process (``dag.test()``, a retry after
@@ -199,7 +202,7 @@ class SessionLauncher(Launcher):
             Predecessor(
                 description=f"local driver pid {proc.pid}", alive=partial(process_alive, proc), stop=proc.terminate
             )
-            for proc in find_job_processes(namespace, job_id)
+            for proc in find_job_processes(namespace, stale.job_id)
             if proc.pid not in own
         ]
 

@@ -9,21 +9,20 @@ the task's operator (:func:`.provider_adapter.run_submit`): nothing of a launch 
 the task's operator. It answers from the deploy
 mode (:mod:`.deploy_modes`, resolved from the connection and the operator's arguments by
 :mod:`.spark_target`): where a predecessor's application may live, what spark-submit reported,
-whether a cluster driver outlived its client (:mod:`.cluster_outcome`), and, for a stream
-(:mod:`.streaming`), where it resumes and how it ends on a stop.
+whether a cluster driver outlived its client (:mod:`.cluster_outcome`). A stream is this launch
+wrapped in :class:`~.streaming.StreamingLauncher` (its folders' conf reaches it as
+:attr:`SparkSubmitLauncher.stream_conf`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from airflow_jrs.domain.paths import job_tag
-from airflow_jrs.exceptions import JobEndedOnRequestError
 from airflow_jrs.launch import cluster_outcome as cluster
 from airflow_jrs.launch import durable
 from airflow_jrs.launch import provider_adapter as provider
@@ -31,15 +30,13 @@ from airflow_jrs.launch.deploy_modes import DeployMode
 from airflow_jrs.launch.spark_stopping import end_on_request, stop_cluster_driver_on_kill
 from airflow_jrs.launch.spark_target import SparkTarget
 from airflow_jrs.launch.standalone import refuse_while_unrecorded_driver_may_run
-from airflow_jrs.launch.streaming import StreamAttempt, StreamPaths
-from airflow_jrs.launch.streaming import prepare as prepare_stream
-from airflow_jrs.launch.submission import OutputTail, SubmitPlan, Supervision, failure_summary
+from airflow_jrs.launch.submission import OutputTail, SubmitPlan, Supervision
 from airflow_jrs.protocol.application_ids import application_id_of
-from airflow_jrs.protocol.launcher import Launch, Launcher, Predecessor
+from airflow_jrs.protocol.launcher import Ended, Failure, Launch, Launcher, Predecessor
 from airflow_jrs.protocol.run import JobRun
 from airflow_jrs.protocol.stopping import asked_to_end, cancel_on_kill
 from airflow_jrs.spark.conf import fill_placeholders, job_conf
-from airflow_jrs.store import Attempt, JobResult, JobStatus
+from airflow_jrs.store import Attempt
 from airflow_jrs.store.intents import Intent
 
 if TYPE_CHECKING:
@@ -54,8 +51,6 @@ class SubmitTask(Protocol):
     log: Any
     task_id: str
     job_id: str | None
-    streaming: bool
-    stop_timeout: float
     application: Any
     application_args: Any
     conf: Any
@@ -75,9 +70,8 @@ class SparkSubmitLauncher(Launcher):
 
     def __init__(self, op: SubmitTask, context: Any, hook: JrsHook) -> None:
         self.op, self.context, self.hook = op, context, hook
-        self.streaming = bool(op.streaming)
-        self.stream: StreamAttempt | None = None
-        self.paths: StreamPaths | None = None
+        #: a stream's folders (:class:`~.streaming.StreamingLauncher` sets it before :meth:`prepare`)
+        self.stream_conf: dict[str, str] = {}
         #: durable=True: the task state store the parent persists the driver id in (:mod:`.durable`)
         self.state_store = durable.state_store(context, bool(getattr(op, "durable", False)))
         #: this launch, once prepared: what the provider runs, and its operator (a copy of ``op``)
@@ -98,13 +92,6 @@ class SparkSubmitLauncher(Launcher):
         return self.mode.cluster
 
     # -- the launch ----------------------------------------------------------------------------
-    def staging(self, fenced: str) -> str:
-        if not self.streaming:
-            return fenced
-        # one checkpoint and output for every attempt: resume, never rewind
-        self.paths = prepare_stream(self.hook.settings.output_root, self.hook.namespace, self.op.job_id or "")
-        return self.paths.output
-
     # What spark-submit runs: the task's own application, arguments and conf. A launcher of another
     # operator (the JDBC copy runs the provider's script) answers these instead of writing onto it.
     def application(self) -> str:
@@ -127,7 +114,7 @@ class SparkSubmitLauncher(Launcher):
             **user_conf,
             **job_conf(job_id=job_id, namespace=launch.namespace, fence=token, output_dir=launch.staging),
             **mode.submission_conf(job_tag(launch.namespace, job_id), token, user_conf),
-            **(self.paths.conf() if self.paths is not None else {}),
+            **self.stream_conf,
         }
         supervision = Supervision.for_attempt(self.hook, job_id, token, op.log)
         self.plan = SubmitPlan(conf, args, launch.app_name, mode, supervision, OutputTail())
@@ -143,10 +130,6 @@ class SparkSubmitLauncher(Launcher):
         }
 
     def run(self, launch: Launch) -> None:
-        if self.paths is not None:  # from now on on_kill stops the stream at a batch boundary
-            self.stream = StreamAttempt(
-                launch.run, self.paths, launch.fence, self.op.stop_timeout, alive=self.alive, kill=self.stop
-            )
         assert self.plan is not None, "prepare() comes first"
         provider.run_submit(self.runner, self.context, self.plan.prepare)
 
@@ -172,31 +155,14 @@ class SparkSubmitLauncher(Launcher):
         except Exception as exc:
             self.op.log.warning("Could not stop spark-submit: %s", exc)
 
-    def interrupted(self) -> None:
-        if self.stream is not None:
-            self.stream.stop_then_cancel(by="execution_timeout")
-        self.stop()
-
-    def kill(self, run: JobRun | None, fence: int | None) -> None:
-        if self.stream is not None:  # stop at a batch boundary, then cancel; records the outcome
-            self.stream.stop_then_cancel(by="on_kill")
-        else:  # a batch job: its driver in the cluster first, then its supervisor ends spark-submit
-            mode = self.plan.mode if self.plan is not None else None  # never resolved in a signal handler
-            stop_cluster_driver_on_kill(mode, self._spark_hook(), run, self.op.log)
-            cancel_on_kill(run, fence, self.alive, self.op.log)
+    def kill(self, run: JobRun | None, fence: int | None, *, by: str = "on_kill") -> None:
+        # its driver in the cluster first, then its supervisor ends spark-submit (both only from on_kill)
+        mode = self.plan.mode if self.plan is not None else None  # never resolved in a signal handler
+        stop_cluster_driver_on_kill(mode, self._spark_hook(), run, self.op.log)
+        cancel_on_kill(run, fence, self.alive, self.op.log)
         self.stop()
 
     def check_ended_on_request(self, launch: Launch, recorder: Any) -> None:
-        if self.stream is not None:
-            if self.stream.cancel_requested():
-                self.stream.record(JobStatus.CANCELED, None, "canceled on request (airflow-jrs cancel)", fresh=False)
-                raise JobEndedOnRequestError(
-                    f"job {launch.job_id}: streaming application canceled on request; recorded CANCELED. The next "
-                    "run resumes from its checkpoint.",
-                    job_id=launch.job_id,
-                    fence=launch.fence,
-                ) from None
-            return
         asked = asked_to_end(launch.run, launch.fence)
         if asked is not None:
             spark_hook = self._spark_hook()
@@ -204,24 +170,11 @@ class SparkSubmitLauncher(Launcher):
             end_on_request(launch.run, launch.fence, asked, mode=self.mode, spark_hook=spark_hook,
                            staging=launch.staging, app_id=app_id, log=self.op.log)  # fmt: skip
 
-    def after_run(self, launch: Launch) -> None:
-        if self.stream is not None and (stopped := self.stream.stopped_outcome()) is not None:
-            self.stream.record(JobStatus.STOPPED, stopped, "stopped on request (airflow-jrs stop)", fresh=False)
-            raise JobEndedOnRequestError(
-                f"job {launch.job_id}: streaming application stopped on request at batch "
-                f"{stopped.get('last_batch_id')}; recorded STOPPED. The next run resumes from its checkpoint.",
-                job_id=launch.job_id,
-                fence=launch.fence,
-            )
-
     # -- what it says --------------------------------------------------------------------------
-    def find_predecessors(self, namespace: str, job_id: str, known_ids: Sequence[str]) -> list[Predecessor]:
-        spark_hook = self.op._checked_spark_hook()
-        return self.mode.find_predecessors(spark_hook, namespace, job_id, job_tag(namespace, job_id), known_ids)
-
     def predecessors_of(self, namespace: str, stale: Intent) -> list[Predecessor]:
         known = [i for i in (stale.application_id, self._durable_id(stale)) if i]
-        return self.find_predecessors(namespace, stale.job_id, known)
+        spark_hook, job_id = self.op._checked_spark_hook(), stale.job_id
+        return self.mode.find_predecessors(spark_hook, namespace, job_id, job_tag(namespace, job_id), known)
 
     def before_resubmit(self, stale: Intent) -> None:
         if stale.application_id is None and (found := self._durable_id(stale)) is not None:
@@ -250,27 +203,15 @@ class SparkSubmitLauncher(Launcher):
         # the provider's Kubernetes id is "<namespace>:<pod>"
         return application_id_of(self.mode.kind, found.rsplit(":", 1)[-1]) if found else None
 
-    def outcome(self, launch: Launch, recorder: Any, *, failed: bool) -> tuple[str, str | None]:
+    def outcome(self, launch: Launch, recorder: Any, *, failed: bool) -> Ended:
         spark_hook = self._spark_hook()
-        return cluster.outcome_after_submit(self.mode, spark_hook, recorder, namespace=launch.namespace,
+        return Ended(*cluster.outcome_after_submit(self.mode, spark_hook, recorder, namespace=launch.namespace,
                                             job_id=launch.job_id, fence=launch.fence, staging=launch.staging,
-                                            log=self.op.log)  # fmt: skip
+                                            log=self.op.log))  # fmt: skip
 
-    def still_runs(self, launch: Launch, app_id: str | None, *, last_try: bool) -> str:
-        return cluster.driver_still_runs_message(launch.job_id, self.mode, app_id, last_try=last_try)
-
-    def missing_marker(self, launch: Launch, app_id: str | None) -> str:
-        return cluster.missing_marker_message(launch.job_id, self.mode, launch.staging, app_id)
-
-    def failure(self, error: BaseException) -> tuple[str, str | None]:
+    def failure(self, error: BaseException) -> Failure:
         process = provider.submit_process(self._spark_hook())
         exit_code = process.returncode if process is not None else None
         tail = self.plan.tail if self.plan is not None else OutputTail()
         application_id = self.submission()[1] or tail.application_id
-        return failure_summary(exit_code, application_id, tail.text(), error), application_id
-
-    def read_marker(self, staging: str) -> dict[str, Any] | None:
-        return None if self.stream is not None else super().read_marker(staging)
-
-    def finish(self, result: JobResult) -> JobResult:
-        return self.stream.finished_result(result) if self.stream is not None else result
+        return Failure(error, "spark-submit", exit_code, application_id, output=tail.text())

@@ -1,6 +1,7 @@
 """The launcher's side of a streaming job (FLIP-45): stable locations, stop-then-cancel, STOPPED/CANCELED.
 
-``JrsSparkSubmitOperator(streaming=True, stop_timeout=...)`` uses this module at four points:
+``JrsSparkSubmitOperator(streaming=True, stop_timeout=...)`` wraps its spark-submit launcher in a
+:class:`StreamingLauncher`, which adds a stream's four points to the launch it wraps:
 
 1. before submit (:func:`prepare`): the stream's folders are per job, not per fence
    (:func:`airflow_jrs.domain.paths.stream_root`), so every attempt and every run of the job resumes
@@ -29,9 +30,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_jrs.domain.paths import checkpoint_path, control_path, stream_output_path
+from airflow_jrs.exceptions import JobEndedOnRequestError
+from airflow_jrs.protocol.launcher import Ended, Failure, Launch, Launcher, Predecessor
 from airflow_jrs.protocol.run import JobRun
 from airflow_jrs.protocol.stopping import record_unless_succeeded
 from airflow_jrs.spark.conf import streaming_conf
@@ -40,6 +43,10 @@ from airflow_jrs.spark.control import write_request as _write_request
 from airflow_jrs.store import JobResult, JobStatus
 from airflow_jrs.store.leases.fence import same_fence
 from airflow_jrs.store.stop_requests import StopRequest
+
+if TYPE_CHECKING:
+    from airflow_jrs.launch.spark_launcher import SparkSubmitLauncher
+    from airflow_jrs.store.intents import Intent
 
 log = logging.getLogger(__name__)
 
@@ -224,3 +231,93 @@ class StreamAttempt:
                 self.kill()
             except Exception:
                 pass
+
+
+class StreamingLauncher(Launcher):
+    """A stream around a spark-submit launcher: the launch is the wrapped one's, in the stream's
+    stable folders (the protocol writes there: :attr:`streaming`), and ending it is a stream's
+    (stop at a batch boundary, then cancel; STOPPED or CANCELED recorded). Everything else (where
+    a predecessor runs, what the cluster says, how a failure reads) is the wrapped launcher's."""
+
+    streaming = True
+
+    def __init__(self, inner: SparkSubmitLauncher, stop_timeout: float) -> None:
+        self.inner, self.stop_timeout = inner, stop_timeout
+        self.paths: StreamPaths | None = None
+        #: this attempt's stream, once it runs: from then on a kill stops it at a batch boundary
+        self.stream: StreamAttempt | None = None
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self.inner.name
+
+    @property
+    def cluster(self) -> bool:  # type: ignore[override]
+        return self.inner.cluster
+
+    def prepare(self, launch: Launch) -> dict[str, Any]:
+        # one checkpoint and output for every attempt: resume, never rewind
+        self.paths = prepare(launch.run.jobs.settings.output_root, launch.namespace, launch.job_id)
+        self.inner.stream_conf = self.paths.conf()
+        return self.inner.prepare(launch)
+
+    def run(self, launch: Launch) -> None:
+        assert self.paths is not None, "prepare() comes first"
+        inner = self.inner
+        self.stream = StreamAttempt(launch.run, self.paths, launch.fence, self.stop_timeout, alive=inner.alive,
+                                    kill=inner.stop)  # fmt: skip
+        inner.run(launch)
+
+    def submission(self) -> tuple[int | None, str | None]:
+        return self.inner.submission()
+
+    def stop(self) -> None:
+        self.inner.stop()
+
+    def kill(self, run: JobRun | None, fence: int | None, *, by: str = "on_kill") -> None:
+        if self.stream is None:  # not launched yet: nothing of a stream to stop
+            self.inner.kill(run, fence, by=by)
+            return
+        self.stream.stop_then_cancel(by=by)  # stop at a batch boundary, then cancel; records the outcome
+        self.inner.stop()
+
+    def predecessors_of(self, namespace: str, stale: Intent) -> list[Predecessor]:
+        return self.inner.predecessors_of(namespace, stale)
+
+    def before_resubmit(self, stale: Intent) -> None:
+        self.inner.before_resubmit(stale)
+
+    def outcome(self, launch: Launch, recorder: Any, *, failed: bool) -> Ended:
+        return self.inner.outcome(launch, recorder, failed=failed)
+
+    def failure(self, error: BaseException) -> Failure:
+        return self.inner.failure(error)
+
+    def check_ended_on_request(self, launch: Launch, recorder: Any) -> None:
+        stream = self.stream
+        if stream is None:
+            self.inner.check_ended_on_request(launch, recorder)
+        elif stream.cancel_requested():
+            stream.record(JobStatus.CANCELED, None, "canceled on request (airflow-jrs cancel)", fresh=False)
+            raise JobEndedOnRequestError(
+                f"job {launch.job_id}: streaming application canceled on request; recorded CANCELED. The next "
+                "run resumes from its checkpoint.",
+                job_id=launch.job_id,
+                fence=launch.fence,
+            ) from None
+
+    def finish(self, launch: Launch, result: JobResult) -> JobResult:
+        """SUCCEEDED with the checkpoint when the stream ended on its own (``AvailableNow``);
+        STOPPED recorded, and the task failed without retries, when it stopped on request."""
+        stream = self.stream
+        if stream is None:
+            return self.inner.finish(launch, result)
+        if (stopped := stream.stopped_outcome()) is not None:
+            stream.record(JobStatus.STOPPED, stopped, "stopped on request (airflow-jrs stop)", fresh=False)
+            raise JobEndedOnRequestError(
+                f"job {launch.job_id}: streaming application stopped on request at batch "
+                f"{stopped.get('last_batch_id')}; recorded STOPPED. The next run resumes from its checkpoint.",
+                job_id=launch.job_id,
+                fence=launch.fence,
+            )
+        return stream.finished_result(self.inner.finish(launch, result))

@@ -140,17 +140,3 @@ class OutputTail:
     def text(self) -> str:
         tail = "\n".join(self._lines)
         return tail if len(tail) <= self._chars else "..." + tail[-(self._chars - 3) :]
-
-
-def failure_summary(exit_code: int | None, application_id: str | None, tail: str, error: BaseException) -> str:
-    """What a FAILED result records and the task log shows: exit code, application, the tail."""
-    if exit_code is None:  # spark-submit never ran, or the provider failed after it (no driver id, ...)
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        head = f"spark-submit failed: {first[:300]}"
-    else:
-        head = f"spark-submit exited with code {exit_code}"
-    if application_id:
-        head += f"; application {application_id}"
-    if not tail:
-        return head + "; it printed nothing besides Spark's INFO logging"
-    return f"{head}; last lines of its output:\n{tail}"

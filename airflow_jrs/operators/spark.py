@@ -47,10 +47,11 @@ from airflow_jrs.launch.deploy_modes import DeployMode
 from airflow_jrs.launch.provider_adapter import PreparesSubmitHook
 from airflow_jrs.launch.spark_launcher import SparkSubmitLauncher
 from airflow_jrs.launch.spark_target import SparkTarget, refuse_unsafe, resolve_target
+from airflow_jrs.launch.streaming import StreamingLauncher
 from airflow_jrs.operators.guarded import GuardedJob, execute_with_store, kill_attempt, run_job
 from airflow_jrs.operators.links import JobResultLink, SparkApplicationLink, submit_links
 from airflow_jrs.operators.unguarded import run_unguarded
-from airflow_jrs.protocol import JobSpec
+from airflow_jrs.protocol import JobSpec, Launcher
 from airflow_jrs.spark.conf import PLACEHOLDERS
 from airflow_jrs.store.stop_requests import DEFAULT_STOP_TIMEOUT
 
@@ -148,7 +149,10 @@ class JrsSparkSubmitOperator(PreparesSubmitHook, SparkSubmitOperator, GuardedJob
         self.job_id = job_id
         fp = application_fingerprint(self.application, self.application_args, self.job_version)
         spec = JobSpec(job_id, fp, self.outputs or {"output": ""})
-        return run_job(self, context, hook, spec, SparkSubmitLauncher(self, context, hook))
+        submit = SparkSubmitLauncher(self, context, hook)
+        # a stream resumes in its own folders, and a kill stops it at a batch boundary
+        launcher: Launcher = StreamingLauncher(submit, self.stop_timeout) if self.streaming else submit
+        return run_job(self, context, hook, spec, launcher)
 
     def _spark_target(self) -> tuple[SparkTarget, DeployMode]:
         """Where this attempt's Spark goes, from the connection and the operator's arguments (never

@@ -149,8 +149,17 @@ class _JdbcLauncher(SparkSubmitLauncher):
         spec["copy"] = copy_definition(vars(self.op))
         return spec
 
-    def after_run(self, launch: Launch) -> None:
-        super().after_run(launch)
+    def finish(self, launch: Launch, result: JobResult) -> JobResult:
+        """The copy's facts as metrics; a ``jdbc_to_spark`` copy whose table is not under the fence
+        records nothing."""
+        self._check_table(launch)
+        op = self.op
+        metrics = {"cmd_type": op.cmd_type, "jdbc_table": op.jdbc_table, "metastore_table": op.metastore_table}
+        if op.cmd_type == SPARK_TO_JDBC:
+            metrics["save_mode"] = op.save_mode
+        return super().finish(launch, dataclasses.replace(result, metrics={**result.metrics, **metrics}))
+
+    def _check_table(self, launch: Launch) -> None:
         if self.op.cmd_type != JDBC_TO_SPARK or "://" in launch.staging:
             return
         folder = Path(launch.staging, table_folder(self.op.metastore_table or "", task_id=self.op.task_id))
@@ -163,13 +172,6 @@ class _JdbcLauncher(SparkSubmitLauncher):
                 job_id=launch.job_id,
                 fence=launch.fence,
             )
-
-    def finish(self, result: JobResult) -> JobResult:
-        op = self.op
-        metrics = {"cmd_type": op.cmd_type, "jdbc_table": op.jdbc_table, "metastore_table": op.metastore_table}
-        if op.cmd_type == SPARK_TO_JDBC:
-            metrics["save_mode"] = op.save_mode
-        return super().finish(dataclasses.replace(result, metrics={**result.metrics, **metrics}))
 
 
 class JrsSparkJDBCOperator(JrsSparkSubmitOperator):

@@ -20,7 +20,7 @@ from airflow_jrs.protocol.attempt import (
 )
 from airflow_jrs.protocol.cleanup import LOCAL_OR_FSSPEC, Files, RetryPolicy, commit_job
 from airflow_jrs.protocol.jobs import JobNamespace, settings_for
-from airflow_jrs.protocol.launcher import COMMITTED, ENDED, RUNS, Launch, Launcher, Predecessor
+from airflow_jrs.protocol.launcher import COMMITTED, ENDED, RUNS, Ended, Failure, Launch, Launcher, Predecessor
 
 __all__ = [
     "ADOPTED",
@@ -31,6 +31,8 @@ __all__ = [
     "RUNS",
     "SKIPPED",
     "AttemptPolicy",
+    "Ended",
+    "Failure",
     "Files",
     "JobAttempt",
     "JobNamespace",

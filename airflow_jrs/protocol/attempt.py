@@ -39,7 +39,7 @@ from typing import Any
 
 from airflow_jrs.domain import recompute
 from airflow_jrs.domain.model import Actor, HistoryReason
-from airflow_jrs.domain.paths import app_name, staging_path
+from airflow_jrs.domain.paths import app_name, staging_path, stream_output_path
 from airflow_jrs.domain.recompute import RequestSeen
 from airflow_jrs.exceptions import (
     ApplicationFailedError,
@@ -48,8 +48,9 @@ from airflow_jrs.exceptions import (
     JobNotStartedError,
     LeaseHeldError,
 )
+from airflow_jrs.protocol import endings
 from airflow_jrs.protocol.jobs import JobNamespace
-from airflow_jrs.protocol.launcher import COMMITTED, RUNS, Launch, Launcher
+from airflow_jrs.protocol.launcher import COMMITTED, RUNS, Ended, Launch, Launcher
 from airflow_jrs.protocol.markers import committed_marker
 from airflow_jrs.protocol.recovery import PREDECESSOR_POLICIES, recover
 from airflow_jrs.protocol.run import JobRun, record_failure, succeeded_result
@@ -249,14 +250,17 @@ class JobAttempt:
         launcher, intents, job_id = self.launcher, run.intents, run.job_id
         token = run.lease.check()
         self.fence = token
-        namespace = self.jobs.namespace
-        staging = launcher.staging(staging_path(self.jobs.settings.output_root, namespace, job_id, token))
+        namespace, root = self.jobs.namespace, self.jobs.settings.output_root
+        # a stream resumes in one folder across attempts (its checkpoint), a batch job writes under its fence
+        staging = stream_output_path(root, namespace, job_id) if launcher.streaming else staging_path(
+            root, namespace, job_id, token
+        )  # fmt: skip
         launch = Launch(run, token, staging, app_name(namespace, job_id, token))
         spec = launcher.prepare(launch)
         intent = Intent(
             job_id=job_id, fence=token, spec_uri=intents.spec_uri(job_id, token), staging=staging,
             app_name=launch.app_name, host=socket.gethostname(), pid=os.getpid(), started_at=time.time(),
-            fingerprint=run.fingerprint, **launcher.intent_fields(),
+            fingerprint=run.fingerprint, session_id=spec.get("session_id"),
         )  # fmt: skip
         intents.record(intent, {**spec, "fingerprint": run.fingerprint, "attempt": run.attempt.__dict__})
         reached("after_intent")
@@ -290,22 +294,20 @@ class JobAttempt:
             )
         reached("after_spark")
         token = run.lease.check()
-        launcher.after_run(launch)
-        marker = launcher.read_marker(staging)
+        marker = None if launcher.streaming else read_commit_marker(staging)  # a stream commits per batch
         _, reported_id = launcher.submission()
         if launcher.cluster and not launcher.streaming and committed_marker(staging, job_id, token) is None:
-            outcome, app_id = launcher.outcome(launch, recorder, failed=False)
-            if outcome == RUNS:
-                raise DriverMayStillRunError(launcher.still_runs(launch, app_id, last_try=self.policy.last_try),
-                                             job_id=job_id, fence=token)  # fmt: skip
-            if outcome != COMMITTED:
-                message = launcher.missing_marker(launch, reported_id)
+            ended = Ended(*launcher.outcome(launch, recorder, failed=False))
+            if ended.state == RUNS:
+                raise DriverMayStillRunError(self._still_runs(ended), job_id=job_id, fence=token)
+            if ended.state != COMMITTED:
+                message = endings.missing_marker(job_id, launcher.name, staging, reported_id)
                 record_failure(run, last_try=self.policy.last_try, log=self.log, error=message,
                                application_id=reported_id)  # fmt: skip
                 raise ApplicationFailedError(message, job_id=job_id, fence=token)
             marker = read_commit_marker(staging)  # committed since
         result = succeeded_result(run, staging, marker, started=started, application_id=reported_id)
-        result = launcher.finish(result)
+        result = launcher.finish(launch, result)  # may raise: a stream stopped on request records STOPPED
         run.store.create_dirty_result(result, fence=token, supersede=run.supersede)
         reached("after_result")
         IntentStore.delete_spec(intent.spec_uri)
@@ -321,21 +323,25 @@ class JobAttempt:
             raise JobKilledError(
                 f"job {run.job_id}: attempt was killed; nothing recorded", job_id=run.job_id, fence=token
             ) from None
-        outcome, app_id = launcher.outcome(launch, recorder, failed=True)
-        if outcome == RUNS:  # the intent stays: the next attempt finds the driver
-            raise DriverMayStillRunError(
-                launcher.still_runs(launch, app_id, last_try=self.policy.last_try), job_id=run.job_id, fence=token
-            ) from exc
-        if outcome == COMMITTED:  # the driver finished its output: published by the caller's success path
+        ended = Ended(*launcher.outcome(launch, recorder, failed=True))
+        if ended.state == RUNS:  # the intent stays: the next attempt finds the driver
+            raise DriverMayStillRunError(self._still_runs(ended), job_id=run.job_id, fence=token) from exc
+        if ended.state == COMMITTED:  # the driver finished its output: published by the caller's success path
             return
         summary, application_id = "the application failed", None
         try:  # never mask the application's own error
-            summary, application_id = launcher.failure(exc)
+            failure = launcher.failure(exc)
+            summary, application_id = endings.failure_message(failure), failure.application_id
         except Exception as error:
             self.log.warning("Job %s: could not summarise the failure: %s", run.job_id, error)
         self.log.error("Job %s: %s", run.job_id, summary)
         record_failure(run, last_try=self.policy.last_try, log=self.log, error=summary, application_id=application_id)
         raise exc
+
+    def _still_runs(self, ended: Ended) -> str:
+        launcher = self.launcher
+        return endings.still_runs(self.job.job_id, launcher.name, cluster=launcher.cluster, ended=ended,
+                                  last_try=self.policy.last_try)  # fmt: skip
 
     # -- kill ----------------------------------------------------------------------------------
     #: exception types that mean "the task is being interrupted" (the operator adds Airflow's)
@@ -349,7 +355,7 @@ class JobAttempt:
         released in :meth:`run`'s finally, so no successor ever runs beside it. The intent stays:
         the next attempt finds no commit marker and launches again."""
         self.killed = True
-        self.launcher.interrupted()
+        self.launcher.kill(None, None, by="execution_timeout")
 
     def _on_lease_lost(self, lease: JobLease) -> None:
         self.log.error("Job %s: lease lost (fence %s); stopping the application.", lease.job_id, lease.token)

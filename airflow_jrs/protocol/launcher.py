@@ -3,21 +3,24 @@
 The protocol (:mod:`.attempt`) decides, leases, recovers, records the intent and the result;
 a :class:`Launcher` runs the application and answers what only the place it runs can answer:
 is a predecessor's application still alive, what did the launch report, did a cluster driver
-outlive its client. spark-submit in each deploy mode is one launcher
+outlive its client. It answers with facts (:class:`Ended`, :class:`Failure`: an application id,
+an exit code, the error); the protocol decides from them and words every message
+(:mod:`.endings`). A stream is a wrapper around a launcher
+(:class:`airflow_jrs.launch.streaming.StreamingLauncher`), not methods of every launcher.
+spark-submit in each deploy mode is one launcher
 (:class:`airflow_jrs.launch.spark_launcher.SparkSubmitLauncher`); the fault trials use a
 stand-in (:mod:`jrs_testbench.trials`), so thousands of trials run this very protocol code.
 
-Every method but :meth:`Launcher.run` must return promptly and never raise from
-:meth:`Launcher.kill` or :meth:`Launcher.stop`: they run from signal handlers and the lease
-renewer's thread.
+Every method but :meth:`Launcher.run` must return promptly; :meth:`Launcher.kill` and
+:meth:`Launcher.stop` never raise: they run from signal handlers and the lease renewer's thread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from airflow_jrs.protocol.processes import find_job_processes, process_alive
 
@@ -28,6 +31,36 @@ if TYPE_CHECKING:
 
 #: What an attempt may conclude once its launch ended (:meth:`Launcher.outcome`).
 ENDED, RUNS, COMMITTED = "ended", "runs", "committed"
+
+
+class Ended(NamedTuple):
+    """What the end of a launch lets the attempt conclude (:meth:`Launcher.outcome`): facts, which
+    the protocol words (:func:`.endings.still_runs`). A plain ``(state, application_id)`` tuple
+    is one too."""
+
+    #: :data:`ENDED` (the launch's exit is its outcome), :data:`RUNS` (something of it may still
+    #: run: the intent stays, nothing is recorded) or :data:`COMMITTED` (a cluster driver ended
+    #: with this attempt's complete commit marker)
+    state: str = ENDED
+    #: the application, driver or session that may still run
+    application_id: str | None = None
+    #: what still runs on a server that is no cluster driver, and why (Spark Connect: tasks of the
+    #: attempt's interrupted work the server could not end); ``None``: the application itself
+    lingering: str | None = None
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What is known of a failed run (:meth:`Launcher.failure`): the protocol words the FAILED
+    result and the log line from it (:func:`.endings.failure_summary`)."""
+
+    error: BaseException
+    #: what failed ("spark-submit", "spark-pipelines"); ``None``: the error names it itself
+    process: str | None = "the application"
+    exit_code: int | None = None
+    application_id: str | None = None
+    #: the end of the process's output, when the launcher keeps it (``None``: it does not)
+    output: str | None = None
 
 
 @dataclass
@@ -74,18 +107,17 @@ class Launcher:
 
     #: a name for messages ("local", "yarn", "standalone", "stand-in", ...)
     name = "local"
-    #: the application outlives its client (cluster deploy modes): its exit says little
+    #: the application outlives its client (cluster deploy modes): its exit says little, and
+    #: only a commit marker of this attempt makes it a success
     cluster = False
-    #: the application runs until stopped and keeps its folder across attempts (streams)
+    #: the application runs until stopped and keeps its folder across attempts (a stream:
+    #: :class:`airflow_jrs.launch.streaming.StreamingLauncher`); it writes no commit marker
     streaming = False
-
-    def staging(self, fenced: str) -> str:
-        """Where this launch writes, given the fenced staging folder the protocol chose."""
-        return fenced
 
     def prepare(self, launch: Launch) -> dict[str, Any]:
         """Build the launch (command, conf) before the intent is recorded; returns the spec the
-        state backend keeps for it (what was submitted: application, arguments, conf)."""
+        state backend keeps for it (what was submitted: application, arguments, conf). A launch in
+        a Spark Connect session names it (``session_id``): the intent records it for a successor."""
         raise NotImplementedError
 
     def run(self, launch: Launch) -> None:
@@ -96,47 +128,33 @@ class Launcher:
         """(launched pid, application or driver id) as known so far (recorded in the intent)."""
         return None, None
 
-    def alive(self) -> bool:
-        """Does what :meth:`run` started still run?"""
-        return False
-
     def stop(self) -> None:
         """Kill what :meth:`run` started (the lease was lost). Never raises."""
 
-    def kill(self, run: JobRun | None, fence: int | None) -> None:
-        """The task is being killed (``on_kill``): end the application through the one stop path
-        first where there is one, then :meth:`stop`. Never raises."""
+    def kill(self, run: JobRun | None, fence: int | None, *, by: str = "on_kill") -> None:
+        """End the application at once. From ``on_kill`` (``run`` and ``fence`` given): through the
+        one stop path first where there is one, so the request says who asked, then :meth:`stop`.
+        Interrupted inside :meth:`run` (``run=None``, ``by="execution_timeout"``): no request, just
+        stop. Never raises."""
         self.stop()
-
-    def interrupted(self) -> None:
-        """The task was interrupted inside :meth:`run` (a timeout): stop what runs, at once."""
-        self.stop()
-
-    def find_predecessors(self, namespace: str, job_id: str, known_ids: Sequence[str]) -> list[Predecessor]:
-        """Live applications of earlier attempts of this job (``known_ids``: ids their intents
-        recorded). Raise when it cannot be known: unknown is not "none". Default: the job's
-        launches on this host, by their command line (:func:`local_predecessors`)."""
-        return local_predecessors(namespace, job_id)
 
     def predecessors_of(self, namespace: str, stale: Intent) -> list[Predecessor]:
-        """Live applications of the attempt whose intent ``stale`` is: by default
-        :meth:`find_predecessors` with the application id it recorded. A launcher that records
-        more in the intent (:meth:`intent_fields`: a Spark Connect session) looks there."""
-        known = [stale.application_id] if stale.application_id else []
-        return self.find_predecessors(namespace, stale.job_id, known)
-
-    def intent_fields(self) -> dict[str, Any]:
-        """Fields of :class:`~airflow_jrs.store.intents.Intent` this launch fills in before it runs
-        (after :meth:`prepare`), for a successor's :meth:`predecessors_of`."""
-        return {}
+        """Live applications of the attempt whose intent ``stale`` is (it recorded an application id,
+        a session). Raise when it cannot be known: unknown is not "none". Default: the job's
+        launches on this host, by their command line (:func:`local_predecessors`)."""
+        return local_predecessors(namespace, stale.job_id)
 
     def before_resubmit(self, stale: Intent) -> None:
         """Raise when a predecessor's application may run unseen and a new launch could run beside it."""
 
-    def outcome(self, launch: Launch, recorder: Any, *, failed: bool) -> tuple[str, str | None]:
-        """After :meth:`run` returned or raised: (:data:`ENDED`, :data:`RUNS` or :data:`COMMITTED`,
-        application id). Only cluster launchers answer anything but ``ENDED``."""
-        return ENDED, None
+    def outcome(self, launch: Launch, recorder: Any, *, failed: bool) -> Ended:
+        """After :meth:`run` returned or raised: what may be concluded (:class:`Ended`). Only
+        launchers whose work outlives the launch answer anything but :data:`ENDED`."""
+        return Ended()
+
+    def failure(self, error: BaseException) -> Failure:
+        """What is known of a failed run (the protocol words the FAILED result from it)."""
+        return Failure(error, application_id=self.submission()[1])
 
     def check_ended_on_request(self, launch: Launch, recorder: Any) -> None:
         """After a failed run: if it ended on a stop or cancel request, record the outcome and
@@ -147,28 +165,8 @@ class Launcher:
         if asked is not None:
             end_on_request(launch.run, launch.fence, asked)
 
-    def still_runs(self, launch: Launch, app_id: str | None, *, last_try: bool) -> str:
-        """What the attempt says when its driver may still run (cluster launchers only)."""
-        return f"job {launch.job_id}: the application {app_id or ''} may still run; the intent stays"
-
-    def missing_marker(self, launch: Launch, app_id: str | None) -> str:
-        """What the attempt says when a cluster driver ended without a complete commit marker."""
-        return f"job {launch.job_id}: the application {app_id or ''} ended without a complete commit marker"
-
-    def failure(self, error: BaseException) -> tuple[str, str | None]:
-        """(what the FAILED result and the log say, application id) for a failed run."""
-        return f"the application failed: {error}", self.submission()[1]
-
-    def after_run(self, launch: Launch) -> None:
-        """After a run that ended well and before the result: raise to record nothing (a stream
-        that was stopped on request records STOPPED here)."""
-
-    def read_marker(self, staging: str) -> dict[str, Any] | None:
-        """The commit marker the application left (``None``: none, or not applicable)."""
-        from airflow_jrs.spark.commit import read_commit_marker
-
-        return read_commit_marker(staging)
-
-    def finish(self, result: JobResult) -> JobResult:
-        """The SUCCEEDED result to record (a stream adds what it stopped at)."""
+    def finish(self, launch: Launch, result: JobResult) -> JobResult:
+        """The SUCCEEDED result to record once the run ended well (a launcher adds what it knows:
+        metrics, a stream's checkpoint); raise to record nothing (a stream stopped on request
+        records STOPPED and raises)."""
         return result

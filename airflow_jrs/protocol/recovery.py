@@ -5,7 +5,7 @@ still referenced") knows an earlier attempt submitted Spark and never wrote a re
 order, it
 
 1. finds the predecessor's live application: through the heartbeat its supervisor keeps (on
-   any host), then through the launcher (:meth:`.launcher.Launcher.find_predecessors`: a
+   any host), then through the launcher (:meth:`.launcher.Launcher.predecessors_of`: a
    local spark-submit, a YARN application, a Kubernetes driver pod, a standalone driver) and
    waits for it to end (``predecessor="wait"``:
    its work may finish and be adopted) or stops it (``"stop"``), checking its own lease

@@ -79,7 +79,7 @@ def record_failure(
     """Spark failed: drop the intent; on the last try also record FAILED (sensors fail fast).
 
     ``error`` is what the on-call engineer reads first (``airflow-jrs show``, the UI): the exit
-    code and the end of the application's error output (:func:`.submission.failure_summary`).
+    code and the end of the application's error output (:func:`.endings.failure_message`).
     A FAILED result never makes a later attempt skip: the next one supersedes it. Never raises:
     Spark's own error is what the task reports.
 

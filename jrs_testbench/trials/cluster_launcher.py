@@ -49,7 +49,7 @@ from typing import Any
 from airflow_jrs.domain.paths import job_tag
 from airflow_jrs.launch import cluster_outcome as cluster
 from airflow_jrs.launch.standalone import StandaloneMode, refuse_while_unrecorded_driver_may_run
-from airflow_jrs.protocol.launcher import Launch, Launcher, Predecessor
+from airflow_jrs.protocol.launcher import Ended, Failure, Launch, Launcher, Predecessor
 from airflow_jrs.protocol.run import JobRun
 from airflow_jrs.spark.conf import job_conf
 from airflow_jrs.store import JobResult
@@ -290,30 +290,25 @@ class StandaloneClusterLauncher(Launcher):
         except Exception as exc:
             self.log.warning("could not kill driver %s through the master: %s", driver_id, exc)
 
-    def kill(self, run: JobRun | None, fence: int | None) -> None:
+    def kill(self, run: JobRun | None, fence: int | None, *, by: str = "on_kill") -> None:
         self.stop()  # the operator's on_kill: the driver through the deploy mode (no supervisor here)
 
-    def find_predecessors(self, namespace: str, job_id: str, known_ids: Any) -> list[Predecessor]:
-        return self.mode.find_predecessors(self.hook, namespace, job_id, job_tag(namespace, job_id), known_ids)
+    def predecessors_of(self, namespace: str, stale: Any) -> list[Predecessor]:
+        known, job_id = [stale.application_id] if stale.application_id else [], stale.job_id
+        return self.mode.find_predecessors(self.hook, namespace, job_id, job_tag(namespace, job_id), known)
 
     def before_resubmit(self, stale: Any) -> None:
         refuse_while_unrecorded_driver_may_run(self.mode, stale)
 
-    def outcome(self, launch: Launch, recorder: Any, *, failed: bool) -> tuple[str, str | None]:
-        return cluster.outcome_after_submit(self.mode, self.hook, recorder, namespace=launch.namespace,
-                                            job_id=launch.job_id, fence=launch.fence, staging=launch.staging,
-                                            log=self.log)  # fmt: skip
+    def outcome(self, launch: Launch, recorder: Any, *, failed: bool) -> Ended:
+        return Ended(*cluster.outcome_after_submit(self.mode, self.hook, recorder, namespace=launch.namespace,
+                                                   job_id=launch.job_id, fence=launch.fence, staging=launch.staging,
+                                                   log=self.log))  # fmt: skip
 
-    def still_runs(self, launch: Launch, app_id: str | None, *, last_try: bool) -> str:
-        return cluster.driver_still_runs_message(launch.job_id, self.mode, app_id, last_try=last_try)
+    def failure(self, error: BaseException) -> Failure:
+        return Failure(error, "the standalone cluster submission", application_id=self.submission()[1])
 
-    def missing_marker(self, launch: Launch, app_id: str | None) -> str:
-        return cluster.missing_marker_message(launch.job_id, self.mode, launch.staging, app_id)
-
-    def failure(self, error: BaseException) -> tuple[str, str | None]:
-        return f"the standalone cluster submission failed: {error}", self.submission()[1]
-
-    def finish(self, result: JobResult) -> JobResult:
+    def finish(self, launch: Launch, result: JobResult) -> JobResult:
         if self.before_write is not None:
             self.before_write()
         return result

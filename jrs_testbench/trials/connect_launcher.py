@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_jrs.launch.connect_launcher import ConnectLauncher
+from airflow_jrs.protocol.launcher import Launch
 from airflow_jrs.spark.output import data_path
 from airflow_jrs.store import JobResult
 
@@ -123,7 +124,7 @@ class ConnectTrialLauncher(ConnectLauncher):
         df.write.mode("overwrite").parquet(data_path(jrs.output))
         return {"rows": n}
 
-    def finish(self, result: JobResult) -> JobResult:
+    def finish(self, launch: Launch, result: JobResult) -> JobResult:
         """The last call before the result write: where a trial pauses the attempt on purpose."""
         if self.before_write is not None:
             self.before_write()

@@ -164,12 +164,12 @@ class StandInLauncher(Launcher):
             except OSError:
                 pass  # ended meanwhile
 
-    def finish(self, result: JobResult) -> JobResult:
+    def finish(self, launch: Launch, result: JobResult) -> JobResult:
         """The last call before the result write: where a trial pauses the attempt on purpose."""
         if self.before_write is not None:
             self.before_write()
         return result
 
-    def kill(self, run: JobRun | None, fence: int | None) -> None:
+    def kill(self, run: JobRun | None, fence: int | None, *, by: str = "on_kill") -> None:
         cancel_on_kill(run, fence, self.alive, self.log)  # the one stop path: the request says who asked
         self.stop()

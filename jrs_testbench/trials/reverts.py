@@ -194,8 +194,8 @@ def revert_4_cluster_client_exit() -> None:
         "_after_failure",
         [
             (
-                "outcome, app_id = launcher.outcome(launch, recorder, failed=True)",
-                'outcome, app_id = "ended", None  # reverted (defect 4): the driver is not asked',
+                "ended = Ended(*launcher.outcome(launch, recorder, failed=True))",
+                "ended = Ended()  # reverted (defect 4): the driver is not asked",
             )
         ],
     )

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-from airflow_jrs.launch.submission import TAIL_CHARS, TAIL_LINES, OutputTail, failure_summary
+from airflow_jrs.launch.submission import TAIL_CHARS, TAIL_LINES, OutputTail
+from airflow_jrs.protocol.endings import failure_summary
 
 TRACEBACK = [
     "26/11/23 16:16:24 INFO DAGScheduler: Job 0 finished: count at tiny_app.py:38, took 1260.004159 ms\n",
