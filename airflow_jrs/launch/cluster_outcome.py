@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_jrs.domain.paths import job_tag
-from airflow_jrs.launch.deploy_modes import DeployMode
+from airflow_jrs.launch.deploy_modes.base import DeployMode
 from airflow_jrs.protocol.launcher import COMMITTED, ENDED, RUNS
 from airflow_jrs.protocol.markers import committed_marker
 

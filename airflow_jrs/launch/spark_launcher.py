@@ -8,7 +8,7 @@ provider adapter runs through the provider's own ``SparkSubmitOperator.execute``
 the task's operator (:func:`.provider_adapter.run_submit`): nothing of a launch is written onto
 the task's operator. It answers from the deploy
 mode (:mod:`.deploy_modes`, resolved from the connection and the operator's arguments by
-:mod:`.spark_target`): where a predecessor's application may live, what spark-submit reported,
+:mod:`.deploy_modes.registry`): where a predecessor's application may live, what spark-submit reported,
 whether a cluster driver outlived its client (:mod:`.cluster_outcome`). A stream is this launch
 wrapped in :class:`~.streaming.StreamingLauncher` (its folders' conf reaches it as
 :attr:`SparkSubmitLauncher.stream_conf`).
@@ -26,12 +26,9 @@ from airflow_jrs.domain.paths import job_tag
 from airflow_jrs.launch import cluster_outcome as cluster
 from airflow_jrs.launch import durable
 from airflow_jrs.launch import provider_adapter as provider
-from airflow_jrs.launch.deploy_modes import DeployMode
+from airflow_jrs.launch.deploy_modes.base import DeployMode, SparkTarget
 from airflow_jrs.launch.spark_stopping import end_on_request, stop_cluster_driver_on_kill
-from airflow_jrs.launch.spark_target import SparkTarget
-from airflow_jrs.launch.standalone import refuse_while_unrecorded_driver_may_run
 from airflow_jrs.launch.submission import OutputTail, SubmitPlan, Supervision
-from airflow_jrs.protocol.application_ids import application_id_of
 from airflow_jrs.protocol.launcher import Ended, Failure, Launch, Launcher, Predecessor
 from airflow_jrs.protocol.run import JobRun
 from airflow_jrs.protocol.stopping import asked_to_end, cancel_on_kill
@@ -179,12 +176,12 @@ class SparkSubmitLauncher(Launcher):
     def before_resubmit(self, stale: Intent) -> None:
         if stale.application_id is None and (found := self._durable_id(stale)) is not None:
             stale = dataclasses.replace(stale, application_id=found)  # the parent persisted it: not unrecorded
-        refuse_while_unrecorded_driver_may_run(self.mode, stale)
+        self.mode.before_resubmit(stale)
 
     def _refuse_untracked_driver(self, launch: Launch) -> None:
         """Recovery found no intent to wait for, yet the state store may name a driver that runs."""
         found = durable.stored_id(self.state_store, self.op.external_id_key)
-        driver = application_id_of(self.mode.kind, found.rsplit(":", 1)[-1]) if found else None
+        driver = self.mode.application_id(found.rsplit(":", 1)[-1]) if found else None
         if driver is None or not self.mode.cluster:
             return
         live = self.mode.cluster_predecessors(self.op._checked_spark_hook(), launch.namespace, launch.job_id,
@@ -201,7 +198,7 @@ class SparkSubmitLauncher(Launcher):
         attempt = Attempt(ti.dag_id, ti.task_id, self.context["run_id"], 0, getattr(ti, "map_index", -1))
         found = durable.predecessor_id(self.state_store, self.op.external_id_key, stale, attempt)
         # the provider's Kubernetes id is "<namespace>:<pod>"
-        return application_id_of(self.mode.kind, found.rsplit(":", 1)[-1]) if found else None
+        return self.mode.application_id(found.rsplit(":", 1)[-1]) if found else None
 
     def outcome(self, launch: Launch, recorder: Any, *, failed: bool) -> Ended:
         spark_hook = self._spark_hook()

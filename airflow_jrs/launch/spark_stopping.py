@@ -25,7 +25,7 @@ from typing import Any
 from airflow_jrs.domain.paths import job_tag
 from airflow_jrs.exceptions import JobEndedOnRequestError
 from airflow_jrs.launch.cluster_outcome import driver_may_still_run
-from airflow_jrs.launch.deploy_modes import DeployMode
+from airflow_jrs.launch.deploy_modes.base import DeployMode
 from airflow_jrs.protocol.run import JobRun
 from airflow_jrs.protocol.stopping import record_ended_on_request
 from airflow_jrs.store.stop_requests import StopRequest

@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.launch import provider_adapter as provider
+from airflow_jrs.launch.deploy_modes.registry import printed_id_pattern
 from airflow_jrs.launch.supervisor import SETTINGS_ENV, SUPERVISOR_ENV, supervised_command
 
 if TYPE_CHECKING:
     from airflow_jrs.hooks.jrs import JrsHook
-    from airflow_jrs.launch.deploy_modes import DeployMode
+    from airflow_jrs.launch.deploy_modes.base import DeployMode
 
 
 @dataclass(frozen=True)
@@ -92,10 +93,6 @@ class Supervision:
 #: Spark's own logging at INFO and below (log4j's ``yy/MM/dd HH:mm:ss LEVEL`` or ISO dates): it
 #: follows the application's error in the output (shutdown hooks) and would push it out of the tail.
 _CHATTER = re.compile(r"^\s*(?:\d[\d/:.,T+Z-]*\s+){0,2}(?:INFO|DEBUG|TRACE)\b")
-#: Application and driver ids as Spark prints them (local, YARN, standalone, Kubernetes).
-_APPLICATION_ID = re.compile(
-    r"(local-\d{10,}|application_\d+_\d+|app-\d{14}-\d{4,}|driver-\d{14}-\d{4,}|spark-[0-9a-f]{32})(?![\w-])"
-)
 #: Bounds of what a FAILED result keeps of the output: the result is one Redis string, read by
 #: every attempt that decides on the job.
 TAIL_LINES = 20
@@ -132,7 +129,7 @@ class OutputTail:
 
     def add(self, line: str | bytes, mask: Callable[[list[str]], str] | None = None) -> None:
         text = (line.decode(errors="replace") if isinstance(line, bytes) else line).rstrip()
-        if self.application_id is None and (found := _APPLICATION_ID.search(text)):
+        if self.application_id is None and (found := printed_id_pattern().search(text)):
             self.application_id = found.group(1)
         if text.strip() and not _CHATTER.match(text):
             self._lines.append(mask([text]) if mask is not None else text)

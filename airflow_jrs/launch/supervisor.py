@@ -377,7 +377,7 @@ def supervise(
     relay_output.join(5)
     code = 128 - code if code < 0 else code
     if relay.request is not None and os.getppid() != parent:  # the task is gone: nobody else records
-        from airflow_jrs.launch.cluster_drivers import names_cluster_driver
+        from airflow_jrs.launch.deploy_modes.registry import names_cluster_driver
         from airflow_jrs.protocol.orphan import record_orphan_outcome
 
         settled = _settled(jobs)

@@ -1,7 +1,7 @@
 """Operators: JRS-guarded Spark submission and the cleanup that commits results.
 
-The operator classes are imported lazily: the deploy-mode helpers in this package
-(:mod:`.deploy_modes`, :mod:`.standalone`, :mod:`.cluster_outcome`) import no Airflow, so a
+The operator classes are imported lazily: the deploy-mode helpers
+(:mod:`airflow_jrs.launch.deploy_modes`, :mod:`airflow_jrs.launch.cluster_outcome`) import no Airflow, so a
 launcher outside Airflow (the fault trials' cluster stand-in) can use them without paying for
 Airflow's import.
 """

@@ -15,9 +15,11 @@ from typing import Any
 from airflow.providers.common.compat.sdk import BaseHook
 
 from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.launch.deploy_modes.registry import kind_of
 
-#: Masters whose driver lives in the task process (the only ones the session launcher runs).
-IN_PROCESS_MASTERS = ("local", "spark://")
+#: Deploy modes (their ``kind``) whose driver lives in the task process when a session is built
+#: on their master: the only ones the session launcher runs.
+IN_PROCESS_KINDS = ("local", "standalone")
 
 
 def in_process_session(
@@ -57,7 +59,7 @@ def in_process_session(
             "server keeps running a dead client's queries, which needs the Connect launcher. Use a local or "
             "spark:// master, or JrsSparkSubmitOperator."
         )
-    if not chosen.startswith(IN_PROCESS_MASTERS) or merged.get("spark.submit.deployMode") == "cluster":
+    if kind_of(chosen) not in IN_PROCESS_KINDS or merged.get("spark.submit.deployMode") == "cluster":
         raise JrsConfigError(
             f"{task_id}: master {chosen!r} (connection {conn_id!r}) is not supported by {operator}: only "
             "local[...] and spark://host:port, whose driver lives in the task process and dies with it, are "

@@ -24,8 +24,8 @@ whatever the parent's ``execute`` raises (a lost status poll, a master or Resour
 failover), the driver may still run, so the intent is kept unless the cluster says the driver
 ended without a commit marker; and SUCCEEDED is recorded only for output whose commit marker
 (:mod:`airflow_jrs.spark.commit`) names this job and fence. The master and deploy mode come
-from the Spark connection and the operator's arguments (:mod:`.spark_target`), which also
-refuses configurations that cannot be made safe.
+from the Spark connection and the operator's arguments (:mod:`airflow_jrs.launch.deploy_modes`), which
+also refuses configurations that cannot be made safe.
 """
 
 from __future__ import annotations
@@ -39,14 +39,11 @@ from airflow.sdk import BaseOperatorLink
 
 from airflow_jrs.compat import AIRFLOW_VERSION_TEXT
 from airflow_jrs.domain.identity import application_fingerprint, job_id_for
-from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.launch import provider_adapter as provider
-from airflow_jrs.launch.deploy_mode_choice import deploy_mode_for
-from airflow_jrs.launch.deploy_modes import DeployMode
+from airflow_jrs.launch.deploy_modes import DeployMode, SparkTarget, deploy_mode_for, refuse_unsafe, resolve_target
 from airflow_jrs.launch.provider_adapter import PreparesSubmitHook
 from airflow_jrs.launch.spark_launcher import SparkSubmitLauncher
-from airflow_jrs.launch.spark_target import SparkTarget, refuse_unsafe, resolve_target
 from airflow_jrs.launch.streaming import StreamingLauncher
 from airflow_jrs.operators.guarded import GuardedJob, execute_with_store, kill_attempt, run_job
 from airflow_jrs.operators.links import JobResultLink, SparkApplicationLink, submit_links
@@ -156,21 +153,9 @@ class JrsSparkSubmitOperator(PreparesSubmitHook, SparkSubmitOperator, GuardedJob
 
     def _spark_target(self) -> tuple[SparkTarget, DeployMode]:
         """Where this attempt's Spark goes, from the connection and the operator's arguments (never
-        the hook's private state); refuses what cannot be made safe (:mod:`.spark_target`)."""
+        the hook's private state); refuses what cannot be made safe (each deploy mode says what)."""
         target = resolve_target(self.spark_conn_id, deploy_mode=self.spark_deploy_mode, conf=self.conf)
-        refuse_unsafe(target, self.conf, task_id=self.task_id, **self._jrs_tracking)
-        if (
-            target.kind == "yarn"
-            and target.cluster
-            and self.durable
-            and not self._jrs_tracking["yarn_track_via_rm_api"]
-        ):
-            raise JrsConfigError(  # the parent raises it too, but only inside the launch (after the intent)
-                f"{self.task_id}: YARN cluster mode with durable=True (the default from Airflow 3.3) needs "
-                "yarn_track_via_rm_api=True: the provider asks the ResourceManager for the application's state on "
-                "a retry. Set yarn_track_via_rm_api=True, or durable=False (the job's intent still makes a retry "
-                "wait for and adopt a running application)."
-            )
+        refuse_unsafe(target, self.conf, task_id=self.task_id, durable=bool(self.durable), **self._jrs_tracking)
         return target, deploy_mode_for(target)
 
     def _checked_spark_hook(self) -> Any:

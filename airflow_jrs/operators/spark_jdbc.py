@@ -46,9 +46,8 @@ from airflow_jrs.domain.identity import application_fingerprint, job_id_for
 from airflow_jrs.exceptions import ApplicationFailedError, JrsConfigError
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.launch import provider_adapter as provider
-from airflow_jrs.launch.deploy_modes import DeployMode
+from airflow_jrs.launch.deploy_modes import DeployMode, SparkTarget
 from airflow_jrs.launch.spark_launcher import SparkSubmitLauncher
-from airflow_jrs.launch.spark_target import SparkTarget
 from airflow_jrs.operators.guarded import execute_with_store, run_job
 from airflow_jrs.operators.spark import JrsSparkSubmitOperator
 from airflow_jrs.protocol import JobSpec

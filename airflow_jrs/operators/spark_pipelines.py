@@ -48,6 +48,7 @@ from airflow_jrs.domain.identity import job_id_for
 from airflow_jrs.domain.pipeline_spec import load_spec, pipeline_fingerprint
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.hooks.jrs import JrsHook
+from airflow_jrs.launch.deploy_modes.registry import kind_of
 from airflow_jrs.launch.pipelines_fence import check_fenced
 from airflow_jrs.launch.pipelines_launcher import PipelineRunError, PipelinesLauncher
 from airflow_jrs.operators.guarded import GuardedJob, execute_with_store, kill_attempt, run_job
@@ -180,7 +181,7 @@ class JrsSparkPipelinesOperator(SparkPipelinesOperator, GuardedJob):
 
         conn = BaseHook.get_connection(self.spark_conn_id)
         host = (conn.host or "").strip()
-        if conn.conn_type == "spark_connect" or not (host == "" or host.startswith("local")):
+        if conn.conn_type == "spark_connect" or not (host == "" or kind_of(host) == "local"):
             raise JrsConfigError(
                 f"{self.task_id}: conn_id {self.spark_conn_id!r} ({conn.conn_type}, host {host!r}) is not supported: "
                 "a guarded pipeline runs on the local Spark Connect server spark-pipelines starts (a remote "

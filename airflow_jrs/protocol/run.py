@@ -9,13 +9,13 @@ whose finished output is adopted.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow_jrs.exceptions import JobResultEntryAlreadyExistsError
-from airflow_jrs.protocol.application_ids import application_id_of
 from airflow_jrs.store import Attempt, JobResult, JobResultEntry, JobStatus, RedisJobResultStore
 from airflow_jrs.store.intents import IntentStore
 from airflow_jrs.store.leases.lease import JobLease
@@ -23,6 +23,17 @@ from airflow_jrs.store.results.base import UNSUCCESSFUL_ONLY
 
 if TYPE_CHECKING:
     from airflow_jrs.protocol.jobs import JobNamespace
+
+#: What the protocol stores as an application id: one token of an id's characters, never a path,
+#: a ``namespace:pod`` reference or a log line. The exact shapes are the deploy modes'
+#: (:mod:`airflow_jrs.launch.deploy_modes`, a layer above), which check what spark-submit
+#: reported before it reaches the protocol; a commit marker is written by user code, in any mode.
+_ID_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+
+
+def id_token(value: object) -> str | None:
+    """``value`` if it is one id-like token (:data:`_ID_TOKEN`), else ``None``."""
+    return value if isinstance(value, str) and _ID_TOKEN.fullmatch(value) else None
 
 
 @dataclass
@@ -50,15 +61,14 @@ def succeeded_result(
     application_id: str | None,
 ) -> JobResult:
     """The SUCCEEDED result of output in ``staging`` (its commit marker may add the
-    application id and the application's metrics). An id is kept only if it has the shape of
-    one (:func:`~.spark_target.application_id_of`): the marker is written by user code."""
+    application id and the application's metrics). An id is kept only if it is one token
+    (:func:`id_token`): the marker is written by user code."""
     outputs = {name: (f"{staging}/{sub}".rstrip("/") if sub else staging) for name, sub in run.outputs.items()}
     metrics = (marker or {}).get("metrics") or {}
     return JobResult(
         job_id=run.job_id,
         status=JobStatus.SUCCEEDED,
-        application_id=application_id_of("", (marker or {}).get("application_id"))
-        or application_id_of("", application_id),
+        application_id=id_token((marker or {}).get("application_id")) or id_token(application_id),
         outputs=outputs,
         metrics=metrics if isinstance(metrics, dict) else {"value": metrics},
         fingerprint=run.fingerprint,

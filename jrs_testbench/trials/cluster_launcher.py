@@ -16,8 +16,8 @@ must find that driver through the master, not among its host's processes. The lo
 * :class:`StandaloneClusterLauncher` is the protocol's :class:`~airflow_jrs.protocol.launcher.Launcher`
   for it. The client submits over HTTP and polls the driver's status (``waitAppCompletion``);
   everything else is the product's standalone cluster mode: the driver id is recorded through
-  :class:`~airflow_jrs.launch.standalone.StandaloneMode`'s shape check, predecessors are
-  found by :meth:`~airflow_jrs.launch.deploy_modes.DeployMode.find_predecessors`, an intent
+  :class:`~airflow_jrs.launch.deploy_modes.standalone.StandaloneMode`'s shape check, predecessors are
+  found by :meth:`~airflow_jrs.launch.deploy_modes.base.DeployMode.find_predecessors`, an intent
   without a driver id is refused by ``refuse_while_unrecorded_driver_may_run``, and what the
   attempt may conclude once the client ended is :func:`airflow_jrs.launch.cluster_outcome.outcome_after_submit`.
 
@@ -48,7 +48,7 @@ from typing import Any
 
 from airflow_jrs.domain.paths import job_tag
 from airflow_jrs.launch import cluster_outcome as cluster
-from airflow_jrs.launch.standalone import StandaloneMode, refuse_while_unrecorded_driver_may_run
+from airflow_jrs.launch.deploy_modes.standalone import StandaloneMode, refuse_while_unrecorded_driver_may_run
 from airflow_jrs.protocol.launcher import Ended, Failure, Launch, Launcher, Predecessor
 from airflow_jrs.protocol.run import JobRun
 from airflow_jrs.spark.conf import job_conf

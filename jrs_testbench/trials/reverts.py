@@ -208,7 +208,7 @@ def revert_5_standalone_lookup() -> None:
 
     Breaks "never two applications at once": a successor finds no predecessor for a queued,
     running or relaunching driver and submits a second one."""
-    from airflow_jrs.launch import standalone
+    from airflow_jrs.launch.deploy_modes import standalone
 
     mode = standalone.StandaloneMode
     _recompile(

@@ -19,9 +19,7 @@ from pathlib import Path
 import pytest
 
 from airflow_jrs.domain.paths import app_name
-from airflow_jrs.launch.deploy_mode_choice import deploy_mode_for
-from airflow_jrs.launch.spark_target import resolve_target
-from airflow_jrs.launch.standalone import StandaloneMode
+from airflow_jrs.launch.deploy_modes import StandaloneMode, deploy_mode_for, resolve_target
 from jrs_testbench.helpers import ROOT, TINY_APP, pyspark_env
 from jrs_testbench.spark_cluster import SparkStandaloneCluster, spark_home
 

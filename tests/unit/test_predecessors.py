@@ -13,9 +13,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from airflow_jrs.domain.paths import job_tag
-from airflow_jrs.launch.deploy_mode_choice import deploy_mode_for
-from airflow_jrs.launch.deploy_modes import DeployMode
-from airflow_jrs.launch.spark_target import resolve_target
+from airflow_jrs.launch.deploy_modes import DeployMode, deploy_mode_for, resolve_target
 from airflow_jrs.protocol.recovery import wait_for
 
 

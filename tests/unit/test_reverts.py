@@ -194,7 +194,7 @@ def standalone_driver_lookup(url: str, ns: str, tmp: str) -> Any:
     product's standalone cluster mode find it, or hold back a new submission?"""
     from types import SimpleNamespace
 
-    from airflow_jrs.launch.standalone import StandaloneMode, refuse_while_unrecorded_driver_may_run
+    from airflow_jrs.launch.deploy_modes.standalone import StandaloneMode, refuse_while_unrecorded_driver_may_run
     from jrs_testbench.fake_standalone import FakeStandaloneMaster
 
     with FakeStandaloneMaster() as master:

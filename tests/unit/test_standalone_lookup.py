@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_jrs.exceptions import JrsConfigError
-from airflow_jrs.launch.standalone import MastersUnreachableError, StandaloneMode, standalone_webuis
+from airflow_jrs.launch.deploy_modes.standalone import MastersUnreachableError, StandaloneMode, standalone_webuis
 from jrs_testbench.fake_standalone import FakeStandaloneMaster
 
 JOB = "standalone.job.2013-01-01"

@@ -1,19 +1,32 @@
-"""Where a submission goes, from the Spark connection and the operator's arguments (never the
-provider hook's private state), and the configurations that are refused because no result
-recorded for them would be true (docs/recovery.md, "Deploy modes")."""
+"""The deploy modes: where a submission goes, from the Spark connection and the operator's
+arguments (never the provider hook's private state), the configurations that are refused because
+no result recorded for them would be true (docs/recovery.md, "Deploy modes"), and what an
+application id looks like, asked of the modes alone."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
 from airflow_jrs.compat import AIRFLOW_V_3_3_PLUS, AIRFLOW_VERSION_TEXT
 from airflow_jrs.exceptions import JrsConfigError
-from airflow_jrs.launch.deploy_mode_choice import deploy_mode_for
-from airflow_jrs.launch.deploy_modes import KubernetesClusterMode, YarnClusterMode
-from airflow_jrs.launch.spark_target import application_id_of, refuse_unsafe, resolve_target
-from airflow_jrs.launch.standalone import StandaloneMode
+from airflow_jrs.launch.deploy_modes import (
+    KubernetesClusterMode,
+    LocalMode,
+    StandaloneMode,
+    YarnClusterMode,
+    application_id_of,
+    deploy_mode_for,
+    names_cluster_driver,
+    refuse_unsafe,
+    registry,
+    resolve_target,
+)
+from airflow_jrs.launch.deploy_modes.base import DeployMode, IdShape
+from airflow_jrs.launch.submission import OutputTail
 from airflow_jrs.operators import JrsSparkSubmitOperator
 
 
@@ -44,7 +57,7 @@ def test_durable_is_the_parents_default_and_yarn_cluster_mode_needs_the_rm_api_w
 def test_the_deploy_mode_comes_from_the_operator_then_the_connection(conn):
     name = conn("spark_ha", host="spark://h1:7077,h2:7077", extra={"deploy-mode": "cluster"})
     target = resolve_target(name)
-    assert (target.kind, target.cluster, target.masters) == ("standalone", True, ("h1:7077", "h2:7077"))
+    assert (target.kind, target.cluster) == ("standalone", True)
     mode = deploy_mode_for(target)
     assert isinstance(mode, StandaloneMode) and mode.cluster
     assert mode.webui_urls == ["http://h1:8080", "http://h2:8080"]
@@ -93,3 +106,74 @@ def test_configurations_where_spark_submit_returns_at_submission_are_refused(con
 )
 def test_only_ids_shaped_like_ids_are_stored(kind, value, ok):
     assert application_id_of(kind, value) == (value if ok else None)
+
+
+def test_a_client_mode_or_a_master_no_mode_claims_runs_as_a_local_master(conn):
+    yarn_client = deploy_mode_for(resolve_target(conn("spark_yarn_client", host="yarn")))
+    assert isinstance(yarn_client, LocalMode) and not yarn_client.cluster
+    other = resolve_target(conn("spark_other", host="nowhere://m:5050", extra={"deploy-mode": "cluster"}))
+    assert (other.kind, other.cluster) == ("other", True)
+    assert isinstance(deploy_mode_for(other), LocalMode)
+    assert not resolve_target(conn("spark_local_cluster", host="local[2]", extra={"deploy-mode": "cluster"})).cluster
+
+
+@pytest.mark.parametrize(
+    ("value", "cluster_driver"),
+    [
+        ("driver-20130101000000-0001", True),  # standalone cluster mode
+        ("application_1700000000000_0007", True),  # YARN, even in client mode: waiting is the safe side
+        ("spark-0123456789abcdef0123456789abcdef", True),
+        ("my-app-driver", True),  # a Kubernetes driver pod
+        ("app-20130101000000-0001", False),  # a standalone client-mode application: spark-submit is its driver
+        ("local-1700000000000", False),
+        ("jobs:my-app-driver", False),
+        (None, False),
+    ],
+)
+def test_a_cluster_driver_is_named_by_the_shapes_the_modes_mark(value, cluster_driver):
+    assert names_cluster_driver(value) is cluster_driver
+
+
+def test_the_output_tail_finds_the_first_printed_id_of_any_mode_but_no_loose_shape():
+    tail = OutputTail()
+    tail.add("24/01/01 INFO Client: Starting pod my-app-driver")  # too loose to look for in free text
+    assert tail.application_id is None
+    tail.add("Submitted application application_1700000000000_0007 to ResourceManager")
+    tail.add("driver-20130101000000-0001")
+    assert tail.application_id == "application_1700000000000_0007"
+
+
+class _FakeMode(DeployMode):
+    """A mode no release has: what adding one takes is its module and its line in MODES."""
+
+    name = "fake-cluster"
+    kind = "fake"
+    cluster = True
+    master_prefixes = ("fake://",)
+    ids = (IdShape(r"fake-\d{6}", cluster_driver=True),)
+
+    def submission_conf(self, tag, fence, user_conf):
+        return {"spark.fake.tag": tag}
+
+
+def test_a_mode_in_the_registry_is_chosen_by_its_prefix_and_its_ids_are_known_everywhere(conn, monkeypatch):
+    monkeypatch.setattr(registry, "MODES", (*registry.MODES, _FakeMode))
+    target = resolve_target(conn("spark_fake", host="fake://m:1", extra={"deploy-mode": "cluster"}))
+    assert (target.kind, target.cluster) == ("fake", True)
+    mode = deploy_mode_for(target)
+    assert isinstance(mode, _FakeMode) and mode.submission_conf("t", 1, {}) == {"spark.fake.tag": "t"}
+    assert application_id_of("fake", "fake-123456") == "fake-123456"
+    assert names_cluster_driver("fake-123456")
+    tail = OutputTail()
+    tail.add("submitted fake-123456")
+    assert tail.application_id == "fake-123456"
+
+
+def test_the_deploy_modes_import_no_airflow():
+    # The supervisor (python -m, no Airflow) asks the registry whether an id names a cluster driver.
+    code = (
+        "import sys, airflow_jrs.launch.deploy_modes, airflow_jrs.launch.supervisor; "
+        "print(sorted(m for m in sys.modules if m == 'airflow' or m.startswith('airflow.')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

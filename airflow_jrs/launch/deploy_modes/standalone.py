@@ -1,4 +1,14 @@
-"""Spark's standalone cluster manager: a predecessor's driver or application, asked of every master.
+"""Spark's standalone cluster manager (master ``spark://``): a predecessor's driver or application,
+asked of every master.
+
+==================  ===============================  ==========================================
+deploy mode         tag on the submission            a predecessor is found as
+==================  ===============================  ==========================================
+standalone client   the application name              a live application of that name or id
+                    ``jrs-<ns>-<job id>-f<fence>``    on the ALIVE master of the list
+standalone cluster  the driver id the intent          a live driver (SUBMITTED, RUNNING,
+                    recorded (``driver-...``)         RELAUNCHING, UNKNOWN) on the ALIVE master
+==================  ===============================  ==========================================
 
 What a successor must find, per deploy mode:
 
@@ -34,11 +44,18 @@ import requests
 from airflow_jrs.domain.paths import app_name_prefix
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.launch import provider_adapter as provider
-from airflow_jrs.launch.deploy_modes import _STANDALONE_APP_ID as STANDALONE_APP_ID
-from airflow_jrs.launch.deploy_modes import ClusterUnreachableError, DeployMode, Predecessor
+from airflow_jrs.launch.deploy_modes.base import ClusterUnreachableError, DeployMode, IdShape, SparkTarget
+from airflow_jrs.launch.deploy_modes.local import LOCAL_ID
+from airflow_jrs.protocol.launcher import Predecessor
 
+#: A driver the master supervises on a worker (cluster mode), and an application it runs
+#: executors for (client mode; the driver is spark-submit, which may also say ``local-...``).
+DRIVER_ID = IdShape(r"driver-\d{14}-\d{4,}", cluster_driver=True)
+APP_ID = IdShape(r"app-\d{14}-\d{4,}")
 #: What a standalone driver logs once the master accepted it (StandaloneSchedulerBackend).
-_APP_ID = re.compile(r"app ID (app-\d+-\d+)")
+_APP_ID_LINE = re.compile(r"app ID (app-\d+-\d+)")
+#: Where the client mode keeps the application id it read from spark-submit's output.
+STANDALONE_APP_ID = "_jrs_standalone_app_id"
 _CSRF = re.compile(r'name="csrfToken" value="([^"]+)"')
 #: DriverState.scala: a driver in one of these may still run (or run again).
 LIVE_DRIVER_STATES = ("SUBMITTED", "RUNNING", "RELAUNCHING", "UNKNOWN")
@@ -66,12 +83,19 @@ class StandaloneMode(DeployMode):
     :param cluster: cluster deploy mode (drivers on the workers, found by their ``driver-...`` id)
     """
 
+    kind = "standalone"
+    master_prefixes = ("spark://",)
+    ids = (DRIVER_ID, APP_ID, LOCAL_ID)
+
     def __init__(self, webui_urls: str | Sequence[str], *, cluster: bool = False) -> None:
         urls = [webui_urls] if isinstance(webui_urls, str) else list(webui_urls)
         self.webui_urls = [u.rstrip("/") for u in urls]
         self.cluster = cluster
-        self.kind = "standalone"
         self.name = "standalone-cluster" if cluster else "standalone-client"
+
+    @classmethod
+    def for_target(cls, target: SparkTarget) -> DeployMode:
+        return cls(standalone_webuis(standalone_masters(target.master), dict(target.extra)), cluster=target.cluster)
 
     @property
     def webui_url(self) -> str:
@@ -135,6 +159,12 @@ class StandaloneMode(DeployMode):
         return any(a.get("id") == app_id for a in self._live_apps())
 
     # -- DeployMode -----------------------------------------------------------------------------
+    def reported_candidates(self, spark_hook: Any) -> tuple[Any, ...]:
+        return (*super().reported_candidates(spark_hook), getattr(spark_hook, STANDALONE_APP_ID, None))
+
+    def before_resubmit(self, intent: Any) -> None:
+        refuse_while_unrecorded_driver_may_run(self, intent)
+
     def prepare(self, spark_hook: Any) -> None:
         """Client mode: read the application id from spark-submit's output as the provider's hook
         consumes it (cluster mode: the provider parses the driver id itself)."""
@@ -144,7 +174,7 @@ class StandaloneMode(DeployMode):
         def scan(lines: Any) -> Any:
             for line in lines:
                 if getattr(spark_hook, STANDALONE_APP_ID, None) is None:
-                    match = _APP_ID.search(line if isinstance(line, str) else line.decode(errors="replace"))
+                    match = _APP_ID_LINE.search(line if isinstance(line, str) else line.decode(errors="replace"))
                     if match:
                         setattr(spark_hook, STANDALONE_APP_ID, match.group(1))
                 yield line
@@ -197,6 +227,11 @@ class StandaloneMode(DeployMode):
 
 #: The name before drivers were looked up (client mode only); kept for callers of that name.
 StandaloneClientMode = StandaloneMode
+
+
+def standalone_masters(master: str) -> tuple[str, ...]:
+    """Every ``host:port`` of a master URL's list (HA: ``spark://h1:7077,h2:7077``)."""
+    return tuple(m.strip() for m in master.removeprefix("spark://").split(","))
 
 
 def standalone_webuis(masters: Sequence[str], extra: dict[str, Any]) -> list[str]:
