@@ -250,18 +250,20 @@ def _measure(
                 airflow.backfills.wait_idle(DAG_ID)
                 launches = _launches(calls)
                 if side == "missing_only":
+                    began = time.time()
                     took, doc = _missing_only(airflow, args, redis_url, namespace, dates)
                     row["how"] = doc["how"]
                     row["ranges"] = _ranges(sorted(missing))
                     span = dates
                 else:
-                    took = _plain_backfill(airflow, args, baseline)
+                    took, began = _plain_backfill(airflow, args, baseline)
                     span = baseline
                 runs, tis, states = _runs_and_tis(airflow, span)
                 row[side] = {
                     "seconds": round(took, 1), "server_seconds": _server_span(airflow, span),
                     "dag_runs": runs, "task_instances": tis,
                     "spark_launches": _launches(calls) - launches, "run_states": states,
+                    **_breakdown(airflow, span, began, took),
                 }  # fmt: skip
             row["ratio"] = round(row["missing_only"]["seconds"] / row["baseline"]["seconds"], 3)
             print(json.dumps(row), flush=True)
@@ -305,7 +307,7 @@ def _missing_only(
     return took, json.loads(buffer.getvalue())
 
 
-def _plain_backfill(airflow: Any, args: argparse.Namespace, dates: list[date]) -> float:
+def _plain_backfill(airflow: Any, args: argparse.Namespace, dates: list[date]) -> tuple[float, float]:
     """The baseline: a plain Airflow backfill of exactly ``len(missing)`` dates, every one of
     which computes (nothing committed there): ``POST /api/v2/backfills`` with the same
     ``max_active_runs``, waited for with the same 1 s polling, timed the same way."""
@@ -316,12 +318,12 @@ def _plain_backfill(airflow: Any, args: argparse.Namespace, dates: list[date]) -
     first = datetime.combine(dates[0], datetime.min.time(), UTC)
     last = datetime.combine(dates[-1], datetime.min.time(), UTC)
     api.token()  # the CLI's token exchange is timed on its side; here, before: a slight edge to the baseline
-    t0 = time.monotonic()
+    began, t0 = time.time(), time.monotonic()
     api.create_backfill(DAG_ID, first, last, reprocess_behavior="none", max_active_runs=args.max_active_runs)
     while True:
         runs = api.dag_runs(DAG_ID, first, last)
         if len(runs) == len(dates) and all(r.get("state") in TERMINAL for r in runs):
-            return time.monotonic() - t0
+            return time.monotonic() - t0, began
         time.sleep(POLL_SECONDS)
 
 
@@ -332,6 +334,30 @@ def _server_span(airflow: Any, dates: list[date]) -> float:
     runs = [r for r in airflow.client.dag_runs(DAG_ID) if lo <= (r.get("logical_date") or "")[:10] <= hi]
     start = min(_at(r["queued_at"]) for r in runs)
     return round((max(_at(r["end_date"]) for r in runs) - start).total_seconds(), 1)
+
+
+def _breakdown(airflow: Any, dates: list[date], began: float, took: float) -> dict[str, float]:
+    """Where a side's wall time went, on the server's clock (same host, same clock as ``began``):
+    ``lead`` from the side's start to its first run queued (the command's parse, store read and
+    REST calls; the baseline's POST), ``tail`` from the last run's end to the side's return (the
+    polling), and over its task instances the summed ``task_seconds`` (start to end: the work)
+    and ``queue_seconds`` (queued to start: the executor's slots), so that a gap between the
+    sides can be placed in the command, the scheduler or the tasks."""
+    lo, hi = dates[0].isoformat(), dates[-1].isoformat()
+    runs = [r for r in airflow.client.dag_runs(DAG_ID) if lo <= (r.get("logical_date") or "")[:10] <= hi]
+    first = min(_at(r["queued_at"]).timestamp() for r in runs)
+    last = max(_at(r["end_date"]).timestamp() for r in runs)
+    task = queue = 0.0
+    for run in runs:
+        for ti in airflow.client.task_instances(DAG_ID, run["dag_run_id"]):
+            if ti.get("start_date") and ti.get("end_date"):
+                task += (_at(ti["end_date"]) - _at(ti["start_date"])).total_seconds()
+            if ti.get("queued_when") and ti.get("start_date"):
+                queue += (_at(ti["start_date"]) - _at(ti["queued_when"])).total_seconds()
+    return {
+        "lead_seconds": round(first - began, 2), "tail_seconds": round(began + took - last, 2),
+        "task_seconds": round(task, 1), "queue_seconds": round(queue, 1),
+    }  # fmt: skip
 
 
 def _at(raw: str) -> datetime:

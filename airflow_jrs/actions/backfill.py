@@ -53,6 +53,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -69,6 +70,8 @@ from airflow_jrs.store.results.read_rules import READ_CHUNK
 
 #: How often :func:`wait` looks at the runs while it waits for them.
 POLL_SECONDS = 1.0
+#: How many of :func:`_trigger`'s REST calls are in flight at once (the API server's workers serve them).
+TRIGGER_CALLS = 4
 TERMINAL = frozenset({"success", "failed"})
 #: The two ways the missing dates get their runs (:func:`how`).
 BACKFILL, RUNS = "backfill", "runs"
@@ -319,28 +322,49 @@ def _trigger(
     """One run per date, with its logical date and the timetable's data interval: a new one
     (``POST .../dagRuns``) where the date has no run, the existing run cleared where it ended
     (as a backfill with ``reprocess_behavior=completed`` does), left alone where it is queued or
-    running (it runs anyway). All at once: the DAG's ``max_active_runs`` bounds how many run."""
+    running (it runs anyway). All at once: the calls go out :data:`TRIGGER_CALLS` at a time, so
+    the last date's run is queued about when a backfill's would be (a backfill creates its runs
+    in one call), and the DAG's ``max_active_runs`` bounds how many run. ``out`` lists them by
+    date; a call that fails leaves the runs made before it listed, then raises."""
     existing = _runs_by_date(api, dag_id, needed)
-    for plan in needed:
-        run, action = existing.get(plan.logical_date.timestamp()), ""
-        if run is None:
-            try:
-                run, action = api.trigger_run(dag_id, plan.logical_date, plan.data_interval, note=NOTE), "triggered"
-            except AirflowApiError as exc:
-                if exc.status != 409:
-                    raise
-                run = _runs_by_date(api, dag_id, [plan]).get(plan.logical_date.timestamp())
-                if run is None:
-                    raise
-        if not action:
-            if run.get("state") in TERMINAL:
-                api.clear_run(dag_id, run["dag_run_id"])
-                action = "cleared"
-            else:
-                action = "in flight"
-        out.append({"logical_date": plan.logical_date.isoformat(), "run_id": run["dag_run_id"], "action": action})
+    api.token()  # once, before the calls share it
+    with ThreadPoolExecutor(max_workers=TRIGGER_CALLS, thread_name_prefix="jrs-trigger") as pool:
+        futures = [
+            pool.submit(_one_run, api, dag_id, plan, existing.get(plan.logical_date.timestamp())) for plan in needed
+        ]
+    failure: BaseException | None = None
+    for plan, future in zip(needed, futures, strict=True):
+        try:
+            run_id, action = future.result()
+        except BaseException as exc:  # the others' runs exist: list them, then raise the first failure
+            failure = failure or exc
+            continue
+        out.append({"logical_date": plan.logical_date.isoformat(), "run_id": run_id, "action": action})
         if say:
-            say(f"{stamp(plan.logical_date)}: run {run['dag_run_id']} {action}")
+            say(f"{stamp(plan.logical_date)}: run {run_id} {action}")
+    if failure is not None:
+        raise failure
+
+
+def _one_run(api: AirflowApi, dag_id: str, plan: DatePlan, run: dict[str, Any] | None) -> tuple[str, str]:
+    """The run of one date (:func:`_trigger`): its id and what was done to it."""
+    action = ""
+    if run is None:
+        try:
+            run, action = api.trigger_run(dag_id, plan.logical_date, plan.data_interval, note=NOTE), "triggered"
+        except AirflowApiError as exc:
+            if exc.status != 409:
+                raise
+            run = _runs_by_date(api, dag_id, [plan]).get(plan.logical_date.timestamp())
+            if run is None:
+                raise
+    if not action:
+        if run.get("state") in TERMINAL:
+            api.clear_run(dag_id, run["dag_run_id"])
+            action = "cleared"
+        else:
+            action = "in flight"
+    return run["dag_run_id"], action
 
 
 def _runs_by_date(api: AirflowApi, dag_id: str, plans: list[DatePlan]) -> dict[float, dict[str, Any]]:
