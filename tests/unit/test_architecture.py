@@ -3,7 +3,9 @@
 * the import graph of ``airflow_jrs`` has no circle;
 * the packages form layers and nothing imports upward: errors, settings and the driver helpers;
   the domain; the store; the protocol; where applications run and how a job is viewed; the
-  Airflow adapters and the CLI (the package root only re-exports, lazily);
+  Airflow adapters; the actions (and the planning of dates they start from); the CLI and the page
+  (the package root only re-exports, lazily);
+* the actions import nothing of the CLI, not even inside a function or for type checking;
 * the store, the lease, the pure job rules and the PySpark helpers import no Airflow;
 * triggers never import operators;
 * the PySpark helpers (``airflow_jrs.spark``) import nothing of airflow_jrs outside themselves,
@@ -13,7 +15,9 @@
   raw commands; every Lua script of the store is one of those internals;
 * Redis has one owner: only ``store/plumbing/clients.py`` constructs a redis-py client or pool, and
   nothing outside ``store/`` reads a store's raw ``.client`` (``JobNamespace`` hands it out);
-* TYPE_CHECKING imports make no circle either.
+* TYPE_CHECKING imports make no circle either;
+* the deploy modes have one home: no module outside ``launch/deploy_modes/`` spells an
+  application-id shape or a deploy mode's master prefix.
 
 Each rule is one test that names every offender at once (a fix-one-rerun loop costs a run per
 module), each with what to do.
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -175,6 +180,7 @@ def test_the_circle_check_names_every_circle():
     assert _circles(graph) == ["a -> b -> a", "c -> d -> c"]
 
 
+CLI = "airflow_jrs.cli"
 #: Bottom to top: a module imports from its own layer or the ones below, never from above.
 LAYERS = (
     ("airflow_jrs.exceptions", "airflow_jrs.spark"),
@@ -182,7 +188,9 @@ LAYERS = (
     ("airflow_jrs.store",),
     ("airflow_jrs.protocol",),
     ("airflow_jrs.launch", "airflow_jrs.views"),
-    (*AIRFLOW_FACING, "airflow_jrs.plugins", "airflow_jrs.actions"),  # actions: beside cli/ while plan is there
+    tuple(n for n in AIRFLOW_FACING if n != CLI),  # the Airflow adapters
+    ("airflow_jrs.actions",),  # every write a person makes, and the planning of dates it starts from
+    (CLI, "airflow_jrs.plugins"),  # the terminal and the page: both call the actions
 )
 #: The package root and the provider entry point sit above every layer (they re-export).
 ABOVE_LAYERS = ("airflow_jrs", "airflow_jrs.get_provider_info")
@@ -206,6 +214,61 @@ def test_every_module_has_a_layer_and_imports_nothing_above_it():
         "layer above its own (move the shared part down)",
         offenders,
     )
+
+
+def _cli_imports(name: str) -> list[str]:
+    """Every import of ``airflow_jrs.cli`` in module ``name``: at module level, inside functions, under
+    TYPE_CHECKING, relative (``from ..cli import x``) or by name (``importlib.import_module("...")``)."""
+    tree = ast.parse(MODULES[name].read_text())
+    package = name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            targets = [module, *(f"{module}.{alias.name}" for alias in node.names)]
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            callee = ast.unparse(node.func)
+            if callee.endswith(("import_module", "__import__")):
+                targets = [str(node.args[0].value)]
+        if any(_within(t, (CLI,)) for t in targets):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_actions_import_nothing_of_the_cli():
+    # The layer test above skips TYPE_CHECKING imports and counts a package by its modules: this
+    # rule is stricter, for the boundary the UI page depends on (it calls the actions, never cli/).
+    offenders = []
+    for name in sorted(n for n in MODULES if _within(n, ("airflow_jrs.actions",))):
+        found = _cli_imports(name)
+        if found:
+            offenders.append(f"{name}: {'; '.join(found)}")
+    _offenders(
+        "nothing in actions/ imports airflow_jrs.cli (the page calls the actions too): move what both need "
+        "into actions/ (planning/ for planning a DAG's dates) or below (views/words.py for plural and stamp), "
+        "and raise ActionError with a cli= hint instead of CliError",
+        offenders,
+    )
+
+
+def test_the_cli_import_check_sees_every_form(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "import airflow_jrs.cli.common\n"
+        "from ..cli import plan\n"
+        "if TYPE_CHECKING:\n    from airflow_jrs.cli.common import Ctx\n"
+        "def f():\n    from airflow_jrs import cli\n    return importlib.import_module('airflow_jrs.cli.plan')\n"
+        "from airflow_jrs.actions import ActionError\n"
+    )
+    monkeypatch.setitem(MODULES, "airflow_jrs.actions.sample", sample)
+    assert [f.split(":")[0] for f in _cli_imports("airflow_jrs.actions.sample")] == [
+        "line 2", "line 3", "line 5", "line 7", "line 8",
+    ]  # fmt: skip
 
 
 def test_nothing_imports_the_package_root_or_the_provider_entry_point():
@@ -604,3 +667,72 @@ def test_the_result_write_check_sees_a_write():
     assert _result_writes(ast.parse(sample)) == [
         "line 1: jobs.results.create_dirty_result(...)", "line 2: store.forget_result(...)",
     ]  # fmt: skip
+
+
+#: The one home of the deploy modes (a module per mode and one registry, DESIGN.md section 5).
+DEPLOY_MODES = "airflow_jrs.launch.deploy_modes"
+#: An application or driver id's shape spelled as a regex (``application_\d``, ``driver-\d``,
+#: ``app-\d``, ``local-\d``, ``spark-[0-9a-f]``).
+_ID_SHAPE = re.compile(r"(?:application_|driver-|app-|local-)\\d|spark-\[0-9a-f\]")
+_PREFIX_CALLS = {"startswith", "removeprefix"}
+
+
+def _mode_spellings(tree: ast.AST, prefixes: set[str]) -> list[str]:
+    """Where ``tree`` spells an id shape (a string that is no docstring) or tests a master prefix
+    (``x.startswith("yarn")``, a ``"k8s://"`` constant)."""
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            if _ID_SHAPE.search(node.value):
+                found.append(f"line {node.lineno}: id shape {node.value!r}")
+            elif "://" in node.value and node.value in prefixes:
+                found.append(f"line {node.lineno}: master prefix {node.value!r}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _PREFIX_CALLS:
+            args = [e for a in node.args for e in (a.elts if isinstance(a, ast.Tuple) else [a])]
+            named = [a.value for a in args if isinstance(a, ast.Constant) and a.value in prefixes]
+            if named and "://" not in "".join(named):
+                found.append(f"line {node.lineno}: master prefix {named} in {ast.unparse(node.func)}(...)")
+    return found
+
+
+def _master_prefixes() -> set[str]:
+    from airflow_jrs.launch.deploy_modes.registry import MODES
+
+    return {prefix for mode in MODES for prefix in mode.master_prefixes}
+
+
+def test_only_the_deploy_modes_spell_an_application_id_or_a_master_prefix():
+    prefixes = _master_prefixes()
+    offenders = []
+    for name in sorted(n for n in MODULES if not _within(n, (DEPLOY_MODES,))):
+        found = _mode_spellings(ast.parse(MODULES[name].read_text()), prefixes)
+        if found:
+            offenders.append(f"{name}: {'; '.join(found)}")
+    _offenders(
+        "only launch/deploy_modes/ spells an application-id shape or a master prefix (a new deploy mode is "
+        "a module there plus its line in registry.MODES): ask the registry (application_id_of, "
+        "names_cluster_driver, printed_id_pattern, kind_of) or the mode (DeployMode.application_id) instead",
+        offenders,
+    )
+
+
+def test_the_deploy_mode_check_sees_a_spelling():
+    prefixes = _master_prefixes()
+    assert {"local", "spark://", "yarn", "k8s://"} <= prefixes
+    sample = (
+        '"""A docstring may say application_\\d+ and spark://."""\n'
+        'ID = r"application_\\d+_\\d+"\nPOD = r"spark-[0-9a-f]{32}"\nK8S = "k8s://"\n'
+        'def f(m):\n    return m.startswith("yarn") or m.startswith(("sc://", "local"))\n'
+    )
+    found = _mode_spellings(ast.parse(sample), prefixes)
+    assert [f.split(":")[0] for f in found] == ["line 2", "line 3", "line 4", "line 6", "line 6"], found
+    modes = [n for n in MODULES if _within(n, (DEPLOY_MODES,))]
+    assert sum(len(_mode_spellings(ast.parse(MODULES[n].read_text()), prefixes)) for n in modes) >= 4
