@@ -26,6 +26,7 @@ from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.settings import BY_NAME, environment, resolve
 from airflow_jrs.store import JobResultEntry, RedisJobResultStore, validate_namespace
 from airflow_jrs.store.plumbing.diagnosis import describe_server, unavailable_line
+from airflow_jrs.views.words import plural, stamp
 
 #: Exit codes, as the help's epilog and the package docstring document them.
 OK, NOT_FOUND, USAGE, UNREACHABLE = 0, 1, 2, 3
@@ -269,16 +270,6 @@ def progress(ctx: Ctx, description: str, total: int | None) -> Any:
 
 
 # -- entries ---------------------------------------------------------------------------------------
-def plural(count: int, word: str, many: str | None = None) -> str:
-    """``1 job``, ``2 jobs``, ``0 jobs``: a count with its noun in the right number (``many``
-    for an irregular plural, e.g. ``plural(n, "entry", "entries")``)."""
-    return f"{count} {word if count == 1 else many or word + 's'}"
-
-
-def stamp(value: datetime | None) -> str:
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ") if value else "-"
-
-
 ENTRY_COLUMNS = ("job id", "state", "status", "fence", "created (UTC)", "written by")
 #: What to do when a clean reference's result document is needed and the CLI has no folder.
 DOCUMENTS_HINT = (
