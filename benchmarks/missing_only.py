@@ -312,7 +312,8 @@ def _plain_backfill(airflow: Any, args: argparse.Namespace, dates: list[date]) -
     which computes (nothing committed there): ``POST /api/v2/backfills`` with the same
     ``max_active_runs``, waited for with the same 1 s polling, timed the same way."""
     from airflow_jrs.actions.airflow_api import AirflowApi
-    from airflow_jrs.actions.backfill import POLL_SECONDS, TERMINAL
+    from airflow_jrs.actions.backfill import TERMINAL
+    from airflow_jrs.actions.backfill_wait import POLL_SECONDS
 
     api = AirflowApi(airflow.url, username=airflow.username, password=airflow.password)
     first = datetime.combine(dates[0], datetime.min.time(), UTC)

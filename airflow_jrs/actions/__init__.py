@@ -11,7 +11,9 @@ user's rights on the DAG, :mod:`airflow_jrs.plugins.security`).
 An action raises :class:`ActionError` with the words for the person (what was wrong and what
 to do); the CLI turns its ``kind`` into an exit code, the page into an HTTP status. Airflow's
 REST API, through which a recompute clears task instances and a backfill creates runs, is
-:mod:`.airflow_api`.
+:mod:`.airflow_api`. What a DAG's date range holds before anything runs, which the actions by
+dates start from and ``airflow-jrs plan`` prints, is :mod:`.planning`. Nothing here imports
+``cli/`` (``tests/unit/test_architecture.py``): the page calls the same functions.
 """
 
 from __future__ import annotations

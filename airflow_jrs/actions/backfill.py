@@ -9,9 +9,9 @@ namespace, ``airflow backfill create`` runs every date again, and each guarded t
 (:mod:`airflow_jrs.protocol.guarded_task`) then skips its committed job: cheap, but one
 scheduled task instance per job and date.
 It asks the store first, with the job ids ``airflow-jrs plan`` derives
-(:func:`airflow_jrs.cli.plan.job_ids`: the operator's own rule), one pipelined read per batch
-of dates (:func:`airflow_jrs.store.results.batch_read.read_entries`), and creates runs only for the
-dates that need one. A fully committed range costs one store read per job and date and no
+(:func:`airflow_jrs.actions.planning.job_ids.job_ids`: the operator's own rule), one pipelined
+read per batch of dates (:func:`airflow_jrs.store.results.batch_read.read_entries`), and creates
+runs only for the dates that need one. A fully committed range costs one store read per job and date and no
 task instance at all.
 
 What "committed" means here is the task's own decision (:func:`airflow_jrs.domain.decision.decide`):
@@ -45,12 +45,11 @@ A backfill is never completed with ``PUT .../cancel`` (Airflow's scheduler marks
 within 30 s): in Airflow 3.3 the cancel also pauses the backfill, the scheduler never starts a
 queued run of a paused backfill, and ``unpause`` is refused once it is complete; so a run of it
 cleared later (``airflow-jrs recompute``, Recompute, Airflow's Clear) would stay queued forever.
-With ``--wait`` the CLI returns when every run has ended (:func:`wait`).
+With ``--wait`` the CLI returns when every run has ended (:mod:`airflow_jrs.actions.backfill_wait`).
 """
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -60,16 +59,15 @@ from typing import Any
 
 from airflow_jrs.actions import USAGE, ActionError
 from airflow_jrs.actions.airflow_api import AirflowApi, AirflowApiError
-from airflow_jrs.cli.common import CliError, plural, stamp
-from airflow_jrs.cli.plan import RENDERABLE, _fingerprint, job_ids
+from airflow_jrs.actions.planning.job_ids import RENDERABLE, UnrenderableJobId, job_ids
 from airflow_jrs.domain.decision import decide
 from airflow_jrs.exceptions import JobResultEntryError
+from airflow_jrs.protocol.guarded_task import planned_fingerprint
 from airflow_jrs.store import RedisJobResultStore
 from airflow_jrs.store.results.batch_read import read_entries
 from airflow_jrs.store.results.read_rules import READ_CHUNK
+from airflow_jrs.views.words import plural, stamp
 
-#: How often :func:`wait` looks at the runs while it waits for them.
-POLL_SECONDS = 1.0
 #: How many of :func:`_trigger`'s REST calls are in flight at once (the API server's workers serve them).
 TRIGGER_CALLS = 4
 TERMINAL = frozenset({"success", "failed"})
@@ -160,10 +158,8 @@ def derive(dag: Any, start: datetime, end: datetime) -> list[tuple[Any, list[tup
     date), a job id that does not change with the date."""
     try:
         jobs, notes = job_ids(dag, start, end)
-    except CliError as exc:
-        if "job_id template" in str(exc):
-            raise ActionError(f"{exc}; the missing dates cannot be derived: {ADVICE}", USAGE) from None
-        raise
+    except UnrenderableJobId as exc:
+        raise ActionError(f"{exc}; the missing dates cannot be derived: {ADVICE}", USAGE) from None
     if any(note.startswith("left out mapped tasks") for note in notes):
         raise ActionError(
             f"DAG {dag.dag_id!r}: {notes[0]}, so a date's missing jobs cannot be known before its run; "
@@ -212,7 +208,7 @@ def read_dates(
             plan = DatePlan(info.logical_date, (interval.start, interval.end) if interval else None)
             for task, job_id in jobs:
                 if id(task) not in fingerprints:  # per task, and per map index of a mapped one
-                    fingerprints[id(task)] = _fingerprint(task)
+                    fingerprints[id(task)] = planned_fingerprint(task)
                 _classify(plan, task, job_id, answers[job_id], fingerprints[id(task)])
             plans.append(plan)
     return plans
@@ -326,7 +322,7 @@ def _trigger(
     the last date's run is queued about when a backfill's would be (a backfill creates its runs
     in one call), and the DAG's ``max_active_runs`` bounds how many run. ``out`` lists them by
     date; a call that fails leaves the runs made before it listed, then raises."""
-    existing = _runs_by_date(api, dag_id, needed)
+    existing = runs_by_date(api, dag_id, needed)
     api.token()  # once, before the calls share it
     with ThreadPoolExecutor(max_workers=TRIGGER_CALLS, thread_name_prefix="jrs-trigger") as pool:
         futures = [
@@ -355,7 +351,7 @@ def _one_run(api: AirflowApi, dag_id: str, plan: DatePlan, run: dict[str, Any] |
         except AirflowApiError as exc:
             if exc.status != 409:
                 raise
-            run = _runs_by_date(api, dag_id, [plan]).get(plan.logical_date.timestamp())
+            run = runs_by_date(api, dag_id, [plan]).get(plan.logical_date.timestamp())
             if run is None:
                 raise
     if not action:
@@ -367,45 +363,12 @@ def _one_run(api: AirflowApi, dag_id: str, plan: DatePlan, run: dict[str, Any] |
     return run["dag_run_id"], action
 
 
-def _runs_by_date(api: AirflowApi, dag_id: str, plans: list[DatePlan]) -> dict[float, dict[str, Any]]:
+def runs_by_date(api: AirflowApi, dag_id: str, plans: list[DatePlan]) -> dict[float, dict[str, Any]]:
+    """The DAG's runs from the first to the last of ``plans``' dates, by logical date (a timestamp)."""
     runs = api.dag_runs(dag_id, plans[0].logical_date, plans[-1].logical_date)
-    return {_ts(r["logical_date"]): r for r in runs if r.get("logical_date")}
+    return {timestamp_of(r["logical_date"]): r for r in runs if r.get("logical_date")}
 
 
-def wait(api: AirflowApi, dag_id: str, started: Started, needed: list[DatePlan]) -> None:
-    """Return when every run :func:`start_missing` made has ended."""
-    if started.backfills:
-        _wait_backfill(api, dag_id, started.backfills[0], needed)
-    else:
-        _wait_runs(api, dag_id, started.runs, needed)
-
-
-def _wait_runs(api: AirflowApi, dag_id: str, runs: list[dict[str, Any]], needed: list[DatePlan]) -> None:
-    """Wait until every run of ``runs`` ended (each was queued when triggered or cleared)."""
-    wanted = {r["run_id"] for r in runs}
-    while True:
-        states = {r["dag_run_id"]: r.get("state") for r in _runs_by_date(api, dag_id, needed).values()}
-        if all(states.get(run_id) in TERMINAL for run_id in wanted):
-            return
-        time.sleep(POLL_SECONDS)
-
-
-def _wait_backfill(api: AirflowApi, dag_id: str, backfill: dict[str, Any], group: list[DatePlan]) -> None:
-    """Wait until every run of ``group`` ended. The backfill is left for the scheduler to mark
-    complete (within 30 s): completing it with ``PUT .../cancel`` would also pause it, and a
-    run of a paused backfill that is cleared later (recompute, Clear) would stay queued forever."""
-    wanted = {p.logical_date.timestamp() for p in group}
-    start, end = group[0].logical_date, group[-1].logical_date
-    while True:
-        doc = api.backfill(int(backfill["id"]))
-        if doc.get("completed_at"):
-            return
-        runs = api.dag_runs(dag_id, start, end)
-        ended = {_ts(r["logical_date"]) for r in runs if r.get("logical_date") and r.get("state") in TERMINAL}
-        if wanted <= ended:
-            return
-        time.sleep(POLL_SECONDS)
-
-
-def _ts(raw: str) -> float:
+def timestamp_of(raw: str) -> float:
+    """A logical date as Airflow's REST API writes it (``...Z``), as a timestamp."""
     return datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()

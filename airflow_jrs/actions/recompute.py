@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_jrs.actions import NOT_FOUND, USAGE, ActionError
 from airflow_jrs.actions.airflow_api import AirflowApi, AirflowApiError
-from airflow_jrs.actions.planning import plan_range
-from airflow_jrs.cli.mapped import run_time_mapped
+from airflow_jrs.actions.planning.jobs import plan_range
+from airflow_jrs.actions.planning.mapped import run_time_mapped
 from airflow_jrs.domain.model import Actor, HistoryReason, JobResult
 from airflow_jrs.domain.recompute import ClearedJob, knock_on
 from airflow_jrs.exceptions import JobResultEntryChangedError, JobResultEntryError, NoSuchJobResultError
@@ -113,7 +113,9 @@ def by_dates(
     ids (no credentials), whose targets name none."""
     dag_id = dag.dag_id
     if start > end:
-        raise ActionError("--from-date is after --to-date; swap them", USAGE)
+        raise ActionError(
+            "the start date is after the end date", USAGE, cli="swap --from-date and --to-date", ui="swap them"
+        )
     left_out = run_time_mapped(dag, list(task_ids) if task_ids else None)
     if left_out:  # never recompute a date's other jobs and silently not these
         raise ActionError(

@@ -44,9 +44,8 @@ __all__ = ["main"]
 def main(argv: list[str] | None = None) -> int:
     """The ``airflow-jrs`` entry point (:func:`airflow_jrs.cli.app.main`).
 
-    Imported on call, not with the package: the actions (:mod:`airflow_jrs.actions`), which the
-    commands call, read planning helpers from ``cli/``, and an eager import of the commands here
-    would make ``import airflow_jrs.actions.recompute`` (or the UI's routes) on its own a circle."""
+    Imported on call, not with the package: the commands bring rich, the actions
+    (:mod:`airflow_jrs.actions`) and Airflow's REST client, which ``import airflow_jrs.cli`` need not load."""
     from airflow_jrs.cli.app import main as run
 
     return run(argv)

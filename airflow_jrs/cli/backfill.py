@@ -14,7 +14,6 @@ from typing import Any
 from airflow_jrs.actions.airflow_api import AirflowApi, AirflowApiError
 from airflow_jrs.actions.backfill import (
     BACKFILL,
-    POLL_SECONDS,
     TERMINAL,
     DatePlan,
     MissingPlan,
@@ -23,10 +22,10 @@ from airflow_jrs.actions.backfill import (
     plan_missing,
     start_missing,
     vehicle,
-    wait,
 )
+from airflow_jrs.actions.backfill_wait import POLL_SECONDS, wait
+from airflow_jrs.actions.planning.dags import load_dag
 from airflow_jrs.cli.common import NOT_FOUND, OK, UNREACHABLE, USAGE, CliError, Ctx, plural, stamp
-from airflow_jrs.cli.plan import load_dag
 
 __all__ = ["POLL_SECONDS", "TERMINAL", "cmd_backfill"]
 

@@ -9,9 +9,9 @@ the flags, prints the preview and asks, then prints what was done.
 from __future__ import annotations
 
 from airflow_jrs.actions.airflow_api import AirflowApi, AirflowApiError
+from airflow_jrs.actions.planning.dags import load_dag
 from airflow_jrs.actions.recompute import Target, apply, by_dates, by_job_ids, clear, preview
 from airflow_jrs.cli.common import NOT_FOUND, OK, UNREACHABLE, USAGE, CliError, Ctx, ask, plural, stamp
-from airflow_jrs.cli.plan import load_dag
 from airflow_jrs.domain.model import Actor
 
 __all__ = ["Target", "clear", "cmd_recompute"]

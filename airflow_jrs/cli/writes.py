@@ -12,6 +12,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from airflow_jrs.actions import writes
+from airflow_jrs.actions.planning.dags import load_dag
+from airflow_jrs.actions.planning.jobs import plan_range
 from airflow_jrs.cli.common import (
     ENTRY_COLUMNS,
     NOT_FOUND,
@@ -24,7 +26,6 @@ from airflow_jrs.cli.common import (
     plural,
     progress,
 )
-from airflow_jrs.cli.plan import load_dag, plan_jobs
 from airflow_jrs.domain.model import EntryQuery, utcnow
 from airflow_jrs.exceptions import JobResultEntryError
 from airflow_jrs.store import Actor, EntryState, JobResultEntry
@@ -78,7 +79,7 @@ def _forget_targets(ctx: Ctx) -> tuple[list[JobResultEntry], list[str]]:
                 entries.append(entry)
         return entries, skipped
     dag = load_dag(a.dag_id, a.dags_folder)
-    planned, _notes = plan_jobs(ctx, dag, a.from_date, a.to_date)
+    planned, _notes = plan_range(ctx.jobs, dag, a.from_date, a.to_date)
     found = [p.entry for p in planned if p.entry is not None]
     return found, [f"{p.job_id}: {p.status}" for p in planned if p.entry is None]
 

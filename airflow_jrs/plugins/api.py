@@ -31,7 +31,6 @@ from fastapi.responses import JSONResponse
 from starlette.responses import Response
 
 from airflow_jrs.actions import UI, ActionError
-from airflow_jrs.cli.common import NOT_FOUND, CliError
 from airflow_jrs.exceptions import (
     CorruptIntentError,
     JobResultEntryError,
@@ -79,12 +78,6 @@ def create_app(backend: Backend | None = None) -> FastAPI:
         else:
             code = 400
         return answer(code, exc)
-
-    @app.exception_handler(CliError)
-    def _plan_error(request: Request, exc: CliError) -> JSONResponse:
-        """What planning a DAG's dates refused (:mod:`airflow_jrs.cli.plan`): a DAG without guarded
-        tasks or runs in the range, a job id template it cannot render."""
-        return answer(404 if exc.code == NOT_FOUND else 400, exc)
 
     @app.middleware("http")
     async def _headers(request: Request, call_next: Any) -> Response:

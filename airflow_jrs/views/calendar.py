@@ -6,7 +6,7 @@ result), ``running`` (an attempt holds its lease), ``missing`` (no result), or `
 (an entry that cannot be read: its task fails until someone looks). A mapped task is one cell
 whose ``state`` is the state of the map index that needs a person most (:data:`URGENCY`) and
 whose ``map`` counts the map indexes by state. Airflow-free: the caller reads the jobs
-(:func:`airflow_jrs.actions.planning.plan_range`) and the runs.
+(:func:`airflow_jrs.actions.planning.jobs.plan_range`) and the runs.
 """
 
 from __future__ import annotations

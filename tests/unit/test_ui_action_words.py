@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import redis
 
-from airflow_jrs import cli  # noqa: F401  - first, as the plugin imports it: cli/ and actions/ import each other
-from airflow_jrs.actions import CLI, UI, ActionError, planning, recompute
+from airflow_jrs.actions import CLI, UI, ActionError, recompute
 from airflow_jrs.actions.airflow_api import AirflowApi
+from airflow_jrs.actions.planning import dags
 from airflow_jrs.protocol import JobNamespace, settings_for
 from airflow_jrs.store import Actor, Attempt, JobResult, JobStatus
 
@@ -43,7 +43,7 @@ with DAG("jrs_secret_other", schedule=None):
 def counted(dag_folder: Callable[[str, str], str], tmp_path: Path) -> tuple[str, Path]:
     counter = tmp_path / "parses.txt"
     folder = dag_folder("jrs_counted.py", COUNTED_DAG.format(counter=str(counter)))
-    planning._PARSED.clear()
+    dags._PARSED.clear()
     return os.path.join(folder, "jrs_counted.py"), counter
 
 
@@ -53,19 +53,19 @@ def _parses(counter: Path) -> int:
 
 def test_a_dag_file_is_parsed_once_until_it_changes(counted: tuple[str, Path]) -> None:
     fileloc, counter = counted
-    first = planning._PARSED.get("jrs_counted", fileloc)
-    again = planning._PARSED.get("jrs_counted", fileloc)
+    first = dags._PARSED.get("jrs_counted", fileloc)
+    again = dags._PARSED.get("jrs_counted", fileloc)
     assert first is again and _parses(counter) == 1
     stat = os.stat(fileloc)
     os.utime(fileloc, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # the file changed
-    assert planning._PARSED.get("jrs_counted", fileloc).dag_id == "jrs_counted"
+    assert dags._PARSED.get("jrs_counted", fileloc).dag_id == "jrs_counted"
     assert _parses(counter) == 2
 
 
 def test_a_dag_file_missing_on_the_api_servers_host_is_refused_in_the_pages_words(tmp_path: Path) -> None:
     gone = str(tmp_path / "elsewhere" / "dag.py")
     with pytest.raises(ActionError) as caught:
-        planning._PARSED.get("jrs_counted", gone)
+        dags._PARSED.get("jrs_counted", gone)
     page = caught.value.text(UI)
     assert caught.value.kind == "usage" and "not on the host of Airflow's API server" in page
     assert gone not in page and "--" not in page and "DAG bundle" in page
@@ -75,7 +75,7 @@ def test_a_dag_file_missing_on_the_api_servers_host_is_refused_in_the_pages_word
 def test_a_dag_its_file_no_longer_defines_names_no_other_dag(counted: tuple[str, Path]) -> None:
     fileloc, _counter = counted
     with pytest.raises(ActionError) as caught:
-        planning._PARSED.get("jrs_renamed", fileloc)
+        dags._PARSED.get("jrs_renamed", fileloc)
     page = caught.value.text(UI)
     assert caught.value.kind == "not_found" and "'jrs_renamed'" in page
     assert "jrs_secret_other" not in page and "jrs_counted" not in page and fileloc not in page
@@ -91,7 +91,7 @@ def jobs(redis_url: str, namespace: str, tmp_path: Path) -> Iterator[JobNamespac
 
 
 def test_an_unknown_task_is_told_per_caller(counted: tuple[str, Path], jobs: JobNamespace) -> None:
-    dag = planning._PARSED.get("jrs_counted", counted[0])
+    dag = dags._PARSED.get("jrs_counted", counted[0])
     day = datetime(2013, 1, 2, tzinfo=UTC)
     with pytest.raises(ActionError) as caught:
         recompute.by_dates(jobs, None, dag, day, day, ["nope"])
@@ -116,7 +116,7 @@ with DAG("jrs_chain", schedule="@daily", start_date=datetime(2013, 1, 1, tzinfo=
 @pytest.fixture
 def chain(dag_folder: Callable[[str, str], str]) -> object:
     folder = dag_folder("jrs_chain.py", CHAIN_DAG)
-    return planning._PARSED.get("jrs_chain", os.path.join(folder, "jrs_chain.py"))
+    return dags._PARSED.get("jrs_chain", os.path.join(folder, "jrs_chain.py"))
 
 
 def test_a_viewers_preview_names_downstream_tasks_without_asking_airflow_to_clear(

@@ -27,7 +27,8 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 
 from airflow_jrs.actions import backfill, recompute
 from airflow_jrs.actions.airflow_api import AirflowApiError
-from airflow_jrs.actions.planning import find_dag, plan_range
+from airflow_jrs.actions.planning.dags import find_dag
+from airflow_jrs.actions.planning.jobs import plan_range
 from airflow_jrs.plugins.routes.deps import Jobs, RangeBody, day_range, user_api
 from airflow_jrs.plugins.security import Access, actor, who
 from airflow_jrs.views.calendar import CalendarJob, calendar_json, cell_state

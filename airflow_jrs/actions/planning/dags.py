@@ -1,10 +1,9 @@
-"""The jobs of a DAG's date range, for the actions and the page: ``airflow-jrs plan``'s reading.
+"""Where a plan's DAG comes from: a DAG folder parsed for the CLI, the DAG processor's file for the page.
 
-:func:`airflow_jrs.cli.plan.plan_jobs` derives a range's job ids with the operators' own rule and
-reads them in one pipelined batch; it takes the CLI's context only for its store and its jobs,
-so :func:`plan_range` hands it those two and nothing else. The page's API server finds the DAG
-through Airflow's metadata DB (:func:`find_dag`): its DAG file where the DAG processor last
-parsed it, which may be in a bundle outside ``[core] dags_folder``.
+The CLI parses ``--dags-folder`` (default ``[core] dags_folder``) with Airflow's DagBag
+(:func:`load_dag`). The page's API server finds the DAG through Airflow's metadata DB
+(:func:`find_dag`): its DAG file where the DAG processor last parsed it, which may be in a
+bundle outside ``[core] dags_folder``.
 
 Parsing a DAG file runs it: the API server keeps each parse for as long as the file's
 modification time stays the same (:class:`_ParsedDags`), so paging a calendar does not run the
@@ -15,37 +14,42 @@ all; it lacks the operators' job id templates today, hence the parse.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import sys
 import threading
-from dataclasses import dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from airflow_jrs.actions import NOT_FOUND, USAGE, ActionError
 
-if TYPE_CHECKING:
-    from airflow_jrs.cli.common import Ctx
-    from airflow_jrs.cli.plan import PlannedJob
-    from airflow_jrs.protocol.jobs import JobNamespace
-    from airflow_jrs.store import RedisJobResultStore
 
+def load_dag(dag_id: str, dags_folder: str | None) -> Any:
+    """The DAG ``dag_id`` parsed from ``dags_folder`` (a folder or a file; default ``[core] dags_folder``)."""
+    from airflow.configuration import conf
 
-@dataclass(frozen=True)
-class _Reader:
-    """What :func:`~airflow_jrs.cli.plan.plan_jobs` reads of a CLI context: the jobs and their store."""
+    from airflow_jrs.compat import dag_bag
 
-    jobs: JobNamespace
-
-    @property
-    def store(self) -> RedisJobResultStore:
-        return self.jobs.results
-
-
-def plan_range(jobs: JobNamespace, dag: Any, start: datetime, end: datetime) -> tuple[list[PlannedJob], list[str]]:
-    """Every guarded job of ``dag`` from ``start`` to ``end`` (inclusive) and where it stands."""
-    from airflow_jrs.cli.plan import plan_jobs  # not at import: cli/ imports the actions
-
-    return plan_jobs(cast("Ctx", _Reader(jobs)), dag, start, end)
+    folder = dags_folder or conf.get("core", "dags_folder")
+    if not folder or not os.path.exists(folder):
+        raise ActionError(f"dags folder {folder!r} does not exist", USAGE, cli="pass --dags-folder PATH")
+    # Airflow logs "Filling up the DagBag" to stdout, where it would corrupt --json: only warnings, on stderr.
+    quiet = logging.getLogger("airflow.dag_processing.dagbag")
+    level = quiet.level
+    quiet.setLevel(logging.WARNING)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            bag = dag_bag(folder)
+    finally:
+        quiet.setLevel(level)
+    dag = bag.dags.get(dag_id)
+    if dag is None:
+        known = ", ".join(sorted(bag.dags)[:10]) or "none"
+        errors = f"; {len(bag.import_errors)} files failed to import" if bag.import_errors else ""
+        raise ActionError(
+            f"DAG {dag_id!r} is not in {folder} (found: {known}{errors})", NOT_FOUND, cli="check --dag-id"
+        )
+    return dag
 
 
 class _ParsedDags:
@@ -69,9 +73,6 @@ class _ParsedDags:
                 "the same DAG bundle as the DAG processor, or ask an operator to use the airflow-jrs command "
                 "where the DAG files are",
             ) from None
-        from airflow_jrs.cli.common import CliError  # not at import: cli/ imports the actions
-        from airflow_jrs.cli.plan import load_dag
-
         key = (dag_id, fileloc)
         with self._lock:
             kept = self._dags.get(key)
@@ -79,8 +80,8 @@ class _ParsedDags:
                 return kept[1]
             try:
                 dag = load_dag(dag_id, fileloc)
-            except CliError as exc:
-                # its words name a host path, other DAGs' ids and a CLI flag: none for the page
+            except ActionError as exc:
+                # its words name a host path and other DAGs' ids: none for the page
                 raise ActionError(
                     f"DAG {dag_id!r} is not in its DAG file as the API server parses it (it fails to import "
                     "here, or it was renamed)",
