@@ -6,6 +6,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -102,6 +103,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             limits = [limit for marker, limit in TIER_TIMEOUTS.items() if item.get_closest_marker(marker)]
             if limits:
                 item.add_marker(pytest.mark.timeout(max(limits)))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--reaches-airflow",
+        action="store_true",
+        help="collect only the test files that reach Airflow (tests/airflow_reach.py): what "
+        "scripts/older_airflow runs on each older Airflow minor",
+    )
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """With ``--reaches-airflow``, skip the files that run the same code on every Airflow minor
+    (not even imported: their collection would cost the older minors' run for nothing)."""
+    if not config.getoption("reaches_airflow") or not collection_path.name.startswith("test_"):
+        return None
+    from airflow_reach import reaches_airflow  # tests/ is on sys.path: this conftest's folder
+
+    return True if collection_path.suffix == ".py" and not reaches_airflow(collection_path) else None
 
 
 #: What pyspark's ``SparkSession.builder.remote(...)`` leaves in this process's environment.
