@@ -74,18 +74,24 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+from airflow_jrs.launch.stop_relay import (  # noqa: F401  (STOP_GRACE, CANCEL_GRACE: their old home)
+    CANCEL_GRACE,
+    STOP_GRACE,
+    Relay,
+    clock,
+    control_dir_of,
+    say,
+    stop_child,
+)
 from airflow_jrs.protocol.jobs import JobNamespace, settings_for
 from airflow_jrs.settings import JrsSettings
-from airflow_jrs.spark.control import CANCEL
 from airflow_jrs.store.heartbeats import HeartbeatGone, StaleHeartbeat
-from airflow_jrs.store.leases.fence import Fence, fence_arg, same_fence
+from airflow_jrs.store.leases.fence import Fence, fence_arg
 from airflow_jrs.store.plumbing.clients import bounded_client, policy_client
-from airflow_jrs.store.stop_requests import StopRequest, StopRequests
 
 SUPERVISOR_ENV = "JRS_SUPERVISOR_REDIS"
 SETTINGS_ENV = "JRS_SUPERVISOR_SETTINGS"
@@ -93,10 +99,6 @@ SETTINGS_ENV = "JRS_SUPERVISOR_SETTINGS"
 SELF_FENCE_SHARE = 0.7
 #: Exit code when spark-submit was not started (lease lost, or Redis unreachable): fail closed.
 LOST_BEFORE_START = 70
-#: Seconds between SIGTERM and SIGKILL when spark-submit is asked to stop.
-STOP_GRACE = 10.0
-#: Seconds between SIGTERM and SIGKILL on a cancel.
-CANCEL_GRACE = 2.0
 #: Seconds between two reads of the stop/cancel request (each is a beat; never more than ttl/3).
 REQUEST_POLL = 1.0
 _PR_SET_PDEATHSIG = 1
@@ -123,9 +125,7 @@ def supervised_command(
     ]  # fmt: skip
 
 
-def _say(message: str) -> None:
-    with contextlib.suppress(OSError):  # the task process that read us may be gone
-        print(f"[jrs-supervisor] {message}", file=sys.stderr, flush=True)
+_say = say  # the supervisor's voice: [jrs-supervisor] on stderr
 
 
 def _relay(source: Any) -> None:
@@ -197,120 +197,6 @@ def _settled(jobs: JobNamespace) -> JobNamespace:
     return JobNamespace(policy_client(jobs.connection, jobs.settings), jobs.settings, jobs.connection)
 
 
-def _now() -> float:
-    """Seconds on a clock that never steps and keeps counting through a suspend of the host
-    (``CLOCK_BOOTTIME``; ``time.monotonic()`` stops while the machine sleeps, so a supervisor
-    woken after a suspend longer than the TTL would think its heartbeat still lives)."""
-    if _BOOTTIME is not None:
-        return time.clock_gettime(_BOOTTIME)
-    return time.monotonic()
-
-
-_BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)
-
-
-def _stop(child: subprocess.Popen[bytes], why: str, *, grace: float = STOP_GRACE) -> None:
-    """SIGTERM, then SIGKILL after ``grace`` seconds (at once when ``grace`` is 0)."""
-    _say(f"stopping spark-submit (pid {child.pid}): {why}")
-    if grace > 0:
-        with contextlib.suppress(ProcessLookupError):
-            child.terminate()
-        try:
-            child.wait(grace)
-            return
-        except subprocess.TimeoutExpired:
-            pass
-    with contextlib.suppress(ProcessLookupError):
-        child.kill()
-
-
-class Relay:
-    """Acts on the stop or cancel request for this fence (:mod:`airflow_jrs.store.stop_requests`).
-
-    A stream (``control_dir`` set): a stop is forwarded to the driver's control file, so the query
-    stops at a batch boundary, and spark-submit is only killed when it has not ended within
-    ``stop_timeout`` (the request's, else the supervisor's; none: the stop waits for the
-    boundary); a cancel is forwarded too, then spark-submit is killed. A batch job: a stop
-    terminates spark-submit with ``grace`` (SIGTERM, then SIGKILL), a cancel with
-    :data:`CANCEL_GRACE`. A cancel after a stop upgrades it."""
-
-    def __init__(
-        self,
-        requests: StopRequests,
-        job_id: str,
-        fence: int,
-        control_dir: str | None,
-        stop_timeout: float | None,
-        grace: float,
-    ) -> None:
-        self.requests = requests
-        self.job_id = job_id
-        self.fence = fence
-        self.control_dir = control_dir
-        self.stop_timeout = stop_timeout
-        self.grace = grace
-        self.request: StopRequest | None = None
-        self.stop_deadline: float | None = None
-
-    def _details(self, kind: str) -> StopRequest:
-        try:
-            found = self.requests.get(self.job_id, self.fence)
-        except Exception:
-            found = None
-        if found is None or found.kind != kind:  # unreadable, or changed since the beat read it
-            return StopRequest(self.job_id, self.fence, kind, by="a successor", at=time.time())
-        return found
-
-    def _forward(self, request: StopRequest) -> None:
-        from airflow_jrs.spark.control import write_request
-
-        if self.control_dir is None:
-            return
-        try:
-            write_request(self.control_dir, request.kind, self.fence, by=request.by)
-        except Exception as exc:  # a cancel still kills; a stop is then killed at stop_timeout
-            _say(f"could not forward the {request.kind} request to {self.control_dir}: {exc}")
-
-    def act(self, kind: str | None, child: subprocess.Popen[bytes], budget: float) -> bool:
-        """Act on the request in force; True when spark-submit was stopped. ``budget``: the most
-        seconds a SIGTERM may wait before the self-fence deadline."""
-        now = _now()
-        if kind is not None and (self.request is None or (kind == CANCEL and not self.request.cancel)):
-            request = self.request = self._details(kind)
-            _say(f"job {self.job_id}, fence {self.fence}: {request.describe()}")
-            if self.control_dir is not None:
-                self._forward(request)
-            if request.cancel:
-                _stop(child, request.describe(), grace=min(CANCEL_GRACE, budget))
-                return True
-            if self.control_dir is None:
-                _stop(child, request.describe(), grace=min(self.grace, budget))
-                return True
-            limit = request.stop_timeout if request.stop_timeout is not None else self.stop_timeout
-            if limit is None:
-                _say("asked the driver to stop at its next batch boundary (a cancel kills it)")
-            else:
-                self.stop_deadline, self.stop_timeout = now + limit, limit
-                _say(f"asked the driver to stop at a batch boundary; killing it if it runs in {limit:g}s")
-        if self.stop_deadline is not None and now >= self.stop_deadline:
-            _stop(child, f"the stop did not finish within {self.stop_timeout}s", grace=min(self.grace, budget))
-            return True
-        return False
-
-
-def _control_dir_of(jobs: JobNamespace, job_id: str, fence: int) -> str | None:
-    """A stream's control folder, from the intent of this fence (its staging is the stream's
-    output folder); ``None`` for a batch job, or when the intent cannot be read."""
-    from airflow_jrs.domain.paths import control_path_of_output
-
-    try:
-        intent = jobs.intents.get(job_id)
-    except Exception as exc:
-        _say(f"could not read the intent of job {job_id} ({exc}); a stop terminates spark-submit")
-        return None
-    return control_path_of_output(intent.staging) if intent is not None and same_fence(intent.fence, fence) else None
-
-
 def supervise(
     command: Sequence[str],
     jobs: JobNamespace,
@@ -346,33 +232,35 @@ def supervise(
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda s, _f: child.send_signal(s))
     if control_dir is None:
-        control_dir = _control_dir_of(jobs, job_id, fence)
+        control_dir = control_dir_of(jobs, job_id, fence)
     relay = Relay(jobs.stop_requests, job_id, fence, control_dir, stop_timeout, grace)
     # One beat is two socket operations at most (connect, then the script), each bounded by
     # ttl/6 (:func:`_jobs`): a beat is only started when it ends before the self-fence
     # deadline, so a beat that would succeed after the key expired never starts.
     beat_bound, every = ttl / 3, min(ttl / 3, REQUEST_POLL)
-    fence_at = _now() + SELF_FENCE_SHARE * ttl  # no renewal by then: kill, before the key expires
+    fence_at = clock() + SELF_FENCE_SHARE * ttl  # no renewal by then: kill, before the key expires
     while child.poll() is None:
-        if _now() + beat_bound > fence_at:
-            _stop(child, "the heartbeat could not be renewed in time (self-fencing before it expires)", grace=0)
+        if clock() + beat_bound > fence_at:
+            stop_child(child, "the heartbeat could not be renewed in time (self-fencing before it expires)", grace=0)
             break
         kind = None
         try:
             kind = beats.beat(job_id, fence, ttl_ms, host=host, pid=pid, child=child.pid)
-            fence_at = _now() + SELF_FENCE_SHARE * ttl
+            fence_at = clock() + SELF_FENCE_SHARE * ttl
         except HeartbeatGone:
-            _stop(child, "its heartbeat expired early (a clock step or failover on the Redis side, a pause)", grace=0)
+            stop_child(
+                child, "its heartbeat expired early (a clock step or failover on the Redis side, a pause)", grace=0
+            )
             break
         except StaleHeartbeat:
-            _stop(child, "a newer attempt owns the job", grace=min(grace, max(0.0, fence_at - _now())))
+            stop_child(child, "a newer attempt owns the job", grace=min(grace, max(0.0, fence_at - clock())))
             break
         except Exception as exc:
             _say(f"could not renew the heartbeat (will retry): {exc}")
-        if relay.act(kind, child, budget=max(0.0, fence_at - _now())):
+        if relay.act(kind, child, budget=max(0.0, fence_at - clock())):
             break
         with contextlib.suppress(subprocess.TimeoutExpired):
-            child.wait(max(0.0, min(every, fence_at - beat_bound - _now())))
+            child.wait(max(0.0, min(every, fence_at - beat_bound - clock())))
     code = child.wait()
     relay_output.join(5)
     code = 128 - code if code < 0 else code
