@@ -25,7 +25,7 @@ from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.settings import BY_NAME, DEFAULT_CONN_ID, JrsSettings, parse_boolean, resolve
 from airflow_jrs.store import AsyncRedisJobResultStore, RedisJobResultStore
 from airflow_jrs.store.leases.lease import JobLease, default_owner
-from airflow_jrs.store.plumbing.clients import apply_client_policy, connection_of
+from airflow_jrs.store.plumbing.clients import apply_client_policy, async_policy_client, connection_of, policy_options
 from airflow_jrs.store.plumbing.diagnosis import describe_server
 
 __all__ = ["JrsHook", "JrsSettings", "async_connection_kwargs"]
@@ -168,10 +168,17 @@ class JrsHook(BaseHook):
         """:meth:`connection_kwargs`, under the name triggers and sensors know it by."""
         return self.connection_kwargs()
 
+    def client_policy(self) -> dict[str, Any]:
+        """The ``[jrs]`` client policy as plain JSON
+        (:func:`~airflow_jrs.store.plumbing.clients.policy_options`): what a trigger carries next
+        to :meth:`async_connection_kwargs` to build its client as :meth:`get_conn` is built."""
+        return policy_options(self.settings)
+
     def get_async_store(self, **client_options: Any) -> AsyncRedisJobResultStore:
-        """The store's async reader for this connection (call it outside the event loop: it may
-        look the connection up)."""
-        return AsyncRedisJobResultStore(self.async_connection_kwargs(), self.namespace, **client_options)
+        """The store's async reader for this connection, with the ``[jrs]`` client policy and then
+        ``client_options`` (call it outside the event loop: it may look the connection up)."""
+        client = async_policy_client(self.async_connection_kwargs(), self.client_policy(), **client_options)
+        return AsyncRedisJobResultStore(client, self.namespace)
 
     def jobs(self) -> JobNamespace:
         """Results, leases, intents and heartbeats of this connection's namespace, on one client

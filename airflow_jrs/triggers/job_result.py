@@ -47,6 +47,7 @@ from airflow_jrs.domain.wait import DEFAULT_STATUSES, evaluate, validate_wait_ar
 from airflow_jrs.exceptions import JobResultEntryError, JrsConfigError, StoreUnavailableError
 from airflow_jrs.settings import BY_NAME
 from airflow_jrs.store import AsyncRedisJobResultStore, validate_job_id
+from airflow_jrs.store.plumbing.clients import async_policy_client
 from airflow_jrs.store.results.aio import ANY_JOB, CONNECTION_KEYS
 
 
@@ -61,8 +62,12 @@ class JobResultTrigger(BaseTrigger):
     :param fail_on_unsuccessful: end with a ``failed`` event on an unsuccessful result
     :param poll_interval: seconds between re-reads when no message arrives (the safety net)
     :param max_backoff: longest pause between reconnect attempts, in seconds
-    :param connect_timeout: ``[jrs] connect_timeout`` of the task's connection (seconds)
-    :param read_timeout: ``[jrs] read_timeout``: seconds one command may wait for Redis
+    :param client_policy: the ``[jrs]`` client policy of the task's connection, as plain JSON
+        (:func:`~airflow_jrs.store.plumbing.clients.policy_options`); the client is built with it,
+        so a new client setting needs no change here
+    :param connect_timeout: what a trigger serialized before ``client_policy`` carried instead
+        (``[jrs] connect_timeout``); used only without ``client_policy``
+    :param read_timeout: likewise, ``[jrs] read_timeout``
     """
 
     def __init__(
@@ -76,6 +81,7 @@ class JobResultTrigger(BaseTrigger):
         fail_on_unsuccessful: bool = True,
         poll_interval: float = 60.0,
         max_backoff: float = 30.0,
+        client_policy: Mapping[str, Any] | None = None,
         connect_timeout: float = BY_NAME["connect_timeout"].default,
         read_timeout: float = BY_NAME["read_timeout"].default,
     ) -> None:
@@ -95,8 +101,9 @@ class JobResultTrigger(BaseTrigger):
         self.fail_on_unsuccessful = fail_on_unsuccessful
         self.poll_interval = float(poll_interval)
         self.max_backoff = float(max_backoff)
-        self.connect_timeout = float(connect_timeout)
-        self.read_timeout = float(read_timeout)
+        if client_policy is None:  # serialized by a release before client_policy: only the timeouts
+            client_policy = {"socket_connect_timeout": float(connect_timeout), "socket_timeout": float(read_timeout)}
+        self.client_policy = dict(client_policy)
         self._store: AsyncRedisJobResultStore | None = None
         self._failures = 0  # consecutive failed connections, for the backoff
 
@@ -112,8 +119,7 @@ class JobResultTrigger(BaseTrigger):
                 "fail_on_unsuccessful": self.fail_on_unsuccessful,
                 "poll_interval": self.poll_interval,
                 "max_backoff": self.max_backoff,
-                "connect_timeout": self.connect_timeout,
-                "read_timeout": self.read_timeout,
+                "client_policy": dict(self.client_policy),
             },
         )
 
@@ -126,16 +132,15 @@ class JobResultTrigger(BaseTrigger):
     def _new_store(self) -> AsyncRedisJobResultStore:
         # No retries inside redis-py: a silent reconnect would re-subscribe without our
         # re-read, and a message published meanwhile would be lost. We reconnect ourselves.
-        return AsyncRedisJobResultStore(
+        client = async_policy_client(
             self.connection,
-            self.namespace,
+            self.client_policy,
             retry=Retry(NoBackoff(), 0),
-            socket_connect_timeout=self.connect_timeout,
-            socket_timeout=self.read_timeout,
             socket_keepalive=True,
             health_check_interval=max(int(self.poll_interval), 1),
             client_name=f"jrs-trigger:{self.namespace}",  # visible in CLIENT LIST
         )
+        return AsyncRedisJobResultStore(client, self.namespace)
 
     async def _close_store(self) -> None:
         store, self._store = self._store, None

@@ -77,11 +77,8 @@ def _open_store(jrs_conn_id: str | None, jrs_namespace: str | None) -> AsyncRedi
 
     hook = JrsHook(jrs_conn_id, namespace=jrs_namespace)
     try:
-        return hook.get_async_store(
-            socket_connect_timeout=hook.settings.connect_timeout,
-            socket_timeout=hook.settings.read_timeout,
-            client_name=f"jrs-start-in-triggerer:{hook.namespace}",
-        )
+        # the [jrs] client policy comes with the store: the same timeouts and retries as a worker's
+        return hook.get_async_store(client_name=f"jrs-start-in-triggerer:{hook.namespace}")
     except JrsConfigError as exc:  # Redis Cluster, a Unix socket: the worker handles those
         raise _GoToWorker(str(exc)) from None
     finally:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis as redis_lib
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 
@@ -52,27 +53,64 @@ _SSL_KEYS = sorted(k for k in CONNECTION_KEYS if k.startswith("ssl_"))
 _CLIENT_BOUND = ("host", "port", "redis_connect_func", "oss_cluster_maint_notifications_handler")
 
 
+#: Keys of :func:`policy_options` that make the retry policy; every other key is a connection kwarg.
+_RETRY_KEYS = ("retries", "retry_backoff", "retry_backoff_max")
+_RETRIED_ERRORS = (redis_lib.exceptions.ConnectionError, redis_lib.exceptions.TimeoutError)
+
+
+def policy_options(settings: JrsSettings) -> dict[str, Any]:
+    """The ``[jrs]`` client policy as plain JSON: connection kwargs (socket timeouts) and the
+    retry policy as numbers (``retries``, ``retry_backoff``, ``retry_backoff_max``).
+
+    The ONE place a client setting is named: :func:`apply_client_policy` sets it on a sync
+    client, :func:`async_policy_client` on an async one, and a trigger carries this dict as one
+    serialized value, so a new setting added here reaches every client without touching them.
+    """
+    return {
+        "socket_connect_timeout": settings.connect_timeout,
+        "socket_timeout": settings.read_timeout,
+        "retries": settings.retries,
+        "retry_backoff": settings.retry_backoff,
+        "retry_backoff_max": settings.retry_backoff_max,
+    }
+
+
+def _policy_parts(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """``options`` split into connection kwargs and the retry numbers (``None``: none given)."""
+    kwargs = {k: v for k, v in options.items() if k not in _RETRY_KEYS}
+    if not any(k in options for k in _RETRY_KEYS):
+        return kwargs, None
+    defaults = {"retries": 0, "retry_backoff": 0.0, "retry_backoff_max": 0.0}
+    return kwargs, {k: options.get(k, defaults[k]) for k in _RETRY_KEYS}
+
+
+def _backoff(numbers: Mapping[str, Any]) -> ExponentialBackoff:
+    return ExponentialBackoff(cap=float(numbers["retry_backoff_max"]), base=float(numbers["retry_backoff"]))
+
+
 def client_retry(settings: JrsSettings) -> Retry:
     """The retry policy of the sync client: ``retries`` times, backoff doubling from
     ``retry_backoff`` up to ``retry_backoff_max``, on lost connections and timeouts only."""
-    return Retry(
-        ExponentialBackoff(cap=settings.retry_backoff_max, base=settings.retry_backoff),
-        settings.retries,
-        supported_errors=(redis_lib.exceptions.ConnectionError, redis_lib.exceptions.TimeoutError, TimeoutError),
-    )
+    return _sync_retry(policy_options(settings))
+
+
+def _sync_retry(numbers: Mapping[str, Any]) -> Retry:
+    return Retry(_backoff(numbers), int(numbers["retries"]), supported_errors=(*_RETRIED_ERRORS, TimeoutError))
 
 
 def apply_client_policy(client: Any, settings: JrsSettings) -> None:
-    """Set the ``[jrs]`` timeouts and retry policy on a fresh redis-py client (no connection yet
-    is affected: it only changes how the next connections are made and commands retried)."""
-    timeouts = {"socket_connect_timeout": settings.connect_timeout, "socket_timeout": settings.read_timeout}
-    retry = client_retry(settings)
-    if isinstance(client, redis_lib.RedisCluster):
-        client.nodes_manager.connection_kwargs.update(timeouts)
-        client.set_retry(retry)
-        return
-    client.connection_pool.connection_kwargs.update(timeouts)
-    client.set_retry(retry)
+    """Set the ``[jrs]`` client policy (:func:`policy_options`) on a fresh redis-py client (no
+    connection yet is affected: it only changes how the next connections are made and commands
+    retried)."""
+    kwargs, numbers = _policy_parts(policy_options(settings))
+    given = (
+        client.nodes_manager.connection_kwargs
+        if isinstance(client, redis_lib.RedisCluster)
+        else client.connection_pool.connection_kwargs
+    )
+    given.update(kwargs)
+    if numbers is not None:
+        client.set_retry(_sync_retry(numbers))
 
 
 def client_from_url(url: str, settings: JrsSettings | None = None) -> redis_lib.Redis:
@@ -158,6 +196,16 @@ def async_client(connection: Mapping[str, Any], **options: Any) -> Any:
     if cluster:
         return aioredis.RedisCluster(**kwargs, **options)
     return aioredis.Redis(**kwargs, **options)
+
+
+def async_policy_client(connection: Mapping[str, Any], policy: Mapping[str, Any], **overrides: Any) -> Any:
+    """A ``redis.asyncio`` client for ``connection`` with the client policy ``policy`` (what
+    :func:`policy_options` gave, carried as JSON), then the caller's own ``overrides`` (a
+    ``client_name``; a trigger that reconnects itself passes its own ``retry``)."""
+    kwargs, numbers = _policy_parts(policy)
+    if numbers is not None:
+        kwargs["retry"] = AsyncRetry(_backoff(numbers), int(numbers["retries"]), supported_errors=_RETRIED_ERRORS)
+    return async_client(connection, **{**kwargs, **overrides})
 
 
 def fresh_client(client: Any) -> Any:
