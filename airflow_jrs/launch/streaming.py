@@ -139,6 +139,22 @@ class StreamAttempt:
         except Exception:
             return None
 
+    def ended_words(self, fallback: str, *, fresh: bool = False) -> str:
+        """Why the stream ended, in its request's own words (:meth:`StopRequest.describe`): a stop
+        asked from the UI or a successor's cancel is recorded as such, not as the CLI's.
+        ``fallback`` when no request of this fence can be read (an unsupervised attempt's control
+        file, a lost store). ``fresh``: on a connection of its own (inside ``on_kill``)."""
+        try:
+            jobs = self.run.jobs.fresh() if fresh else self.run.jobs
+            try:
+                request = jobs.stop_requests.get(self.run.job_id, self.fence)
+            finally:
+                if fresh:
+                    jobs.close()
+        except Exception:
+            return fallback
+        return request.describe() if request is not None else fallback
+
     def cancel_requested(self) -> bool:
         request = self.request_in_force()
         if request is not None:
@@ -220,9 +236,10 @@ class StreamAttempt:
                 self.request(CANCEL, by)
             self.kill()  # no-op when spark-submit is gone already
             if outcome is None and not self.finished():
-                self.record(JobStatus.CANCELED, None, f"canceled by {by}", fresh=True)
+                why = self.ended_words(f"canceled by {by}", fresh=True)
+                self.record(JobStatus.CANCELED, None, why, fresh=True)
             elif outcome is not None:
-                self.record(JobStatus.STOPPED, outcome, f"stopped by {by}", fresh=True)
+                self.record(JobStatus.STOPPED, outcome, self.ended_words(f"stopped by {by}", fresh=True), fresh=True)
             # finished on its own just before the kill: nothing recorded; the killed task
             # never writes SUCCEEDED, and the next run finds the stream's work in its checkpoint.
         except Exception as exc:
@@ -298,7 +315,8 @@ class StreamingLauncher(Launcher):
         if stream is None:
             self.inner.check_ended_on_request(launch, recorder)
         elif stream.cancel_requested():
-            stream.record(JobStatus.CANCELED, None, "canceled on request (airflow-jrs cancel)", fresh=False)
+            why = stream.ended_words("canceled on request (airflow-jrs cancel)")
+            stream.record(JobStatus.CANCELED, None, why, fresh=False)
             raise JobEndedOnRequestError(
                 f"job {launch.job_id}: streaming application canceled on request; recorded CANCELED. The next "
                 "run resumes from its checkpoint.",
@@ -313,7 +331,8 @@ class StreamingLauncher(Launcher):
         if stream is None:
             return self.inner.finish(launch, result)
         if (stopped := stream.stopped_outcome()) is not None:
-            stream.record(JobStatus.STOPPED, stopped, "stopped on request (airflow-jrs stop)", fresh=False)
+            why = stream.ended_words("stopped on request (airflow-jrs stop)")
+            stream.record(JobStatus.STOPPED, stopped, why, fresh=False)
             raise JobEndedOnRequestError(
                 f"job {launch.job_id}: streaming application stopped on request at batch "
                 f"{stopped.get('last_batch_id')}; recorded STOPPED. The next run resumes from its checkpoint.",

@@ -194,4 +194,62 @@ def test_on_kill_records_stopped_when_the_driver_confirms_the_stop(redis_client,
     thread.join()
     result = store.get_entry(JOB).result
     assert result.status is JobStatus.STOPPED and result.metrics == {"last_batch_id": 4, "boundary": True}
-    assert result.checkpoint_location == attempt.paths.checkpoint and result.error == "stopped by on_kill"
+    assert result.checkpoint_location == attempt.paths.checkpoint
+    assert result.error == "stop requested by on_kill (the task was killed)"  # the request's own words
+
+
+def _ended_on_request(launcher, launch):
+    from airflow_jrs.exceptions import JobEndedOnRequestError
+
+    with pytest.raises(JobEndedOnRequestError):
+        launcher.check_ended_on_request(launch, None)
+        launcher.finish(launch, JobResult(job_id=JOB, status=JobStatus.SUCCEEDED))
+
+
+@pytest.mark.parametrize(
+    ("kind", "by", "reason", "status"),
+    [
+        (STOP, "alice (Job results page)", "redeploy", JobStatus.STOPPED),
+        (CANCEL, "the successor attempt (fence 99)", 'predecessor="stop"', JobStatus.CANCELED),
+    ],
+)
+def test_a_stream_ended_on_request_records_who_asked_in_the_request_s_words(
+    redis_client, namespace, running_stream, tmp_path, kind, by, reason, status
+):
+    """A stop from the UI or a successor's cancel is not recorded as `airflow-jrs stop`/`cancel`."""
+    import json
+    from types import SimpleNamespace
+
+    from airflow_jrs.launch.streaming import StreamingLauncher
+
+    lease, intents, control = running_stream
+    attempt, store, _ = _attempt(redis_client, namespace, lease, intents, tmp_path, alive=threading.Event())
+    launcher = StreamingLauncher(None, 60.0)  # type: ignore[arg-type]  # the wrapped launcher is not reached
+    launcher.stream = attempt
+    launch = SimpleNamespace(job_id=JOB, fence=lease.token)
+    assert attempt.run.jobs.stop_requests.ask(JOB, lease.token, kind, by=by, reason=reason) is not None
+    if kind == STOP:  # the driver confirmed the stop at a batch boundary and exited 0
+        doc = {"v": 1, "ended": "stopped", "fence": lease.token, "last_batch_id": 2, "boundary": True}
+        Path(control).mkdir(parents=True, exist_ok=True)
+        Path(outcome_path(control, lease.token)).write_text(json.dumps(doc))
+    _ended_on_request(launcher, launch)
+    result = store.get_entry(JOB).result
+    assert (result.status, result.error) == (status, f"{kind} requested by {by} ({reason})")
+
+
+def test_a_stream_ended_on_request_keeps_the_cli_words_when_no_request_can_be_read(
+    redis_client, namespace, running_stream, tmp_path
+):
+    """An unsupervised attempt's cancel went to its control file only: the words stay the CLI's."""
+    from types import SimpleNamespace
+
+    from airflow_jrs.launch.streaming import StreamingLauncher
+
+    lease, intents, control = running_stream
+    attempt, store, _ = _attempt(redis_client, namespace, lease, intents, tmp_path, alive=threading.Event())
+    launcher = StreamingLauncher(None, 60.0)  # type: ignore[arg-type]
+    launcher.stream = attempt
+    write_request(control, CANCEL, lease.token, by="airflow-jrs cancel")
+    _ended_on_request(launcher, SimpleNamespace(job_id=JOB, fence=lease.token))
+    result = store.get_entry(JOB).result
+    assert (result.status, result.error) == (JobStatus.CANCELED, "canceled on request (airflow-jrs cancel)")
