@@ -66,7 +66,13 @@ def _isolate_airflow() -> None:
     os.environ["AIRFLOW_HOME"] = home
     os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
     os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "False")
-    os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{home}/airflow.db"
+    # dag.test()'s in-process Execution API and the test's own session write the one SQLite file
+    # from two threads (and a test's Airflow processes from others): wait up to 30 s for its lock,
+    # as the e2e deployment does (jrs_testbench.deployment.environment), not sqlite3's 5 s, after
+    # which the API answers 500 "Database error" on a loaded machine. In the URL, not
+    # ``sql_alchemy_connect_args``: child processes need no import, and a deployment on another
+    # database inherits nothing of it.
+    os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{home}/airflow.db?timeout=30"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = os.path.join(root, "dags")
     bundles = [
