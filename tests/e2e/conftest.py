@@ -5,6 +5,11 @@ points it at PostgreSQL instead: the database must exist and will be migrated), 
 private redis-server, real spark-submit in local mode. Bundles: the project's ``dags/`` (the
 flights DAG) and ``tests/e2e/dags``. Started once (about 15 s), stopped at the end whatever
 happens, with every process it started.
+
+``./dev test`` runs this tier with ``-n 2 --dist loadgroup``: the tests of this deployment are
+one ``xdist_group`` ("deployment", one worker, so one deployment), the browser test's UI site
+another, Celery's a third; the groups run side by side. A test that asks for ``e2e`` outside
+the group would start a second deployment on the other worker: collection refuses it.
 """
 
 from __future__ import annotations
@@ -46,6 +51,17 @@ class E2E:
         states = self.client.task_states(dag_id, run_id)
         assert run["state"] == "success", f"{dag_id}/{run_id}: {states}\n{self.airflow.logs_tail()}"
         return states
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    strays = [
+        item.nodeid
+        for item in items
+        if "e2e" in getattr(item, "fixturenames", ())
+        and "deployment" not in {m.args[0] if m.args else "" for m in item.iter_markers("xdist_group")}
+    ]
+    if strays:
+        raise pytest.UsageError(f'mark these pytest.mark.xdist_group("deployment") (one deployment): {strays}')
 
 
 @pytest.fixture(scope="session")

@@ -33,7 +33,13 @@ from jrs_testbench.helpers import TINY_APP, SparkLaunches, jrs_env
 from jrs_testbench.redis_server import EmbeddedRedis
 from jrs_testbench.spark_cluster import SparkStandaloneCluster
 
-pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.spark, pytest.mark.cluster]
+pytestmark = [
+    pytest.mark.airflow,
+    pytest.mark.e2e,
+    pytest.mark.spark,
+    pytest.mark.cluster,
+    pytest.mark.xdist_group("celery"),
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 DAG_ID = "jrs_celery_takeover"

@@ -29,7 +29,7 @@ import pytest
 from airflow_jrs.protocol.jobs import JobNamespace, settings_for
 from jrs_testbench.helpers import wait_until
 
-pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.spark]
+pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.spark, pytest.mark.xdist_group("deployment")]
 
 DAG_ID = "jrs_e2e_crash"
 CLI = str(Path(sys.executable).parent / "airflow-jrs")

@@ -20,7 +20,7 @@ import pytest
 
 from jrs_testbench.deployment import ApiError
 
-pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.spark]
+pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.spark, pytest.mark.xdist_group("deployment")]
 
 ROOT = Path(__file__).resolve().parents[2]
 FLIGHTS = "flights_daily"

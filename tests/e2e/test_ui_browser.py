@@ -24,7 +24,7 @@ from airflow_jrs.store.stop_requests import StopRequests
 from airflow_jrs.views.links import job_page_url
 from jrs_testbench.ui_site import DAG, QUARANTINED, UiSite, job_id, run_id, ui_site
 
-pytestmark = [pytest.mark.airflow, pytest.mark.e2e]
+pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.xdist_group("ui-site")]
 
 CHROMIUM = "/usr/bin/chromium"
 TIMEOUT_MS = 60_000  # generous: two shared cores
