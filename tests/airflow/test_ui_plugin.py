@@ -481,6 +481,10 @@ def test_the_api_server_stack_with_the_plugin_imports_without_a_starlette_deprec
     import subprocess
     import sys
 
+    import starlette.exceptions
+
+    if not hasattr(starlette.exceptions, "StarletteDeprecationWarning"):  # Airflow 3.1's starlette 0.48
+        pytest.skip("this starlette has no StarletteDeprecationWarning (Airflow 3.1 pins starlette<0.49)")
     # (an error, not a record: Airflow routes warnings to its log as soon as it is imported)
     code = (
         "import warnings\n"
