@@ -13,7 +13,7 @@ to do); the CLI turns its ``kind`` into an exit code, the page into an HTTP stat
 REST API, through which a recompute clears task instances and a backfill creates runs, is
 :mod:`.airflow_api`. What a DAG's date range holds before anything runs, which the actions by
 dates start from and ``airflow-jrs plan`` prints, is :mod:`.planning`. Nothing here imports
-``cli/`` (``tests/unit/test_architecture.py``): the page calls the same functions.
+``cli/`` (the project's architecture test checks it): the page calls the same functions.
 """
 
 from __future__ import annotations
