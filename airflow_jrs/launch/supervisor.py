@@ -78,8 +78,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from airflow_jrs.launch.stop_relay import (  # noqa: F401  (STOP_GRACE, CANCEL_GRACE: their old home)
-    CANCEL_GRACE,
+from airflow_jrs.launch.stop_relay import (
     STOP_GRACE,
     Relay,
     clock,
