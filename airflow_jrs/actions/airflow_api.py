@@ -43,10 +43,14 @@ PAGE = 100
 class AirflowApiError(JrsError):
     """A call to Airflow's REST API failed; the message names the URL, the answer and what to do."""
 
-    def __init__(self, message: str, *, status: int | None = None, unreachable: bool = False) -> None:
+    def __init__(
+        self, message: str, *, status: int | None = None, unreachable: bool = False, timed_out: bool = False
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.unreachable = unreachable
+        #: The server took longer than the client's timeout: it may still have done what was asked.
+        self.timed_out = timed_out
 
 
 def _hint(status: int, path: str) -> str:
@@ -165,6 +169,16 @@ class AirflowApi:
 
     # -- plumbing
     def _call(self, method: str, path: str, body: Any = None, *, auth: bool = True) -> Any:
+        """One call; a ``GET`` that timed out is asked once more (it changes nothing, and an API
+        server on SQLite can stall a request behind the scheduler's writes for seconds)."""
+        try:
+            return self._call_once(method, path, body, auth=auth)
+        except AirflowApiError as exc:
+            if not (exc.timed_out and method == "GET"):
+                raise
+            return self._call_once(method, path, body, auth=auth)
+
+    def _call_once(self, method: str, path: str, body: Any = None, *, auth: bool = True) -> Any:
         try:
             return call_json(
                 self.base_url, method, path, body, token=self.token() if auth else None, timeout=self.timeout
@@ -177,10 +191,13 @@ class AirflowApi:
             ) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
+            timed_out = isinstance(reason, TimeoutError)
+            what = f"{method} {path.split('?')[0]} got no answer in {self.timeout:g} s" if timed_out else str(reason)
             raise AirflowApiError(
-                f"cannot reach Airflow's API at {self.base_url} ({reason}); is the api-server running? "
+                f"cannot reach Airflow's API at {self.base_url} ({what}); is the api-server running? "
                 f"Give its URL with --airflow-url or {URL_ENV}",
                 unreachable=True,
+                timed_out=timed_out,
             ) from None
 
     def token(self) -> str:

@@ -349,10 +349,16 @@ def _one_run(api: AirflowApi, dag_id: str, plan: DatePlan, run: dict[str, Any] |
         try:
             run, action = api.trigger_run(dag_id, plan.logical_date, plan.data_interval, note=NOTE), "triggered"
         except AirflowApiError as exc:
-            if exc.status != 409:
+            # 409: the date has a run already (made since the plan was read). Timed out: the
+            # server may have made it all the same; if not, one more POST (a second run of the
+            # date cannot be made: Airflow answers 409).
+            if exc.status != 409 and not exc.timed_out:
                 raise
             run = runs_by_date(api, dag_id, [plan]).get(plan.logical_date.timestamp())
-            if run is None:
+            if exc.timed_out:
+                action = "triggered"  # by the POST that timed out, or else by this one
+                run = run or api.trigger_run(dag_id, plan.logical_date, plan.data_interval, note=NOTE)
+            elif run is None:
                 raise
     if not action:
         if run.get("state") in TERMINAL:
