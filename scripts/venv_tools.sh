@@ -7,13 +7,15 @@
 # it installs from PyPI (UV_INDEX_URL names another index).
 UV_VERSION=0.13.9
 
+# pip_q VENV ARGS...: `pip install ARGS` into VENV, quietly. Some machines' pip config names local
+# index folders that do not exist, and pip warns about each for every package; keep every other message.
+pip_q() { "$1/bin/pip" install -q --disable-pip-version-check "${@:2}" 2> >(grep -v "^WARNING: Location '" >&2); }
+
 # ensure_uv VENV: VENV/bin/uv at UV_VERSION.
 ensure_uv() {
   local venv=$1
   if [ "$("$venv/bin/uv" --version 2>/dev/null | cut -d' ' -f2)" = "$UV_VERSION" ]; then return 0; fi
-  # Some machines' pip config names local index folders that do not exist, and pip warns about
-  # each for every package; keep every other message.
-  "$venv/bin/pip" install -q --disable-pip-version-check "uv==$UV_VERSION" 2> >(grep -v "^WARNING: Location '" >&2)
+  pip_q "$venv" "uv==$UV_VERSION"
 }
 
 # uv_install VENV ARGS...: `uv pip install ARGS` into VENV, bytecode compiled as pip does (the
@@ -47,6 +49,6 @@ ok = pyspark.__version__ == sys.argv[1] and (jars / f"spark-core_2.13-{sys.argv[
 sys.exit(0 if ok else 1)
 PYEOF
   then return 0; fi
-  printf '\033[1m[dev]\033[0m %s\n' "installing pyspark==$version over pyspark-client's files" >&2
+  printf '\033[1m[%s]\033[0m %s\n' "$(basename "$0")" "installing pyspark==$version over pyspark-client's files" >&2
   uv_install "$venv" --reinstall --no-deps "pyspark==$version"
 }
