@@ -24,7 +24,6 @@ from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.settings import BY_NAME, DEFAULT_CONN_ID, JrsSettings, parse_boolean, resolve
 from airflow_jrs.store import AsyncRedisJobResultStore, RedisJobResultStore
-from airflow_jrs.store.leases.lease import JobLease, default_owner
 from airflow_jrs.store.plumbing.clients import apply_client_policy, async_policy_client, connection_of, policy_options
 from airflow_jrs.store.plumbing.diagnosis import describe_server
 
@@ -189,11 +188,6 @@ class JrsHook(BaseHook):
         launches (:class:`~airflow_jrs.launch.submission.Supervision`)."""
         settings = self.settings  # a missing connection: JrsConfigError first
         return JobNamespace(self.get_conn(), settings)
-
-    def get_lease(self, job_id: str, **owner: Any) -> JobLease:
-        return JobLease(
-            self.get_conn(), self.namespace, job_id, ttl=self.settings.lease_ttl, owner=default_owner(**owner)
-        )
 
     def test_connection(self) -> tuple[bool, str]:
         try:

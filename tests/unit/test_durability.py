@@ -7,6 +7,7 @@ proves the write waits instead).
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import signal
 import time
@@ -216,3 +217,36 @@ def test_an_attempt_whose_lease_is_not_durable_launches_nothing(redis_url: str, 
         assert jobs.lease(JOB).peek() is None and jobs.intents.get(JOB) is None
     finally:
         jobs.close()
+
+
+#: Where a :class:`JobLease` may be built: the lease's own package, and the one factory that gives
+#: it the namespace's ``durability`` (``JobNamespace.lease``).
+LEASE_BUILDERS = ("airflow_jrs.store.leases", "airflow_jrs.protocol.jobs")
+PACKAGE = Path(__file__).parents[2] / "airflow_jrs"
+
+
+def _lease_constructions(source: str) -> list[int]:
+    """Lines of ``source`` that call ``JobLease(...)`` (by name or attribute)."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and ((isinstance(node.func, ast.Name) and node.func.id == "JobLease")
+             or (isinstance(node.func, ast.Attribute) and node.func.attr == "JobLease"))
+    ]  # fmt: skip
+
+
+def test_every_lease_is_built_by_the_namespace_with_its_durability() -> None:
+    # A lease built elsewhere skips `durability`: a failover could hand it to two attempts at once.
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = ".".join(("airflow_jrs", *path.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
+        if any(module == b or module.startswith(b + ".") for b in LEASE_BUILDERS):
+            continue
+        if lines := _lease_constructions(path.read_text()):
+            offenders.append(f"{module} (lines {lines})")
+    assert not offenders, (
+        f"JobLease(...) built outside {LEASE_BUILDERS}: {offenders}. Take the lease from "
+        "JobNamespace.lease (hook.jobs().lease(job_id)), which gives it the configured durability."
+    )
+    assert _lease_constructions("JobLease(c, 'n', 'j')\nlease.JobLease(c, 'n', 'j')\nJobLease\n") == [1, 2]

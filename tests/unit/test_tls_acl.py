@@ -130,7 +130,7 @@ def test_store_lease_intent_and_cleanup_work_through_tls_and_the_acl_user(secure
     assert hook.get_conn().connection_pool.connection_class.__name__ == "SSLConnection"
     store = hook.get_store()
     job = f"acl.{uuid.uuid4().hex[:8]}"
-    lease = hook.get_lease(job)
+    lease = hook.jobs().lease(job)
     token = lease.acquire()
     assert lease.renew() and lease.peek() is not None
     intents = IntentStore(hook.get_conn(), hook.namespace, hook.settings.spec_root)
@@ -233,7 +233,7 @@ def test_no_failure_path_shows_a_password(secure, env, capfd, caplog):
     for action in (
         lambda: hook.get_store().get_entry(JOB),
         lambda: hook.get_store().create_dirty_result(JobResult(job_id=JOB, status=JobStatus.SUCCEEDED)),
-        lambda: hook.get_lease(JOB).acquire(),
+        lambda: hook.jobs().lease(JOB).acquire(),
         lambda: JrsSparkSubmitOperator(
             task_id="t", application=TINY_APP, application_args=ARGS, conn_id="spark_local"
         ).execute(context()),
@@ -260,7 +260,7 @@ def test_no_failure_path_shows_a_password(secure, env, capfd, caplog):
             lambda: JrsSparkSubmitOperator(
                 task_id="t", application=TINY_APP, application_args=ARGS, conn_id="spark_local"
             ).execute(context()),
-            lambda: JrsHook().get_lease(JOB).acquire(),
+            lambda: JrsHook().jobs().lease(JOB).acquire(),
         ):
             with pytest.raises(Exception) as info:
                 action()
