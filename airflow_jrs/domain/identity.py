@@ -8,9 +8,11 @@ The job id names *what* is computed for *which* data, never which run computes i
 scheduled run, a backfill run, a cleared run and a run triggered by hand with a logical date
 (CLI, UI, REST, ``TriggerDagRunOperator``) of one date are the same job. The format is
 ``{dag_id}.{task_id}.{key}[.map-N]``; :func:`run_key` says which key, and why it reads the
-logical date rather than the data interval. Midnight UTC renders as ``2013-01-01``, other times
-as ``2013-01-01T060000Z``. A key with characters a job id may not hold gets them replaced by
-``_`` plus ``-h`` and a digest of the key as given, so two keys never become one job id.
+logical date rather than the data interval. Midnight UTC renders as ``2013-01-01``, other whole
+seconds as ``2013-01-01T060000Z``, an instant with a fraction of a second as
+``2013-01-01T060000.250000Z`` (:func:`format_instant`). A key with characters a job id may not
+hold gets them replaced by ``_`` plus ``-h`` and a digest of the key as given, so two keys never
+become one job id.
 """
 
 from __future__ import annotations
@@ -26,9 +28,20 @@ from typing import Any
 from airflow_jrs.domain.model import JOB_ID_MAX_LENGTH, sanitize_job_id_part, validate_job_id
 
 
-def _format_instant(value: datetime) -> str:
+def format_instant(value: datetime) -> str:
+    """An instant as the date part of a job id, in UTC: ``2013-01-01`` at midnight,
+    ``2013-01-01T060000Z`` at any other whole second, ``2013-01-01T060000.250000Z`` (always six
+    digits) when it has a fraction of a second.
+
+    The fraction is kept because two runs less than a second apart are two runs:
+    ``TriggerDagRunOperator`` and a trigger without an explicit date stamp a run with the trigger
+    time, so a fan-out (or two people) triggering within one second would otherwise name one job,
+    and the second run would skip with the first one's output. The first two forms are the ones
+    whole-second dates always had: results already stored keep their job ids."""
     value = value.astimezone(UTC)
-    if (value.hour, value.minute, value.second, value.microsecond) == (0, 0, 0, 0):
+    if value.microsecond:
+        return value.strftime("%Y-%m-%dT%H%M%S.%fZ")
+    if (value.hour, value.minute, value.second) == (0, 0, 0):
         return value.strftime("%Y-%m-%d")
     return value.strftime("%Y-%m-%dT%H%M%SZ")
 
@@ -57,9 +70,9 @@ def run_key(context: Mapping[str, Any]) -> str:
     if context.get("partition_key"):
         return str(context["partition_key"])
     if context.get("logical_date") is not None:
-        return _format_instant(context["logical_date"])
+        return format_instant(context["logical_date"])
     if context.get("data_interval_start") is not None:
-        return _format_instant(context["data_interval_start"])
+        return format_instant(context["data_interval_start"])
     return f"run-{context['run_id']}"
 
 

@@ -12,7 +12,7 @@ version is ``tests/airflow/test_manual_run_identity.py``.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from types import SimpleNamespace
 from typing import Any
 
@@ -99,6 +99,49 @@ def test_a_partition_key_names_the_job_whatever_made_the_run() -> None:
 def test_an_off_grid_logical_date_keeps_its_time() -> None:
     noon = DATE + timedelta(hours=12)
     assert run_key(run("manual", "m", noon, (NOW, NOW))) == "2024-01-02T120000Z"
+
+
+@pytest.mark.parametrize(
+    ("instant", "key"),
+    [
+        (datetime(2024, 1, 2, tzinfo=UTC), "2024-01-02"),
+        (datetime(2024, 1, 2, 6, 0, 0, tzinfo=UTC), "2024-01-02T060000Z"),
+        (datetime(2026, 11, 27, 8, 35, 47, tzinfo=UTC), "2026-11-27T083547Z"),
+        # another zone: the same instant, the same key
+        (datetime(2024, 1, 2, 1, 0, tzinfo=timezone(timedelta(hours=1))), "2024-01-02"),
+        (datetime(2024, 1, 2, 7, 0, tzinfo=timezone(timedelta(hours=1))), "2024-01-02T060000Z"),
+    ],
+)
+def test_whole_second_dates_keep_the_job_ids_stored_results_have(instant: datetime, key: str) -> None:
+    # Pinned literally: results already in a store are found under exactly these ids.
+    assert run_key(run("scheduled", "s", instant, (instant, instant))) == key
+    assert default_job_id(run("scheduled", "s", instant, (instant, instant))) == f"newbie_sales.sales.submit.{key}"
+
+
+def test_whole_second_pendulum_dates_keep_their_job_ids() -> None:
+    import pendulum
+
+    assert run_key(run("scheduled", "s", pendulum.datetime(2024, 1, 2), (DATE, DATE))) == "2024-01-02"
+    at_six = pendulum.datetime(2024, 1, 2, 7, tz="Europe/Paris")
+    assert run_key(run("scheduled", "s", at_six, (DATE, DATE))) == "2024-01-02T060000Z"
+
+
+def test_two_runs_less_than_a_second_apart_are_two_jobs() -> None:
+    # TriggerDagRunOperator stamps each run it triggers with the trigger time (microseconds and all).
+    first, second = NOW + timedelta(microseconds=250_000), NOW + timedelta(microseconds=750_000)
+    a = run("manual", "manual__a", first, (first, first))
+    b = run("manual", "manual__b", second, (second, second))
+    assert run_key(a) == "2026-11-27T083547.250000Z"
+    assert run_key(b) == "2026-11-27T083547.750000Z"
+    assert default_job_id(a) == "newbie_sales.sales.submit.2026-11-27T083547.250000Z"
+    assert default_job_id(a) != default_job_id(b)
+    assert default_job_id(a) != default_job_id(run("manual", "manual__c", NOW, (NOW, NOW)))
+
+
+def test_a_fraction_of_a_second_after_midnight_is_not_the_days_job() -> None:
+    just_after = DATE + timedelta(microseconds=1)
+    assert run_key(run("manual", "m", just_after, (NOW, NOW))) == "2024-01-02T000000.000001Z"
+    assert default_job_id(run("manual", "m", just_after, (NOW, NOW))) != JOB
 
 
 # -- the installed Airflow's timetables ----------------------------------------------------------
