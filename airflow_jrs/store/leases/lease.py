@@ -83,17 +83,26 @@ class LeaseHolder:
     owner: dict[str, Any]
     ttl_ms: int
     nonce: str | None = None
+    #: the TTL each renewal sets (``None`` for a lease taken by a version that did not keep it):
+    #: ``lease_ttl_ms - ttl_ms`` is how long ago its holder last renewed, on the server's clock
+    lease_ttl_ms: int | None = None
 
     @property
     def fence(self) -> Fence:
         """The holder's fence identity: what a take-over compares."""
         return Fence(self.token, self.nonce)
 
+    @property
+    def silent_ms(self) -> int | None:
+        """Milliseconds since the holder last acquired or renewed the lease (it renews every third
+        of :attr:`lease_ttl_ms` while it lives); ``None`` when the lease does not say its TTL."""
+        return None if self.lease_ttl_ms is None else max(0, self.lease_ttl_ms - self.ttl_ms)
+
     def describe(self) -> dict[str, Any]:
         return {**self.owner, "token": self.token, "ttl_ms": self.ttl_ms}
 
 
-def _holder(token: Any, owner: Any, ttl_ms: Any, nonce: Any = None) -> LeaseHolder:
+def _holder(token: Any, owner: Any, ttl_ms: Any, nonce: Any = None, lease_ttl_ms: Any = None) -> LeaseHolder:
     try:
         parsed = json.loads(owner) if owner else {}
         if not isinstance(parsed, dict):
@@ -101,7 +110,11 @@ def _holder(token: Any, owner: Any, ttl_ms: Any, nonce: Any = None) -> LeaseHold
     except ValueError:
         parsed = {"owner": repr(owner)}
     nonce = as_str(nonce) if nonce else None
-    return LeaseHolder(token=int(token), owner=parsed, ttl_ms=int(ttl_ms), nonce=nonce or None)
+    try:
+        full = int(as_str(lease_ttl_ms)) if lease_ttl_ms else None
+    except ValueError:
+        full = None
+    return LeaseHolder(token=int(token), owner=parsed, ttl_ms=int(ttl_ms), nonce=nonce or None, lease_ttl_ms=full)
 
 
 def boot_clock() -> float:
@@ -217,12 +230,12 @@ class JobLease:
         key = self.keys.lease(self.job_id)
         with redis_errors(f"read the lease of job {self.job_id!r}", self.namespace, self.job_id):
             pipe = self.client.pipeline(transaction=False)
-            pipe.hmget(key, ["token", "owner", "nonce"])
+            pipe.hmget(key, ["token", "owner", "nonce", "ttl_ms"])
             pipe.pttl(key)
-            (token, owner, nonce), ttl_ms = pipe.execute()
+            (token, owner, nonce, lease_ttl), ttl_ms = pipe.execute()
         if token is None:
             return None
-        return _holder(as_str(token), as_str(owner) if owner is not None else None, ttl_ms, nonce)
+        return _holder(as_str(token), as_str(owner) if owner is not None else None, ttl_ms, nonce, lease_ttl)
 
     def revoke(self) -> bool:
         """Release our lease on a connection of its own; safe inside a signal handler.
@@ -347,14 +360,14 @@ def held_leases(client: redis_lib.Redis, namespace: str) -> dict[str, LeaseHolde
         found = sorted(as_str(k) for k in client.scan_iter(match=keys.job_pattern("lease"), count=1000))
         pipe = client.pipeline(transaction=False)
         for key in found:
-            pipe.hmget(key, ["token", "owner", "nonce"])
+            pipe.hmget(key, ["token", "owner", "nonce", "ttl_ms"])
             pipe.pttl(key)
         replies = pipe.execute() if found else []
     held: dict[str, LeaseHolder] = {}
     for i, key in enumerate(found):
-        (token, owner, nonce), ttl_ms = replies[2 * i], replies[2 * i + 1]
+        (token, owner, nonce, lease_ttl), ttl_ms = replies[2 * i], replies[2 * i + 1]
         if token is not None:
             held[keys.job_id_of("lease", key)] = _holder(
-                as_str(token), as_str(owner) if owner is not None else None, ttl_ms, nonce
+                as_str(token), as_str(owner) if owner is not None else None, ttl_ms, nonce, lease_ttl
             )
     return held

@@ -23,7 +23,9 @@ end
 local function grant(lease_key, counter_key, owner, ttl, now, nonce)
   local token = redis.call('INCR', counter_key)
   redis.call('DEL', lease_key)
-  redis.call('HSET', lease_key, 'token', token, 'owner', owner, 'acquired_ms', now)
+  -- ttl_ms: the TTL every renewal sets again, so a reader tells how long ago the holder renewed
+  -- (ttl_ms - PTTL) without a clock of its own; a lease taken before it was kept has none
+  redis.call('HSET', lease_key, 'token', token, 'owner', owner, 'acquired_ms', now, 'ttl_ms', ttl)
   if nonce and nonce ~= '' then redis.call('HSET', lease_key, 'nonce', nonce) end
   redis.call('PEXPIRE', lease_key, ttl)
   return token
