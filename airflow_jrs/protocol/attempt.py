@@ -6,8 +6,9 @@ store call:
 1. read the job's entry (one round trip) and :func:`~airflow_jrs.domain.decision.decide`; a
    SUCCEEDED result ends the attempt here, nothing is launched (unless a recompute request
    says this result is older than the request: :func:`airflow_jrs.domain.recompute.verdict`);
-2. take the job's fenced lease (a holder provably dead is taken over at once, a live one is
-   waited for within ``lease_wait_timeout``); read the entry again under the lease;
+2. take the job's fenced lease (a holder provably dead, or an earlier try of this same task
+   instance, is taken over at once: :mod:`.takeover`; any other live one is waited for within
+   ``lease_wait_timeout``); read the entry again under the lease;
 3. recover from a predecessor that died mid-flight (:mod:`.recovery`): wait for or stop its
    application, adopt its output when its commit marker says it finished, else launch anew;
 4. record the intent (fenced; the spec goes to the state backend), then launch through the
@@ -224,9 +225,10 @@ class JobAttempt:
         deadline = time.monotonic() + policy.lease_wait_timeout
         a = self.attempt
         while True:
-            lease = self.jobs.lease(
-                job_id, dag_id=a.dag_id, task_id=a.task_id, run_id=a.run_id, try_number=a.try_number
-            )
+            lease = self.jobs.lease(  # the task instance and try: a retry takes over from its own earlier try
+                job_id, dag_id=a.dag_id, task_id=a.task_id, run_id=a.run_id, map_index=a.map_index,
+                try_number=a.try_number,
+            )  # fmt: skip
             lease.on_lost = self._on_lease_lost
             try:
                 lease.acquire()

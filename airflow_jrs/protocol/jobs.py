@@ -115,8 +115,9 @@ class JobNamespace:
         return Recoveries(self.client, self.namespace)
 
     def lease(self, job_id: str, *, ttl: float | None = None, **owner: Any) -> JobLease:
-        """A new (not yet acquired) lease of ``job_id``; ``owner`` names the attempt for the on-call
-        engineer (dag_id, task_id, run_id, try_number), beside this process's host and pid."""
+        """A new (not yet acquired) lease of ``job_id``; ``owner`` names the attempt (dag_id, task_id,
+        run_id, map_index, try_number: for the on-call engineer, and so that a retry knows its own
+        earlier try, :mod:`~airflow_jrs.protocol.takeover`), beside this process's host and pid."""
         return JobLease(
             self.client, self.namespace, job_id, ttl=ttl or self.settings.lease_ttl, owner=default_owner(**owner),
             durable=self.durable_writes,

@@ -1,4 +1,5 @@
-"""Fast takeover: a lease whose holder is provably dead is taken at once, not after its TTL.
+"""Fast takeover: a lease whose holder is provably dead, or is an earlier try of the same task
+instance, is taken at once, not after its TTL.
 
 After a ``kill -9`` of a task, its lease lives on until its TTL runs out: nothing renews it,
 but nothing can tell the store that the holder died either. A re-run on the *same host* can:
@@ -19,15 +20,26 @@ successor waits for the TTL, as before:
 * a running heartbeat on another host, or a supervisor or spark-submit pid that runs here;
 * any local spark-submit of this job (found by its command line, whatever its fence).
 
+The second rule needs no process at all: Airflow starts try N+1 of a task instance only once
+try N ended, on whatever host it ran. So a lease whose owner names the same DAG, task, run and
+map index with a lower try number (:func:`earlier_try`) belongs to a try Airflow already ended
+(a ``kill -9`` of its task process, a worker lost); the retry takes it over at once, whatever
+still runs, and recovery then waits for that try's Spark (or stops it, ``predecessor="stop"``)
+and adopts its output. Without it, a ``retry_delay`` shorter than ``lease_ttl`` made the retry
+find its own dead try's lease, its supervisor still running Spark, and fail with
+``lease_wait_timeout=0``: the run failed and needed a clear by hand. A lease of another task
+instance (or of a version whose owner names no map index) is judged by the rules above.
+
 Even a wrong verdict could not break the invariants: the takeover bumps the fence, so a
-holder that was alive after all loses its lease at its next renewal, stops Spark and writes
-nothing (DESIGN.md section 3). It would only waste its work.
+holder that was alive after all (a zombie try Airflow gave up on) loses its lease at its next
+renewal, stops Spark and writes nothing (DESIGN.md section 3). It would only waste its work.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +59,8 @@ if TYPE_CHECKING:
 
 #: What the recovery log keeps of a dead holder (its lease's owner): the try, where it ran.
 _OWNER_FACTS = ("dag_id", "task_id", "run_id", "try_number", "map_index", "host", "pid")
+#: What names one Airflow task instance in a lease's owner (its tries share them).
+TASK_INSTANCE = ("dag_id", "task_id", "run_id", "map_index")
 
 
 @dataclass(frozen=True)
@@ -112,6 +126,20 @@ def judge(
     return Verdict(True, f"its pid {pid} on this host is gone and no supervisor or spark-submit of it runs")
 
 
+def earlier_try(holder: LeaseHolder, ours: Mapping[str, Any]) -> int | None:
+    """The holder's try number when it is an earlier try of the task instance ``ours`` (a lease's
+    owner) names: the same DAG, task, run and map index, a lower try number. ``None`` otherwise,
+    and when either side does not name all of them (an older lease has no map index: it waits)."""
+    theirs = holder.owner
+    if any(theirs.get(k) is None or ours.get(k) is None or theirs[k] != ours[k] for k in TASK_INSTANCE):
+        return None
+    try:
+        then, now = int(theirs["try_number"]), int(ours["try_number"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return then if 0 < then < now else None
+
+
 def describe(holder: LeaseHolder) -> str:
     """The holder in the words an on-call engineer searches for."""
     owner = holder.owner
@@ -131,6 +159,12 @@ def take_over_if_dead(jobs: JobNamespace, lease: JobLease, log: Any) -> tuple[bo
     intent = jobs.intents.get(job_id)
     beat = jobs.heartbeats.get(job_id)
     verdict = judge(holder, intent, beat, namespace=jobs.namespace, job_id=job_id)
+    then = None if verdict.dead else earlier_try(holder, lease.owner)
+    if then is not None:
+        verdict = Verdict(
+            True, f"it is try {then} of this task instance, which Airflow ended before it started this try "
+            f"{lease.owner.get('try_number')} ({verdict.why}); recovery waits for or stops what it left running",
+        )  # fmt: skip
     if not verdict.dead:
         return False, (
             f"the lease held by {describe(holder)}, which expires in {holder.ttl_ms / 1000:.1f}s unless "

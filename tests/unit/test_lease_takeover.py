@@ -233,3 +233,66 @@ def test_a_live_holder_this_host_may_not_inspect_is_never_judged_dead(namespace,
     beat = Heartbeat(1, default_owner()["host"], sleeper.pid, None, "running", None, False, 30_000)
     verdict = judge(LeaseHolder(1, beat_owner, 30_000), None, beat, namespace=namespace, job_id=JOB)
     assert not verdict.dead and f"(pid {sleeper.pid}) still runs" in verdict.why, verdict.why
+
+
+#: One task instance of the DAG, as an attempt's lease names it (tries differ in ``try_number``).
+TASK_INSTANCE = {"dag_id": "dag", "task_id": "task", "run_id": "scheduled__2013-01-01", "map_index": -1}
+
+
+def test_a_retry_takes_over_from_its_own_earlier_try_at_once_while_that_try_still_runs_spark(
+    redis_client, namespace, sleeper, tmp_path, capfd
+):
+    """Airflow starts try 2 only after try 1 ended: a lease that try 1 left (its task process
+    gone, its supervisor still running spark-submit) is taken over at once, not after its TTL;
+    recovery then waits for that spark-submit and adopts its output."""
+    first = JobLease(redis_client, namespace, JOB, ttl=60, owner=default_owner(**TASK_INSTANCE, try_number=1))
+    first.acquire()
+    Heartbeats(redis_client, namespace).beat(
+        JOB, first.token, 60_000, host=default_owner()["host"], pid=sleeper.pid, child=0, first=True
+    )
+    retry = JobLease(redis_client, namespace, JOB, ttl=60, owner=default_owner(**TASK_INSTANCE, try_number=2))
+    log = SimpleNamespace(warning=lambda msg, *args: print(msg % args))
+    taken, waiting_for = take_over_if_dead(hook(redis_client, namespace, tmp_path), retry, log)
+    assert (taken, waiting_for) == (True, "")
+    assert retry.token is not None and retry.token > first.token
+    assert first.renew() is False, "try 1, were it alive after all, lost its lease and writes nothing"
+    out, _ = capfd.readouterr()
+    assert "it is try 1 of this task instance, which Airflow ended before it started this try 2" in out, out
+    steps = hook(redis_client, namespace, tmp_path).recoveries.get(JOB)
+    assert [s.event for s in steps] == ["took_over"] and steps[0].facts["try_number"] == 1
+
+
+@pytest.mark.parametrize(
+    ("theirs", "ours"),
+    [
+        ({**TASK_INSTANCE, "run_id": "manual__2013-01-01", "try_number": 1}, {**TASK_INSTANCE, "try_number": 2}),
+        ({**TASK_INSTANCE, "map_index": 3, "try_number": 1}, {**TASK_INSTANCE, "map_index": 4, "try_number": 2}),
+        ({**TASK_INSTANCE, "try_number": 2}, {**TASK_INSTANCE, "try_number": 2}),
+        ({**TASK_INSTANCE, "try_number": 3}, {**TASK_INSTANCE, "try_number": 2}),
+        # a lease of a version that did not record the map index: it cannot be told apart, so it is waited for
+        (
+            {k: v for k, v in TASK_INSTANCE.items() if k != "map_index"} | {"try_number": 1},
+            {**TASK_INSTANCE, "try_number": 2},
+        ),
+    ],
+    ids=["another run", "another map index", "the same try", "a later try", "an older lease without map index"],
+)
+def test_a_live_holder_that_is_not_an_earlier_try_of_the_same_task_instance_is_waited_for(
+    redis_client, namespace, tmp_path, theirs, ours
+):
+    held = JobLease(redis_client, namespace, JOB, ttl=60, owner=default_owner(**theirs))
+    held.acquire()
+    successor = JobLease(redis_client, namespace, JOB, ttl=60, owner=default_owner(**ours))
+    taken, waiting_for = take_over_if_dead(hook(redis_client, namespace, tmp_path), successor, log=None)
+    assert not taken and f"its pid {os.getpid()} is alive" in waiting_for
+    assert peek(redis_client, namespace).token == held.token and held.renew()
+
+
+def test_a_lease_says_its_ttl_so_a_reader_tells_how_long_ago_it_was_renewed(redis_client, namespace):
+    lease = JobLease(redis_client, namespace, JOB, ttl=60)
+    lease.acquire()
+    redis_client.pexpire(KeySpace(namespace).lease(JOB), 35_000)  # as if 25 s passed without a renewal
+    seen = peek(redis_client, namespace)
+    assert seen.lease_ttl_ms == 60_000 and seen.silent_ms is not None and 25_000 <= seen.silent_ms < 26_000
+    redis_client.hdel(KeySpace(namespace).lease(JOB), "ttl_ms")  # a lease taken before the TTL was kept
+    assert peek(redis_client, namespace).silent_ms is None

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from airflow_jrs.exceptions import JobKilledError
+from airflow_jrs.exceptions import JobKilledError, JobNotStartedError
 from airflow_jrs.protocol import COMPUTED, SKIPPED, JobAttempt, JobNamespace, JobSpec, Launcher, settings_for
 from airflow_jrs.store import Attempt
 from airflow_jrs.store.leases.lease import JobLease
@@ -56,3 +56,24 @@ def test_a_lease_is_held_for_sure_only_within_its_share_of_the_ttl(jobs):
     assert not lease.held_for_sure(0.7), "no renewal for 75% of the TTL: an in-process driver must stop"
     assert lease.renew() and lease.held_for_sure(0.7)
     lease.release()
+
+
+def test_a_retry_with_no_lease_wait_runs_instead_of_failing_on_its_own_earlier_tries_lease(jobs):
+    """retry_delay shorter than lease_ttl: try 1 left its lease (its task killed) and the retry,
+    with lease_wait_timeout=0, takes it over instead of failing the run."""
+    dead = jobs.lease(JOB, dag_id="d", task_id="t", run_id="r", map_index=-1, try_number=1)
+    dead.acquire()
+    launcher = Recording()
+    outcome = attempt(jobs, launcher, try_number=2).run()
+    assert outcome.kind == COMPUTED and launcher.launched == 1
+    assert outcome.fence is not None and outcome.fence > dead.token
+    assert jobs.results.get_entry(JOB) is not None and dead.renew() is False
+
+
+def test_an_attempt_of_another_run_still_fails_fast_on_a_held_lease(jobs):
+    other = jobs.lease(JOB, dag_id="d", task_id="t", run_id="another-run", map_index=-1, try_number=1)
+    other.acquire()
+    launcher = Recording()
+    with pytest.raises(JobNotStartedError, match="not started, another attempt works on it"):
+        attempt(jobs, launcher, try_number=2).run()
+    assert launcher.launched == 0 and jobs.results.get_entry(JOB) is None and other.renew()
