@@ -94,7 +94,9 @@ class StoreUnavailableError(JrsError):
     (wrong password, missing ACL permission, a script error): waiting cannot fix those.
 
     ``what`` completes "could not ..." and ``kind`` names the case of
-    :mod:`airflow_jrs.store.plumbing.diagnosis` (``refused``, ``timeout``, ``auth``, ...) when Redis failed.
+    :mod:`airflow_jrs.store.plumbing.diagnosis` (``refused``, ``timeout``, ``auth``, ...) when Redis failed,
+    or is ``not_durable`` when Redis made a write that ``durability`` could not confirm (a refusal
+    of the store that answered, never a reason to run without it).
     """
 
     def __init__(

@@ -38,6 +38,7 @@ from airflow_jrs.hooks.store_failures import airflow_failures
 from airflow_jrs.protocol import ADOPTED, SKIPPED, AttemptPolicy, JobAttempt, JobSpec, Launcher, Outcome
 from airflow_jrs.protocol.recovery import PREDECESSOR_POLICIES
 from airflow_jrs.store import Attempt, EntryState
+from airflow_jrs.store.plumbing.durability import NOT_DURABLE
 
 #: The job's parameters every guarded operator takes (and keeps under the same names).
 JOB_PARAMS = (
@@ -104,7 +105,9 @@ def execute_with_store(
     A store that is down before the lease runs the job without it when ``[jrs]
     on_store_unavailable = run`` and ``run_unguarded`` is given; otherwise (from the lease on, the
     attempt always fails closed) it fails, and an operator that cannot run unguarded
-    (``unsupported_by``: its name, as logged) says so."""
+    (``unsupported_by``: its name, as logged) says so. A lease ``durability`` could not confirm is
+    no store that is down: the store answered and refused, and the task fails closed whatever
+    ``on_store_unavailable`` says (a failover could hand the lease to a second attempt)."""
     hook = jrs_hook(op)
     op._attempt = None
     op._kill_pending = False
@@ -114,6 +117,12 @@ def execute_with_store(
             return result
     except StoreUnavailableError as exc:
         if (op._attempt is not None and op._attempt.guarded) or hook.settings.on_store_unavailable != "run":
+            raise
+        if exc.kind == NOT_DURABLE:
+            op.log.error(
+                "[jrs] on_store_unavailable=run does not apply: the store answered, but could not make the "
+                "job's lease durable as [jrs] durability asks. Starting nothing (Airflow retries)."
+            )
             raise
         if run_unguarded is not None:
             return run_unguarded(hook, exc)

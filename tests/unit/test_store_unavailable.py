@@ -34,7 +34,7 @@ from airflow_jrs.exceptions import (
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.operators import JrsSparkSubmitOperator
 from airflow_jrs.sensors.job_result import JobResultSensor
-from airflow_jrs.store import RedisJobResultStore
+from airflow_jrs.store import KeySpace, RedisJobResultStore
 from jrs_testbench.fake_spark import install_fake_spark_submit
 from jrs_testbench.helpers import TINY_APP, SparkLaunches, free_port, spark_env
 from jrs_testbench.redis_server import EmbeddedRedis
@@ -291,6 +291,27 @@ def test_run_mode_still_fails_on_a_refusal_no_retry_can_fix(env, server, fake_sp
     assert "needs a password" in str(exc)
     assert not fake_spark_submit.exists()
     assert_no_spark(op, env)
+
+
+def test_run_mode_fails_closed_when_durability_cannot_confirm_the_lease(env, server, fake_spark_submit, capfd):
+    # A server without replicas answers every command, but WAIT 1 never gets its acknowledgement: the
+    # store refused the lease, it is not unavailable, so on_store_unavailable=run must start nothing.
+    extra = "read_timeout=3&retries=1&on_store_unavailable=run&durability=replicas:1&durability_timeout=0.2"
+    env.point_at(server.url, extra=extra)
+    op, exc = fail(env, StoreUnavailableError)
+    assert exc.kind == "not_durable" and exc.retryable, exc
+    assert "0 of 1 replicas" in str(exc) and "nothing was started" in str(exc), exc
+    assert not fake_spark_submit.exists(), "spark-submit ran without the lease"
+    assert_no_spark(op, env)
+    client = admin(server.port)
+    try:
+        assert client.exists(KeySpace(env.namespace).lease(JOB)) == 0, "the unconfirmed lease was kept"
+        assert client.exists(KeySpace(env.namespace).intent(JOB)) == 0
+    finally:
+        client.close()
+    out, err = capfd.readouterr()
+    assert "WITHOUT THE JOB RESULT STORE" not in out + err
+    assert "on_store_unavailable=run does not apply" in out + err
 
 
 # -- what no retry can fix fails the task at once, from the original error ----------------------------

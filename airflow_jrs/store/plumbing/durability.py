@@ -46,6 +46,10 @@ READ_TIMEOUT_MARGIN = 1.0
 _RETRY_FINDS_IT = "The task fails so that its retry (which finds the entry) runs once the store is healthy again"
 #: WAITAOF exists from this server version on.
 WAITAOF_SINCE = (7, 2)
+#: ``StoreUnavailableError.kind`` of a write Redis made but could not make durable in time. The
+#: store answered: this is a refusal, not an outage, and nothing may start on it (not even an
+#: unguarded run under ``on_store_unavailable=run``, which exists for a store that cannot be reached).
+NOT_DURABLE = "not_durable"
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -137,6 +141,7 @@ class Durability:
             job_id=job_id,
             retryable=True,
             what=f"make {what} durable",
+            kind=NOT_DURABLE,
         )
 
 
