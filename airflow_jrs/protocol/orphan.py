@@ -64,8 +64,10 @@ def record_orphan_outcome(
       know the deploy mode's cluster API to stop it or to ask whether it ended; the next
       attempt's recovery finds the driver by that id and stops or adopts it. CANCELED here would
       say "run again" while the driver runs: two drivers at once;
-    * spark-submit **exited 0 and the staging folder holds the commit marker of this job and
-      fence**: the output is complete, the request came too late; recovery adopts it."""
+    * the staging folder holds **the commit marker of this job and fence**, whatever spark-submit's
+      exit code (the request may have ended it after the application wrote the marker, which it
+      writes last, while Spark was shutting down): the output is complete, the request came too
+      late; recovery adopts it."""
     try:
         intent = jobs.intents.get(job_id)
         if intent is None or not same_fence(intent.fence, fence):
@@ -77,10 +79,11 @@ def record_orphan_outcome(
                 f"recovery stops or adopts it (or kill {intent.application_id} in the cluster, then clear the task)"
             )
             return
-        if code == 0 and _committed(intent.staging, job_id, fence, say):
+        if _committed(intent.staging, job_id, fence, say):
             say(
-                f"job {job_id}: spark-submit finished with the commit marker in {intent.staging} before the "
-                f"{request.kind} took effect; no result recorded, the intent stays: the next attempt adopts the output"
+                f"job {job_id}: the application wrote its commit marker in {intent.staging} before the "
+                f"{request.kind} took effect (spark-submit exit code {code}); no result recorded, the intent stays: "
+                "the next attempt adopts the output"
             )
             return
         outcome = read_outcome(control_dir, fence) if control_dir is not None else None

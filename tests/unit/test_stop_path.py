@@ -276,7 +276,8 @@ while True:
 """
 
 #: A batch spark-submit whose application finishes as the cancel arrives: on SIGTERM it writes the
-#: commit marker of its job and fence (what write_commit_marker writes) and exits 0.
+#: commit marker of its job and fence (what write_commit_marker writes) and exits 0 (or, as
+#: spark-submit terminated while Spark shuts down after the marker does, 143).
 BATCH_COMMITS = """
 import json, os, pathlib, signal, sys, time
 out, staging, job = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
@@ -347,18 +348,32 @@ def test_an_orphan_cancel_of_a_cluster_driver_records_nothing_and_keeps_the_inte
     assert "may still run" in t.log.read_text()
 
 
-def test_an_orphan_cancel_that_came_after_the_commit_records_nothing_and_keeps_the_intent(
-    redis_client, redis_url, namespace, task
+@pytest.mark.parametrize("exit_code", [0, 128 + signal.SIGTERM])
+def test_an_orphan_cancel_that_came_after_the_commit_records_nothing_and_the_next_attempt_adopts(
+    redis_client, redis_url, namespace, task, tmp_path, exit_code
 ):
-    # Finding 5: spark-submit exits 0 with this fence's commit marker: the output is complete.
-    t = task(stream=False, batch=BATCH_COMMITS)
+    # Finding 5: this fence's commit marker is there, whatever spark-submit's exit code: the output
+    # is complete. The supervisor records nothing; the next attempt adopts it, launching nothing.
+    from airflow_jrs.protocol import ADOPTED, JobAttempt, JobNamespace, JobSpec, settings_for
+    from jrs_testbench.launchers import Recording
+
+    t = task(stream=False, batch=BATCH_COMMITS.replace("sys.exit(0)", f"sys.exit({exit_code})"))
     t.kill()
     assert cli(redis_url, namespace, "cancel", JOB) == 0
     wait_until(t.ended, 60, "the supervisor to end")
-    assert Heartbeats(redis_client, namespace).get(JOB).exit_code == 0
+    assert Heartbeats(redis_client, namespace).get(JOB).exit_code == exit_code
     store = RedisJobResultStore(redis_client, namespace)
     assert store.get_entry(JOB) is None, "CANCELED was recorded over complete output"
     assert redis_client.exists(store.keys.intent(JOB)) == 1, "the next attempt adopts the output from the intent"
+
+    jobs = JobNamespace(redis_client, settings_for(namespace, output_root=str(tmp_path / "out"),
+                                                   spec_root=str(tmp_path / "specs")))  # fmt: skip
+    launcher = Recording()
+    outcome = JobAttempt(jobs, JobSpec(JOB, "fp"), Attempt("d", "stream", "r", 2), launcher).run()
+    assert (outcome.kind, outcome.adopted_from, launcher.launched) == (ADOPTED, t.fence, 0)
+    entry = store.get_entry(JOB)
+    assert entry is not None and entry.result.status is JobStatus.SUCCEEDED
+    assert entry.result.outputs["output"] == t.staging
 
 
 def test_an_earlier_holders_outcome_file_of_the_same_token_is_not_this_attempts(
