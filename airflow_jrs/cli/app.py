@@ -67,8 +67,33 @@ def _sub(sub: Any, name: str, help_text: str, handler: Any, *, json_out: bool = 
     if json_out:
         # SUPPRESS: a subcommand's default must not overwrite a --json given before it.
         p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON document")
+    _store_options(p, after_command=True)
     p.set_defaults(handler=handler)
     return p
+
+
+def _store_options(p: argparse.ArgumentParser, *, after_command: bool = False) -> None:
+    """Where the store is: before the command (``airflow-jrs --redis-url URL list``) or after it
+    (``airflow-jrs list --redis-url URL``), as people type them. After the command the default is
+    ``SUPPRESS``, so a command's parser never overwrites what was given before it."""
+    default = argparse.SUPPRESS if after_command else None
+    group = p.add_argument_group("where the store is (before or after the command)")
+    group.add_argument(
+        "--redis-url", type=common.redis_url, default=default, help="use this Redis, e.g. redis://host:6379/0"
+    )
+    group.add_argument(
+        "--namespace",
+        type=common.namespace,
+        default=default,
+        help="store namespace (default: the connection's; 'default' with --redis-url)",
+    )
+    group.add_argument("--conn-id", default=default, help="Airflow connection id (default: \\[jrs] conn_id)")
+    group.add_argument(
+        "--result-documents",
+        default=default,
+        help="with --redis-url: the folder of clean jobs' result documents (default: "
+        "$AIRFLOW__JRS__RESULT_DOCUMENTS; without --redis-url, \\[jrs] result_documents)",
+    )
 
 
 def _destructive(p: argparse.ArgumentParser) -> None:
@@ -87,19 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="airflow-jrs", description=DESCRIPTION, epilog=EPILOG, formatter_class=RawDescriptionRichHelpFormatter
     )
-    parser.add_argument("--redis-url", type=common.redis_url, help="use this Redis, e.g. redis://host:6379/0")
-    parser.add_argument(
-        "--namespace",
-        type=common.namespace,
-        help="store namespace (default: the connection's; 'default' with --redis-url)",
-    )
-    parser.add_argument("--conn-id", default=None, help="Airflow connection id (default: \\[jrs] conn_id)")
-    parser.add_argument(
-        "--result-documents",
-        default=None,
-        help="with --redis-url: the folder of clean jobs' result documents (default: "
-        "$AIRFLOW__JRS__RESULT_DOCUMENTS; without --redis-url, \\[jrs] result_documents)",
-    )
+    _store_options(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON document (read commands)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -146,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     _dag_range(p, required=True)
     p.add_argument("--missing-only", action="store_true", help="create runs only for dates with a job not committed")
     p.add_argument("--dry-run", action="store_true", help="show the plan table, create nothing")
+    p.add_argument("--yes", "-y", action="store_true", help="create the runs without asking (for scripts)")
     p.add_argument("--max-active-runs", type=common.positive_int, default=10, help="per backfill (default 10)")
     p.add_argument("--wait", action="store_true", help="also wait for the last backfill's runs to end")
     p.add_argument("--airflow-url", help=f"Airflow's API server (default: ${airflow_api.URL_ENV}, \\[api] base_url)")
