@@ -304,7 +304,7 @@ def _missing_only(
     argv = ["--redis-url", redis_url, "--namespace", namespace, "--json", "backfill", "--dag-id", DAG_ID,
             "--from-date", str(dates[0]), "--to-date", str(dates[-1]),
             "--dags-folder", str(ROOT / "benchmarks" / "missing_only_dags"), "--missing-only",
-            "--wait", "--airflow-url", airflow.url,
+            "--wait", "--yes", "--airflow-url", airflow.url,
             "--max-active-runs", str(args.max_active_runs), *(["--dry-run"] if dry_run else [])]  # fmt: skip
     buffer = io.StringIO()
     t0 = time.monotonic()

@@ -1,5 +1,8 @@
 """``backfill``: the plan table, and with ``--missing-only`` runs only for the dates where some job is not committed.
 
+Creating runs asks first, as ``forget`` and ``recompute`` do (``--yes`` for scripts, ``--dry-run``
+to only preview): a run of a date that is not committed launches Spark.
+
 What the missing-only backfill reads, decides and creates is :mod:`airflow_jrs.actions.backfill`
 (the Job results page's "Backfill missing dates" calls the same functions); this module parses
 the flags, prints the plan table and the outcome, and waits when asked (``--wait``).
@@ -25,7 +28,7 @@ from airflow_jrs.actions.backfill import (
 )
 from airflow_jrs.actions.backfill_wait import POLL_SECONDS, wait
 from airflow_jrs.actions.planning.dags import load_dag
-from airflow_jrs.cli.common import NOT_FOUND, OK, UNREACHABLE, USAGE, CliError, Ctx, plural, stamp
+from airflow_jrs.cli.common import NOT_FOUND, OK, UNREACHABLE, USAGE, CliError, Ctx, ask, plural, stamp
 
 __all__ = ["POLL_SECONDS", "TERMINAL", "cmd_backfill"]
 
@@ -51,6 +54,8 @@ def cmd_backfill(ctx: Ctx) -> int:
             ctx.out.line(f"dry run: would create {vehicle(how(todo), len(missing.needed))}; nothing created")
         return OK
     api = AirflowApi.from_environment(a.airflow_url)
+    # Runs cost Spark: ask as forget and recompute do (--yes for scripts; no terminal, no --yes: exit 2).
+    ask(ctx, f"create {vehicle(how(todo), len(missing.needed))} of {a.dag_id}")
     started = Started(how(todo))
     say = None if ctx.out.as_json else ctx.out.line
     try:

@@ -62,7 +62,7 @@ def site(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[d
 def cli(site: dict, *extra: str, first: date = DAYS[0], last: date = DAYS[-1], dag_id: str = DAG_ID) -> list[str]:
     return ["--redis-url", site["redis_url"], "--namespace", site["namespace"], "backfill", "--dag-id", dag_id,
             "--from-date", str(first), "--to-date", str(last), "--dags-folder", str(DAGS),
-            "--airflow-url", site["airflow"].url, *extra]  # fmt: skip
+            "--airflow-url", site["airflow"].url, "--yes", *extra]  # fmt: skip
 
 
 @pytest.fixture

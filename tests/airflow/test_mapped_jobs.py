@@ -134,7 +134,7 @@ def test_missing_only_runs_only_the_date_with_a_missing_map_index(site: dict, cr
     before = len(launched(site["calls"]))
     site["airflow"].backfills.wait_idle(DAG_ID)  # Airflow runs one backfill per DAG at a time
 
-    assert main(cli(site, "backfill", days[0], days[1], "--missing-only", "--wait")) == 0
+    assert main(cli(site, "backfill", days[0], days[1], "--missing-only", "--wait", "--yes")) == 0
 
     runs = [r for r in site["airflow"].client.dag_runs(DAG_ID) if (r.get("logical_date") or "")[:10] in days]
     assert [(r["logical_date"][:10], r["run_type"], r["state"]) for r in runs] == [(days[1], "backfill", "success")]

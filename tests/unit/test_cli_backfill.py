@@ -166,7 +166,8 @@ def test_read_entries_answers_every_job_in_one_round_trip_per_batch(store):
 def test_missing_dates_without_credentials_or_api_say_so_and_create_nothing(
     store, redis_url, namespace, dags, closed_port, monkeypatch, capsys
 ):
-    argv = args(redis_url, namespace, dags, "2013-01-01", "2013-01-02", "--missing-only", "--airflow-url", closed_port)
+    argv = args(redis_url, namespace, dags, "2013-01-01", "2013-01-02", "--missing-only", "--yes",
+                "--airflow-url", closed_port)  # fmt: skip
     for name in ("AIRFLOW_JRS_API_TOKEN", "AIRFLOW_JRS_API_USERNAME", "AIRFLOW_JRS_API_PASSWORD"):
         monkeypatch.delenv(name, raising=False)
     assert main(argv) == 2
@@ -177,6 +178,23 @@ def test_missing_dates_without_credentials_or_api_say_so_and_create_nothing(
     assert main(argv) == 3
     err = capsys.readouterr().err
     assert "cannot reach Airflow's API" in err and "--airflow-url" in err and "nothing created" in err
+
+
+def test_creating_runs_asks_first_and_without_yes_off_a_terminal_refuses(
+    store, redis_url, namespace, dags, closed_port, monkeypatch, capsys
+):
+    """As ``forget`` and ``recompute``: a run of a date that is not committed launches Spark, so
+    ``--missing-only`` asks before it creates one; a script says ``--yes``. Here Airflow's API is a
+    closed port: a refusal never reaches it (exit 2, not 3), with ``--yes`` it is tried (exit 3)."""
+    monkeypatch.setenv("AIRFLOW_JRS_API_TOKEN", "t")
+    argv = args(redis_url, namespace, dags, "2013-01-01", "2013-01-02", "--missing-only", "--airflow-url", closed_port)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "refusing to create 1 backfill for 2 dates of jrs_mo without confirmation" in err
+    assert "add --yes to go ahead, or --dry-run to only preview" in err
+
+    assert main([*argv, "--yes"]) == 3
+    assert "cannot reach Airflow's API" in capsys.readouterr().err
 
 
 def test_without_missing_only_it_explains_and_creates_nothing(store, redis_url, namespace, dags, closed_port, capsys):
