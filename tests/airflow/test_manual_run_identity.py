@@ -12,7 +12,9 @@ which job a run names, not about Spark). Both DAGs use the default job ids.
   see exactly that job, committed;
 * an Airflow backfill over 2013-01-01..02 with ``--reprocess-behavior completed`` launches the new
   date's job (``...2013-01-01``, named the same way) and none for 2013-01-02: it re-runs the manual
-  run (relabelled ``backfill``, its interval kept) and the task finds the job done.
+  run (relabelled ``backfill``, its interval kept) and the task finds the job done;
+* two runs whose logical dates are less than a second apart (``TriggerDagRunOperator`` stamps its
+  runs with the trigger time) are two jobs: two job ids, two launches.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from jrs_testbench.helpers import jrs_env
 pytestmark = pytest.mark.airflow
 
 DAGS = Path(__file__).parent / "identity_dags"
-CLI_DAG, REST_DAG = "jrs_manual_cli", "jrs_manual_rest"
+CLI_DAG, REST_DAG, SUBSECOND_DAG = "jrs_manual_cli", "jrs_manual_rest", "jrs_subsecond"
 DATE = "2013-01-02"
 
 
@@ -49,17 +51,18 @@ def site(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[d
     )
     store = RedisJobResultStore(redis_url, namespace)
     with airflow:
-        for dag_id in (CLI_DAG, REST_DAG):
+        for dag_id in (CLI_DAG, REST_DAG, SUBSECOND_DAG):
             airflow.wait_for_dag(dag_id)
             airflow.client.unpause(dag_id)  # a paused DAG's runs stay queued
         yield {"airflow": airflow, "store": store, "calls": calls, "redis_url": redis_url, "namespace": namespace}
     store.client.close()
 
 
-def launched_jobs(calls: Path) -> list[str]:
-    """Job ids the stand-in spark-submit was launched for (one line per launch)."""
+def launched_jobs(calls: Path, *dag_ids: str) -> list[str]:
+    """Job ids the stand-in spark-submit was launched for (one line per launch), of ``dag_ids``."""
     lines = calls.read_text().splitlines() if calls.exists() else []
-    return [w.split("=", 1)[1] for line in lines for w in line.split() if w.startswith("spark.jrs.job_id=")]
+    jobs = [w.split("=", 1)[1] for line in lines for w in line.split() if w.startswith("spark.jrs.job_id=")]
+    return [job for job in jobs if job.split(".", 1)[0] in dag_ids]
 
 
 def jrs(site: dict, capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
@@ -91,7 +94,7 @@ def test_a_manual_run_of_a_past_date_is_that_dates_job(site: dict, capsys: pytes
     assert not runs[CLI_DAG]["data_interval_start"].startswith(DATE)  # the trigger time
     assert runs[REST_DAG]["data_interval_start"].startswith("2013-01-01")  # [date - 1 day, date]
     expected = {dag_id: f"{dag_id}.sales.submit.{DATE}" for dag_id in runs}
-    assert sorted(launched_jobs(site["calls"])) == sorted(expected.values())
+    assert sorted(launched_jobs(site["calls"], CLI_DAG, REST_DAG)) == sorted(expected.values())
     for job_id in expected.values():
         entry = store.get_entry(job_id)
         assert entry is not None and entry.result.status is JobStatus.SUCCEEDED and entry.is_clean, job_id
@@ -112,4 +115,24 @@ def test_a_manual_run_of_a_past_date_is_that_dates_job(site: dict, capsys: pytes
         DATE: ("backfill", "success"),  # relabelled by the backfill; its trigger-time interval kept
     }, result
     assert dated[DATE]["dag_run_id"] == by_cli
-    assert sorted(launched_jobs(site["calls"])) == sorted([*expected.values(), f"{CLI_DAG}.sales.submit.2013-01-01"])
+    launched = launched_jobs(site["calls"], CLI_DAG, REST_DAG)
+    assert sorted(launched) == sorted([*expected.values(), f"{CLI_DAG}.sales.submit.2013-01-01"])
+
+
+def test_two_runs_less_than_a_second_apart_are_two_jobs(site: dict) -> None:
+    # As two TriggerDagRunOperator tasks of one fan-out stamp them: the trigger time, one second.
+    airflow, store = site["airflow"], site["store"]
+    dates = ["2013-01-03T10:00:00.250000Z", "2013-01-03T10:00:00.750000Z"]
+    run_ids = [airflow.client.trigger(SUBSECOND_DAG, date)["dag_run_id"] for date in dates]
+    runs = [finished(site, SUBSECOND_DAG, run_id) for run_id in run_ids]
+    assert [run["logical_date"][:26] for run in runs] == [date[:26] for date in dates]  # the fraction arrived
+
+    expected = [f"{SUBSECOND_DAG}.sales.submit.2013-01-03T100000.{micros}Z" for micros in ("250000", "750000")]
+    assert sorted(launched_jobs(site["calls"], SUBSECOND_DAG)) == expected, "one run skipped with the other's output"
+    outputs = set()
+    for job_id, run_id in zip(expected, run_ids, strict=True):
+        entry = store.get_entry(job_id)
+        assert entry is not None and entry.result.status is JobStatus.SUCCEEDED, job_id
+        assert entry.result.attempt is not None and entry.result.attempt.run_id == run_id
+        outputs.add(entry.result.outputs["output"])
+    assert len(outputs) == 2

@@ -4,7 +4,9 @@
 interval is the instant of its date); ``jrs_manual_rest`` is a cron *data-interval* ``@daily``
 (a scheduled run covers ``[date, date + 1 day)``). A run triggered by hand gets another interval
 on both: the trigger time (``airflow dags trigger``), or ``[date - 1 day, date]`` (REST, UI, on
-the data-interval timetable). ``end_date`` keeps the scheduler's own runs out of the test.
+the data-interval timetable). ``jrs_subsecond`` is unscheduled: its runs are the ones a test
+triggers, with logical dates less than a second apart. ``end_date`` keeps the scheduler's own runs
+out of the test.
 """
 
 from __future__ import annotations
@@ -28,4 +30,7 @@ with DAG(
     "jrs_manual_rest", schedule=CronDataIntervalTimetable("0 0 * * *", "UTC"), start_date=START, end_date=END,
     catchup=False, tags=["jrs", "test"],
 ):  # fmt: skip
+    jrs_spark_job("sales", **ARGS)
+
+with DAG("jrs_subsecond", schedule=None, start_date=START, tags=["jrs", "test"]):
     jrs_spark_job("sales", **ARGS)
