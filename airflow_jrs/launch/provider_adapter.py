@@ -1,4 +1,5 @@
-"""The one module that names an internal of the Spark provider (apache-airflow-providers-apache-spark).
+"""The one module that names an internal of the Spark provider (apache-airflow-providers-apache-spark)
+or of Airflow.
 
 The guard needs things the provider learns or does but does not publish: the spark-submit
 process it started, the application or driver id it parsed from spark-submit's output, the
@@ -10,6 +11,10 @@ per-launch copy of the operator: :func:`run_submit`), behind a function named fo
 nowhere else (the unit test ``test_architecture.py`` enforces it). A provider release that
 renames or reshapes one of them fails the unit test ``test_provider_adapter.py``, which pins
 every name in :data:`PINNED` per supported provider version and names the one that changed.
+
+One Airflow internal is here too, for the same reason (:data:`AIRFLOW_PINNED`, pinned by the same
+test per supported Airflow minor): the executor safeguard's record of which operator the Task
+Runner executes, which the per-launch copy must be in while it runs (:func:`run_submit`).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import copy
 import subprocess
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, NamedTuple
 
@@ -49,6 +55,9 @@ PINNED: tuple[tuple[str, str, str], ...] = (
     ("SparkSqlOperator", "_keytab", "attribute"),
     ("SparkSqlOperator", "_principal", "attribute"),
 )
+#: Every Airflow internal this module touches: (module, class, attribute). Not Airflow's public
+#: authoring API (``airflow.sdk``); the pinning test checks each one per supported Airflow minor.
+AIRFLOW_PINNED: tuple[tuple[str, str, str], ...] = (("airflow.sdk.bases.operator", "ExecutorSafeguard", "tracker"),)
 
 
 # -- the spark-submit process and what the hook parsed from its output ---------------------------
@@ -185,14 +194,36 @@ def submit_runner(
 
 def run_submit(runner: Any, context: Any, prepare: Callable[[Any], None]) -> None:
     """The provider's own ``SparkSubmitOperator.execute`` on ``runner`` (:func:`submit_runner`), each
-    hook it builds passed through ``prepare`` first (the deploy mode, the supervisor, the tail)."""
+    hook it builds passed through ``prepare`` first (the deploy mode, the supervisor, the tail).
+
+    Airflow wraps every operator's ``execute`` in its executor safeguard, which accepts only the
+    operator its Task Runner executes (recorded in ``ExecutorSafeguard.tracker``, a context variable
+    the Task Runner sets to the task's operator): on any other it logs "... cannot be called outside
+    of the Task Runner!", or raises with ``allow_nested_operators=False``. ``runner`` is the task's
+    operator for one launch, executing inside the task's own ``execute`` (which the safeguard already
+    let through), so it is recorded as the executing operator for the call, and nothing else changes."""
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
     token = _HOOK_PREPARER.set(prepare)
+    with executing_in_task_runner(runner):
+        try:
+            SparkSubmitOperator.execute(runner, context)
+        finally:
+            _HOOK_PREPARER.reset(token)
+
+
+@contextmanager
+def executing_in_task_runner(operator: Any) -> Iterator[None]:
+    """Within the block, Airflow's executor safeguard takes ``operator`` for the one its Task Runner
+    executes (``airflow.sdk.bases.operator.ExecutorSafeguard.tracker``: the Task Runner's own way of
+    saying so, in the same context variable); the previous value is restored on the way out."""
+    from airflow.sdk.bases.operator import ExecutorSafeguard
+
+    token = ExecutorSafeguard.tracker.set(operator)
     try:
-        SparkSubmitOperator.execute(runner, context)
+        yield
     finally:
-        _HOOK_PREPARER.reset(token)
+        ExecutorSafeguard.tracker.reset(token)
 
 
 # -- JDBC ----------------------------------------------------------------------------------------------

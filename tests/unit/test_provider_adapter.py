@@ -4,13 +4,21 @@ setting an attribute where the adapter expects it fails here, naming the interna
 
 Supporting another provider version is one row of :data:`PINS` (run the suite with that version
 installed); the row of the installed version must exist, so an upgrade cannot pass unpinned.
+
+The adapter's Airflow internal (the executor safeguard's tracker) is pinned per supported Airflow
+minor the same way (:data:`AIRFLOW_MINORS`; ``scripts/older_airflow`` runs this file on each), by
+what the adapter relies on: a copy of a task's operator runs under ``allow_nested_operators=False``
+inside :func:`~airflow_jrs.launch.provider_adapter.executing_in_task_runner`, and only there.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
+import importlib
 import inspect
 import textwrap
+from contextvars import ContextVar
 from functools import cached_property
 from importlib.metadata import version
 from pathlib import Path
@@ -135,3 +143,42 @@ def test_the_pins_check_what_they_check():
     assert not _mentions(SparkSubmitHook, "__init__", "_submit_process")
     assert list(inspect.signature(SparkSubmitHook._mask_cmd).parameters) != ["self"]
     assert _mentions(SparkSubmitHook, "__init__", "_submit_sp")
+
+
+#: Airflow minors whose internals of :data:`provider_adapter.AIRFLOW_PINNED` were checked (by the
+#: tests below, run on that minor): the installed minor must be one, so an upgrade cannot pass unpinned.
+AIRFLOW_MINORS = ("3.1", "3.2", "3.3")
+AIRFLOW_INSTALLED = ".".join(version("apache-airflow").split(".")[:2])
+
+
+def test_the_installed_airflow_minor_is_pinned():
+    assert AIRFLOW_INSTALLED in AIRFLOW_MINORS, (
+        f"Airflow {AIRFLOW_INSTALLED} is installed but tests/unit/test_provider_adapter.py pins the Airflow "
+        f"internals of airflow_jrs/launch/provider_adapter.py (AIRFLOW_PINNED) for {list(AIRFLOW_MINORS)} only: "
+        f"run this file on {AIRFLOW_INSTALLED}, then add it to AIRFLOW_MINORS."
+    )
+
+
+@pytest.mark.parametrize(("module", "cls", "name"), provider_adapter.AIRFLOW_PINNED)
+def test_the_airflow_internal_is_still_there(module, cls, name):
+    found = getattr(getattr(importlib.import_module(module), cls, None), name, None)
+    assert isinstance(found, ContextVar), f"{module}.{cls}.{name} (Airflow {AIRFLOW_INSTALLED}) is gone: {found!r}"
+
+
+def test_a_copy_of_the_task_runs_inside_executing_in_task_runner_and_only_there(monkeypatch):
+    from airflow.sdk import BaseOperator
+    from airflow.sdk.bases.operator import ExecutorSafeguard
+
+    monkeypatch.setattr(ExecutorSafeguard, "test_mode", False)  # Airflow's unit_test_mode turns it off
+
+    class Probe(BaseOperator):
+        def execute(self, context):
+            return "ran"
+
+    runner = copy.copy(Probe(task_id="probe", allow_nested_operators=False))
+    with pytest.raises(Exception, match="cannot be called outside of the Task Runner"):
+        runner.execute({})  # the safeguard still refuses a copy outside: the check below is not vacuous
+    with provider_adapter.executing_in_task_runner(runner):
+        assert runner.execute({}) == "ran"
+    with pytest.raises(Exception, match="cannot be called outside of the Task Runner"):
+        runner.execute({})  # restored on the way out
