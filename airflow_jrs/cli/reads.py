@@ -28,6 +28,7 @@ from airflow_jrs.exceptions import CorruptIntentError
 from airflow_jrs.protocol.takeover import describe
 from airflow_jrs.store import EntryState, JobStatus
 from airflow_jrs.store.heartbeats import Heartbeat
+from airflow_jrs.views.holder import RUNNING
 from airflow_jrs.views.job import JobView, held_leases, in_flight, inspect_job
 from airflow_jrs.views.json import entry_json, held_lease_json, in_flight_json, job_json
 
@@ -184,7 +185,9 @@ def _print_job(ctx: Ctx, view: JobView) -> None:
             facts.append(("written by", f"{r.attempt.dag_id}/{r.attempt.task_id} {r.attempt.run_id}"))
         out.table(("field", "value"), [(k, v) for k, v in facts if v not in (None, "")])
     elif view.running:
-        out.line("no result yet: the job is running")
+        now = view.holder_state
+        gone = now is not None and now.state != RUNNING
+        out.line("no result yet: its task process is gone (below)" if gone else "no result yet: the job is running")
     elif history:
         out.line(f"no result now: it was forgotten or superseded; {len(history)} earlier entries are kept (below)")
     else:
@@ -196,6 +199,9 @@ def _print_job(ctx: Ctx, view: JobView) -> None:
     holder, intent, beat, request = view.holder, view.intent, view.heartbeat, view.stop_request
     if holder is not None:
         out.line(f"lease: held by {describe(holder)}, {holder.ttl_ms / 1000:.1f}s left")
+        now = view.holder_state
+        if now is not None and now.state != RUNNING:  # a crash: say what the retry will find and do
+            out.line(f"now: {now.text} {now.next}")
     if isinstance(intent, CorruptIntentError):
         out.line(f"intent: unreadable: {intent}")
     elif intent is not None:

@@ -96,6 +96,16 @@ def _holder_gone(owner: dict[str, Any]) -> bool:
     return started is not None and process_identity(pid).get("pid_start") not in (None, started)
 
 
+def holder_gone_here(owner: dict[str, Any]) -> bool | None:
+    """Is the process a lease's ``owner`` names gone, as this host sees it? ``None`` when this host
+    cannot tell (another host or pid space, no ``/proc``): the first rules of :func:`judge`, for
+    readers that say what they see (:mod:`airflow_jrs.views.holder`)."""
+    theirs, ours = owner.get("pid_space"), process_identity(os.getpid()).get("pid_space")
+    if owner.get("host") != socket.gethostname() or theirs is None or ours is None or theirs != ours:
+        return None
+    return _holder_gone(owner)
+
+
 def judge(
     holder: LeaseHolder, intent: Intent | None, beat: Heartbeat | None, *, namespace: str, job_id: str
 ) -> Verdict:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from airflow_jrs.domain.paths import control_path_of_output
 from airflow_jrs.exceptions import CorruptIntentError, JobResultEntryError, ResultDocumentError
 from airflow_jrs.store import JobResultEntry, JobResultStore
 from airflow_jrs.store.heartbeats import Heartbeat
@@ -24,6 +25,7 @@ from airflow_jrs.store.intents import Intent
 from airflow_jrs.store.leases.lease import LeaseHolder
 from airflow_jrs.store.recoveries import RecoveryStep
 from airflow_jrs.store.stop_requests import StopRequest
+from airflow_jrs.views.holder import RUNNING, TASK_GONE, HolderState, holder_state
 
 if TYPE_CHECKING:
     from airflow_jrs.protocol.jobs import JobNamespace
@@ -48,11 +50,21 @@ def lease_dag(holder: LeaseHolder | None) -> str | None:
 
 
 def verdict(intent: Intent | CorruptIntentError, holder: LeaseHolder | None, beat: Heartbeat | None) -> str:
-    """What an intent means for the on-call engineer: running, or waiting for recovery."""
+    """What an intent means for the on-call engineer: running, its task gone while its Spark runs
+    (:mod:`.holder`), or waiting for recovery."""
     if isinstance(intent, CorruptIntentError):
         return "unreadable intent: inspect it (see the error)"
     if holder is not None and holder.token == intent.fence:
-        return "running: its attempt holds the lease"
+        now = holder_state(holder, beat)
+        if now is None or now.state == RUNNING:
+            return "running: its attempt holds the lease"
+        supervisor = f"its supervisor (pid {now.supervisor_pid}) still runs Spark" if now.state == TASK_GONE else (
+            "nothing of it runs")  # fmt: skip
+        gone = "gone" if now.seen_gone else f"silent for {now.silent_s:g} s"
+        return (
+            f"task process {gone}, {supervisor}; lease expires in {now.expires_in_s:g} s: the task's retry takes "
+            "it over at once and " + ("adopts the output if it finished" if now.state == TASK_GONE else "recovers")
+        )
     if beat is not None and beat.running:
         return "spark-submit still running (heartbeat) without a lease: the next attempt waits or stops it"
     return "needs recovery: its attempt died; the job's next attempt adopts or recomputes"
@@ -79,6 +91,19 @@ class JobView:
     #: What successors did about dead attempts of the job, newest first (which try died, what
     #: was found, waited for, stopped, adopted or submitted again; :mod:`~airflow_jrs.store.recoveries`).
     recoveries: list[RecoveryStep] = field(default_factory=list)
+
+    @property
+    def holder_state(self) -> HolderState | None:
+        """What the lease's holder is doing now (:mod:`.holder`); ``None`` when nobody holds it."""
+        return holder_state(self.holder, self.heartbeat)
+
+    @property
+    def streaming(self) -> bool | None:
+        """Is the attempt in flight a stream (its staging is a stream's output folder, with a control
+        folder beside it)? ``None`` without a readable intent."""
+        if not isinstance(self.intent, Intent):
+            return None
+        return control_path_of_output(self.intent.staging) is not None
 
     @property
     def dag_id(self) -> str | None:

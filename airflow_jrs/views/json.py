@@ -11,6 +11,9 @@ A job's ``recoveries`` list what successors did about its dead attempts, newest 
 ``event`` (``took_over``, ``found``, ``waited``, ``stopped``, ``adopted``, ``resubmitted``,
 ``recorded``), ``fence`` (who did it), ``predecessor`` (the fence it acted on), ``text``, ``facts``;
 ``recovery_story`` tells them in sentences, oldest first (:mod:`airflow_jrs.views.story`).
+``holder_state`` says what the lease's holder is doing now (running, or its task process gone
+while its supervisor still runs Spark: :mod:`airflow_jrs.views.holder`), and ``streaming`` whether
+the attempt in flight is a stream (``null`` without an intent).
 ``links``: the Airflow runs behind the job (``runs``: ``dag_id``, ``run_id``, ``url`` relative to
 Airflow's base URL) and its Spark application (``spark_ui``).
 """
@@ -26,6 +29,7 @@ from airflow_jrs.store.heartbeats import Heartbeat
 from airflow_jrs.store.intents import Intent
 from airflow_jrs.store.leases.lease import LeaseHolder
 from airflow_jrs.store.stop_requests import StopRequest
+from airflow_jrs.views.holder import HolderState, holder_state
 from airflow_jrs.views.job import HeldLease, InFlight, JobView
 from airflow_jrs.views.links import run_url, spark_app_url
 from airflow_jrs.views.story import recovery_story
@@ -47,8 +51,18 @@ def entry_json(entry: JobResultEntry, spark_ui: str | None = None) -> dict[str, 
 
 
 def holder_json(holder: LeaseHolder | None) -> dict[str, Any] | None:
-    """The lease holder: its fencing token, the time left and who it is (host, pid, task)."""
-    return None if holder is None else {"token": holder.token, "ttl_ms": holder.ttl_ms, "owner": holder.owner}
+    """The lease holder: its fencing token, the time left, the TTL each renewal sets (``null`` for
+    an older lease) and who it is (host, pid, task)."""
+    if holder is None:
+        return None
+    return {"token": holder.token, "ttl_ms": holder.ttl_ms, "lease_ttl_ms": holder.lease_ttl_ms, "owner": holder.owner}
+
+
+def holder_state_json(state: HolderState | None) -> dict[str, Any] | None:
+    """What the lease holder is doing now (:mod:`~airflow_jrs.views.holder`): ``state`` (``running``,
+    ``task_gone``: its task process gone while its supervisor runs Spark, ``gone``), ``text``,
+    ``next`` and the pids, hosts and seconds they name."""
+    return None if state is None else state.to_json()
 
 
 def intent_json(intent: Intent | CorruptIntentError | None) -> dict[str, Any] | None:
@@ -83,7 +97,9 @@ def job_json(view: JobView, spark_ui: str | None = None) -> dict[str, Any]:
         "quarantined": view.quarantined,
         "history": [entry_json(h, spark_ui) for h in view.history],
         "lease": holder_json(view.holder),
+        "holder_state": holder_state_json(view.holder_state),
         "intent": intent_json(view.intent),
+        "streaming": view.streaming,
         "heartbeat": heartbeat_json(view.heartbeat),
         "stop_request": stop_request_json(view.stop_request, pending=view.stop_pending),
         "recoveries": [step.to_json() for step in view.recoveries],
@@ -121,6 +137,7 @@ def in_flight_json(found: InFlight) -> dict[str, Any]:
         "job_id": found.job_id,
         "intent": intent_json(found.intent),
         "lease": holder_json(found.holder),
+        "holder_state": holder_state_json(holder_state(found.holder, found.heartbeat)),
         "heartbeat": heartbeat_json(found.heartbeat),
         "verdict": found.verdict,
     }
