@@ -32,6 +32,7 @@ __all__ = [
     "needs_airflow_3_3",
     "next_dagrun_info",
     "remove_empty_folder",
+    "serialized_form",
 ]
 
 
@@ -76,6 +77,16 @@ def dag_bag(dag_folder: str) -> Any:
     except ImportError:  # Airflow 3.1
         from airflow.models.dagbag import DagBag  # type: ignore[no-redef,attr-defined]
     return DagBag(dag_folder=dag_folder)
+
+
+def serialized_form(dag: Any) -> Any:
+    """``dag`` (a parsed SDK DAG) as the dag-processor stores it and the API server reads it:
+    serialized, then deserialized (``DagSerialization`` from 3.3, ``SerializedDAG`` before)."""
+    try:
+        from airflow.serialization.serialized_objects import DagSerialization as codec
+    except ImportError:  # Airflow 3.1, 3.2
+        from airflow.serialization.serialized_objects import SerializedDAG as codec  # type: ignore[attr-defined,no-redef,assignment]
+    return codec.from_dict(codec.to_dict(dag))
 
 
 def core_timetable(dag: Any) -> Any:

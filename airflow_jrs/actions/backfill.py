@@ -62,7 +62,6 @@ from airflow_jrs.actions.airflow_api import AirflowApi, AirflowApiError
 from airflow_jrs.actions.planning.job_ids import RENDERABLE, UnrenderableJobId, job_ids
 from airflow_jrs.domain.decision import decide
 from airflow_jrs.exceptions import JobResultEntryError
-from airflow_jrs.protocol.guarded_task import planned_fingerprint
 from airflow_jrs.store import RedisJobResultStore
 from airflow_jrs.store.results.batch_read import read_entries
 from airflow_jrs.store.results.read_rules import READ_CHUNK
@@ -197,7 +196,6 @@ def read_dates(
     (at most ``batch_jobs`` jobs, at least one date)."""
     per_date = max(len(jobs) for _, jobs in dates)
     step = max(1, batch_jobs // per_date)
-    fingerprints: dict[int, str | None] = {}
     plans = []
     for first in range(0, len(dates), step):
         chunk = dates[first : first + step]
@@ -206,10 +204,8 @@ def read_dates(
         for info, jobs in chunk:
             interval = info.data_interval
             plan = DatePlan(info.logical_date, (interval.start, interval.end) if interval else None)
-            for task, job_id in jobs:
-                if id(task) not in fingerprints:  # per task, and per map index of a mapped one
-                    fingerprints[id(task)] = planned_fingerprint(task)
-                _classify(plan, task, job_id, answers[job_id], fingerprints[id(task)])
+            for task, job_id in jobs:  # the fingerprint the dag-processor planned (plan_facts)
+                _classify(plan, task, job_id, answers[job_id], task.fingerprint)
             plans.append(plan)
     return plans
 

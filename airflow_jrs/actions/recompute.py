@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_jrs.actions import NOT_FOUND, USAGE, ActionError
 from airflow_jrs.actions.airflow_api import AirflowApi, AirflowApiError
 from airflow_jrs.actions.planning.jobs import plan_range
-from airflow_jrs.actions.planning.mapped import run_time_mapped
+from airflow_jrs.actions.planning.serialized import is_guarded, run_time_mapped
 from airflow_jrs.domain.model import Actor, HistoryReason, JobResult
 from airflow_jrs.domain.recompute import ClearedJob, knock_on
 from airflow_jrs.exceptions import JobResultEntryChangedError, JobResultEntryError, NoSuchJobResultError
@@ -280,7 +280,7 @@ def downstream_by_structure(dag: Any, targets: list[Target]) -> list[str]:
     for task_id in asked:
         if dag.has_task(task_id):
             after |= set(dag.get_task(task_id).get_flat_relative_ids(upstream=False))
-    guarded = sorted(t for t in after - asked if dag.has_task(t) and "job_id" in dag.get_task(t).template_fields)
+    guarded = sorted(t for t in after - asked if dag.has_task(t) and is_guarded(dag.get_task(t)))
     if not guarded:
         return []
     return [f"the clear runs the guarded tasks downstream again too ({', '.join(guarded)}); each recomputes its job "

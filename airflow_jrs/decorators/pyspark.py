@@ -27,6 +27,9 @@ from airflow_jrs.operators.pyspark import JrsPySparkOperator, with_session_defau
 
 class _JrsPySparkDecoratedOperator(DecoratedOperator, JrsPySparkOperator):  # type: ignore[misc]
     custom_operator_name = "@task.jrs_pyspark"
+    # DecoratedOperator's ("op_args", "op_kwargs") would win by the MRO: the job's own fields
+    # must render at run time (a templated job_id) and be serialized like the operator's.
+    template_fields: Sequence[str] = (*DecoratedOperator.template_fields, "job_id", "job_version", "outputs")
 
     def __init__(
         self,

@@ -15,6 +15,7 @@ Airflow-free: the task is read through plain attributes (:class:`GuardedTask`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime, time, timedelta
 from typing import Any, ClassVar, Protocol
@@ -120,3 +121,36 @@ def planned_fingerprint(task: Any) -> str | None:
         except JrsConfigError:  # no spec on this host: the task fails, saying so
             return None
     return None
+
+
+#: The attribute each guarded task carries into Airflow's serialized DAG (:func:`plan_facts`).
+FACTS_ATTR = "jrs_plan_facts"
+#: The version of :func:`plan_facts`' document; a reader refuses a newer one by name.
+FACTS_VERSION = 1
+
+
+def plan_facts(task: Any) -> str:
+    """What a planner needs of a guarded task that Airflow's serialized DAG does not keep, as JSON.
+
+    Computed where DAG code already runs: the dag-processor reads it while it serializes the DAG
+    (the operators list :data:`FACTS_ATTR` among their serialized fields), so Airflow's API server
+    plans a calendar from the serialized DAG without importing the DAG file
+    (:mod:`airflow_jrs.actions.planning.serialized`). Airflow truncates template fields past
+    ``[core] max_templated_field_length`` and reshapes values, and keeps neither the marker, the
+    flags nor a function's source: hence the job id template untruncated, the kind and the
+    fingerprint planned from the file or source the dag-processor can read (``None`` with the
+    reason when only a run can know it)."""
+    facts: dict[str, Any] = {
+        "v": FACTS_VERSION,
+        "kind": guarded_kind(task),
+        "job_id": task.job_id if isinstance(task.job_id, str) else None,
+        "job_id_literal": task.job_id is None or isinstance(task.job_id, str),
+        "accept_changed_fingerprint": bool(task.accept_changed_fingerprint),
+    }
+    try:
+        facts["fingerprint"] = planned_fingerprint(task)
+        facts["fingerprint_why"] = None if facts["fingerprint"] else "its arguments are rendered only at run time"
+    except Exception as exc:  # a parse must never fail on a plan's fact: the run says it again
+        facts["fingerprint"] = None
+        facts["fingerprint_why"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+    return json.dumps(facts, sort_keys=True)

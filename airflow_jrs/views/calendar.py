@@ -3,7 +3,11 @@
 Each cell says where the task's job of that date stands: ``committed`` (clean and SUCCEEDED),
 ``dirty`` (SUCCEEDED, cleanup pending), ``failed``, ``canceled`` or ``stopped`` (its last
 result), ``running`` (an attempt holds its lease), ``missing`` (no result), or ``quarantined``
-(an entry that cannot be read: its task fails until someone looks). A mapped task is one cell
+(an entry that cannot be read: its task fails until someone looks). A committed or dirty job
+whose task would compute it again, because its rendered arguments, ``job_version`` or code
+changed since (the result's fingerprint differs from the one the dag-processor planned), is
+``stale``; where the fingerprint is known only at run time the cell says so (``fingerprint``:
+``unknown``) rather than guessing. A mapped task is one cell
 whose ``state`` is the state of the map index that needs a person most (:data:`URGENCY`) and
 whose ``map`` counts the map indexes by state. Airflow-free: the caller reads the jobs
 (:func:`airflow_jrs.actions.planning.jobs.plan_range`) and the runs.
@@ -20,7 +24,16 @@ from typing import Any
 from airflow_jrs.domain.identity import run_key
 
 #: Most urgent first: the state a mapped task's cell shows is the first any of its indexes has.
-URGENCY = ("quarantined", "failed", "canceled", "stopped", "running", "dirty", "missing", "committed")
+URGENCY = ("quarantined", "failed", "canceled", "stopped", "running", "stale", "dirty", "missing", "committed")
+#: What the page's legend says of the cells (the dates are logical dates in UTC).
+LEGEND = {
+    "time_zone": "UTC",
+    "mapped": "a mapped task's cell shows the state of its map index that needs a person most "
+    "(quarantined, failed, canceled, stopped, running, stale, dirty, missing, committed), and counts its map "
+    "indexes by state",
+    "stale": "committed, but its task would compute it again: its arguments, job_version or code changed since",
+    "unknown": "committed; whether it would compute again is known only when its task renders its arguments",
+}
 
 
 @dataclass(frozen=True)
@@ -32,12 +45,17 @@ class CalendarJob:
     job_id: str
     state: str
     map_index: int = -1
+    #: The tooltip's facts: commit time, the attempt that wrote it, outputs, run time.
+    detail: Mapping[str, Any] | None = None
+    fingerprint_known: bool = True
 
 
-def cell_state(status: str, result_status: str | None, running: bool) -> str:
+def cell_state(status: str, result_status: str | None, running: bool, stale: bool = False) -> str:
     """A planned job's status (``airflow-jrs plan``'s words) as a calendar state."""
     if running:
         return "running"
+    if stale:
+        return "stale"
     if status == "failed" and result_status in ("CANCELED", "STOPPED"):
         return result_status.lower()
     if status in ("quarantined", "unreadable"):
@@ -47,14 +65,40 @@ def cell_state(status: str, result_status: str | None, running: bool) -> str:
 
 def _cell(jobs: list[CalendarJob]) -> dict[str, Any]:
     if len(jobs) == 1 and jobs[0].map_index < 0:
-        return {"state": jobs[0].state, "job_id": jobs[0].job_id}
+        one = jobs[0]
+        cell: dict[str, Any] = {"state": one.state, "job_id": one.job_id}
+        if one.detail:
+            cell["detail"] = dict(one.detail)
+        if not one.fingerprint_known and one.state in ("committed", "dirty"):
+            cell["fingerprint"] = "unknown"
+        return cell
     counts = Counter(j.state for j in jobs)
     state = next(s for s in URGENCY if counts[s]) if all(s in URGENCY for s in counts) else jobs[0].state
     first = next(j for j in sorted(jobs, key=lambda j: j.map_index) if j.state == state)
     return {"state": state, "job_id": first.job_id, "map": {"count": len(jobs), "states": dict(counts)}}
 
 
-def calendar_json(dag_id: str, jobs: Iterable[CalendarJob], runs: Mapping[float, list[str]]) -> dict[str, Any]:
+def job_detail(entry: Any) -> dict[str, Any] | None:
+    """The tooltip's facts of a stored entry (:class:`airflow_jrs.store.JobResultEntry`)."""
+    if entry is None:
+        return None
+    result = entry.result
+    start, end = result.start_time, result.end_time
+    attempt = result.attempt
+    return {
+        "status": result.status.value,
+        "committed_at": entry.created_at.isoformat() if entry.is_clean and entry.created_at else None,
+        "written_at": entry.created_at.isoformat() if entry.created_at else None,
+        "attempt": f"{attempt.run_id} try {attempt.try_number}" if attempt else None,
+        "fence": result.fence,
+        "outputs": dict(result.outputs),
+        "run_seconds": round((end - start).total_seconds(), 1) if start and end else None,
+    }
+
+
+def calendar_json(
+    dag_id: str, jobs: Iterable[CalendarJob], runs: Mapping[float, list[str]], notes: Iterable[str] = ()
+) -> dict[str, Any]:
     """The calendar of ``dag_id``: its tasks in DAG order, then one row per date, oldest first,
     with the Airflow runs of that logical date (``runs``, by timestamp) and one cell per task."""
     tasks: dict[str, bool] = {}  # task id -> mapped
@@ -77,4 +121,6 @@ def calendar_json(dag_id: str, jobs: Iterable[CalendarJob], runs: Mapping[float,
         "dag_id": dag_id,
         "jobs": [{"task_id": t, "label": f"{t} (mapped)" if mapped else t} for t, mapped in tasks.items()],
         "dates": dates,
+        "notes": list(notes),
+        "legend": LEGEND,
     }

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from airflow_jrs.cli import main
-from airflow_jrs.cli.plan import load_dag
+from airflow_jrs.compat import dag_bag
 from airflow_jrs.domain.identity import default_job_id, function_fingerprint, job_id_for, sql_fingerprint
 from airflow_jrs.domain.sql_script import split_statements
 from airflow_jrs.protocol.guarded_task import APPLICATION, FUNCTION, KINDS, PIPELINE, SQL, guarded_kind
@@ -80,7 +80,7 @@ def commit(store: RedisJobResultStore, job_id: str, fingerprint: str) -> None:
 
 def fingerprints(dags: str, dag_id: str) -> dict[str, str]:
     """What each task will record, by the operators' own rules (computed here, not by plan)."""
-    dag = load_dag(dag_id, dags)
+    dag = dag_bag(dags).dags[dag_id]  # the DAG as parsed: the serialized one keeps no callable
     fn = dag.get_task("ontime").python_callable
     return {
         "ontime": function_fingerprint(fn, ["AA"], {}, None),

@@ -1,8 +1,6 @@
 """Review fixes on the actions the Job results page shares with the CLI (H8).
 
-* The API server parses a DAG file once per modification time, not per request (parsing runs it).
-* A DAG file the API server's host lacks, or a DAG its file no longer defines, is refused in the
-  page's words: no host path, no CLI flag, no other DAG's id (the user may not read those).
+* A plan reads the serialized DAG (the API server never imports a DAG file).
 * An action's error carries a hint per caller: the CLI keeps its flags, the page gets words.
 """
 
@@ -43,43 +41,24 @@ with DAG("jrs_secret_other", schedule=None):
 def counted(dag_folder: Callable[[str, str], str], tmp_path: Path) -> tuple[str, Path]:
     counter = tmp_path / "parses.txt"
     folder = dag_folder("jrs_counted.py", COUNTED_DAG.format(counter=str(counter)))
-    dags._PARSED.clear()
     return os.path.join(folder, "jrs_counted.py"), counter
 
 
-def _parses(counter: Path) -> int:
-    return len(counter.read_text().splitlines()) if counter.exists() else 0
+def test_a_plan_reads_the_dag_in_its_serialized_form(counted: tuple[str, Path]) -> None:
+    """What the CLI plans from is what the dag-processor stores and the page reads: the
+    serialized DAG (docs/architecture.md, "The API server runs no DAG code")."""
+    fileloc, _counter = counted
+    dag = dags.load_dag("jrs_counted", fileloc)
+    assert type(dag).__name__ == "SerializedDAG"
+    assert type(dag.get_task("daily")).__name__ == "SerializedBaseOperator"
 
 
-def test_a_dag_file_is_parsed_once_until_it_changes(counted: tuple[str, Path]) -> None:
-    fileloc, counter = counted
-    first = dags._PARSED.get("jrs_counted", fileloc)
-    again = dags._PARSED.get("jrs_counted", fileloc)
-    assert first is again and _parses(counter) == 1
-    stat = os.stat(fileloc)
-    os.utime(fileloc, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # the file changed
-    assert dags._PARSED.get("jrs_counted", fileloc).dag_id == "jrs_counted"
-    assert _parses(counter) == 2
-
-
-def test_a_dag_file_missing_on_the_api_servers_host_is_refused_in_the_pages_words(tmp_path: Path) -> None:
-    gone = str(tmp_path / "elsewhere" / "dag.py")
-    with pytest.raises(ActionError) as caught:
-        dags._PARSED.get("jrs_counted", gone)
-    page = caught.value.text(UI)
-    assert caught.value.kind == "usage" and "not on the host of Airflow's API server" in page
-    assert gone not in page and "--" not in page and "DAG bundle" in page
-    assert "--dags-folder" in caught.value.text(CLI)
-
-
-def test_a_dag_its_file_no_longer_defines_names_no_other_dag(counted: tuple[str, Path]) -> None:
+def test_a_dag_its_file_no_longer_defines_is_refused_by_name(counted: tuple[str, Path]) -> None:
     fileloc, _counter = counted
     with pytest.raises(ActionError) as caught:
-        dags._PARSED.get("jrs_renamed", fileloc)
-    page = caught.value.text(UI)
-    assert caught.value.kind == "not_found" and "'jrs_renamed'" in page
-    assert "jrs_secret_other" not in page and "jrs_counted" not in page and fileloc not in page
-    assert "--" not in page
+        dags.load_dag("jrs_renamed", fileloc)
+    assert caught.value.kind == "not_found" and "'jrs_renamed'" in str(caught.value)
+    assert "--dag-id" in caught.value.text(CLI)
 
 
 @pytest.fixture
@@ -91,7 +70,7 @@ def jobs(redis_url: str, namespace: str, tmp_path: Path) -> Iterator[JobNamespac
 
 
 def test_an_unknown_task_is_told_per_caller(counted: tuple[str, Path], jobs: JobNamespace) -> None:
-    dag = dags._PARSED.get("jrs_counted", counted[0])
+    dag = dags.load_dag("jrs_counted", counted[0])
     day = datetime(2013, 1, 2, tzinfo=UTC)
     with pytest.raises(ActionError) as caught:
         recompute.by_dates(jobs, None, dag, day, day, ["nope"])
@@ -116,7 +95,7 @@ with DAG("jrs_chain", schedule="@daily", start_date=datetime(2013, 1, 1, tzinfo=
 @pytest.fixture
 def chain(dag_folder: Callable[[str, str], str]) -> object:
     folder = dag_folder("jrs_chain.py", CHAIN_DAG)
-    return dags._PARSED.get("jrs_chain", os.path.join(folder, "jrs_chain.py"))
+    return dags.load_dag("jrs_chain", os.path.join(folder, "jrs_chain.py"))
 
 
 def test_a_viewers_preview_names_downstream_tasks_without_asking_airflow_to_clear(

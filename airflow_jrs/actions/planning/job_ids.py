@@ -1,35 +1,38 @@
 """The job ids of a DAG's date range: its runs as the timetable makes them, each guarded task's
 job id by the operators' own rule, before any run exists.
 
-The guarded tasks are found by their marker (:mod:`airflow_jrs.protocol.guarded_task`), not by
-importing operator classes. The job ids come from the DAG itself (:mod:`.dags`) and the
-operators' own rule (:func:`airflow_jrs.domain.identity.job_id_for`): the default id for tasks
-without ``job_id``; a templated ``job_id`` is rendered with the interval's values (``ds``,
-``ds_nodash``, ``ts``, ``logical_date``, ``data_interval_start``/``end``, ``dag``, ``task``,
-``ti.dag_id``/``ti.task_id``, ``dag_id``, ``task_id``). A template needing anything else (XCom, a
-Variable, a macro) is refused by name (:class:`UnrenderableJobId`) rather than guessed. A mapped
-task whose DAG file says its expansion (``expand`` over literal lists) is planned per map index,
-as the task each map index becomes (:mod:`.mapped`); one expanded over another task's output (or
-in a mapped group) is left out, and named: only a run knows its map indexes. The timetable calls
-differ between Airflow minors: :mod:`airflow_jrs.compat` holds them.
+The DAG is the serialized one (:mod:`.dags`), its guarded tasks what :mod:`.serialized` reads of
+them (the facts the dag-processor serialized), and the job ids come from the operators' own rule
+(:func:`airflow_jrs.domain.identity.job_id_for`): the default id for tasks without ``job_id``; a
+templated ``job_id`` is rendered in a sandboxed Jinja environment (no DAG-author code, no
+attribute of Python's internals) with the interval's values (``ds``, ``ds_nodash``, ``ts``,
+``ts_nodash``, ``logical_date``, ``data_interval_start``/``end``, ``dag_id``, ``task_id``, ``ti``,
+Airflow's own ``macros`` and filters). A template needing anything else (XCom, a Variable, a
+user-defined macro) is not guessed: the task is left out with "needs the DAG file". A date with a
+run is planned with the DAG version that run used; a date without one with the latest. The
+timetable calls differ between Airflow minors: :mod:`airflow_jrs.compat` holds them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from types import SimpleNamespace
 from typing import Any
 
 from airflow_jrs.actions import NOT_FOUND, USAGE, ActionError
-from airflow_jrs.actions.planning.mapped import is_mapped, map_index_of, planned_map_indexes
 from airflow_jrs.actions.planning.runs import ExistingRun, as_run
+from airflow_jrs.actions.planning.serialized import NEEDS_DAG_FILE, PlanTask, plan_tasks
 from airflow_jrs.domain.identity import job_id_for
-from airflow_jrs.protocol.guarded_task import guarded_kind, is_templated
+from airflow_jrs.protocol.guarded_task import is_templated
 from airflow_jrs.views.words import stamp
 
 #: What the error for a DAG without one names (the marker, not this list, decides what counts).
 GUARDED_OPERATORS = "JrsSparkSubmitOperator, JrsPySparkOperator, @task.jrs_pyspark, JrsSparkSqlOperator"
-RENDERABLE = "ds, ds_nodash, ts, ts_nodash, logical_date, data_interval_start/end, dag, task, ti, dag_id, task_id"
+RENDERABLE = (
+    "ds, ds_nodash, ts, ts_nodash, logical_date, data_interval_start/end, dag_id, task_id, ti, macros, "
+    "Airflow's filters"
+)
 
 
 class UnrenderableJobId(ActionError):
@@ -60,9 +63,30 @@ def intervals(dag: Any, start: datetime, end: datetime) -> list[Any]:
     return infos
 
 
-def _render(
-    template: str, dag: Any, task: Any, info: Any, compiled: dict[str, Any] | None = None, map_index: int = -1
-) -> str:
+def _sandbox() -> Any:
+    """A Jinja environment that runs no DAG-author code: sandboxed (no ``__class__``, no
+    ``mro``), immutable, strict (an unknown name raises), with Airflow's own filters."""
+    import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    env = ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined, cache_size=400)
+    try:
+        from airflow.sdk.definitions._internal.templater import FILTERS
+    except ImportError:  # pragma: no cover - every supported minor has it
+        FILTERS = {}
+    env.filters.update(FILTERS)
+    return env
+
+
+def _macros() -> Any:
+    try:
+        from airflow.sdk.execution_time import macros
+    except ImportError:  # pragma: no cover
+        return SimpleNamespace()
+    return macros
+
+
+def _render(template: str, dag_id: str, task: PlanTask, info: Any, compiled: dict[str, Any]) -> str:
     """``template`` rendered for one interval. ``compiled`` caches the compiled template across
     intervals: compiling is 5 ms a job, so ten years of ten jobs would spend minutes on it."""
     import jinja2
@@ -70,14 +94,15 @@ def _render(
     logical = info.logical_date
     interval = info.data_interval
     context: dict[str, Any] = {
-        "dag": dag,
-        "task": task,
-        "ti": SimpleNamespace(dag_id=dag.dag_id, task_id=task.task_id, map_index=map_index),
-        "dag_id": dag.dag_id,
+        "dag": SimpleNamespace(dag_id=dag_id),
+        "task": SimpleNamespace(task_id=task.task_id),
+        "ti": SimpleNamespace(dag_id=dag_id, task_id=task.task_id, map_index=task.map_index),
+        "dag_id": dag_id,
         "task_id": task.task_id,
         "logical_date": logical,
         "data_interval_start": interval.start if interval else None,
         "data_interval_end": interval.end if interval else None,
+        "macros": compiled.setdefault("\0macros", _macros()),
     }
     if logical is not None:
         context |= {
@@ -86,54 +111,74 @@ def _render(
             "ts": logical.isoformat(),
             "ts_nodash": logical.strftime("%Y%m%dT%H%M%S"),
         }
-    if compiled is None:
-        compiled = {}
     if template not in compiled:
-        env = dag.get_template_env().overlay(undefined=jinja2.StrictUndefined)
-        compiled[template] = env.from_string(template)
+        if "\0env" not in compiled:
+            compiled["\0env"] = _sandbox()
+        compiled[template] = compiled["\0env"].from_string(template)
     try:
         return str(compiled[template].render(**context))
-    except jinja2.UndefinedError as exc:
+    except (jinja2.UndefinedError, jinja2.exceptions.SecurityError) as exc:
         raise UnrenderableJobId(
             f"task {task.task_id!r}: its job_id template {template!r} uses something a plan cannot render "
-            f"({exc.message}); a plan renders {RENDERABLE}",
+            f"({exc}); a plan renders {RENDERABLE}",
             USAGE,
+            ui=NEEDS_DAG_FILE,
         ) from None
 
 
-def guarded_tasks(dag: Any) -> tuple[list[Any], list[str]]:
-    """The DAG's guarded tasks (:mod:`airflow_jrs.protocol.guarded_task`: whatever runs Spark
-    through the job result store, operators and ``@task.jrs_pyspark`` alike; a mapped one as one
-    task per map index when its DAG file says its expansion), and the task ids of the mapped ones
-    only a run can expand, which are left out. Asks the marker, not the operator classes."""
-    tasks, mapped = [], []
-    for task in dag.tasks:
-        if not is_mapped(task):
-            if guarded_kind(task):
-                tasks.append(task)
-        elif guarded_kind(getattr(task, "operator_class", None)) or guarded_kind(task):
-            per_index = planned_map_indexes(task)
-            if per_index is None:
-                mapped.append(task.task_id)
-            else:
-                tasks.extend(per_index)
+def guarded_tasks(dag: Any) -> tuple[list[PlanTask], list[str]]:
+    """The DAG's guarded tasks (per map index for a mapped one whose expansion the DAG says) and
+    the task ids of the mapped ones only a run can expand. A task the serialized DAG cannot
+    plan (:class:`~.serialized.Unplannable`) is refused by name."""
+    tasks, mapped, unplannable = plan_tasks(dag)
+    if unplannable:
+        raise UnrenderableJobId(unplannable[0].note(), USAGE, ui=unplannable[0].note())
     return tasks, mapped
 
 
+class _Versions:
+    """The tasks of each DAG version a run used (:func:`.dags.version_dag`), read once each."""
+
+    def __init__(self, latest: Any, notes: list[str], load: Callable[[str], Any] | None) -> None:
+        self._latest = latest
+        self._notes = notes
+        self._load = load
+        self._tasks: dict[str | None, list[PlanTask]] = {}
+
+    def tasks(self, run: ExistingRun | None) -> list[PlanTask]:
+        version = run.dag_version_id if run is not None and self._load is not None else None
+        if version not in self._tasks:
+            dag = self._load(version) if version is not None and self._load is not None else None
+            if version is not None and dag is None:
+                gone = run.run_id if run else "?"
+                self._notes.append(f"run {gone}: its DAG version is gone from the metadata DB; planned with the latest")
+            found, _, unplannable = plan_tasks(dag if dag is not None else self._latest)
+            self._notes.extend(u.note() for u in unplannable)
+            self._tasks[version] = found
+        return self._tasks[version]
+
+
 def job_ids(
-    dag: Any, start: datetime, end: datetime, runs: dict[float, ExistingRun] | None = None
-) -> tuple[list[tuple[Any, Any, str]], list[str]]:
+    dag: Any,
+    start: datetime,
+    end: datetime,
+    runs: dict[float, ExistingRun] | None = None,
+    versions: Callable[[str], Any] | None = None,
+) -> tuple[list[tuple[Any, PlanTask, str]], list[str]]:
     """``(interval, task, job id)`` for every guarded task and interval, and notes. An interval
     whose date has a run in ``runs`` (:func:`~.runs.existing_runs`) is seen with that run's data
-    interval (:func:`~.runs.as_run`): a backfill runs it again as it is, so its tasks render with it."""
+    interval (:func:`~.runs.as_run`) and, given ``versions`` (a version id's serialized DAG),
+    with the DAG version that run used. A task the serialized DAG cannot plan is left out, named
+    in a note ("needs the DAG file")."""
     notes: list[str] = []
-    tasks, mapped = guarded_tasks(dag)
+    latest, mapped, unplannable = plan_tasks(dag)
+    notes.extend(u.note() for u in unplannable)
     if mapped:
         notes.append(
             f"left out mapped tasks {mapped}: expanded over another task's output (or in a mapped group), their "
             "job ids depend on the run's expansion"
         )
-    if not tasks:
+    if not latest and not unplannable:
         raise ActionError(
             f"DAG {dag.dag_id!r} has no guarded task ({GUARDED_OPERATORS}){' besides mapped ones' if mapped else ''}; "
             "nothing to plan",
@@ -146,18 +191,32 @@ def job_ids(
             "(no schedule, or outside its start/end date); check the dates",
             NOT_FOUND,
         )
+    by_version = _Versions(dag, notes, versions)
     out = []
     compiled: dict[str, Any] = {}
+    left_out: set[str] = set()
     for info in infos:
-        for task in tasks:
-            template, index = task.job_id, map_index_of(task)
-            rendered = _render(template, dag, task, info, compiled, index) if is_templated(template) else template
+        logical = info.logical_date
+        run = runs.get(logical.timestamp()) if runs and logical is not None else None
+        for task in by_version.tasks(run) if run is not None else latest:
+            template = task.job_id
+            try:
+                rendered = (
+                    _render(template, dag.dag_id, task, info, compiled)
+                    if template is not None and is_templated(template)
+                    else template
+                )
+            except UnrenderableJobId as exc:
+                if task.task_id not in left_out:
+                    left_out.add(task.task_id)
+                    notes.append(f"{exc}; {NEEDS_DAG_FILE}")
+                continue
             interval = info.data_interval
             context = {
-                "ti": SimpleNamespace(dag_id=dag.dag_id, task_id=task.task_id, map_index=index),
+                "ti": SimpleNamespace(dag_id=dag.dag_id, task_id=task.task_id, map_index=task.map_index),
                 "partition_key": getattr(info, "partition_key", None),
                 "data_interval_start": interval.start if interval else None,
-                "logical_date": info.logical_date,
+                "logical_date": logical,
                 "run_id": f"backfill__{info.run_after.isoformat()}",
             }
             out.append((info, task, job_id_for(rendered, context)))
@@ -170,7 +229,7 @@ def _one_job_per_map_index(jobs: list[tuple[Any, Any, str]]) -> None:
     map index): at run time all but one would skip on the first one's result."""
     seen: dict[tuple[int, str, str], int] = {}
     for info, task, job_id in jobs:
-        index = map_index_of(task)
+        index = task.map_index
         if index < 0:
             continue
         first = seen.setdefault((id(info), task.task_id, job_id), index)

@@ -9,18 +9,19 @@ same questions without running anything, so the cost of a backfill is known befo
 calendar shows it. A run that exists already is run again with its conf (:mod:`.runs`): when
 that conf asks to recompute (``jrs_recompute``), the task's own rule
 (:func:`airflow_jrs.domain.recompute.verdict`: a request acts once) says "run" or "skip".
-Fingerprints follow each kind's rule (:func:`~airflow_jrs.protocol.guarded_task.planned_fingerprint`).
+Fingerprints are the ones the dag-processor planned (:func:`~airflow_jrs.protocol.guarded_task.plan_facts`).
 The job ids are :func:`.job_ids.job_ids`, read in one pipelined batch per 500 jobs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from airflow_jrs.actions.planning.dags import version_dag
 from airflow_jrs.actions.planning.job_ids import job_ids
-from airflow_jrs.actions.planning.mapped import map_index_of
 from airflow_jrs.actions.planning.runs import ExistingRun, existing_runs
 from airflow_jrs.domain.decision import decide
 from airflow_jrs.domain.recompute import read_request, verdict
@@ -31,7 +32,6 @@ from airflow_jrs.exceptions import (
     JobResultQuarantinedError,
     JrsConfigError,
 )
-from airflow_jrs.protocol.guarded_task import planned_fingerprint
 from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.store import JobResultEntry
 from airflow_jrs.store.recompute_requests import RecomputeRequests
@@ -51,19 +51,24 @@ class PlannedJob:
     reason: str
     entry: JobResultEntry | None = None
     map_index: int = -1  # the task's map index for a mapped task
+    #: A SUCCEEDED result whose fingerprint differs from the one the task plans: it computes again.
+    stale: bool = False
+    #: ``False`` when the task's fingerprint is known only once it renders its arguments at run time.
+    fingerprint_known: bool = True
 
 
-def plan_range(jobs: JobNamespace, dag: Any, start: datetime, end: datetime) -> tuple[list[PlannedJob], list[str]]:
+def plan_range(
+    jobs: JobNamespace, dag: Any, start: datetime, end: datetime, versions: Callable[[str], Any] | None = version_dag
+) -> tuple[list[PlannedJob], list[str]]:
     """Every guarded job of ``dag`` from ``start`` to ``end`` (inclusive) in ``jobs``' namespace,
     where it stands and what a backfill would do with it; and notes on what the plan could not see."""
     runs, runs_note = existing_runs(dag.dag_id, start, end)
-    found, notes = job_ids(dag, start, end, runs)
+    found, notes = job_ids(dag, start, end, runs, versions)
     if runs_note:
         notes.append(runs_note)
     requests = jobs.recompute_requests
     leases = jobs.held_leases()
     intents = jobs.intents.list_intents()
-    fingerprints = {id(task): planned_fingerprint(task) for _, task, _ in found}  # one per map index of a mapped task
     planned = []
     answers = read_entries(jobs.results, [job_id for _, _, job_id in found])  # one round trip per 500 jobs
     for info, task, job_id in found:
@@ -82,7 +87,7 @@ def plan_range(jobs: JobNamespace, dag: Any, start: datetime, end: datetime) -> 
             status = "committed" if entry.is_clean else "dirty"
         else:
             status = "failed"
-        decision = decide(entry, fingerprints[id(task)], accept_changed_fingerprint=task.accept_changed_fingerprint)
+        decision = decide(entry, task.fingerprint, accept_changed_fingerprint=task.accept_changed_fingerprint)
         logical = info.logical_date
         run = runs.get(logical.timestamp()) if logical is not None else None
         asked = _requested(requests, run, task.task_id, job_id, entry) if decision.skip and entry else None
@@ -90,6 +95,8 @@ def plan_range(jobs: JobNamespace, dag: Any, start: datetime, end: datetime) -> 
             action, reason = asked
         elif decision.skip:
             action, reason = "skip", decision.reason + (f"; {asked[1]}" if asked else "")
+            if entry is not None and task.fingerprint is None and entry.result.fingerprint:
+                reason += f"; may compute if its arguments changed ({task.fingerprint_why or 'fingerprint unknown'})"
         elif holder is not None:
             who = f"{holder.owner.get('host', '?')} pid {holder.owner.get('pid', '?')}"
             action, reason = "blocked", f"lease held by {who} (token {holder.token}): waits or fails, no second copy"
@@ -98,7 +105,9 @@ def plan_range(jobs: JobNamespace, dag: Any, start: datetime, end: datetime) -> 
             if intent is not None and not isinstance(intent, CorruptIntentError):
                 reason += f"; recovers fence {intent.fence}'s unfinished attempt first"
         result_status = entry.result.status.value if entry else None
-        planned.append(_row(info, task, job_id, status, result_status, action, reason, entry))
+        row = _row(info, task, job_id, status, result_status, action, reason, entry)
+        stale = status in ("committed", "dirty") and not decision.skip
+        planned.append(replace(row, stale=stale, fingerprint_known=task.fingerprint is not None))
     return planned, notes
 
 
@@ -133,4 +142,4 @@ def _row(
     entry: JobResultEntry | None = None,
 ) -> PlannedJob:
     when = info.logical_date or getattr(info, "partition_date", None) or info.run_after
-    return PlannedJob(when, task.task_id, job_id, status, result_status, action, reason, entry, map_index_of(task))
+    return PlannedJob(when, task.task_id, job_id, status, result_status, action, reason, entry, task.map_index)

@@ -26,6 +26,8 @@ class ExistingRun:
     #: ``(start, end)`` as Airflow stored it: a run triggered by hand has one of its own (the
     #: trigger time's, or one ending at its logical date), which a backfill keeps when it re-runs it.
     data_interval: tuple[datetime, datetime] | None = None
+    #: The DAG version the run was created with: its date is planned with that version's tasks.
+    dag_version_id: str | None = None
 
 
 def as_run(info: Any, runs: dict[float, ExistingRun] | None) -> Any:
@@ -71,6 +73,7 @@ def existing_runs(dag_id: str, start: datetime, end: datetime) -> tuple[dict[flo
                     DagRun.conf,
                     DagRun.data_interval_start,
                     DagRun.data_interval_end,
+                    DagRun.created_dag_version_id,
                 ).where(DagRun.dag_id == dag_id, DagRun.logical_date >= start, DagRun.logical_date <= end)
             ).all()
     except Exception as exc:  # a plan is a preview: say what it could not see, and go on
@@ -81,7 +84,10 @@ def existing_runs(dag_id: str, start: datetime, end: datetime) -> tuple[dict[flo
         )
     return {
         row.logical_date.timestamp(): ExistingRun(
-            row.run_id, row.conf, (row.data_interval_start, row.data_interval_end) if row.data_interval_start else None
+            row.run_id,
+            row.conf,
+            (row.data_interval_start, row.data_interval_end) if row.data_interval_start else None,
+            str(row.created_dag_version_id) if row.created_dag_version_id else None,
         )
         for row in rows
         if row.logical_date

@@ -31,7 +31,7 @@ from airflow_jrs.actions.planning.dags import find_dag
 from airflow_jrs.actions.planning.jobs import plan_range
 from airflow_jrs.plugins.routes.deps import Jobs, RangeBody, day_range, user_api
 from airflow_jrs.plugins.security import Access, actor, who
-from airflow_jrs.views.calendar import CalendarJob, calendar_json, cell_state
+from airflow_jrs.views.calendar import CalendarJob, calendar_json, cell_state, job_detail
 
 log = logging.getLogger("airflow_jrs.plugins.api")
 
@@ -62,14 +62,15 @@ def calendar(user: GetUserDep, b: Jobs, dag_id: str, start: str, end: str) -> di
     task: committed, dirty, failed, canceled, stopped, running, missing or quarantined."""
     Access(user).require("GET", dag_id)
     first, last = day_range(start, end)
-    planned, _notes = plan_range(b.jobs, find_dag(dag_id), first, last)
+    planned, notes = plan_range(b.jobs, find_dag(dag_id), first, last)
     held = b.jobs.held_leases()
     jobs = [
-        CalendarJob(p.logical_date, p.task_id, p.job_id, cell_state(p.status, p.result_status, p.job_id in held),
-                    p.map_index)
+        CalendarJob(p.logical_date, p.task_id, p.job_id,
+                    cell_state(p.status, p.result_status, p.job_id in held, stale=p.stale), p.map_index,
+                    detail=job_detail(p.entry), fingerprint_known=p.fingerprint_known)
         for p in planned
     ]  # fmt: skip
-    return calendar_json(dag_id, jobs, _runs(dag_id, first, last))
+    return calendar_json(dag_id, jobs, _runs(dag_id, first, last), notes)
 
 
 def _dry_run(body: Any) -> bool:
