@@ -169,6 +169,16 @@ SETTINGS: tuple[Setting, ...] = (
         "guarantee, log it loudly and record nothing; the job may then run twice).",
         choices=ON_STORE_UNAVAILABLE,
     ),
+    # -- Spark Connect (docs/how-to/spark-connect.md) ----------------------------------------------
+    Setting(
+        "connect_unseen_tasks_wait",
+        "float",
+        120.0,
+        "Seconds a retry of a Spark Connect job waits for Spark tasks of the failed attempt's cancelled "
+        "work that the server's UI cannot show (spark.ui.enabled=false, a UI the worker cannot reach), "
+        "once the server reports that attempt's session gone; then it goes ahead, saying so in its log. "
+        "The default is the bound a retry waits for tasks the UI does show.",
+    ),
 )
 #: The table by name.
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -204,6 +214,8 @@ class JrsSettings:
     durability_timeout: float = _default("durability_timeout")
     # Full results of clean jobs outside Redis (docs/operations/sizing.md); "" keeps them in Redis.
     result_documents: str = _default("result_documents")
+    # Spark Connect: how long a retry waits for a gone session's unseen tasks (launch/connect_tasks.py).
+    connect_unseen_tasks_wait: float = _default("connect_unseen_tasks_wait")
 
 
 def durability_parts(value: str | None) -> tuple[str, int]:

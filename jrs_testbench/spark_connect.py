@@ -110,6 +110,12 @@ class SparkConnectServer:
         return self.url if session_id is None else f"{self.url}/;session_id={session_id}"
 
     @property
+    def ui_enabled(self) -> bool:
+        """``spark.ui.enabled=false`` in ``conf`` starts a server without a UI: then :meth:`jobs`,
+        :meth:`activity` and :meth:`barrier` (the UI REST API's views) cannot be used."""
+        return self.conf.get("spark.ui.enabled", "true").strip().lower() != "false"
+
+    @property
     def ui_url(self) -> str:
         return f"http://127.0.0.1:{self.ui_port}"
 
@@ -147,7 +153,8 @@ class SparkConnectServer:
             )
         try:
             self._wait(self._answers, timeout, "a gRPC answer")
-            self._wait(lambda: self.application_id() is not None, timeout, "its application in the UI REST API")
+            if self.ui_enabled:  # without a UI, the gRPC answer is all there is to wait for
+                self._wait(lambda: self.application_id() is not None, timeout, "its application in the UI REST API")
         except BaseException:
             self.stop()
             raise

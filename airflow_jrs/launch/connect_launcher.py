@@ -17,11 +17,17 @@ real server by the project's Spark Connect tests:
   ``sc://host:port/;session_id=<id>`` and asks the server (``GetStatus``) whether the session
   still runs an operation, or interrupts it (``predecessor="stop"``). It closes its channel
   and never releases the predecessor's session (``spark.stop()`` would, interrupting it);
-* ``INVALID_HANDLE.SESSION_NOT_FOUND`` / ``SESSION_CLOSED``: no operation of the predecessor runs;
+* only the server that holds the session can answer for it, so the successor first checks that its
+  connection names the server the predecessor's spec records, and fails closed when not
+  (:mod:`.connect_server`);
+* ``INVALID_HANDLE.SESSION_NOT_FOUND`` / ``SESSION_CLOSED`` from that server: no operation of the
+  predecessor runs, and none can start (released or expired);
 * an operation ends (CANCELLED) before its Spark tasks do: the executor kills them afterwards, and
   a task blocked in I/O runs until the I/O returns. The server's Spark UI (REST API) shows a
   session's jobs with their active tasks, so a successor, and a stopped attempt before it lets
-  its lease go, waits until none is left (:mod:`.connect_tasks`).
+  its lease go, waits until none is left (:mod:`.connect_tasks`). A server that cannot show them
+  fails the attempt closed, unless the session is gone: then a successor waits
+  ``[jrs] connect_unseen_tasks_wait`` and goes ahead.
 
 A committed job builds no client at all (the protocol decides before :meth:`prepare`): an unused
 Connect client still opens its session at process exit (pyspark's ``atexit`` ML-cache cleanup).
@@ -41,31 +47,35 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.launch.connect_server import (
+    SESSION_GONE,
+    SESSION_RUNNING,
+    check_same_server,
+    interrupt_session,
+    session_running,
+    session_state,
+)
 from airflow_jrs.launch.connect_tasks import (
     TASKS_POLL,
     UI_CONF,
     UNSEEN_TASKS_KEY,
     LingeringTasks,
     ServerUi,
+    TasksUnknown,
     proceeds_unseen,
     server_ui,
     ui_from,
+    unseen_tasks_wait,
 )
 from airflow_jrs.launch.session_launcher import SessionLauncher, metrics_of
 from airflow_jrs.protocol.launcher import RUNS, Ended, Launch, Predecessor
+from airflow_jrs.settings import BY_NAME
 from airflow_jrs.spark.commit import is_connect_session, write_commit_marker
 from airflow_jrs.spark.conf import job_conf
 
 if TYPE_CHECKING:
     from airflow_jrs.store.intents import Intent
 
-#: Operation states in which an operation does no more Spark work (TERMINATING: its work is done,
-#: its results wait for a client).
-ENDED_STATES = frozenset(
-    {"OPERATION_STATE_TERMINATING", "OPERATION_STATE_SUCCEEDED", "OPERATION_STATE_FAILED", "OPERATION_STATE_CANCELLED"}
-)
-#: What the server answers for a session it does not hold (never opened, released, expired).
-GONE = ("SESSION_NOT_FOUND", "SESSION_CLOSED")
 #: Conf the Connect builder cannot apply to a running session (and the provider sets for classic ones).
 NOT_SESSION_CONF = ("spark.remote", "spark.master", "spark.app.name")
 #: What pyspark.sql.functions reads to build Connect columns instead of classic ones.
@@ -107,52 +117,6 @@ def redacted(url: str) -> str:
     return re.sub(r"(;|/;)token=[^;]*", r"\1token=***", url)
 
 
-def _client(url: str) -> Any:
-    """A bare Connect client: no default/active session is set, no RPC until one is called."""
-    from pyspark.sql.connect.client import SparkConnectClient
-
-    return SparkConnectClient(connection=url)
-
-
-def session_running(url: str) -> bool:
-    """Does the session of ``url`` (it names a ``session_id``) still run an operation?
-
-    Asks the server (``GetStatus``); a session the server does not hold runs nothing. Closes the
-    channel (never releases the session: that would interrupt what it runs). Raises on any other
-    error: unknown is not "no"."""
-    from pyspark.errors.exceptions.connect import SparkConnectException
-    from pyspark.sql.connect.proto import base_pb2
-
-    names = base_pb2.GetStatusResponse.OperationStatus.OperationState
-    client = _client(url)
-    try:
-        resp = client._get_operation_statuses()
-    except SparkConnectException as exc:
-        if any(gone in str(exc) for gone in GONE):
-            return False
-        raise
-    finally:
-        client.close()
-    return any(names.Name(s.state) not in ENDED_STATES for s in resp.operation_statuses)
-
-
-def interrupt_session(url: str) -> list[str]:
-    """Interrupt every operation of the session of ``url``; their operation ids.
-
-    The whole session, not the attempt's tag: Connect tags are per client thread (pyspark's
-    ``SparkConnectClient.thread_local.tags``), so an operation the function started from a thread
-    of its own carries no tag, and an interrupt by tag misses it. The session is the attempt's
-    alone (:meth:`ConnectLauncher.prepare` picks a new one per launch), so "all" is exactly its
-    work. Only when the session exists (an Interrupt RPC must not open a session that never was)."""
-    if not session_running(url):
-        return []
-    client = _client(url)
-    try:
-        return list(client.interrupt_all() or [])
-    finally:
-        client.close()
-
-
 class ConnectLauncher(SessionLauncher):
     """One attempt's Spark Connect session: open (under a recorded id), tag, call, commit marker, release.
 
@@ -162,8 +126,12 @@ class ConnectLauncher(SessionLauncher):
 
     name = "spark connect"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, unseen_tasks_wait: float | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        #: ``[jrs] connect_unseen_tasks_wait``: how long a successor waits for a gone session's unseen tasks
+        self.unseen_tasks_wait = BY_NAME["connect_unseen_tasks_wait"].default if unseen_tasks_wait is None else (
+            unseen_tasks_wait
+        )  # fmt: skip
         self.session_id: str | None = None
         self.tag: str | None = None
         self._ui: ServerUi | None = None  # the server's Spark UI, read from the attempt's session
@@ -307,21 +275,34 @@ class ConnectLauncher(SessionLauncher):
         os.makedirs(local, exist_ok=True)
 
     def predecessors_of(self, namespace: str, stale: Intent) -> list[Predecessor]:
-        """The predecessor's Connect session while it still runs an operation; a predecessor
-        that recorded no session (it ran with another launcher) is looked for as a local driver."""
+        """The predecessor's Connect session while it still runs an operation or Spark tasks; a
+        predecessor that recorded no session (it ran with another launcher) is looked for as a
+        local driver.
+
+        Only on the server the predecessor's spec records (:func:`.connect_server.check_same_server`:
+        a mismatch fails closed). Tasks the server's UI cannot show fail the attempt closed
+        (:class:`.connect_tasks.TasksUnknown`), unless the session is gone: then the successor waits
+        ``[jrs] connect_unseen_tasks_wait`` for them and goes ahead (:func:`.connect_tasks.unseen_tasks_wait`)."""
         if not stale.session_id or not self._remote():
             return super().predecessors_of(namespace, stale)
         assert self._resolved is not None
         url, conf = self._resolved
+        check_same_server(namespace, stale, url, self.log)  # any other server answers "not found"
         remote = session_url(url, stale.session_id)
-        running = session_running(remote)
+        state = session_state(remote)
         try:
             ui, missing = server_ui(url), "the server runs no Spark UI (spark.ui.enabled=false)"
         except Exception as exc:
             ui, missing = None, f"could not read its Spark UI address ({exc})"
         lingering = LingeringTasks(ui, stale.session_id, self.log, missing=missing, proceed=proceeds_unseen(conf))
-        if not running and not lingering.running():
-            return []
+        if state != SESSION_RUNNING:
+            try:
+                if not lingering.running():
+                    return []
+            except TasksUnknown as exc:
+                if state != SESSION_GONE:  # an idle session: a live client of it may still start an operation
+                    raise
+                return [unseen_tasks_wait(stale.session_id, exc.why, self.unseen_tasks_wait, self.log)]
         tag = job_tag(namespace, stale.job_id, stale.fence)
 
         def stop() -> None:

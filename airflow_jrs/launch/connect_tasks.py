@@ -16,6 +16,13 @@ application, or nothing. :class:`ServerUi` therefore looks for the port whose
 ``/api/v1/applications`` lists the server's ``spark.app.id``, the way Spark picked it. A UI that
 cannot be found or does not answer is "unknown", never "no task runs": the caller fails closed,
 unless the connection opted out (:data:`UNSEEN_TASKS_KEY`).
+
+Unknown cannot mean "fail" for good, though: a server without a UI shows nothing ever, and a
+retry that failed for that would fail on every try. Once the server reports the predecessor's
+session *gone* (released or expired: nothing runs in it and nothing can start in it any more),
+what is left to fear is only the tail of its cancelled jobs' tasks, so a successor waits a bounded
+time for them (``[jrs] connect_unseen_tasks_wait``, :func:`unseen_tasks_wait`) and then goes
+ahead, saying so in its log.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.protocol.launcher import Predecessor
 
 #: Seconds the Spark tasks of a session whose operations ended may run on before a successor (or
 #: the stopped attempt itself) gives up waiting for them (:class:`LingeringTasks`).
@@ -42,7 +50,12 @@ PORT_RETRIES = 16
 
 
 class TasksUnknown(RuntimeError):
-    """The server's UI cannot show whether a session's Spark tasks still run."""
+    """The server's UI cannot show whether a session's Spark tasks still run; ``why`` says why
+    in a few words (no UI, not found, not answering), for a caller that words its own message."""
+
+    def __init__(self, message: str, *, why: str = "") -> None:
+        super().__init__(message)
+        self.why = why or message
 
 
 def proceeds_unseen(conf: dict[str, Any]) -> bool:
@@ -219,9 +232,11 @@ class LingeringTasks:
             raise TasksUnknown(
                 f"Spark Connect session {self.session_id}: cannot see whether Spark tasks of its cancelled work "
                 f"still run on the server{where}: {why}. Not going ahead beside them; the task fails and its "
-                "retry looks again. Make the Connect server's Spark UI reachable from the workers "
-                f"(spark.ui.enabled=true), or set {UNSEEN_TASKS_KEY}=proceed in the connection's conf to go "
-                "ahead without seeing them."
+                "retry looks again (once the server reports the session gone, a retry waits [jrs] "
+                "connect_unseen_tasks_wait for them, then goes ahead). Make the Connect server's Spark UI "
+                f"reachable from the workers (spark.ui.enabled=true) to wait for them exactly, or set "
+                f"{UNSEEN_TASKS_KEY}=proceed in the connection's conf to go ahead without seeing them.",
+                why=why,
             )
         if not self._told:
             self._told = True
@@ -232,3 +247,43 @@ class LingeringTasks:
                 self.session_id, where, why, UNSEEN_TASKS_KEY,
             )  # fmt: skip
         return False
+
+
+def unseen_tasks_wait(session_id: str, why: str, seconds: float, log: Any) -> Predecessor:
+    """The predecessor to wait for when its session is gone but its tasks cannot be seen: alive
+    for ``seconds`` (``[jrs] connect_unseen_tasks_wait``) from now, then gone, saying so once.
+
+    Gone means released or expired: the server runs no operation in it and starts none (a paused
+    predecessor's client is refused), so only the Spark tasks of its cancelled jobs may still run,
+    for as long as a task blocked in I/O takes to notice. Failing closed on them, as an idle
+    session still must (a live client may start an operation in it), wedged the job: a server
+    without a UI never shows them, so every retry failed until a person stepped in. ``stop`` has
+    nothing to stop: the session is gone, and no RPC reaches its tasks."""
+    deadline = time.monotonic() + seconds
+    log.warning(
+        "Spark Connect session %s is gone from the server (released or expired: nothing runs in it and nothing "
+        "can start in it), but the server cannot show whether Spark tasks of its cancelled work still run: %s. "
+        "Waiting %.0fs ([jrs] connect_unseen_tasks_wait) for them to end, then going ahead.",
+        session_id, why, seconds,
+    )  # fmt: skip
+    told = False
+
+    def alive() -> bool:
+        nonlocal told
+        if time.monotonic() < deadline:
+            return True
+        if not told:
+            told = True
+            log.warning(
+                "Spark Connect session %s: waited %.0fs ([jrs] connect_unseen_tasks_wait) for Spark tasks of its "
+                "cancelled work that the server cannot show; going ahead. Make the server's Spark UI reachable "
+                "from the workers to wait for them exactly.",
+                session_id, seconds,
+            )  # fmt: skip
+        return False
+
+    return Predecessor(
+        description=f"Spark Connect session {session_id} (gone; its cancelled tasks unseen, waited for {seconds:g}s)",
+        alive=alive,
+        stop=lambda: None,
+    )

@@ -136,7 +136,7 @@ class JrsPySparkOperator(PySparkOperator, GuardedJob):
         kwargs = dict(self.determine_kwargs(context))
         launcher = ConnectLauncher(
             self._bind(kwargs), self._session_settings, callable_name=_qualified_name(self.python_callable),
-            log=self.log,
+            log=self.log, unseen_tasks_wait=hook.settings.connect_unseen_tasks_wait,
         )  # fmt: skip
         return run_job(self, context, hook, JobSpec(job_id, fp, self.outputs or {"output": ""}), launcher)
 

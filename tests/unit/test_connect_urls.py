@@ -295,3 +295,44 @@ def test_a_failed_attempt_whose_cancelled_tasks_may_still_run_records_nothing_an
         with pytest.raises(ValueError, match="the function failed"):
             JobAttempt(jobs, JobSpec(other, "fp"), Attempt("d", "t", "r", 1), launcher).run()
         assert jobs.intents.get(other) is None, "opted out: the failure is recorded as before"
+
+
+# -- which server a predecessor's session is on: compared by host and port ---------------------
+
+
+def test_a_servers_address_is_its_host_and_port_with_connects_default_port():
+    from airflow_jrs.launch.connect_server import server_address
+
+    assert server_address("sc://Spark.Example:15003/;user_id=a;token=***") == "spark.example:15003"
+    assert server_address("sc://spark.example") == server_address("sc://spark.example:15002/") == "spark.example:15002"
+    assert server_address("sc://[::1]:15002/;use_ssl=true") == "[::1]:15002"
+    with pytest.raises(ValueError, match="not a Spark Connect URL"):
+        server_address("spark://h:7077")
+
+
+@pytest.mark.parametrize("spec", ["missing", "no remote", "another server", "same server"])
+def test_a_successor_asks_only_the_server_the_predecessors_spec_records(tmp_path, spec):
+    """Any other server answers "session not found" for the predecessor's session, which reads as
+    "nothing runs": a mismatch, or a spec that cannot say, fails closed naming what to do."""
+    from airflow_jrs.launch.connect_server import check_same_server
+    from airflow_jrs.store.intents import Intent
+
+    path = tmp_path / "spec.json"
+    remote = {"another server": "sc://a.example:15002/;token=***", "same server": "sc://b.example/;token=***"}
+    if spec != "missing":
+        path.write_text(json.dumps({"launcher": "spark-connect", "session_id": SID, "remote": remote.get(spec)}))
+    stale = Intent(job_id=JOB, fence=3, spec_uri=str(path), staging="/s", app_name="a", host="h", pid=1,
+                   started_at=0.0, session_id=SID)  # fmt: skip
+    if spec == "same server":
+        check_same_server("prod", stale, "sc://B.example:15002/;user_id=x;token=s3cret", logging.getLogger("test"))
+        return
+    why = {
+        "missing": "airflow-jrs cannot tell which server it was opened on: its spec .* could not be read",
+        "no remote": "airflow-jrs cannot tell which server it was opened on: its spec .* records no Spark Connect "
+        "server",
+        "another server": "it was opened on a.example:15002, but the connection now names b.example:15002",
+    }[spec]
+    with pytest.raises(JrsConfigError, match=rf"job {JOB}: the predecessor \(fence 3\) ran in Spark Connect session "
+                       rf"{SID}, and {why}.*starts nothing.*Point the connection.*delete the job's intent in "
+                       "namespace 'prod'"):  # fmt: skip
+        check_same_server("prod", stale, "sc://b.example/;user_id=x", logging.getLogger("test"))
