@@ -113,7 +113,8 @@ def seed(store: RedisJobResultStore, client: redis.Redis, spec_root: Path) -> No
     committed("tiny2", "2013-06-04")
     store.create_dirty_result(_result("tiny", "2013-06-06", JobStatus.CANCELED))
     store.create_dirty_result(_result("tiny2", "2013-06-06", JobStatus.STOPPED))
-    # a running attempt: lease held, intent recorded
+    # a running stream (its staging is a stream's output folder: the page offers a stream's stop
+    # and cancel; a batch job's gets "Cancel job"): lease held, intent recorded
     running = job_id("tiny", "2013-06-05")
     lease = JobLease(
         client, store.namespace, running, ttl=3600,
@@ -125,7 +126,7 @@ def seed(store: RedisJobResultStore, client: redis.Redis, spec_root: Path) -> No
     intents.record(
         Intent(
             job_id=running, fence=fence, spec_uri=intents.spec_uri(running, fence),
-            staging="/data/staging/fence", app_name="jrs-tiny", host="worker-1", pid=4242, started_at=1.0,
+            staging="/data/staging/stream/output", app_name="jrs-tiny", host="worker-1", pid=4242, started_at=1.0,
         ),
         {"application": "tiny.py"},
     )  # fmt: skip

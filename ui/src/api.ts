@@ -48,6 +48,7 @@ export interface Entry {
 export interface LeaseHolder {
   token: number;
   ttl_ms: number;
+  lease_ttl_ms?: number | null;
   owner: Record<string, unknown> & { host?: string; pid?: number; dag_id?: string; task_id?: string; run_id?: string };
 }
 
@@ -58,6 +59,23 @@ export interface Recovery {
   predecessor: number | null;
   text: string;
   facts?: Record<string, unknown>;
+}
+
+/** What the lease's holder is doing now: running, or its task process gone (``task_gone``: its
+ * supervisor still runs Spark; ``gone``: nothing of it runs), in the words ``show`` prints. */
+export interface HolderState {
+  state: "running" | "task_gone" | "gone";
+  text: string;
+  next: string;
+  holder: string;
+  host: string | null;
+  task_pid: number | null;
+  seen_gone: boolean;
+  silent_s: number | null;
+  expires_in_s: number;
+  supervisor_pid: number | null;
+  supervisor_host: string | null;
+  submit_pid: number | null;
 }
 
 export interface JobDetail {
@@ -71,7 +89,10 @@ export interface JobDetail {
   quarantined: boolean;
   history: Entry[];
   lease: LeaseHolder | null;
+  holder_state?: HolderState | null;
   intent: (Record<string, unknown> & { application_id?: string; app_name?: string; error?: string }) | null;
+  /** the attempt in flight is a stream (null: no intent) */
+  streaming?: boolean | null;
   heartbeat: Record<string, unknown> | null;
   stop_request: (Record<string, unknown> & { pending: boolean; kind?: string }) | null;
   recoveries: Recovery[];

@@ -117,6 +117,17 @@ function RecoveryStory({ d }: { d: Detail }) {
 
 function Running({ d }: { d: Detail }) {
   if (!d.lease) return null;
+  const now = d.holder_state;
+  if (now && now.state !== "running")
+    // a crash: the task process is gone while its lease (and maybe its Spark) lives on
+    return (
+      <Notice status="warning">
+        <Text data-holder-state={now.state}>
+          <b>{now.state === "task_gone" ? "Task process gone, Spark still running" : "Task process gone"}</b>:{" "}
+          {now.text} {now.next}
+        </Text>
+      </Notice>
+    );
   const o = d.lease.owner;
   const who = [o.dag_id && o.task_id ? `${o.dag_id}.${o.task_id}` : null, o.run_id ? `run ${o.run_id}` : null]
     .filter(Boolean)
@@ -185,7 +196,23 @@ function actionsFor(d: Detail): ActionSpec[] {
       text: <Text>The job may run again. The entry's bytes are shown once released.</Text>,
       danger: true,
     });
-  if (d.intent) {
+  if (d.intent && d.streaming === false)
+    // a batch job has no batch boundary: a stop or a cancel both terminate its spark-submit
+    out.push({
+      action: "cancel",
+      label: "Cancel job",
+      title: `Cancel ${d.job_id} at once?`,
+      text: (
+        <>
+          <Text>Its spark-submit is terminated and the job records CANCELED; its next run computes it again.</Text>
+          {d.holder_state?.state === "task_gone" && (
+            <Text>Its task is gone: left alone, the task's retry adopts this application's output when it finishes.</Text>
+          )}
+        </>
+      ),
+      danger: true,
+    });
+  else if (d.intent) {
     out.push({
       action: "stop",
       label: "Stop stream",

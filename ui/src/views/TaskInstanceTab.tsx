@@ -5,7 +5,7 @@
  */
 import { Box, Stack, Text } from "@chakra-ui/react";
 
-import { api, type JobDetail, type TaskInstanceDetail } from "../api";
+import { api, type HolderState, type JobDetail, type TaskInstanceDetail } from "../api";
 import { ErrorAlert, Loading, Notice, Raw } from "../components/common";
 import { JobDetailView } from "../components/JobDetail";
 import { useLoad } from "../useApi";
@@ -17,7 +17,18 @@ export interface HostProps {
   mapIndex?: string;
 }
 
-function Mark({ t }: { t: TaskInstanceDetail["task"] }) {
+function Mark({ t, now }: { t: TaskInstanceDetail["task"]; now?: HolderState | null }) {
+  if (t.running && now && now.state !== "running")
+    // the try's task process is gone: Airflow says "Up For Retry" while its lease (and Spark) lives on
+    return (
+      <Notice status="warning">
+        <Text data-mark={now.state}>
+          <b>This try's task process is gone</b>, while the job's lease
+          {now.state === "task_gone" ? " and its Spark application live" : " lives"} on: below, what still runs and
+          what the task's retry will do.
+        </Text>
+      </Notice>
+    );
   if (t.running)
     return <Notice status="info"><Text data-mark="running">Running: this task holds the job's lease now.</Text></Notice>;
   if (t.reused)
@@ -62,7 +73,7 @@ export function TaskInstanceTab({ dagId, runId, taskId, mapIndex }: HostProps) {
       )}
       {data && data.job_id && (
         <Stack gap={4}>
-          <JobDetailView d={data as JobDetail} onChanged={reload} lead={<Mark t={data.task} />} />
+          <JobDetailView d={data as JobDetail} onChanged={reload} lead={<Mark t={data.task} now={data.holder_state} />} />
           {data.task.payload && <Raw label="What this task returned (XCom)" value={data.task.payload} />}
         </Stack>
       )}
