@@ -26,6 +26,9 @@ more work, and the fenced result write refuses what it might still try to record
 from Redis is the one case the renewer alone notices too late (it gives up after a whole TTL,
 when a successor on another host may already run): a watchdog stops the session once the lease
 went unrenewed for the supervisor's self-fencing share of the TTL (:meth:`_self_fence`).
+
+The driver JVM's stderr is not the task's: :mod:`airflow_jrs.launch.driver_log` starts the JVM
+and logs its lines at the level each deserves, since Airflow logs a task process's stderr as ERROR.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.launch.driver_log import QUIET_CONF, launch_gateway
 from airflow_jrs.launch.supervisor import SELF_FENCE_SHARE
 from airflow_jrs.protocol.launcher import Launch, Launcher, Predecessor
 from airflow_jrs.protocol.processes import find_job_processes, process_alive
@@ -140,6 +144,7 @@ class SessionLauncher(Launcher):
             )
         spark_conf = SparkConf()
         full = {
+            **QUIET_CONF,  # no progress bars on stderr, which Airflow logs as ERROR (driver_log.py)
             **conf,
             "spark.master": master,
             "spark.app.name": launch.app_name,
@@ -150,6 +155,8 @@ class SessionLauncher(Launcher):
         with self._lock:
             if self._stopped:  # killed or lost the lease before the session existed
                 raise RuntimeError(f"job {launch.job_id}: stopped before the session started")
+        if SparkContext._gateway is None:  # this process's first session starts the driver JVM
+            SparkContext(conf=spark_conf, gateway=launch_gateway(spark_conf))
         spark = SparkSession.builder.config(conf=spark_conf).getOrCreate()
         with self._lock:
             self._session = spark
