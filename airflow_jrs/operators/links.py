@@ -3,8 +3,9 @@
 In Airflow 3 the worker computes a task's links when the task ends and stores them in XCom, so
 they are known even for a task whose job was reused (it links the result it reused). The payload
 they link is the one the operator kept when it returned (``guarded.remember_payload``): the
-links then cost no XCom read; only a task that kept none (it did not return a payload in
-this process) reads its XCom.
+links then cost no XCom read. A try that ran in this process and failed kept an empty payload:
+it has nothing in XCom either, so its links read none. Only a task that did not run here (it
+ended in the triggerer, or resumed from a deferral) reads its XCom.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ def _payload(operator: Any, ti_key: Any) -> dict[str, Any]:
     from airflow_jrs.operators.guarded import PAYLOAD_ATTR, ti_identity
 
     kept = getattr(operator, PAYLOAD_ATTR, None)
-    if isinstance(kept, tuple) and len(kept) == 2 and kept[0] == ti_identity(ti_key) and kept[1].get("job_id"):
-        return kept[1]
+    if isinstance(kept, tuple) and len(kept) == 2 and kept[0] == ti_identity(ti_key):
+        return dict(kept[1])  # empty: this try ran here and returned nothing (it failed)
 
     for key in ("return_value", SKIPPED_RESULT_KEY):
         try:

@@ -196,3 +196,20 @@ def test_with_result_documents_a_committed_date_costs_the_same_and_returns_full_
     assert jrs_env.launches() == 0
     assert dict(traffic.xcom) == {**SUBMIT_XCOM, **TEMPLATE_PULL}
     assert dict(traffic.redis) == {f"{n}.{k}": 1 for n in ("ingest", "ontime") for k in ("submit", "cleanup")}
+
+
+def test_a_failed_try_reads_no_xcom_for_its_links(jrs_env, monkeypatch):
+    """A try that failed has no payload in XCom: its links used to read ``return_value`` and then
+    ``jrs_result`` anyway (2 reads per link, each a "No XCom value found" warning on Airflow 3.2).
+    Here ingest's entry is corrupt, so its task fails before any Spark (the entry is quarantined);
+    it now writes its link and reads nothing."""
+    dag_id = "jrs_xcom_default"
+    dag, _ = load(dag_id)
+    jrs_env.store.client.set(f"jrs:{{{jrs_env.namespace}}}:result:{dag_id}.ingest.submit.2013-01-01", b"not json")
+    traffic = Traffic(jrs_env.namespace)
+    traffic.install(monkeypatch)
+    dr = dag.test(logical_date=DATE)
+    states = {ti.task_id: str(ti.state) for ti in dr.get_task_instances()}
+    assert states["ingest.submit"] == "failed", states
+    assert jrs_env.launches() == 0
+    assert {name: n for (task, name), n in traffic.xcom.items() if task == "ingest.submit"} == {"SetXCom": 1}
