@@ -36,6 +36,7 @@ from airflow_jrs.exceptions import (
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.hooks.store_failures import airflow_failures
 from airflow_jrs.protocol import ADOPTED, SKIPPED, AttemptPolicy, JobAttempt, JobSpec, Launcher, Outcome
+from airflow_jrs.protocol.guarded_task import FACTS_ATTR, plan_facts
 from airflow_jrs.protocol.recovery import PREDECESSOR_POLICIES
 from airflow_jrs.store import Attempt, EntryState
 from airflow_jrs.store.plumbing.durability import NOT_DURABLE
@@ -73,6 +74,25 @@ class GuardedJob:
     predecessor: str
     _attempt: JobAttempt | None
     _kill_pending: bool
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Each guarded operator class (a user's subclass too) serializes :data:`FACTS_ATTR`: the
+        dag-processor computes the plan's facts where DAG code runs, so Airflow's API server can
+        plan from the serialized DAG without importing the DAG file (Airflow's own pattern:
+        ``BaseSensorOperator.get_serialized_fields``). A mixin's override would sit behind
+        ``BaseOperator``'s in the MRO, hence set on each class."""
+        super().__init_subclass__(**kwargs)
+        inherited = cls.get_serialized_fields  # type: ignore[attr-defined]
+
+        def get_serialized_fields(klass: type) -> frozenset[str]:
+            return frozenset(inherited()) | {FACTS_ATTR}
+
+        cls.get_serialized_fields = classmethod(get_serialized_fields)  # type: ignore[attr-defined,assignment]
+
+    @property
+    def jrs_plan_facts(self) -> str:
+        """:func:`~airflow_jrs.protocol.guarded_task.plan_facts`, read when Airflow serializes the task."""
+        return plan_facts(self)
 
     def _take_job_params(self, params: Mapping[str, Any]) -> None:
         """Check and keep the job's parameters from ``params`` (the ``__init__``'s ``locals()``)."""
