@@ -250,6 +250,21 @@ class AirflowApi:
         doc = self._call("POST", f"/api/v2/dags/{_q(dag_id)}/clearTaskInstances", body)
         return list(doc.get("task_instances", []))
 
+    def rendered_fields(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> dict[str, Any]:
+        """The task instance's rendered template fields as Airflow kept them from its last try
+        (``{}`` when it has none): Airflow 3.2's dry run of a clear returns them empty."""
+        path = f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}/taskInstances/{_q(task_id)}"
+        if map_index >= 0:
+            path += f"/{int(map_index)}"
+        try:
+            doc = self._call("GET", path)
+        except AirflowApiError as exc:
+            if exc.status == 404:
+                return {}
+            raise
+        fields = doc.get("rendered_fields") if isinstance(doc, dict) else None
+        return dict(fields) if isinstance(fields, dict) else {}
+
     def xcom(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> Any:
         """The task instance's ``return_value`` XCom, ``None`` when it has none."""
         path = f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}/taskInstances/{_q(task_id)}/xcomEntries/return_value"

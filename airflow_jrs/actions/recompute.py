@@ -162,10 +162,29 @@ def _written(store: JobResultStore, entry: JobResultEntry | None) -> JobResult |
         return entry.result
 
 
-def add_downstream(store: JobResultStore, api: AirflowApi, targets: list[Target]) -> list[str]:
+def _guarded_ids(dag_id: str, dag: Any) -> set[str] | None:
+    """The guarded task ids of ``dag_id`` from its serialized DAG (``dag`` when it is that DAG,
+    else the metadata DB's latest version); ``None`` when no serialized DAG can be read here."""
+    if dag is None or getattr(dag, "dag_id", None) != dag_id:
+        try:
+            from airflow_jrs.actions.planning.dags import find_dag
+
+            dag = find_dag(dag_id)
+        except Exception:  # no metadata DB here (a CLI elsewhere), or the DAG is gone
+            return None
+    return {t.task_id for t in dag.tasks if is_guarded(t)}
+
+
+def add_downstream(store: JobResultStore, api: AirflowApi, targets: list[Target], dag: Any = None) -> list[str]:
     """The downstream jobs the clear recomputes too (appended to ``targets``), and notes: the
     task instances Airflow's dry run of the same clear names, judged by
-    :func:`~airflow_jrs.domain.recompute.knock_on`."""
+    :func:`~airflow_jrs.domain.recompute.knock_on`.
+
+    Which cleared tasks are guarded is read from the serialized DAG (a ``@task.jrs_pyspark``
+    task too); their arguments from the dry run's rendered fields, else from the task
+    instance's own (Airflow 3.2 returns none in a dry run). A guarded task whose arguments
+    cannot be seen, but whose job has a successful result, is listed as "may compute", with why:
+    a preview never counts fewer Spark launches than the recompute makes."""
     runs = by_run(targets)
     if not runs:
         return []
@@ -191,11 +210,16 @@ def add_downstream(store: JobResultStore, api: AirflowApi, targets: list[Target]
                          "--to-date) to clear the run it has now")  # fmt: skip
             continue
         jobs: list[ClearedJob] = []
+        guarded = _guarded_ids(dag_id, dag)
         for ti in cleared:
             task_id, map_index = str(ti.get("task_id")), int(ti.get("map_index", -1))
             fields = ti.get("rendered_fields") or {}
-            if (task_id, map_index) in asked or "job_id" not in fields:  # asked for, or not a guarded task
+            if (task_id, map_index) in asked:
                 continue
+            if (task_id not in guarded) if guarded is not None else ("job_id" not in fields):
+                continue  # not a guarded task
+            if not fields:
+                fields = api.rendered_fields(dag_id, run_id, task_id, map_index)
             payload = api.xcom(dag_id, run_id, task_id, map_index)
             if not isinstance(payload, dict) or "job_id" not in payload:
                 notes.append(f"{task_id} in run {run_id} is cleared too and runs again; it handed no job result "
@@ -204,6 +228,12 @@ def add_downstream(store: JobResultStore, api: AirflowApi, targets: list[Target]
             job_id = str(payload["job_id"])
             entry = store.get_entry(job_id)
             result = _written(store, entry)
+            if not fields and result is not None and result.status.is_success:
+                targets.append(Target(job_id, entry, dag_id, run_id, task_id, map_index, downstream=True,
+                                      note="may compute: cleared with the recomputed jobs, and Airflow gave none of "
+                                      "its rendered arguments, so whether they carry a recomputed job's output "
+                                      "cannot be seen"))  # fmt: skip
+                continue
             text = json.dumps(fields, sort_keys=True, default=str)
             jobs.append(ClearedJob(task_id, job_id, text, result, map_index))
         for found in knock_on(recomputed, jobs):
@@ -267,7 +297,7 @@ def preview(
     leave_running_alone(jobs, targets)
     if not may_clear:
         return downstream_by_structure(dag, targets)
-    return add_downstream(jobs.results, api, targets)
+    return add_downstream(jobs.results, api, targets, dag)
 
 
 def downstream_by_structure(dag: Any, targets: list[Target]) -> list[str]:

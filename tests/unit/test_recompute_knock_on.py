@@ -113,3 +113,68 @@ def test_a_preview_whose_run_is_gone_says_so_instead_of_listing_nothing_downstre
     notes = add_downstream(store, _RunGone(), targets)  # type: ignore[arg-type]
     assert len(targets) == 1
     assert any("run r1 of d is gone from Airflow" in note and "--from-date" in note for note in notes), notes
+
+
+PYSPARK_CHAIN = """
+from datetime import UTC, datetime
+from airflow.sdk import DAG, task
+from airflow_jrs.operators import JrsSparkSubmitOperator
+
+with DAG("d", schedule="@daily", start_date=datetime(2013, 1, 1, tzinfo=UTC), catchup=False):
+    ingest = JrsSparkSubmitOperator(task_id="ingest", application="/nowhere/a.py", conn_id="spark_local")
+
+    @task.jrs_pyspark(conn_id="spark_local")
+    def ontime(flights, spark=None, jrs=None):
+        return 1
+
+    ontime(ingest.output)
+"""
+
+
+class _Airflow32(_Airflow):
+    """Airflow 3.2's answers: the dry run of the clear carries no rendered fields; the task
+    instance's own (from its last try) are asked apart, and may be missing too."""
+
+    def __init__(self, kept: dict | None) -> None:
+        self.cleared = [
+            {"task_id": "ingest", "map_index": -1, "rendered_fields": {}},
+            {"task_id": "ontime", "map_index": -1, "rendered_fields": {}},
+        ]
+        self.kept = kept
+
+    def rendered_fields(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> dict:
+        return dict(self.kept or {}) if task_id == "ontime" else {}
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> dict | None:
+        return {"job_id": ONTIME.job_id} if task_id == "ontime" else None
+
+
+def test_a_decorated_downstream_task_is_found_when_the_dry_run_renders_nothing(store, dag_folder):
+    """Issue 41 (previews under-count): on Airflow 3.2 the dry run's ``rendered_fields`` are empty
+    and a ``@task.jrs_pyspark`` task had no ``job_id`` among them, so the downstream job that
+    recomputed (its input is the upstream's new fenced output) was not listed. Guarded tasks are
+    read from the serialized DAG; arguments that cannot be seen make it "may compute"."""
+    from airflow_jrs.actions.planning.dags import load_dag
+    from airflow_jrs.actions.recompute import Target, add_downstream
+
+    from airflow_jrs.store.leases.lease import JobLease
+
+    dag = load_dag("d", dag_folder("d.py", PYSPARK_CHAIN))
+    lease = JobLease(store.client, store.namespace, INGEST.job_id, ttl=30)
+    token = lease.acquire()  # its output folder carries its fence: a recompute moves it
+    flights = f"{ROOT}/{INGEST.job_id}/fence-{int(token)}-ab/flights"
+    store.create_dirty_result(JobResult(job_id=INGEST.job_id, status=JobStatus.SUCCEEDED, outputs={"flights": flights}),
+                              fence=token)  # fmt: skip
+    lease.release()
+    store.create_dirty_result(ONTIME)
+
+    targets = [Target(INGEST.job_id, store.get_entry(INGEST.job_id), "d", "r1", "ingest")]
+    kept = {"op_args": [flights], "op_kwargs": {}}
+    add_downstream(store, _Airflow32(kept), targets, dag)  # type: ignore[arg-type]
+    assert [(t.job_id, t.downstream) for t in targets[1:]] == [(ONTIME.job_id, True)]
+    assert f"downstream of {INGEST.job_id}" in targets[1].note
+
+    targets = [Target(INGEST.job_id, store.get_entry(INGEST.job_id), "d", "r1", "ingest")]
+    add_downstream(store, _Airflow32(None), targets, dag)  # type: ignore[arg-type]
+    assert [(t.job_id, t.downstream) for t in targets[1:]] == [(ONTIME.job_id, True)]
+    assert targets[1].note.startswith("may compute") and "rendered arguments" in targets[1].note
