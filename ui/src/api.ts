@@ -138,7 +138,26 @@ export interface Summary {
 }
 
 export type CellState =
-  | "committed" | "dirty" | "failed" | "canceled" | "stopped" | "running" | "missing" | "quarantined";
+  | "committed" | "stale" | "dirty" | "failed" | "canceled" | "stopped" | "running" | "missing" | "quarantined";
+
+/** A stored result's facts for a calendar cell's tooltip (views/calendar.py job_detail). */
+export interface CellDetail {
+  status: string;
+  committed_at: string | null;
+  written_at: string | null;
+  attempt: string | null;
+  fence: number | null;
+  outputs: Record<string, string>;
+  run_seconds: number | null;
+}
+
+export interface CalendarCell {
+  state: CellState;
+  job_id: string;
+  map?: { count: number; states: Record<string, number> };
+  detail?: CellDetail;
+  fingerprint?: "unknown";
+}
 
 export interface Calendar {
   dag_id: string;
@@ -147,8 +166,10 @@ export interface Calendar {
     run_key: string;
     logical_date: string | null;
     run_ids: string[];
-    cells: Record<string, { state: CellState; job_id: string; map?: { count: number; states: Record<string, number> } }>;
+    cells: Record<string, CalendarCell>;
   }[];
+  notes: string[];
+  legend: { time_zone: string; mapped: string; stale: string; unknown: string };
 }
 
 export interface RangePreview {

@@ -16,6 +16,7 @@ const PALETTE: Record<string, string> = {
   committed: "green",
   SUCCEEDED: "green",
   dirty: "yellow",
+  stale: "orange",
   FAILED: "red",
   failed: "red",
   quarantined: "purple",

@@ -7,7 +7,7 @@
 import { Badge, Box, Button, Field, Heading, HStack, Input, List, Stack, Table, Text } from "@chakra-ui/react";
 import { useEffect, useMemo, useState } from "react";
 
-import { api, type Calendar, type CellState, type RangePreview } from "../api";
+import { api, type Calendar, type CalendarCell, type CellState, type RangePreview } from "../api";
 import { ConfirmDialog } from "../components/ConfirmDialog";
 import { ErrorAlert, Loading, Notice, Raw, StateBadge } from "../components/common";
 import { ymd } from "../time";
@@ -16,6 +16,7 @@ import type { HostProps } from "./TaskInstanceTab";
 
 const CELL: Record<CellState, { bg: string; word: string }> = {
   committed: { bg: "green.solid", word: "committed" },
+  stale: { bg: "orange.solid", word: "stale" },
   dirty: { bg: "yellow.solid", word: "dirty" },
   failed: { bg: "red.solid", word: "failed" },
   canceled: { bg: "gray.solid", word: "canceled" },
@@ -27,19 +28,39 @@ const CELL: Record<CellState, { bg: string; word: string }> = {
 
 type Kind = "backfill-missing" | "recompute";
 
+const countAll = (c: Partial<Record<CellState, number>>) => Object.values(c).reduce((a, n) => a + (n ?? 0), 0);
+
 const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 
-/** The logical date of the DAG's latest run (Airflow's own REST API, same sign-in): the
- * calendar opens on the month before it rather than on today, which an old DAG never reaches. */
+/** The logical date of the DAG's most recently created run (Airflow's own REST API, same
+ * sign-in): the calendar opens on the weeks around it rather than on today, which an old DAG
+ * never reaches. Most recently created, not latest by date: a backfill of old dates creates
+ * runs far behind the scheduler's latest, and those are the dates a person comes to look at. */
 async function latestRun(dagId: string, signal: AbortSignal): Promise<string | null> {
   const url = new URL(
-    `api/v2/dags/${encodeURIComponent(dagId)}/dagRuns?order_by=-logical_date&limit=1`,
+    `api/v2/dags/${encodeURIComponent(dagId)}/dagRuns?order_by=-id&limit=1`,
     document.baseURI,
   );
   const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" }, signal });
   if (!response.ok) return null;
   const body = (await response.json()) as { dag_runs?: { logical_date?: string | null }[] };
   return body.dag_runs?.[0]?.logical_date ?? null;
+}
+
+/** A cell's tooltip beyond its state: the stored result's facts, or why it may compute. */
+function describeCell(cell: CalendarCell, legend: Calendar["legend"] | undefined): string {
+  const lines: string[] = [];
+  const d = cell.detail;
+  if (d) {
+    if (d.committed_at) lines.push(`committed ${d.committed_at.replace("T", " ").slice(0, 19)} UTC`);
+    else if (d.written_at) lines.push(`written ${d.written_at.replace("T", " ").slice(0, 19)} UTC (${d.status})`);
+    if (d.attempt) lines.push(`by ${d.attempt}${d.fence !== null ? `, fence ${d.fence}` : ""}`);
+    if (d.run_seconds !== null) lines.push(`Spark ran ${d.run_seconds} s`);
+    for (const [name, path] of Object.entries(d.outputs)) lines.push(`${name}: ${path}`);
+  }
+  if (cell.state === "stale" && legend) lines.push(legend.stale);
+  if (cell.fingerprint === "unknown" && legend) lines.push(legend.unknown);
+  return lines.length ? `\n${lines.join("\n")}` : "";
 }
 
 /** One line of a preview, in words: a job (and why, or which run) or a date (and what it needs). */
@@ -212,6 +233,23 @@ export function DagCalendar({ dagId }: HostProps) {
             <StateBadge key={s} state={s} label={`${CELL[s].word} ${counts[s] ?? 0}`} />
           ))}
         </HStack>
+        {data?.legend && (
+          <Text fontSize="xs" color="fg.muted" data-testid="legend">
+            Dates are logical dates in {data.legend.time_zone}. Stale: {data.legend.stale}. A mapped task:{" "}
+            {data.legend.mapped}.
+          </Text>
+        )}
+        {data?.notes?.map((note) => (
+          <Notice key={note} status="info">
+            {note}
+          </Notice>
+        ))}
+        {data && data.jobs.length > 0 && data.dates.length > 0 && (counts.missing ?? 0) === countAll(counts) && (
+          <Notice status="info">
+            No job of this DAG has a result between {start} and {end}: choose other dates above (the calendar opens
+            on the DAG's most recently created run).
+          </Notice>
+        )}
         <ErrorAlert title="Could not load the calendar" error={error} />
         {!data && !error && <Loading />}
         {data && !data.jobs.length && <Notice status="info">This DAG has no guarded Spark jobs.</Notice>}
@@ -276,6 +314,7 @@ export function DagCalendar({ dagId }: HostProps) {
                         const map = cell.map
                           ? ` (${Object.entries(cell.map.states).map(([s, n]) => `${n} ${s}`).join(", ")} of ${cell.map.count} map indexes)`
                           : "";
+                        const facts = describeCell(cell, data.legend);
                         return (
                           <Table.Cell
                             key={d.run_key ?? day}
@@ -284,7 +323,7 @@ export function DagCalendar({ dagId }: HostProps) {
                             cursor="pointer"
                             bg={selected(day) ? "bg.emphasized" : undefined}
                             onClick={(e) => pick(day, e.shiftKey)}
-                            title={`${day} ${j.label}: ${word}${cell.job_id ? ` (${cell.job_id})` : ""}${map}`}
+                            title={`${day} ${j.label}: ${word}${cell.job_id ? ` (${cell.job_id})` : ""}${map}${facts}`}
                           >
                             <Box
                               display="inline-block"

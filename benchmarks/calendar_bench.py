@@ -1,0 +1,146 @@
+"""The Job calendar beside Airflow's own calendar and grid endpoints, for the same DAG and dates.
+
+    .venv/bin/python benchmarks/calendar_bench.py [--dates 366] [--jobs 50] [--reps 20] [--postgres URL]
+
+A real api-server and dag-processor (:class:`~jrs_testbench.deployment.LocalDeployment`, SQLite
+unless ``--postgres``), the session's own redis-server, and a generated DAG of ``--jobs``
+guarded tasks (a templated ``job_id`` each) scheduled daily. ``--dates`` real runs are created in
+the metadata DB through Airflow's REST API (no scheduler: they stay queued), and about two
+thirds of the jobs are committed in the store. Then, over the same ``--dates`` days, each of
+these is asked ``--reps`` times, interleaved, by the same HTTP client and admin token:
+
+* ``jrs calendar``: ``GET /jrs/api/dags/{dag_id}/calendar`` (the plugin: the serialized DAG, the
+  timetable, the runs and one pipelined store read per 500 jobs);
+* ``airflow calendar``: ``GET /ui/calendar/{dag_id}`` (Airflow's own calendar view, daily);
+* ``airflow grid runs``: ``GET /ui/grid/runs/{dag_id}`` with ``limit`` = the dates;
+* ``airflow grid structure``: ``GET /ui/grid/structure/{dag_id}``.
+
+Prints each one's p50 and p95 in milliseconds and the plugin's ratio to Airflow's calendar (the
+goal: the plugin's p95 at most Airflow's calendar's). Recorded in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore  # noqa: E402
+from jrs_testbench.deployment import LocalDeployment  # noqa: E402
+from jrs_testbench.helpers import jrs_env  # noqa: E402
+from jrs_testbench.redis_server import EmbeddedRedis  # noqa: E402
+
+DAG_ID = "jrs_calendar_bench"
+START = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def dag_source(jobs: int) -> str:
+    return f'''
+from datetime import UTC, datetime
+from airflow.sdk import DAG
+from airflow_jrs.operators import JrsSparkSubmitOperator
+
+with DAG("{DAG_ID}", schedule="@daily", start_date=datetime(2024, 1, 1, tzinfo=UTC), catchup=False):
+    for i in range({jobs}):
+        JrsSparkSubmitOperator(
+            task_id=f"job_{{i:02d}}", application="/nowhere/app.py", conn_id="spark_local",
+            application_args=["--day", "{{{{ ds }}}}"], job_id=f"bench.{{i:02d}}.{{{{ ds_nodash }}}}",
+        )
+'''
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def timed_get(url: str, token: str) -> float:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
+    began = time.perf_counter()
+    with urllib.request.urlopen(request, timeout=300) as response:
+        response.read()
+        if response.status != 200:
+            raise RuntimeError(f"{url}: HTTP {response.status}")
+    return (time.perf_counter() - began) * 1000
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dates", type=int, default=366)
+    parser.add_argument("--jobs", type=int, default=50)
+    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--postgres", default=None, help="a PostgreSQL URL for the metadata DB (it is migrated)")
+    a = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="jrs-calendar-bench-"))
+    dags = work / "dags"
+    dags.mkdir()
+    (dags / "bench.py").write_text(dag_source(a.jobs))
+    with EmbeddedRedis(work / "redis", appendfsync="everysec") as redis_server:
+        namespace = f"cal-{uuid.uuid4().hex[:6]}"
+        env = jrs_env(redis_server.url, namespace, data_dir=work / "data")
+        airflow = LocalDeployment(
+            work / "airflow", bundles={"bench": dags}, env=env, components=("api-server", "dag-processor"),
+            sql_alchemy_conn=a.postgres,
+        )  # fmt: skip
+        store = RedisJobResultStore(redis_server.url, namespace)
+        with airflow:
+            airflow.wait_for_dag(DAG_ID, timeout=600)
+            client = airflow.client
+            days = [START + timedelta(days=i) for i in range(a.dates)]
+            made = time.perf_counter()
+            for day in days:
+                client.request("POST", f"/api/v2/dags/{DAG_ID}/dagRuns", {"logical_date": day.isoformat()})
+            print(f"{a.dates} runs created in {time.perf_counter() - made:.1f} s", flush=True)
+            committed = 0
+            for n, day in enumerate(days):
+                for i in range(a.jobs):
+                    if (n + i) % 3 == 0:
+                        continue
+                    job_id = f"bench.{i:02d}.{day:%Y%m%d}"
+                    store.create_dirty_result(
+                        JobResult(job_id=job_id, status=JobStatus.SUCCEEDED,
+                                  attempt=Attempt(DAG_ID, f"job_{i:02d}", "r", 1), fingerprint="0" * 64)
+                    )  # fmt: skip
+                    store.mark_result_as_clean(job_id)
+                    committed += 1
+            print(f"{committed} of {a.dates * a.jobs} jobs committed", flush=True)
+            first, last = days[0].date().isoformat(), days[-1].date().isoformat()
+            gte, lte = days[0].isoformat().replace("+00:00", "Z"), (days[-1] + timedelta(hours=23)).isoformat()
+            lte = lte.replace("+00:00", "Z")
+            urls = {
+                "jrs calendar": f"{airflow.url}/jrs/api/dags/{DAG_ID}/calendar?start={first}&end={last}",
+                "airflow calendar": f"{airflow.url}/ui/calendar/{DAG_ID}?granularity=daily"
+                f"&logical_date_gte={gte}&logical_date_lte={lte}",
+                "airflow grid runs": f"{airflow.url}/ui/grid/runs/{DAG_ID}?limit={a.dates}",
+                "airflow grid structure": f"{airflow.url}/ui/grid/structure/{DAG_ID}",
+            }
+            token = client.token()
+            for url in urls.values():  # warm: the first request deserializes the DAG
+                timed_get(url, token)
+            times: dict[str, list[float]] = {name: [] for name in urls}
+            for _ in range(a.reps):
+                for name, url in urls.items():
+                    times[name].append(timed_get(url, token))
+        store.client.close()
+    print(f"\n{a.dates} dates x {a.jobs} jobs, {a.reps} requests each, interleaved "
+          f"({'PostgreSQL' if a.postgres else 'SQLite'})")  # fmt: skip
+    print(f"{'endpoint':<24}{'p50 ms':>10}{'p95 ms':>10}")
+    for name, values in times.items():
+        print(f"{name:<24}{statistics.median(values):>10.0f}{percentile(values, 0.95):>10.0f}")
+    ours, theirs = times["jrs calendar"], times["airflow calendar"]
+    print(f"\njrs calendar / airflow calendar: p50 {statistics.median(ours) / statistics.median(theirs):.2f}, "
+          f"p95 {percentile(ours, 0.95) / percentile(theirs, 0.95):.2f}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
