@@ -156,7 +156,6 @@ def test_a_decorated_downstream_task_is_found_when_the_dry_run_renders_nothing(s
     read from the serialized DAG; arguments that cannot be seen make it "may compute"."""
     from airflow_jrs.actions.planning.dags import load_dag
     from airflow_jrs.actions.recompute import Target, add_downstream
-
     from airflow_jrs.store.leases.lease import JobLease
 
     dag = load_dag("d", dag_folder("d.py", PYSPARK_CHAIN))
