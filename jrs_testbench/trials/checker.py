@@ -38,7 +38,10 @@ bounds prove it. The invariants (violation kinds):
     twice): the fence identity (token and owner nonce) must tell the two holders apart.
 ``took_over_live_holder``
     a try took the lease over (fast takeover: "its holder is provably dead") from a fence whose
-    try logged something after the takeover was logged: the holder was alive.
+    try logged something after the takeover was logged: the holder was alive. A takeover from an
+    earlier try of the same run (the trials' task instance) is by design whatever that try does
+    (Airflow started the retry after it gave up on that try: a zombie); the rules on writes and
+    applications still hold it to writing nothing and running beside nobody.
 ``success_displaced_by_failure``
     a SUCCEEDED result left the job's slot for its history (``superseded``) to make room for a
     FAILED, CANCELED or STOPPED one: a failed run of changed code must never throw out a
@@ -131,6 +134,14 @@ def _retry(call: Any, tries: int = 40) -> Any:
     return None
 
 
+def _earlier_try(holder: dict[str, Any] | None, taker: dict[str, Any] | None) -> bool:
+    """Was the holder (its ``task_start`` record) an earlier try of the taker's task instance?"""
+    if holder is None or taker is None or None in (holder.get("try_number"), taker.get("try_number")):
+        return False
+    same = all(holder.get(k) == taker.get(k) for k in ("run_id", "task_id"))
+    return same and holder["try_number"] < taker["try_number"]
+
+
 def check_trial(
     records: Iterable[dict[str, Any]],
     client: redis_lib.Redis,
@@ -173,12 +184,16 @@ def check_trial(
         if r["event"] == "overlap":
             violate("two_applications", f"fence {r.get('fence')} found another application computing (pid {r['pid']})")
 
-    # fast takeover only from a holder that is dead (a process logging afterwards was not)
+    # fast takeover only from a holder that is dead (a process logging afterwards was not), or
+    # from an earlier try of the same run: Airflow ended it before it started the retry
     holders = {_fence(r.get("fence")): r.get("try") for r in recs if r["event"] == "lease_acquired"}
+    tries = {r.get("try"): r for r in recs if r["event"] == "task_start"}
     for r in recs:
         if r["event"] != "lease_acquired" or r.get("via") != "takeover":
             continue
         old = holders.get(_fence(r.get("from_fence")))  # None: the holder never logged its lease
+        if _earlier_try(tries.get(old), tries.get(r.get("try"))):
+            continue
         later = [x for x in recs if old is not None and x.get("try") == old and x["t"] > r["t"]]
         if later:
             what = f"fence {r.get('fence')} took the lease over from fence {r.get('from_fence')}"

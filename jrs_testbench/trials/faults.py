@@ -80,6 +80,9 @@ class TryPlan:
     #: run faults the driver asks the runner for, and waits for, before it starts this try
     #: (``hold_replication``, ``failover``: :data:`REQUESTED_RUN_FAULTS`)
     run_faults_before: tuple[str, ...] = ()
+    #: the try's task: tries of one run and task are one task instance (a retry takes the lease over
+    #: from its own earlier try at once); another task computing the same job is another one
+    task_id: str = "submit"
 
 
 @dataclass(frozen=True)
@@ -235,6 +238,17 @@ def _zombie_while_computing(rng: random.Random, trial: int, ttl: float) -> Trial
     return TrialPlan(trial, f"job-{trial}", ["h1"], tries, faults=["zombie"])
 
 
+def _other_task_while_computing(rng: random.Random, trial: int, ttl: float) -> TrialPlan:
+    """Try 1 computes for ~3 TTLs; another task of the run, computing the same job, starts on the
+    same host once that application logged its start. Another task instance: only what this host
+    sees of the holder may let it take the lease over (a retry takes it from its own earlier try
+    at once, by design, so :func:`_zombie_while_computing` cannot show this)."""
+    per_chunk = 3 * ttl / 8
+    other = _try("run-1", 1, last=True, rng=rng, chunks=2, rows=2, start_after="work_start", task_id="other")
+    tries = [_try("run-1", 1, last=False, rng=rng, chunks=8, rows=2, pace=(per_chunk, per_chunk * 1.05)), other]
+    return TrialPlan(trial, f"job-{trial}", ["h1"], tries, faults=["zombie"])
+
+
 def _two_tries(rng: random.Random, trial: int, ttl: float) -> TrialPlan:
     """Two tries one after the other on h1, the first computing for ~3 TTLs (a cluster driver that
     outlives a client which failed or returned early is still running when the retry starts)."""
@@ -276,6 +290,7 @@ SHAPES = {
     "recompute_during_slow_cleanup": _recompute_during_slow_cleanup,
     "forget_paused": _forget_paused,
     "zombie_while_computing": _zombie_while_computing,
+    "other_task_while_computing": _other_task_while_computing,
     "two_tries": _two_tries,
     "acquire_reply_lost": _acquire_reply_lost,
     "token_handed_out_twice": _token_handed_out_twice,

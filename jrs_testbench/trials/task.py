@@ -227,7 +227,7 @@ def run_task(spec: dict[str, Any]) -> int:
     os.environ["JRS_TRIAL_HOST"] = host
     log = HistoryLog(spec["history"], trial=spec["trial"], job=spec["job_id"])
     log.extra["try"] = spec.get("try_id")
-    log.log("task_start", try_number=spec["try_number"], run_id=spec["run_id"], host=host,
+    log.log("task_start", try_number=spec["try_number"], run_id=spec["run_id"], task_id=spec["task_id"], host=host,
             last_try=spec["last_try"], crash_at=spec.get("crash_at"), revert=reverted, broken=broken)  # fmt: skip
     crash_at, hold = spec.get("crash_at"), spec.get("hold_after_lease")
 

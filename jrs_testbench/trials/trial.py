@@ -171,7 +171,7 @@ class TrialDriver:
         return {
             "url": b.urls[tp.host], "namespace": b.namespace, "output_root": b.output_root,
             "spec_root": b.spec_root, "lease_ttl": b.lease_ttl, "job_id": p.job_id, "fingerprint": b.fingerprint,
-            "dag_id": "trials", "task_id": "submit", "run_id": tp.run_id, "try_number": tp.try_number,
+            "dag_id": "trials", "task_id": tp.task_id, "run_id": tp.run_id, "try_number": tp.try_number,
             "last_try": tp.last_try, "retries": 3, "predecessor": tp.predecessor,
             "lease_wait_timeout": 2 * b.lease_ttl + 1, "recompute": tp.recompute, "history": b.history(p.trial),
             "trial": p.trial, "host": tp.host, "crash_at": tp.step if tp.fault == "crash_point" else None,

@@ -126,11 +126,12 @@ CASES = [
         _shape("token_handed_out_twice"),
         concurrency=1,
     ),
-    # Every try runs where /proc shows nothing (a locked-down container), and the retry starts on
-    # the same host once its predecessor's application computes (a zombie): nothing proves the
+    # Every try runs where /proc shows nothing (a locked-down container), and another task of the
+    # run, computing the same job, starts on the same host once the first one's application
+    # computes (a retry would take over from its own earlier try by design): nothing proves the
     # holder dead, yet the reverted takeover counts the uninspectable pid and the two unknown pid
     # spaces as "dead".
-    Case(8, frozenset({"took_over_live_holder"}), _shape("zombie_while_computing"), env=((NO_PROC_ENV, "1"),)),
+    Case(8, frozenset({"took_over_live_holder"}), _shape("other_task_while_computing"), env=((NO_PROC_ENV, "1"),)),
     # The reply of the try's ACQUIRE is lost (its own proxy drops it) and redis-py sends the command
     # again: the reverted script does not know the caller's nonce and the try waits for itself.
     Case(9, frozenset({"waited_for_itself"}), _shape("acquire_reply_lost")),
