@@ -287,3 +287,89 @@ def test_airflow_finds_the_plugin_once_with_the_repository_on_sys_path() -> None
     found = done.stdout.strip().splitlines()[-1]
     assert len(json.loads(found)) == 1, f"the plugin's entry point is found in {found}: run ./dev setup"
     assert not list(ROOT.glob("*.egg-info")), "./dev's editable install must not leave an egg-info in the repository"
+
+
+# -- the source archive ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def sdist(source: Path) -> Path:
+    """The sdist, built by the project's build backend (setuptools) from the copy of the tree, as
+    ``python -m build --sdist`` would (the backend's PEP 517 hook, without build isolation)."""
+    dist = source.parent / "sdist"
+    hook = f"from setuptools import build_meta; print(build_meta.build_sdist({str(dist)!r}))"
+    proc = subprocess.run([sys.executable, "-c", hook], cwd=source, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return dist / proc.stdout.strip().splitlines()[-1]
+
+
+def test_the_sdist_builds_the_same_wheel_as_the_tree(sdist: Path, wheel: zipfile.ZipFile) -> None:
+    """A user who installs from the source archive gets the package the wheel ships: every module,
+    the plugin's built pages and the typing marker (a file the sdist leaves out would be missing
+    only from installs built from it)."""
+    out = sdist.parent / "from-sdist"
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--disable-pip-version-check"]
+    proc = subprocess.run([*cmd, "-w", str(out), str(sdist)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (built,) = out.glob("airflow_jrs-*.whl")
+    with zipfile.ZipFile(built) as from_sdist:
+        assert sorted(from_sdist.namelist()) == sorted(wheel.namelist())
+
+
+# -- a guarded task, from the installed wheel ------------------------------------------------------
+#: Run inside the fresh venv: a @task.jrs_pyspark's operator computes a job, then skips it.
+GUARDED_TASK = textwrap.dedent(
+    """
+    import json, sys
+    from datetime import datetime, timezone
+    from types import SimpleNamespace
+
+    import airflow_jrs
+    from airflow_jrs.operators.pyspark import JrsPySparkOperator
+
+    def rows(spark=None, jrs=None):
+        spark.range(5).coalesce(1).write.parquet(f"{jrs.output}/data")
+        return {"rows": 5}
+
+    day = datetime(2013, 1, 1, tzinfo=timezone.utc)
+    op = JrsPySparkOperator(task_id="t", python_callable=rows, conn_id="spark_local", outputs={"data": "data"},
+                            config_kwargs={"spark.ui.enabled": "false"})
+    payloads = []
+    for try_number in (1, 2):
+        ti = SimpleNamespace(dag_id="wheel", task_id="t", try_number=try_number, map_index=-1,
+                             xcom_push=lambda **kw: None)
+        context = {"ti": ti, "run_id": "scheduled__2013-01-01", "data_interval_start": day, "logical_date": day}
+        payloads.append(op.execute(context))
+    print("RESULT " + json.dumps({"package": airflow_jrs.__file__, "payloads": payloads}))
+    """
+)
+
+
+@pytest.mark.spark
+def test_a_guarded_task_computes_then_skips_from_the_installed_wheel(
+    installed: dict[str, Any], redis_url: str, namespace: str, tmp_path: Path
+) -> None:
+    """Not only imports: the installed wheel runs a guarded job on a real local SparkSession and a
+    real Redis, and its second run reuses the result without Spark, every module of airflow_jrs
+    loaded from the fresh venv (the repository is not on ``sys.path``)."""
+    from airflow_jrs.store import RedisJobResultStore
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME") and not k.startswith("AIRFLOW")}
+    env.update(
+        AIRFLOW_HOME=str(tmp_path / "airflow-home"),
+        AIRFLOW_CONN_JRS_DEFAULT=f"{redis_url}?namespace={namespace}",
+        AIRFLOW_CONN_SPARK_LOCAL=json.dumps({"conn_type": "spark", "host": "local[1]"}),
+        AIRFLOW__JRS__OUTPUT_ROOT=str(tmp_path / "output"),
+        AIRFLOW__JRS__SPEC_ROOT=str(tmp_path / "specs"),
+        PYSPARK_PYTHON=str(installed["venv"] / "bin" / "python"),
+    )
+    script = tmp_path / "guarded_task.py"  # a file: the job's fingerprint is made from the function's source
+    script.write_text(GUARDED_TASK)
+    done = subprocess.run([str(installed["venv"] / "bin" / "python"), str(script)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (answer,) = [json.loads(line[7:]) for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert Path(answer["package"]).is_relative_to(installed["purelib"]), answer["package"]
+    first, second = answer["payloads"]
+    assert (first["status"], first["reused"], second["reused"]) == ("SUCCEEDED", False, True)
+    entry = RedisJobResultStore(redis_url, namespace).get_entry(first["job_id"])
+    assert entry is not None and entry.result.metrics == {"rows": 5}
+    assert (Path(first["outputs"]["data"]) / "_SUCCESS").exists()
