@@ -81,13 +81,3 @@ def outcome_after_submit(
     outcome = driver_outcome(mode, spark_hook, namespace=namespace, job_id=job_id, fence=fence, staging=staging,
                              app_id=app_id, log=log)  # fmt: skip
     return outcome, app_id
-
-
-def driver_may_still_run(
-    mode: DeployMode, spark_hook: Any, *, namespace: str, job_id: str, fence: int, staging: str, app_id: str | None,
-    log: Any,
-) -> bool:  # fmt: skip
-    """Must the intent stay (the driver runs, the cluster cannot be asked, or it committed)?"""
-    outcome = driver_outcome(mode, spark_hook, namespace=namespace, job_id=job_id, fence=fence, staging=staging,
-                             app_id=app_id, log=log)  # fmt: skip
-    return outcome != ENDED

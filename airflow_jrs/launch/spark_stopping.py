@@ -15,6 +15,10 @@ tell (or the driver outlives the stop) the intent stays and nothing is recorded,
 task finds the driver first instead of submitting a second one beside it. ``on_kill`` stops the
 driver the same way before it asks the supervisor (:func:`stop_cluster_driver`): the provider's
 own YARN kill only runs while spark-submit lives, and the supervisor has ended it by then.
+
+Output whose commit marker is there is never recorded CANCELED, in any deploy mode: the attempt
+looks for its marker before it asks here (the protocol's one rule, whatever the exit code), and a
+cluster driver that wrote it while it was being stopped is published by the attempt too.
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ from typing import Any
 
 from airflow_jrs.domain.paths import job_tag
 from airflow_jrs.exceptions import JobEndedOnRequestError
-from airflow_jrs.launch.cluster_outcome import driver_may_still_run
+from airflow_jrs.launch.cluster_outcome import driver_outcome
 from airflow_jrs.launch.deploy_modes.base import DeployMode
+from airflow_jrs.protocol.launcher import COMMITTED, ENDED, RUNS
 from airflow_jrs.protocol.run import JobRun
 from airflow_jrs.protocol.stopping import record_ended_on_request
 from airflow_jrs.store.stop_requests import StopRequest
@@ -70,15 +75,24 @@ def end_on_request(
 
     In cluster deploy modes the driver is stopped first; CANCELED (after which a cleared task
     submits anew) is recorded only when the cluster says nothing of the attempt runs and left no
-    commit marker. Otherwise the intent stays and nothing is recorded: the next attempt finds the
-    driver by the id the intent holds (``airflow-jrs intents`` shows it) before it submits."""
+    commit marker. A driver that ended with this attempt's commit marker (it finished while it
+    was being stopped) records nothing and raises nothing here: the attempt's outcome step finds
+    the marker and publishes the output. Otherwise the intent stays and nothing is recorded: the
+    next attempt finds the driver by the id the intent holds (``airflow-jrs intents`` shows it)
+    before it submits."""
     job_id = run.job_id
     ended = stop_cluster_driver(mode, spark_hook, namespace=run.store.namespace, job_id=job_id, app_id=app_id,
                                 log=log, wait=CLUSTER_STOP_WAIT)  # fmt: skip
-    if mode.cluster and (not ended or driver_may_still_run(
+    outcome = ENDED if not mode.cluster else RUNS if not ended else driver_outcome(
         mode, spark_hook, namespace=run.store.namespace, job_id=job_id, fence=fence, staging=staging, app_id=app_id,
         log=log,
-    )):  # fmt: skip
+    )  # fmt: skip
+    if outcome == COMMITTED:
+        log.warning("Job %s: the %s driver %s finished with this attempt's commit marker before the %s took "
+                    "effect: its output is published, not recorded CANCELED.", job_id, mode.name, app_id or "",
+                    request.kind)  # fmt: skip
+        return
+    if outcome == RUNS:
         raise JobEndedOnRequestError(
             f"job {job_id}: {request.describe()}; spark-submit was terminated, but the {mode.name} driver "
             f"{app_id or '(id unknown)'} could not be confirmed ended, so nothing was recorded and the intent stays "

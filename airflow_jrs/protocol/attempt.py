@@ -56,6 +56,7 @@ from airflow_jrs.protocol.markers import committed_marker
 from airflow_jrs.protocol.recovery import PREDECESSOR_POLICIES, recover
 from airflow_jrs.protocol.run import JobRun, record_failure, succeeded_result
 from airflow_jrs.protocol.steps import reached
+from airflow_jrs.protocol.stopping import asked_to_end
 from airflow_jrs.protocol.submission import SubmissionRecorder
 from airflow_jrs.protocol.takeover import refusal, take_over_if_dead
 from airflow_jrs.spark.commit import read_commit_marker
@@ -319,6 +320,8 @@ class JobAttempt:
     def _after_failure(self, launch: Launch, recorder: SubmissionRecorder, exc: BaseException) -> None:
         """The launch raised: find out what may be concluded, record it, raise."""
         launcher, run, token = self.launcher, launch.run, launch.fence
+        if not self.killed and self._committed_before_the_end(launch):
+            return  # its output is complete: published by the caller's success path
         if not self.killed:
             launcher.check_ended_on_request(launch, recorder)  # records and raises JobEndedOnRequestError
         if self.killed:
@@ -339,6 +342,25 @@ class JobAttempt:
         self.log.error("Job %s: %s", run.job_id, summary)
         record_failure(run, last_try=self.policy.last_try, log=self.log, error=summary, application_id=application_id)
         raise exc
+
+    def _committed_before_the_end(self, launch: Launch) -> bool:
+        """Had the application written this attempt's commit marker when its launch failed or was
+        ended (a stop or cancel that came as it finished, a non-zero exit after the marker)? The
+        marker is written last, so the output is complete: it is published, whatever the exit
+        code, never recorded CANCELED or FAILED and computed again (recovery adopts such output
+        from a dead attempt by the same rule). A stream commits per batch: it has no marker."""
+        if self.launcher.streaming:
+            return False
+        try:
+            if committed_marker(launch.staging, launch.job_id, launch.fence) is None:
+                return False
+        except Exception as exc:  # never mask the launch's own failure
+            self.log.warning("Job %s: could not read the commit marker in %s: %s", launch.job_id, launch.staging, exc)
+            return False
+        self.log.warning(
+            endings.committed_before_the_end(launch.job_id, launch.staging, asked_to_end(launch.run, launch.fence))
+        )
+        return True
 
     def _still_runs(self, ended: Ended) -> str:
         launcher = self.launcher

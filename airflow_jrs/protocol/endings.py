@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from airflow_jrs.protocol.launcher import Ended, Failure
 from airflow_jrs.spark.commit import marker_path
+from airflow_jrs.store.stop_requests import StopRequest
 
 
 def still_runs(job_id: str, launcher: str, *, cluster: bool, ended: Ended, last_try: bool) -> str:
@@ -47,6 +48,17 @@ def missing_marker(job_id: str, launcher: str, staging: str, app_id: str | None)
         "deploy modes airflow-jrs records SUCCEEDED only for output with a complete marker: make the "
         "application call airflow_jrs.spark.write_commit_marker(...) (or commit_output) last. Nothing was "
         "recorded as succeeded."
+    )
+
+
+def committed_before_the_end(job_id: str, staging: str, request: StopRequest | None) -> str:
+    """What the task log says when a launch failed or was ended after its application wrote this
+    attempt's commit marker: the output is published, not thrown away."""
+    ended = f"the {request.describe()} came" if request is not None else "the launch failed"
+    return (
+        f"job {job_id}: {ended} after the application wrote this attempt's commit marker "
+        f"{marker_path(staging)}: its output is complete, so it is recorded SUCCEEDED rather than "
+        f"{'CANCELED' if request is not None else 'FAILED'} and computed again."
     )
 
 

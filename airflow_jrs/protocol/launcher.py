@@ -158,7 +158,10 @@ class Launcher:
 
     def check_ended_on_request(self, launch: Launch, recorder: Any) -> None:
         """After a failed run: if it ended on a stop or cancel request, record the outcome and
-        raise :class:`~airflow_jrs.exceptions.JobEndedOnRequestError` (no retry must undo it)."""
+        raise :class:`~airflow_jrs.exceptions.JobEndedOnRequestError` (no retry must undo it).
+        The attempt asks only when no commit marker of its own was there; a launcher whose
+        application may still commit while it is being stopped (a cluster driver) returns without
+        recording when it did, and :meth:`outcome` then says :data:`COMMITTED`."""
         from airflow_jrs.protocol.stopping import asked_to_end, end_on_request
 
         asked = asked_to_end(launch.run, launch.fence)

@@ -5,6 +5,7 @@ the real provider hook and supervisor; only the standalone cluster is a stand-in
 In cluster deploy mode terminating spark-submit ends only the client: the driver runs on in the
 cluster. CANCELED (which lets a cleared task submit again) may be recorded only once the cluster
 says the driver ended; otherwise the intent stays, so no second driver is ever submitted beside it.
+A driver that finishes with its commit marker while it is being stopped is published, not canceled.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from test_cluster_deploy_mode import JOB, master, run_dag  # noqa: F401  (master: the fixture)
+from test_cluster_deploy_mode import JOB, _finish_with_marker, master, run_dag  # noqa: F401  (master: the fixture)
 
 from airflow_jrs.cli import main
 from airflow_jrs.store import JobStatus
@@ -73,3 +74,24 @@ def test_cancel_while_the_cluster_cannot_be_asked_keeps_the_intent_and_records_n
     assert entry is None or entry.result.status is not JobStatus.CANCELED, "CANCELED recorded; the driver may run"
     intent = IntentStore(jrs_env.store.client, jrs_env.namespace, "/unused").get(JOB)
     assert intent is not None and intent.application_id == master.submissions[0], "the intent was dropped"
+
+
+def test_a_driver_that_commits_while_it_is_being_canceled_is_published(jrs_env, master, redis_url):  # noqa: F811
+    # The kill reaches the cluster as the driver writes its marker and ends: its output is complete.
+    master.submit_waits, master.ignore_kill = True, True
+
+    def driver_commits_on_the_kill() -> None:
+        master.await_request(lambda r: "kill" in r)
+        _finish_with_marker(master, master.submissions[0])
+
+    helper = _cancel_once_running(jrs_env, redis_url, master)
+    committer = threading.Thread(target=driver_commits_on_the_kill, daemon=True)
+    committer.start()
+    states = run_dag()
+    helper.join(timeout=60)
+    committer.join(timeout=60)
+    assert states["submit"] == "success", "the output the driver committed was not published"
+    entry = jrs_env.store.get_entry(JOB)
+    assert entry is not None and entry.result.status is JobStatus.SUCCEEDED
+    assert IntentStore(jrs_env.store.client, jrs_env.namespace, "/unused").get(JOB) is None
+    assert len(master.submissions) == 1
