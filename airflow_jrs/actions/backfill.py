@@ -60,6 +60,7 @@ from typing import Any
 from airflow_jrs.actions import USAGE, ActionError
 from airflow_jrs.actions.airflow_api import AirflowApi, AirflowApiError
 from airflow_jrs.actions.planning.job_ids import RENDERABLE, UnrenderableJobId, job_ids
+from airflow_jrs.actions.planning.serialized import NEEDS_DAG_FILE
 from airflow_jrs.domain.decision import decide
 from airflow_jrs.exceptions import JobResultEntryError
 from airflow_jrs.store import RedisJobResultStore
@@ -159,6 +160,9 @@ def derive(dag: Any, start: datetime, end: datetime) -> list[tuple[Any, list[tup
         jobs, notes = job_ids(dag, start, end)
     except UnrenderableJobId as exc:
         raise ActionError(f"{exc}; the missing dates cannot be derived: {ADVICE}", USAGE) from None
+    unknown = [note for note in notes if NEEDS_DAG_FILE in note]
+    if unknown:  # a job the plan cannot name would be left out of every date: never guess "committed"
+        raise ActionError(f"{unknown[0]}; the missing dates cannot be derived: {ADVICE}", USAGE)
     if any(note.startswith("left out mapped tasks") for note in notes):
         raise ActionError(
             f"DAG {dag.dag_id!r}: {notes[0]}, so a date's missing jobs cannot be known before its run; "

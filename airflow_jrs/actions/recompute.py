@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_jrs.actions import NOT_FOUND, USAGE, ActionError
 from airflow_jrs.actions.airflow_api import AirflowApi, AirflowApiError
 from airflow_jrs.actions.planning.jobs import plan_range
-from airflow_jrs.actions.planning.serialized import is_guarded, run_time_mapped
+from airflow_jrs.actions.planning.serialized import NEEDS_DAG_FILE, is_guarded, run_time_mapped
 from airflow_jrs.domain.model import Actor, HistoryReason, JobResult
 from airflow_jrs.domain.recompute import ClearedJob, knock_on
 from airflow_jrs.exceptions import JobResultEntryChangedError, JobResultEntryError, NoSuchJobResultError
@@ -126,7 +126,16 @@ def by_dates(
             "leave them out with --task",
             ui="recompute them one job at a time from the Job results list, or leave them out of the tasks chosen",
         )
-    planned, _notes = plan_range(jobs, dag, start, end)
+    planned, notes = plan_range(jobs, dag, start, end)
+    unknown = [n for n in notes if NEEDS_DAG_FILE in n and (not task_ids or any(f"task {t!r}" in n for t in task_ids))]
+    if unknown:  # never recompute a date's other jobs and silently not these
+        raise ActionError(
+            f"DAG {dag_id!r}: {unknown[0]}",
+            USAGE,
+            cli="recompute that task's jobs by job id, or leave it out with --task",
+            ui="recompute that task's jobs one at a time from the Job results list, or leave it out of the "
+            "tasks chosen",
+        )
     if task_ids:
         unknown = sorted(set(task_ids) - {p.task_id for p in planned})
         if unknown:
