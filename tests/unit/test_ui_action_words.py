@@ -46,7 +46,7 @@ def counted(dag_folder: Callable[[str, str], str], tmp_path: Path) -> tuple[str,
 
 def test_a_plan_reads_the_dag_in_its_serialized_form(counted: tuple[str, Path]) -> None:
     """What the CLI plans from is what the dag-processor stores and the page reads: the
-    serialized DAG (docs/architecture.md, "The API server runs no DAG code")."""
+    serialized DAG (docs/threat-model.md, "The API server runs no DAG code")."""
     fileloc, _counter = counted
     dag = dags.load_dag("jrs_counted", fileloc)
     assert type(dag).__name__ == "SerializedDAG"

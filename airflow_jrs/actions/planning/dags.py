@@ -2,7 +2,7 @@
 
 The page's API server reads the serialized DAG from Airflow's metadata DB (:func:`find_dag`,
 and :func:`version_dag` for the version a run used): the API server never imports a DAG file
-(Airflow 3's security model; docs/architecture.md). The CLI parses ``--dags-folder`` (default
+(Airflow 3's security model; docs/threat-model.md). The CLI parses ``--dags-folder`` (default
 ``[core] dags_folder``) with Airflow's DagBag where the DAG files are, then plans from the
 serialized form of what it parsed (:func:`load_dag`), through the same adapter
 (:mod:`.serialized`) as the page, so the two answer alike.

@@ -4,7 +4,7 @@ Airflow 3's API server never runs a DAG file: it holds the metadata DB's credent
 secret and the Fernet key, and only the dag-processor and the workers run DAG-author code. So
 the page plans from what Airflow keeps for it (the serialized DAG, its timetable, the runs), and
 the CLI plans from the serialized form of the DAG it parsed through this same module, so the two
-cannot drift (docs/architecture.md, "The API server runs no DAG code").
+cannot drift (docs/threat-model.md, "The API server runs no DAG code").
 
 What Airflow does not serialize (the guarded marker, the flags, the job id template untruncated,
 a fingerprint planned from the application file or the function's source) the dag-processor
