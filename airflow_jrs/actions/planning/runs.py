@@ -26,7 +26,8 @@ class ExistingRun:
     #: ``(start, end)`` as Airflow stored it: a run triggered by hand has one of its own (the
     #: trigger time's, or one ending at its logical date), which a backfill keeps when it re-runs it.
     data_interval: tuple[datetime, datetime] | None = None
-    #: The DAG version the run was created with: its date is planned with that version's tasks.
+    #: The DAG version the run was created with, when its bundle is versioned (a git bundle): its
+    #: date is planned with that version's tasks. ``None``: the latest version runs it.
     dag_version_id: str | None = None
 
 
@@ -57,6 +58,7 @@ def existing_runs(dag_id: str, start: datetime, end: datetime) -> tuple[dict[flo
     and a note when the DB cannot be read (the plan then shows what a run without conf does)."""
     try:
         from airflow.configuration import conf
+        from airflow.models.dag_version import DagVersion
         from airflow.models.dagrun import DagRun
         from airflow.utils.session import create_session
         from sqlalchemy import select
@@ -74,7 +76,10 @@ def existing_runs(dag_id: str, start: datetime, end: datetime) -> tuple[dict[flo
                     DagRun.data_interval_start,
                     DagRun.data_interval_end,
                     DagRun.created_dag_version_id,
-                ).where(DagRun.dag_id == dag_id, DagRun.logical_date >= start, DagRun.logical_date <= end)
+                    DagVersion.bundle_version,
+                )
+                .outerjoin(DagVersion, DagVersion.id == DagRun.created_dag_version_id)
+                .where(DagRun.dag_id == dag_id, DagRun.logical_date >= start, DagRun.logical_date <= end)
             ).all()
     except Exception as exc:  # a plan is a preview: say what it could not see, and go on
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
@@ -87,7 +92,9 @@ def existing_runs(dag_id: str, start: datetime, end: datetime) -> tuple[dict[flo
             row.run_id,
             row.conf,
             (row.data_interval_start, row.data_interval_end) if row.data_interval_start else None,
-            str(row.created_dag_version_id) if row.created_dag_version_id else None,
+            # A versioned bundle (git) runs a run's tasks again with the version it was created with;
+            # a local folder has one version, the file on disk: the latest serialized DAG.
+            str(row.created_dag_version_id) if row.created_dag_version_id and row.bundle_version else None,
         )
         for row in rows
         if row.logical_date
