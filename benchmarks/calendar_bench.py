@@ -22,12 +22,15 @@ goal: the plugin's p95 at most Airflow's calendar's). Recorded in docs/benchmark
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -53,7 +56,7 @@ with DAG("{DAG_ID}", schedule="@daily", start_date=datetime(2024, 1, 1, tzinfo=U
     for i in range({jobs}):
         JrsSparkSubmitOperator(
             task_id=f"job_{{i:02d}}", application="/nowhere/app.py", conn_id="spark_local",
-            application_args=["--day", "{{{{ ds }}}}"], job_id=f"bench.{{i:02d}}.{{{{ ds_nodash }}}}",
+            application_args=["--day", "{{{{ ds }}}}"], job_id=f"bench.{{i:02d}}." + "{{{{ ds_nodash }}}}",
         )
 '''
 
@@ -66,11 +69,32 @@ def percentile(values: list[float], q: float) -> float:
 def timed_get(url: str, token: str) -> float:
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
     began = time.perf_counter()
-    with urllib.request.urlopen(request, timeout=300) as response:
-        response.read()
-        if response.status != 200:
-            raise RuntimeError(f"{url}: HTTP {response.status}")
+    try:
+        with urllib.request.urlopen(request, timeout=300) as response:
+            response.read()
+    except urllib.error.HTTPError as exc:
+        raise RuntimeError(f"{url}: HTTP {exc.code}: {exc.read().decode(errors='replace')[:500]}") from None
     return (time.perf_counter() - began) * 1000
+
+
+@contextlib.contextmanager
+def fresh_database(server_url: str | None) -> Iterator[str | None]:
+    """A new PostgreSQL database on ``server_url``'s server for this run (runs of an earlier one
+    would collide), dropped at the end; ``None``: SQLite in the Airflow home."""
+    if server_url is None:
+        yield None
+        return
+    import psycopg
+
+    plain = server_url.replace("postgresql+psycopg://", "postgresql://")
+    name = f"jrs_calbench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(plain, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield server_url.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with psycopg.connect(plain, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def main() -> int:
@@ -78,18 +102,20 @@ def main() -> int:
     parser.add_argument("--dates", type=int, default=366)
     parser.add_argument("--jobs", type=int, default=50)
     parser.add_argument("--reps", type=int, default=20)
-    parser.add_argument("--postgres", default=None, help="a PostgreSQL URL for the metadata DB (it is migrated)")
+    parser.add_argument(
+        "--postgres", default=None, help="a PostgreSQL server's URL: a fresh database there is the metadata DB"
+    )
     a = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="jrs-calendar-bench-"))
     dags = work / "dags"
     dags.mkdir()
     (dags / "bench.py").write_text(dag_source(a.jobs))
-    with EmbeddedRedis(work / "redis", appendfsync="everysec") as redis_server:
+    with fresh_database(a.postgres) as database, EmbeddedRedis(work / "redis", appendfsync="everysec") as redis_server:
         namespace = f"cal-{uuid.uuid4().hex[:6]}"
         env = jrs_env(redis_server.url, namespace, data_dir=work / "data")
         airflow = LocalDeployment(
             work / "airflow", bundles={"bench": dags}, env=env, components=("api-server", "dag-processor"),
-            sql_alchemy_conn=a.postgres,
+            sql_alchemy_conn=database,
         )  # fmt: skip
         store = RedisJobResultStore(redis_server.url, namespace)
         with airflow:

@@ -16,6 +16,7 @@ import pytest
 from redis.connection import AbstractConnection
 
 from airflow_jrs.cli import main
+from airflow_jrs.exceptions import CorruptJobResultError, JobResultQuarantinedError
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
 from airflow_jrs.store.results.batch_read import read_entries
 
@@ -137,7 +138,7 @@ def test_a_fully_committed_range_reads_the_store_once_per_batch_and_never_calls_
         return real_send(self, command, check_health)
 
     monkeypatch.setattr(AbstractConnection, "send_packed_command", counting_send)
-    gets_before = _get_calls(store)
+    mgets_before = _calls(store, "mget")
 
     code = main(args(redis_url, namespace, dags, days[0], days[-1], "--missing-only", "--airflow-url", closed_port))
 
@@ -146,19 +147,24 @@ def test_a_fully_committed_range_reads_the_store_once_per_batch_and_never_calls_
     assert "every date is committed: no backfill needed, nothing created" in out
     # 1,200 jobs, 500 per pipeline, whole dates per batch: 250 + 250 + 100 dates.
     assert reads == [500, 500, 200]
-    assert _get_calls(store) - gets_before == 1200  # one store read per job and date
+    # two MGETs per batch (the results, the quarantine markers): no command per job
+    assert _calls(store, "mget") - mgets_before == 6
 
 
-def _get_calls(store: RedisJobResultStore) -> int:
+def _calls(store: RedisJobResultStore, command: str) -> int:
     stats = store.client.info("commandstats")
-    return int(stats.get("cmdstat_get", {}).get("calls", 0))
+    return int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
 
 
 def test_read_entries_answers_every_job_in_one_round_trip_per_batch(store):
     commit(store, "j.1")
     commit(store, "j.2", clean=False)
-    answers = read_entries(store, ["j.1", "j.2", "j.3"], batch=2)
+    store.client.set(store.keys.result("j.4"), b"not json")  # corrupt: quarantined by the read
+    answers = read_entries(store, ["j.1", "j.2", "j.3", "j.4"], batch=2)
     assert answers["j.1"].is_clean and answers["j.2"].is_dirty and answers["j.3"] is None
+    assert isinstance(answers["j.4"], CorruptJobResultError)
+    again = read_entries(store, ["j.4", "j.1"])  # the quarantine marker is read in the same batch
+    assert isinstance(again["j.4"], JobResultQuarantinedError) and again["j.1"].is_clean
     with pytest.raises(ValueError, match="at least 1"):
         read_entries(store, ["j.1"], batch=0)
 

@@ -9,12 +9,14 @@ attribute of Python's internals) with the interval's values (``ds``, ``ds_nodash
 ``ts_nodash``, ``logical_date``, ``data_interval_start``/``end``, ``dag_id``, ``task_id``, ``ti``,
 Airflow's own ``macros`` and filters). A template needing anything else (XCom, a Variable, a
 user-defined macro) is not guessed: the task is left out with "needs the DAG file". A date with a
-run is planned with the DAG version that run used; a date without one with the latest. The
+run from a versioned bundle is planned with the DAG version that run used (Airflow runs it again
+with it); any other date with the latest. The
 timetable calls differ between Airflow minors: :mod:`airflow_jrs.compat` holds them.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import datetime
 from types import SimpleNamespace
@@ -86,37 +88,55 @@ def _macros() -> Any:
     return macros
 
 
-def _render(template: str, dag_id: str, task: PlanTask, info: Any, compiled: dict[str, Any]) -> str:
-    """``template`` rendered for one interval. ``compiled`` caches the compiled template across
-    intervals: compiling is 5 ms a job, so ten years of ten jobs would spend minutes on it."""
-    import jinja2
-
+def _date_values(info: Any) -> dict[str, Any]:
+    """What a template may read of one interval, computed once per date (not per job)."""
     logical = info.logical_date
     interval = info.data_interval
-    context: dict[str, Any] = {
-        "dag": SimpleNamespace(dag_id=dag_id),
-        "task": SimpleNamespace(task_id=task.task_id),
-        "ti": SimpleNamespace(dag_id=dag_id, task_id=task.task_id, map_index=task.map_index),
-        "dag_id": dag_id,
-        "task_id": task.task_id,
+    values: dict[str, Any] = {
         "logical_date": logical,
         "data_interval_start": interval.start if interval else None,
         "data_interval_end": interval.end if interval else None,
-        "macros": compiled.setdefault("\0macros", _macros()),
     }
     if logical is not None:
-        context |= {
+        values |= {
             "ds": logical.strftime("%Y-%m-%d"),
             "ds_nodash": logical.strftime("%Y%m%d"),
             "ts": logical.isoformat(),
             "ts_nodash": logical.strftime("%Y%m%dT%H%M%S"),
         }
+    return values
+
+
+def _render(template: str, dag_id: str, task: PlanTask, dated: dict[str, Any], compiled: dict[str, Any]) -> str:
+    """``template`` rendered for one interval (``dated``: :func:`_date_values`). ``compiled``
+    caches the compiled template across intervals: compiling is 5 ms a job, so ten years of ten
+    jobs would spend minutes on it."""
+    import jinja2
+
+    ti = SimpleNamespace(dag_id=dag_id, task_id=task.task_id, map_index=task.map_index)
     if template not in compiled:
-        if "\0env" not in compiled:
-            compiled["\0env"] = _sandbox()
-        compiled[template] = compiled["\0env"].from_string(template)
+        fast = _plain_names(template)
+        if fast is not None:
+            compiled[template] = fast
+        else:
+            if "\0env" not in compiled:
+                compiled["\0env"] = _sandbox()
+            compiled[template] = compiled["\0env"].from_string(template)
+    found = compiled[template]
+    if isinstance(found, list):  # text and plain names only: what Jinja would print, without Jinja
+        named = {**dated, "dag_id": dag_id, "task_id": task.task_id, "ti": ti}
+        return "".join(part if i % 2 == 0 else _plain_value(part, named) for i, part in enumerate(found))
+    context: dict[str, Any] = {
+        **dated,
+        "dag": SimpleNamespace(dag_id=dag_id),
+        "task": SimpleNamespace(task_id=task.task_id),
+        "ti": ti,
+        "dag_id": dag_id,
+        "task_id": task.task_id,
+        "macros": compiled.setdefault("\0macros", _macros()),
+    }
     try:
-        return str(compiled[template].render(**context))
+        return str(found.render(**context))
     except (jinja2.UndefinedError, jinja2.exceptions.SecurityError) as exc:
         raise UnrenderableJobId(
             f"task {task.task_id!r}: its job_id template {template!r} uses something a plan cannot render "
@@ -124,6 +144,29 @@ def _render(template: str, dag_id: str, task: PlanTask, info: Any, compiled: dic
             USAGE,
             ui=NEEDS_DAG_FILE,
         ) from None
+
+
+#: ``{{ name }}`` of a value every plan knows: rendered without Jinja (str() of it, as Jinja prints
+#: it). A calendar renders 18,300 job ids for a year of 50 jobs; Jinja's context per render cost
+#: most of a second of it (docs/benchmarks.md, the calendar).
+_PLAIN = re.compile(r"\{\{\s*(ds|ds_nodash|ts|ts_nodash|dag_id|task_id|ti\.dag_id|ti\.task_id|ti\.map_index)\s*\}\}")
+
+
+def _plain_names(template: str) -> list[str] | None:
+    """``template`` split into text and plain names (odd places), or ``None`` when it holds
+    anything else Jinja would interpret (a filter, a call, a statement, a comment)."""
+    parts = _PLAIN.split(template)
+    if any(("{{" in text or "{%" in text or "{#" in text) for text in parts[0::2]):
+        return None
+    return parts
+
+
+def _plain_value(name: str, context: dict[str, Any]) -> str:
+    head, _, attr = name.partition(".")
+    value = context[head]
+    if value is None:
+        raise UnrenderableJobId(f"{name} is undefined for this date", USAGE, ui=NEEDS_DAG_FILE)
+    return str(getattr(value, attr) if attr else value)
 
 
 def guarded_tasks(dag: Any) -> tuple[list[PlanTask], list[str]]:
@@ -198,11 +241,13 @@ def job_ids(
     for info in infos:
         logical = info.logical_date
         run = runs.get(logical.timestamp()) if runs and logical is not None else None
+        dated = _date_values(info)
+        run_id = f"backfill__{info.run_after.isoformat()}"
         for task in by_version.tasks(run) if run is not None else latest:
             template = task.job_id
             try:
                 rendered = (
-                    _render(template, dag.dag_id, task, info, compiled)
+                    _render(template, dag.dag_id, task, dated, compiled)
                     if template is not None and is_templated(template)
                     else template
                 )
@@ -211,13 +256,12 @@ def job_ids(
                     left_out.add(task.task_id)
                     notes.append(f"{exc}; {NEEDS_DAG_FILE}")
                 continue
-            interval = info.data_interval
             context = {
                 "ti": SimpleNamespace(dag_id=dag.dag_id, task_id=task.task_id, map_index=task.map_index),
                 "partition_key": getattr(info, "partition_key", None),
-                "data_interval_start": interval.start if interval else None,
+                "data_interval_start": dated["data_interval_start"],
                 "logical_date": logical,
-                "run_id": f"backfill__{info.run_after.isoformat()}",
+                "run_id": run_id,
             }
             out.append((info, task, job_id_for(rendered, context)))
     _one_job_per_map_index(out)

@@ -16,7 +16,7 @@ The job ids are :func:`.job_ids.job_ids`, read in one pipelined batch per 500 jo
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -105,9 +105,8 @@ def plan_range(
             if intent is not None and not isinstance(intent, CorruptIntentError):
                 reason += f"; recovers fence {intent.fence}'s unfinished attempt first"
         result_status = entry.result.status.value if entry else None
-        row = _row(info, task, job_id, status, result_status, action, reason, entry)
         stale = status in ("committed", "dirty") and not decision.skip
-        planned.append(replace(row, stale=stale, fingerprint_known=task.fingerprint is not None))
+        planned.append(_row(info, task, job_id, status, result_status, action, reason, entry, stale))
     return planned, notes
 
 
@@ -140,6 +139,10 @@ def _row(
     action: str,
     reason: str,
     entry: JobResultEntry | None = None,
+    stale: bool = False,
 ) -> PlannedJob:
     when = info.logical_date or getattr(info, "partition_date", None) or info.run_after
-    return PlannedJob(when, task.task_id, job_id, status, result_status, action, reason, entry, task.map_index)
+    return PlannedJob(
+        when, task.task_id, job_id, status, result_status, action, reason, entry, task.map_index, stale,
+        task.fingerprint is not None,
+    )  # fmt: skip
