@@ -8,6 +8,11 @@
  * dark mode with no theme code of ours. IIFE rather than UMD: the host page may carry an AMD
  * ``define`` (its editor), which a UMD wrapper would prefer over the globals.
  *
+ * Two bundles: ``main.js`` for Airflow 3.2 and later, and, with ``--mode with-chakra``,
+ * ``main-with-chakra.js`` for Airflow 3.1, whose UI lends no Chakra UI nor Emotion: that one
+ * bundles its own (``src/main-with-chakra.tsx`` says how it keeps out of the host's way). The
+ * plugin names the one its Airflow needs (``airflow_jrs/plugins/__init__.py``).
+ *
  * Deterministic on purpose (``scripts/build_ui --check`` rebuilds and compares): a fixed file
  * name, no hashes, no source maps, no build time in the output.
  */
@@ -19,33 +24,41 @@ import { defineConfig } from "vite";
 const here = dirname(fileURLToPath(import.meta.url));
 const outDir = process.env.JRS_UI_OUT_DIR ?? resolve(here, "../airflow_jrs/plugins/static/ui");
 
-export default defineConfig({
-  plugins: [react()],
-  define: { "process.env.NODE_ENV": JSON.stringify("production") },
-  build: {
-    outDir,
-    emptyOutDir: true,
-    sourcemap: false,
-    minify: true,
-    reportCompressedSize: false,
-    lib: {
-      entry: resolve(here, "src/main.tsx"),
-      formats: ["iife"],
-      name: "AirflowJrsUi",
-      fileName: () => "main.js",
-    },
-    rolldownOptions: {
-      external: ["react", "react-dom", "react/jsx-runtime", "react-router-dom", "@chakra-ui/react", "@emotion/react"],
-      output: {
-        globals: {
-          react: "React",
-          "react-dom": "ReactDOM",
-          "react/jsx-runtime": "ReactJSXRuntime",
-          "react-router-dom": "ReactRouterDOM",
-          "@chakra-ui/react": "ChakraUI",
-          "@emotion/react": "EmotionReact",
-        },
+// What the host lends on ``globalThis`` (from Airflow 3.2; 3.1 lends all but the last two).
+const HOST_GLOBALS: Record<string, string> = {
+  react: "React",
+  "react-dom": "ReactDOM",
+  "react/jsx-runtime": "ReactJSXRuntime",
+  "react-router-dom": "ReactRouterDOM",
+  "@chakra-ui/react": "ChakraUI",
+  "@emotion/react": "EmotionReact",
+};
+const BRINGS_ITS_OWN = ["@chakra-ui/react", "@emotion/react"];
+
+export default defineConfig(({ mode }) => {
+  const withChakra = mode === "with-chakra";
+  const globals = Object.fromEntries(
+    Object.entries(HOST_GLOBALS).filter(([module]) => !(withChakra && BRINGS_ITS_OWN.includes(module))),
+  );
+  return {
+    plugins: [react()],
+    define: { "process.env.NODE_ENV": JSON.stringify("production") },
+    build: {
+      outDir,
+      emptyOutDir: !withChakra, // the second build adds its file beside the first's
+      sourcemap: false,
+      minify: true,
+      reportCompressedSize: false,
+      lib: {
+        entry: resolve(here, withChakra ? "src/main-with-chakra.tsx" : "src/main.tsx"),
+        formats: ["iife"],
+        name: "AirflowJrsUi",
+        fileName: () => (withChakra ? "main-with-chakra.js" : "main.js"),
+      },
+      rolldownOptions: {
+        external: Object.keys(globals),
+        output: { globals },
       },
     },
-  },
+  };
 });
