@@ -8,23 +8,48 @@ FastAPI app is built on its first request (:class:`LazyApp`), in the API server 
 
 The React apps are one bundle (``static/ui/main.js``, built from ``ui/`` by ``scripts/build_ui``).
 Airflow's UI imports it and renders the component the bundle registered on ``globalThis`` under
-each app's ``name`` (``ui/src/main.tsx``): the names below and there must agree.
+each app's ``name`` (``ui/src/apps.ts``): the names below and there must agree. The bundle uses
+the React and Chakra UI the host lends on ``globalThis``; Airflow 3.1 lends no Chakra UI, so
+there the plugin names ``main-with-chakra.js``, the same apps with a Chakra UI of their own.
+
+Every URL handed to the UI is rooted at the path of ``[api] base_url`` (:func:`ui_url`), the
+setting Airflow itself mounts its app and scopes its cookies under. A URL relative to the page
+will not do: Airflow 3.3's UI resolves a ``bundle_url`` against the page's ``<base href>``, but
+3.1 and 3.2 pass it to ``import()`` as given, where ``jrs/static/ui/main.js`` is a bare module
+specifier the browser refuses (every view then showed Airflow's 404 page). A root-relative path
+means the same in every minor, and carries no host, so a proxy in front keeps working.
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
+from airflow.configuration import conf
 from airflow.plugins_manager import AirflowPlugin
 
-#: Where the app is mounted on the API server; the UI resolves the relative URLs below against
-#: its ``<base href>``, so everything works behind a proxy and under a base-URL sub-path.
-URL_PREFIX = "/jrs"
-#: The React bundle, relative to the UI's base URL (served by the FastAPI app, behind its login).
-BUNDLE_URL = "jrs/static/ui/main.js"
+from airflow_jrs.compat import AIRFLOW_V_3_2_PLUS
 
+#: Where the app is mounted on the API server, below ``[api] base_url``'s path.
+URL_PREFIX = "/jrs"
+
+
+def ui_url(path: str) -> str:
+    """``path`` (relative to the base URL) as the UI must be given it: ``/jrs/...``, or
+    ``/airflow/jrs/...`` under ``[api] base_url = https://host/airflow``.
+
+    Derived as Airflow derives its own root path (``airflow.api_fastapi.app.API_ROOT_PATH``: the
+    URL's path, with or without a trailing slash), and read when the plugin is imported, as
+    Airflow reads it when its app is imported.
+    """
+    root = urlsplit(conf.get("api", "base_url", fallback="") or "").path.rstrip("/")
+    return f"{root}/{path}"
+
+
+#: The React bundle (served by the FastAPI app, behind its login): the one this Airflow's UI can run.
+BUNDLE_URL = ui_url("jrs/static/ui/main.js" if AIRFLOW_V_3_2_PLUS else "jrs/static/ui/main-with-chakra.js")
 #: The menu entry's icon (an ``<img>``: it cannot take the theme's color, hence one per mode).
-ICONS = {"icon": "jrs/static/ui/icon-light.svg", "icon_dark_mode": "jrs/static/ui/icon-dark.svg"}
+ICONS = {"icon": ui_url("jrs/static/ui/icon-light.svg"), "icon_dark_mode": ui_url("jrs/static/ui/icon-dark.svg")}
 
 #: The React apps: name (the bundle's component), where Airflow shows it, and its route.
 REACT_APPS: list[dict[str, Any]] = [

@@ -237,7 +237,7 @@ def test_airflow_lists_the_plugin_with_its_app_and_its_react_apps_without_import
     plugins = site.call("GET", "/api/v2/plugins", user="admin").json()["plugins"]
     ours = next(p for p in plugins if p["name"] == "airflow_jrs")
     assert ours["fastapi_apps"][0]["url_prefix"] == "/jrs"
-    assert {app["bundle_url"] for app in ours["react_apps"]} == {"jrs/static/ui/main.js"}
+    assert {app["bundle_url"] for app in ours["react_apps"]} == {"/jrs/static/ui/main.js"}  # no [api] base_url path
     assert not site.call("GET", "/api/v2/importErrors", user="admin").json().get("import_errors")
 
 

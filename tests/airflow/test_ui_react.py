@@ -4,7 +4,8 @@ Airflow's UI (3.1+) imports a react app's ``bundle_url`` as a script and renders
 it finds on ``globalThis`` under the app's ``name``, passing ``dagId``, ``runId``, ``taskId`` and
 ``mapIndex``; it provides React, React Router and Chakra UI as globals. So the plugin's names
 and the bundle's must agree, and the bundle must use the host's globals, not its own copies.
-The browser test (``tests/e2e/test_ui_browser.py``) drives the views in a real UI.
+The browser tests drive the views in a real UI: ``tests/airflow/test_ui_views_load.py`` (each
+view loads, on every minor, under a sub-path too) and ``tests/e2e/test_ui_browser.py`` (actions).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_jrs.plugins import BUNDLE_URL, URL_PREFIX, JrsPlugin
+from airflow_jrs.plugins import BUNDLE_URL, URL_PREFIX, JrsPlugin, ui_url
 
 pytestmark = pytest.mark.airflow
 
@@ -31,13 +32,30 @@ def test_the_plugin_offers_four_react_apps_from_one_bundle_and_no_iframes():
     assert apps["nav"]["name"] == "Job results" and apps["nav"]["url_route"] == "job-results"
     assert apps["task_instance"]["url_route"] == "job-result" and apps["dag"]["url_route"] == "job-calendar"
     assert {app["bundle_url"] for app in apps.values()} == {BUNDLE_URL}
-    # relative to the UI's <base href>, served by our own app (behind its login)
-    assert not BUNDLE_URL.startswith("/") and BUNDLE_URL.startswith(URL_PREFIX.strip("/") + "/static/")
-    assert (ROOT / "airflow_jrs" / "plugins" / BUNDLE_URL.removeprefix("jrs/")).is_file()
-    for icon in (apps["nav"]["icon"], apps["nav"]["icon_dark_mode"]):
-        assert (ROOT / "airflow_jrs" / "plugins" / icon.removeprefix("jrs/")).is_file()
+    # rooted at [api] base_url's path, served by our own app (behind its login)
+    assert BUNDLE_URL == ui_url(URL_PREFIX.strip("/") + "/static/ui/main.js")
+    for url in (BUNDLE_URL, apps["nav"]["icon"], apps["nav"]["icon_dark_mode"]):
+        assert url.startswith(ui_url("jrs/static/"))
+        assert (ROOT / "airflow_jrs" / "plugins" / url.removeprefix(ui_url("jrs/"))).is_file()
     assert not getattr(JrsPlugin, "external_views", [])
     assert not (ROOT / "airflow_jrs" / "plugins" / "static" / "index.html").exists()  # the old page is gone
+
+
+@pytest.mark.parametrize(
+    ("base_url", "rooted"),
+    [
+        ("", "/jrs/static/ui/main.js"),
+        ("http://airflow.example:8080", "/jrs/static/ui/main.js"),
+        ("http://airflow.example:8080/", "/jrs/static/ui/main.js"),
+        ("https://airflow.example/airflow", "/airflow/jrs/static/ui/main.js"),
+        ("https://airflow.example/team/airflow/", "/team/airflow/jrs/static/ui/main.js"),
+    ],
+)
+def test_the_ui_is_given_urls_rooted_at_the_path_of_the_base_url(monkeypatch, base_url: str, rooted: str):
+    """Root-relative, never relative to the page: Airflow 3.1 and 3.2 import a ``bundle_url`` as
+    given, where ``jrs/...`` is a bare module specifier. No host: a proxy in front keeps working."""
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", base_url)
+    assert ui_url("jrs/static/ui/main.js") == rooted
 
 
 def test_airflow_accepts_the_react_apps_as_its_plugin_api_describes_them():
