@@ -1,11 +1,11 @@
 """A real Airflow UI with the Job results plugin and a store seeded with every kind of job.
 
-What the browser test (``tests/e2e/test_ui_browser.py``) drives and ``scripts/ui_screenshots``
-photographs: an ``api-server`` and a ``dag-processor`` (no scheduler: nothing runs by itself,
-so what the pages show stays as seeded), the e2e DAG bundle (``jrs_e2e_triggerer``: two guarded
-jobs, ``tiny`` and ``tiny2``), runs triggered through the REST API for the seeded dates (their
-task instances exist; the runs stay queued), and a private redis-server seeded through the
-store's own API:
+What the browser tests (``tests/airflow/test_ui_views_load.py``, ``tests/e2e/test_ui_browser.py``)
+drive and ``scripts/ui_screenshots`` photographs: an ``api-server`` and a ``dag-processor`` (no
+scheduler: nothing runs by itself, so what the pages show stays as seeded), the e2e DAG bundle
+(``jrs_e2e_triggerer``: two guarded jobs, ``tiny`` and ``tiny2``), runs triggered through the
+REST API for the seeded dates (their task instances exist; the runs stay queued), and a private
+redis-server seeded through the store's own API:
 
 ========== ============================== ==============================
 date       tiny                           tiny2
@@ -176,8 +176,9 @@ def _xcom(airflow: LocalDeployment, day: str, task: str, value: dict[str, object
 
 
 @contextmanager
-def ui_site(home: Path, *, env: Mapping[str, str] | None = None) -> Iterator[UiSite]:
-    """Start it all in ``home`` (redis data, Airflow home); stop it all on exit."""
+def ui_site(home: Path, *, env: Mapping[str, str] | None = None, base_path: str = "") -> Iterator[UiSite]:
+    """Start it all in ``home`` (redis data, Airflow home); stop it all on exit. ``base_path``
+    (``/airflow``) serves Airflow under that sub-path of its ``[api] base_url``."""
     namespace = f"ui-{uuid.uuid4().hex[:8]}"
     with EmbeddedRedis(home / "redis") as server:
         url = f"redis://127.0.0.1:{server.port}/0"
@@ -190,7 +191,11 @@ def ui_site(home: Path, *, env: Mapping[str, str] | None = None) -> Iterator[UiS
             **(env or {}),
         }
         airflow = LocalDeployment(
-            home / "airflow", bundles={"e2e": BUNDLE}, components=("api-server", "dag-processor"), env=deployment_env
+            home / "airflow",
+            bundles={"e2e": BUNDLE},
+            components=("api-server", "dag-processor"),
+            env=deployment_env,
+            base_path=base_path,
         )
         with airflow:
             airflow.wait_for_dag(DAG)

@@ -76,6 +76,8 @@ class LocalDeployment:
     :param env: extra environment for every component (connections, ``[jrs]`` config, ...)
     :param parallelism: executor slots (``[core] parallelism`` and the default pool's slots)
     :param api_port: default a free port
+    :param base_path: a sub-path Airflow is served under (``/airflow``: ``[api] base_url`` is
+        ``http://127.0.0.1:<port>/airflow``), as behind a proxy that forwards one path to it
     :param sql_alchemy_conn: metadata DB; default: ``AIRFLOW__DATABASE__SQL_ALCHEMY_CONN`` when it
         points at a server database (PostgreSQL, MySQL), else SQLite in the home. The database
         must exist (it is migrated, never reset). ``postgresql+psycopg://`` (psycopg 3) serves
@@ -95,6 +97,7 @@ class LocalDeployment:
         env: Mapping[str, str] | None = None,
         parallelism: int = 2,
         api_port: int | None = None,
+        base_path: str = "",
         sql_alchemy_conn: str | None = None,
         username: str = "admin",
         password: str | None = None,
@@ -110,6 +113,9 @@ class LocalDeployment:
         self.extra_env = dict(env or {})
         self.parallelism = parallelism
         self.api_port = api_port or free_port()
+        if base_path and (not base_path.startswith("/") or base_path.endswith("/")):
+            raise ValueError(f"base_path {base_path!r} must start with '/' and not end with one (e.g. '/airflow')")
+        self.base_path = base_path
         self.sql_alchemy_conn = sql_alchemy_conn or self._default_db()
         self.username = username
         self.password = password or secrets.token_urlsafe(12)
@@ -153,7 +159,7 @@ class LocalDeployment:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.api_port}"
+        return f"http://127.0.0.1:{self.api_port}{self.base_path}"
 
     @property
     def uses_sqlite(self) -> bool:

@@ -1,19 +1,19 @@
-"""The Job results React app in a real Airflow UI, in a real browser: each view and each action.
+"""The Job results React app in a real Airflow UI, in a real browser: each action.
 
-Chromium (Debian's ``/usr/bin/chromium``, driven by Playwright's sync API) signs in through
-Airflow's own login page and uses the plugin where Airflow puts it: *Browse → Job results* (the
-list and a job's detail), a task instance's *Job result* tab, a DAG's *Job calendar* tab and the
-dashboard's widget, each in light and dark mode (the host's, from the browser's preference).
-The site is :func:`jrs_testbench.ui_site.ui_site`: an api-server and a dag-processor on the e2e
-DAG bundle, a store seeded with one job of each kind, runs for the seeded dates; every action
-is checked in the store (or in Airflow, through its REST API), never only on the page.
+Chromium (:mod:`jrs_testbench.browser`) signs in through Airflow's own login page and uses the
+plugin where Airflow puts it: *Browse → Job results* (the list and a job's detail), a task
+instance's *Job result* tab, a DAG's *Job calendar* tab and the dashboard's widget. That each
+view loads, in light and dark mode, on every Airflow minor and under a base-URL sub-path, is
+``tests/airflow/test_ui_views_load.py``'s. The site is :func:`jrs_testbench.ui_site.ui_site`: an
+api-server and a dag-processor on the e2e DAG bundle, a store seeded with one job of each kind,
+runs for the seeded dates; every action is checked in the store (or in Airflow, through its REST
+API), never only on the page.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,73 +22,36 @@ from airflow_jrs.domain.model import EntryQuery
 from airflow_jrs.store import EntryState
 from airflow_jrs.store.stop_requests import StopRequests
 from airflow_jrs.views.links import job_page_url
+from jrs_testbench.browser import Tab, chromium, missing_browser
 from jrs_testbench.ui_site import DAG, QUARANTINED, UiSite, job_id, run_id, ui_site
 
 pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.xdist_group("ui-site")]
 
-CHROMIUM = "/usr/bin/chromium"
-TIMEOUT_MS = 60_000  # generous: two shared cores
 NAV = "/plugin/job-results"
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiSite]:
+def browser() -> Iterator[Any]:
+    if why := missing_browser():
+        pytest.skip(why)
+    with chromium() as browser:
+        yield browser
+
+
+@pytest.fixture(scope="module")
+def site(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiSite]:
     with ui_site(tmp_path_factory.mktemp("ui-site")) as s:
         yield s
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if not Path(CHROMIUM).is_file():
-        pytest.skip(f"no Chromium at {CHROMIUM} (install Debian's chromium; browsers cannot be downloaded here)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
-class Page:
-    """A signed-in tab, and what went wrong in it (page errors, the loader's failures)."""
-
-    def __init__(self, browser: Any, site: UiSite, scheme: str = "light") -> None:
-        self.site = site
-        self.context = browser.new_context(
-            viewport={"width": 1280, "height": 900},
-            color_scheme=scheme,
-            permissions=["clipboard-read", "clipboard-write"],
-        )
-        self.context.set_default_timeout(TIMEOUT_MS)
-        self.page = self.context.new_page()
-        self.errors: list[str] = []
-        self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
-        self.page.on("console", lambda m: self.errors.append(m.text) if "Component failed to load" in m.text else None)
-        self.sign_in()
-
-    def sign_in(self) -> None:
-        page, airflow = self.page, self.site.airflow
-        page.goto(self.site.url + "/")
-        page.wait_for_url("**/auth/login**")
-        page.locator("input[name=username]").fill(airflow.username)
-        page.locator("input[name=password]").fill(airflow.password)
-        page.get_by_role("button", name="Sign in").click()
-        page.wait_for_url(lambda u: "/auth/login" not in u)
-
-    def open(self, path: str) -> Any:
-        self.page.goto(self.site.url + path)
-        return self.page
-
-
 @pytest.fixture
-def tab(browser: Any, site: UiSite) -> Iterator[Page]:
-    p = Page(browser, site)
+def tab(browser: Any, site: UiSite) -> Iterator[Tab]:
+    p = Tab(browser, site)
     try:
         yield p
         assert p.errors == []
     finally:
-        p.context.close()
+        p.close()
 
 
 def confirm(page: Any, typed: str, button: str) -> Any:
@@ -108,55 +71,15 @@ def confirm(page: Any, typed: str, button: str) -> Any:
     return dialog
 
 
-def luminance(css_color: str) -> float:
-    """0 (black) to 1 (white) of a computed CSS color: ``rgb(...)`` or Chakra's ``oklch(L ...)``."""
-    numbers = [float(x) for x in re.findall(r"[\d.]+", css_color)]
-    if css_color.startswith("oklch"):
-        return numbers[0] if numbers[0] <= 1 else numbers[0] / 100
-    r, g, b = numbers[:3]
-    return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
-
-
-# -- every view, light and dark -----------------------------------------------------------------
-VIEWS = {
-    "jrs-job-results": NAV,
-    "job-detail": f"{NAV}?job={job_id('tiny', '2013-06-04')}",
-    "jrs-task-instance": f"/dags/{DAG}/runs/{run_id('2013-06-01')}/tasks/tiny.submit/plugin/job-result",
-    "jrs-calendar": f"/dags/{DAG}/plugin/job-calendar",
-    "jrs-dashboard": "/",
-}
-
-
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_each_view_loads_inside_airflows_ui_in_its_light_and_dark_theme(browser: Any, site: UiSite, scheme: str):
-    from playwright.sync_api import expect
-
-    p = Page(browser, site, scheme)
-    try:
-        for test_id, path in VIEWS.items():
-            page = p.open(path)
-            view = page.get_by_test_id(test_id)
-            expect(view).to_be_visible()
-            expect(page.get_by_test_id("error")).to_have_count(0)
-            # the host's theme reaches our components: text is light on dark, dark on light
-            color = view.evaluate("el => getComputedStyle(el).color")
-            assert (luminance(color) > 0.6) == (scheme == "dark"), (test_id, scheme, color)
-            # no raw JSON unless someone opens it
-            expect(page.locator("pre:visible")).to_have_count(0)
-        assert p.errors == []
-    finally:
-        p.context.close()
-
-
 # -- Job results: the list, its filters and pages, one job --------------------------------------
-def test_the_list_filters_pages_and_opens_a_job_in_words(tab: Page, site: UiSite):
+def test_the_list_filters_pages_and_opens_a_job_in_words(tab: Tab, site: UiSite):
     from playwright.sync_api import expect
 
     # where Airflow puts it: Browse -> Job results
     page = tab.open("/")
     page.get_by_role("button", name="Browse").click()
     entry = page.get_by_role("menuitem", name="Job results")
-    expect(entry.locator("img")).to_have_attribute("src", "jrs/static/ui/icon-light.svg")
+    expect(entry.locator("img")).to_have_attribute("src", "/jrs/static/ui/icon-light.svg")
     loaded = "img => img.decode().then(() => img.naturalWidth, () => 0)"  # served, behind the login
     assert entry.locator("img").evaluate(loaded) > 0
     entry.click()
@@ -228,7 +151,7 @@ def test_the_list_filters_pages_and_opens_a_job_in_words(tab: Page, site: UiSite
 
 
 # -- the task instance tab -----------------------------------------------------------------------
-def test_the_task_instance_tab_says_computed_reused_or_running_first(tab: Page):
+def test_the_task_instance_tab_says_computed_reused_or_running_first(tab: Tab):
     from playwright.sync_api import expect
 
     def mark(task: str, day: str) -> Any:
@@ -252,7 +175,7 @@ def test_the_task_instance_tab_says_computed_reused_or_running_first(tab: Page):
 
 
 # -- actions, each confirmed by typing the job id -------------------------------------------------
-def open_job(tab: Page, job: str) -> Any:
+def open_job(tab: Tab, job: str) -> Any:
     from playwright.sync_api import expect
 
     page = tab.open(f"{NAV}?job={job}")
@@ -261,7 +184,7 @@ def open_job(tab: Page, job: str) -> Any:
     return page, detail
 
 
-def test_forget_asks_for_the_job_id_and_back_changes_nothing(tab: Page, site: UiSite):
+def test_forget_asks_for_the_job_id_and_back_changes_nothing(tab: Tab, site: UiSite):
     from playwright.sync_api import expect
 
     job = job_id("tiny", "2013-05-20")
@@ -283,7 +206,7 @@ def test_forget_asks_for_the_job_id_and_back_changes_nothing(tab: Page, site: Ui
     expect(detail.get_by_test_id("history")).to_contain_text(f"forgotten by {site.airflow.username}")
 
 
-def test_mark_clean_and_release_quarantine(tab: Page, site: UiSite):
+def test_mark_clean_and_release_quarantine(tab: Tab, site: UiSite):
     from playwright.sync_api import expect
 
     dirty = job_id("tiny2", "2013-06-02")
@@ -302,7 +225,7 @@ def test_mark_clean_and_release_quarantine(tab: Page, site: UiSite):
     assert QUARANTINED not in site.store.get_quarantined()
 
 
-def test_stop_and_cancel_a_running_job(tab: Page, site: UiSite):
+def test_stop_and_cancel_a_running_job(tab: Tab, site: UiSite):
     from playwright.sync_api import expect
 
     running = job_id("tiny", "2013-06-05")
@@ -319,7 +242,7 @@ def test_stop_and_cancel_a_running_job(tab: Page, site: UiSite):
     assert requests.get(running).kind == "cancel"
 
 
-def test_an_action_that_fails_says_why_in_the_dialog(tab: Page, site: UiSite):
+def test_an_action_that_fails_says_why_in_the_dialog(tab: Tab, site: UiSite):
     """Forget a result someone else replaced since the page loaded: the API refuses, the dialog says so."""
     from playwright.sync_api import expect
 
@@ -334,7 +257,7 @@ def test_an_action_that_fails_says_why_in_the_dialog(tab: Page, site: UiSite):
     assert site.store.get_entry(job) is not None
 
 
-def test_recompute_one_job_forgets_it_and_clears_its_task_instance(tab: Page, site: UiSite):
+def test_recompute_one_job_forgets_it_and_clears_its_task_instance(tab: Tab, site: UiSite):
     """Airflow clears the task instance at the page's request (with the user's token): the
     answer names it, and the result is in the job's history with why."""
     from playwright.sync_api import expect
@@ -352,7 +275,7 @@ def test_recompute_one_job_forgets_it_and_clears_its_task_instance(tab: Page, si
 
 
 # -- the DAG's calendar: states by date, ranges, previews before anything is done ----------------
-def test_the_calendar_shows_each_date_by_job_and_previews_a_range_before_acting(tab: Page, site: UiSite):
+def test_the_calendar_shows_each_date_by_job_and_previews_a_range_before_acting(tab: Tab, site: UiSite):
     from playwright.sync_api import expect
 
     page = tab.open(f"/dags/{DAG}/plugin/job-calendar")
@@ -403,7 +326,7 @@ def test_the_calendar_shows_each_date_by_job_and_previews_a_range_before_acting(
 
 
 # -- the dashboard widget -------------------------------------------------------------------------
-def test_the_dashboard_widget_counts_what_needs_a_look(tab: Page, site: UiSite):
+def test_the_dashboard_widget_counts_what_needs_a_look(tab: Tab, site: UiSite):
     from playwright.sync_api import expect
 
     page = tab.open("/")
