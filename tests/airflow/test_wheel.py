@@ -373,3 +373,63 @@ def test_a_guarded_task_computes_then_skips_from_the_installed_wheel(
     entry = RedisJobResultStore(redis_url, namespace).get_entry(first["job_id"])
     assert entry is not None and entry.result.metrics == {"rows": 5}
     assert (Path(first["outputs"]["data"]) / "_SUCCESS").exists()
+
+
+#: Run inside the fresh venv: a JrsSparkSubmitOperator computes a job on the stand-in
+#: spark-submit (first on PATH), then skips it. No JVM: it runs beside every Airflow minor.
+GUARDED_SUBMIT = textwrap.dedent(
+    """
+    import json, sys
+    from datetime import datetime, timezone
+    from types import SimpleNamespace
+
+    import airflow_jrs
+    from airflow_jrs.operators import JrsSparkSubmitOperator
+
+    day = datetime(2013, 1, 1, tzinfo=timezone.utc)
+    op = JrsSparkSubmitOperator(task_id="s", application=sys.argv[1], application_args=["--output", "{jrs_output}"],
+                                conn_id="spark_local", outputs={"data": "data"})
+    payloads = []
+    for try_number in (1, 2):
+        ti = SimpleNamespace(dag_id="wheel", task_id="s", try_number=try_number, map_index=-1,
+                             xcom_push=lambda **kw: None)
+        context = {"ti": ti, "run_id": "scheduled__2013-01-01", "data_interval_start": day, "logical_date": day}
+        payloads.append(op.execute(context))
+    print("RESULT " + json.dumps({"package": airflow_jrs.__file__, "payloads": payloads}))
+    """
+)
+
+
+def test_a_guarded_submit_computes_then_skips_from_the_installed_wheel_on_this_minor(
+    installed: dict[str, Any], redis_url: str, namespace: str, tmp_path: Path
+) -> None:
+    """The installed wheel beside this venv's Airflow minor (``scripts/older_airflow`` runs this
+    file in each minor's venv) runs a guarded spark-submit job through its own supervisor, on
+    the stand-in spark-submit, and reuses the result on the second run: one launch."""
+    from airflow_jrs.store import RedisJobResultStore
+    from jrs_testbench.fake_spark import install_fake_spark_submit, launches
+
+    bin_dir, calls = install_fake_spark_submit(tmp_path, write_output=True)
+    app = tmp_path / "app.py"
+    app.write_text("raise SystemExit('the stand-in spark-submit never runs this')\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME") and not k.startswith("AIRFLOW")}
+    env.update(
+        PATH=f"{bin_dir}{os.pathsep}{installed['venv'] / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        AIRFLOW_HOME=str(tmp_path / "airflow-home"),
+        AIRFLOW_CONN_JRS_DEFAULT=f"{redis_url}?namespace={namespace}",
+        AIRFLOW_CONN_SPARK_LOCAL=json.dumps({"conn_type": "spark", "host": "local[1]"}),
+        AIRFLOW__JRS__OUTPUT_ROOT=str(tmp_path / "output"),
+        AIRFLOW__JRS__SPEC_ROOT=str(tmp_path / "specs"),
+    )
+    script = tmp_path / "guarded_submit.py"
+    script.write_text(GUARDED_SUBMIT)
+    done = subprocess.run([str(installed["venv"] / "bin" / "python"), str(script), str(app)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (answer,) = [json.loads(line[7:]) for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert Path(answer["package"]).is_relative_to(installed["purelib"]), answer["package"]
+    first, second = answer["payloads"]
+    assert (first["status"], first["reused"], second["reused"]) == ("SUCCEEDED", False, True)
+    assert launches(calls) == 1
+    entry = RedisJobResultStore(redis_url, namespace).get_entry(first["job_id"])
+    assert entry is not None and entry.result.status.value == "SUCCEEDED"
