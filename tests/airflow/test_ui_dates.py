@@ -155,3 +155,33 @@ def test_a_dag_unknown_to_airflow_and_bad_dates_say_what_to_send(site: dict[str,
     with pytest.raises(ApiError) as swapped:
         client.request("POST", f"/jrs/api/dags/{DAG_ID}/backfill-missing", {"start": "2013-01-05", "end": "2013-01-01"})
     assert "400" in str(swapped.value) and "swap them" in str(swapped.value)
+
+
+def test_a_range_recompute_previews_every_job_the_launches_that_follow_compute(site: dict[str, Any]) -> None:
+    """Issue 41: recomputing an upstream job recomputes the downstream job whose arguments carry
+    its output (a new fence folder). The preview must name it, on every minor (Airflow 3.2's dry
+    run of a clear returns no rendered fields), and the Spark launches that follow must be
+    exactly the previewed jobs."""
+    airflow, calls = site["airflow"], site["calls"]
+    client = airflow.client
+    dag_id, day = "jrs_knock_on", "2013-01-02"
+    airflow.wait_for_dag(dag_id)
+    client.unpause(dag_id)
+    run = client.trigger(dag_id, f"{day}T00:00:00+00:00")
+    assert client.wait_for_run(dag_id, run["dag_run_id"], timeout=240)["state"] == "success", airflow.logs_tail()
+    first = _launched(calls)
+    assert {f"ko_up.{day}", f"ko_down.{day}"} <= set(first)
+
+    body = {"start": day, "end": day, "task_ids": ["up.submit"], "dry_run": True}
+    preview = client.request("POST", f"/jrs/api/dags/{dag_id}/recompute", body)
+    previewed = {j["job_id"] for j in preview["jobs"]}
+    assert previewed == {f"ko_up.{day}", f"ko_down.{day}"}, preview
+    down = next(j for j in preview["jobs"] if j["job_id"] == f"ko_down.{day}")
+    assert down["downstream"] and (
+        "up.submit" in down["note"] or "ko_up" in down["note"] or "may compute" in down["note"]
+    )
+
+    client.request("POST", f"/jrs/api/dags/{dag_id}/recompute", {**body, "dry_run": False})
+    done = client.wait_for_run(dag_id, run["dag_run_id"], timeout=240)
+    assert done["state"] == "success", airflow.logs_tail()
+    assert set(_launched(calls)[len(first) :]) == previewed
