@@ -1037,3 +1037,25 @@ def test_clean_with_delete_on_commit_publishes_an_event(backend: Backend, namesp
     with backend.events(store) as drain:
         store.mark_result_as_clean("j")
         assert [e["event"] for e in drain(1)] == ["cleaned"]
+
+
+def test_a_batch_read_answers_each_job_as_its_own_read_does(backend: Backend, store: JobResultStore) -> None:
+    """A plan's batch read (the calendar, ``plan``, missing-only) must say what each task's own
+    read says, on every backend (Redis Cluster included): committed, dirty, none, corrupt
+    (quarantined by the read) and already quarantined."""
+    from airflow_jrs.store.results.batch_read import read_entries
+
+    store.create_dirty_result(ok("clean"))
+    store.mark_result_as_clean("clean")
+    store.create_dirty_result(ok("dirty"))
+    _corrupt(backend, store, "corrupt")
+    _corrupt(backend, store, "held")
+    with pytest.raises(CorruptJobResultError):
+        store.get_entry("held")  # quarantined now
+
+    answers = read_entries(store, ["clean", "dirty", "none", "corrupt", "held"], batch=2)  # type: ignore[arg-type]
+
+    assert answers["clean"].is_clean and answers["dirty"].is_dirty and answers["none"] is None  # type: ignore[union-attr]
+    assert isinstance(answers["corrupt"], CorruptJobResultError)
+    assert isinstance(answers["held"], JobResultQuarantinedError)
+    assert isinstance(read_entries(store, ["corrupt"])["corrupt"], JobResultQuarantinedError)  # type: ignore[arg-type]

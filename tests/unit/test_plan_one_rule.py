@@ -13,12 +13,12 @@ and is listed here by task (``NEEDS_DAG_FILE``); anything else must agree exactl
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pendulum
 import pytest
 
 from airflow_jrs.actions.planning.job_ids import intervals, job_ids
@@ -71,6 +71,15 @@ with DAG("jrs_edges_cron", schedule="0 6 * * *", start_date=START, catchup=False
         application_args=[["a"], ["b"], ["c"]]
     )
 
+import pendulum
+from airflow.timetables.events import EventsTimetable
+
+AMSTERDAM = pendulum.timezone("Europe/Amsterdam")
+with DAG("jrs_edges_events", start_date=datetime(2013, 1, 1, tzinfo=AMSTERDAM), catchup=False,
+         schedule=EventsTimetable([pendulum.datetime(2013, 1, d, 0, 30, tz=AMSTERDAM) for d in (1, 2, 3)])):
+    JrsSparkSubmitOperator(task_id="event", application="/nowhere/a.py", conn_id="spark_local",
+                           job_id="ev.{{ ds }}.{{ ts_nodash }}")
+
 with DAG("jrs_edges_delta", schedule=timedelta(hours=12), start_date=START, catchup=False):
     JrsSparkSubmitOperator(task_id="half_day", application="/nowhere/a.py", conn_id="spark_local",
                            job_id="h.{{ ts_nodash }}")
@@ -89,6 +98,7 @@ def _live_ids(dag: Any, leave_out: set[str] = frozenset()) -> dict[tuple[datetim
     env = dag.get_template_env().overlay(undefined=jinja2.StrictUndefined)
     out = {}
     for info in intervals(serialized_form(dag), START, END):
+        logical = pendulum.instance(info.logical_date).in_timezone("UTC")  # a run's logical date is UTC
         for task in dag.tasks:
             mapped = getattr(task, "is_mapped", False)
             if not guarded_kind(task.operator_class if mapped else task) or task.task_id in leave_out:
@@ -99,15 +109,15 @@ def _live_ids(dag: Any, leave_out: set[str] = frozenset()) -> dict[tuple[datetim
                 interval = info.data_interval
                 context = {
                     "dag": dag, "task": task, "ti": ti, "dag_id": dag.dag_id, "task_id": task.task_id,
-                    "logical_date": info.logical_date, "ds": info.logical_date.strftime("%Y-%m-%d"),
-                    "ds_nodash": info.logical_date.strftime("%Y%m%d"), "ts": info.logical_date.isoformat(),
-                    "ts_nodash": info.logical_date.strftime("%Y%m%dT%H%M%S"), "macros": macros,
+                    "logical_date": logical, "ds": logical.strftime("%Y-%m-%d"),
+                    "ds_nodash": logical.strftime("%Y%m%d"), "ts": logical.isoformat(),
+                    "ts_nodash": logical.strftime("%Y%m%dT%H%M%S"), "macros": macros,
                     "data_interval_start": interval.start, "data_interval_end": interval.end,
                 }  # fmt: skip
                 rendered = env.from_string(template).render(**context) if is_templated(template) else template
-                key = {"ti": ti, "logical_date": info.logical_date, "data_interval_start": interval.start,
+                key = {"ti": ti, "logical_date": logical, "data_interval_start": interval.start,
                        "partition_key": None, "run_id": "r"}  # fmt: skip
-                out[(info.logical_date, task.task_id, index)] = job_id_for(rendered, key)
+                out[(logical, task.task_id, index)] = job_id_for(rendered, key)
     return out
 
 
@@ -122,7 +132,8 @@ def _page_form(dag: Any) -> Any:
 
 def _planned(dag: Any) -> tuple[dict[tuple[datetime | None, str, int], str], list[str]]:
     found, notes = job_ids(dag, START, END, runs=None, versions=None)
-    return {(info.logical_date, task.task_id, task.map_index): job_id for info, task, job_id in found}, notes
+    utc = {info.logical_date: pendulum.instance(info.logical_date).in_timezone("UTC") for info, _, _ in found}
+    return {(utc[info.logical_date], task.task_id, task.map_index): job_id for info, task, job_id in found}, notes
 
 
 def _dags(folder: str) -> dict[str, Any]:
@@ -171,19 +182,39 @@ def test_a_long_argument_is_fingerprinted_untruncated(every_dag: dict[str, Any])
     assert long.fingerprint == application_fingerprint("/nowhere/a.py", ["x" * 5000], None)
 
 
-def test_a_template_cannot_reach_python_internals(dag_folder: Callable[[str, str], str]) -> None:
-    """The sandbox refuses what a template could use to run code in the API server."""
+ESCAPES = {
+    "internals": "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+    "os_by_uuid": "x.{{ macros.uuid.os.system('touch MARK') }}",
+    "exec_by_sys": "x.{{ macros.uuid.sys.modules['builtins'].exec('open(\\'MARK\\', \\'w\\')') }}",
+    "codecs_open": "x.{{ macros.json.codecs.open('MARK', 'w').write('x') }}",
+    "sleep": "x.{{ macros.time.sleep(3) }}",
+    "loop": "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}x",
+    "huge": "x.{{ ('a' * 10000000000) | length }}",
+    "statement": "{% set y = 1 %}x.{{ ds }}",
+    "unparsable": "x.{{ ds ",
+    "division": "x.{{ 1 / 0 }}",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ESCAPES))
+def test_a_template_that_could_run_code_or_hang_is_not_planned(name, dag_folder, tmp_path, monkeypatch) -> None:
+    """The API server renders only what a job id needs (actions/planning/templates.py): Airflow's
+    ``macros`` module leads to ``os`` and ``sys``, and loops or arithmetic hang it. Such a task
+    is named "needs the DAG file", and nothing of it runs."""
+    monkeypatch.chdir(tmp_path)
     folder = dag_folder(
         "jrs_escape.py",
-        """
+        f"""
 from datetime import UTC, datetime
 from airflow.sdk import DAG
 from airflow_jrs.operators import JrsSparkSubmitOperator
 with DAG("jrs_escape", schedule="@daily", start_date=datetime(2013, 1, 1, tzinfo=UTC), catchup=False):
-    JrsSparkSubmitOperator(task_id="t", application="/nowhere/a.py", conn_id="spark_local",
-                           job_id="{{ ''.__class__.__mro__[1].__subclasses__() }}")
+    JrsSparkSubmitOperator(task_id="t", application="/nowhere/a.py", conn_id="spark_local", job_id={ESCAPES[name]!r})
+    JrsSparkSubmitOperator(task_id="ok", application="/nowhere/a.py", conn_id="spark_local", job_id="ok.{{{{ ds }}}}")
 """,
     )
     dag = dag_bag(folder).dags["jrs_escape"]
     page, notes = _planned(_page_form(dag))
-    assert page == {} and any("task 't'" in n and NEEDS_DAG_FILE in n for n in notes), notes
+    assert {task_id for _, task_id, _ in page} == {"ok"}, "the other task is still planned"
+    assert any("task 't'" in n and NEEDS_DAG_FILE in n for n in notes), notes
+    assert not (tmp_path / "MARK").exists(), "the template ran code in the planning process"

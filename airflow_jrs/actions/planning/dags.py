@@ -7,9 +7,10 @@ and :func:`version_dag` for the version a run used): the API server never import
 serialized form of what it parsed (:func:`load_dag`), through the same adapter
 (:mod:`.serialized`) as the page, so the two answer alike.
 
-Deserializing runs no DAG-author code. Each deserialized version is kept by its version id (a
-version never changes), and nothing holds a lock across a DB read or a deserialization: two
-requests for one version may both read it, and one wins the cache.
+Deserializing runs no DAG-author code. Each deserialized version is kept by its version id and
+its content's hash (Airflow may rewrite a version in place until a task ran with it), and
+nothing holds a lock across a DB read or a deserialization: two requests for one version may
+both read it, and one wins the cache.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from airflow_jrs.actions import NOT_FOUND, USAGE, ActionError
 
 #: How many deserialized DAG versions an API server keeps (each a few hundred KB at most).
 _KEPT_VERSIONS = 64
-_versions: dict[str, Any] = {}
+_versions: dict[tuple[str, str], Any] = {}
 
 
 def load_dag(dag_id: str, dags_folder: str | None) -> Any:
@@ -65,8 +66,7 @@ def find_dag(dag_id: str) -> Any:
 
     with create_session() as session:
         model = SerializedDagModel.get(dag_id, session=session)
-        version_id = str(model.dag_version_id) if model is not None else None
-        dag = _kept(version_id, model) if model is not None and version_id is not None else None
+        dag = _kept(model) if model is not None else None
     if dag is None:
         raise ActionError(
             f"Airflow knows no DAG {dag_id!r} (not parsed yet, or deleted)", NOT_FOUND, cli="check the DAG id",
@@ -78,23 +78,30 @@ def find_dag(dag_id: str) -> Any:
 def version_dag(version_id: str) -> Any | None:
     """The serialized DAG of one DAG version (the one a run used); ``None`` when the metadata DB
     no longer has it (versions are pruned with their runs)."""
-    kept = _versions.get(version_id)
-    if kept is not None:
-        return kept
     from airflow.models.serialized_dag import SerializedDagModel
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
     with create_session() as session:
-        model = session.scalar(select(SerializedDagModel).where(SerializedDagModel.dag_version_id == version_id))
-        return _kept(version_id, model) if model is not None else None
+        where = SerializedDagModel.dag_version_id == version_id
+        found = session.execute(select(SerializedDagModel.dag_hash).where(where)).first()
+        if found is None:
+            return None
+        kept = _versions.get((version_id, found.dag_hash))
+        if kept is not None:
+            return kept
+        model = session.scalar(select(SerializedDagModel).where(where))
+        return _kept(model) if model is not None else None
 
 
-def _kept(version_id: str, model: Any) -> Any:
-    dag = _versions.get(version_id)
+def _kept(model: Any) -> Any:
+    """``model``'s DAG, deserialized once per version and content: Airflow rewrites a version in
+    place (same id, new hash) while no task ran with it, so the id alone would keep a stale DAG."""
+    key = (str(model.dag_version_id), model.dag_hash)
+    dag = _versions.get(key)
     if dag is None:
         dag = model.dag  # deserializes: Airflow's own classes, no DAG-author module
         if len(_versions) >= _KEPT_VERSIONS:
             _versions.pop(next(iter(_versions)), None)
-        _versions[version_id] = dag
+        _versions[key] = dag
     return dag

@@ -4,14 +4,12 @@ job id by the operators' own rule, before any run exists.
 The DAG is the serialized one (:mod:`.dags`), its guarded tasks what :mod:`.serialized` reads of
 them (the facts the dag-processor serialized), and the job ids come from the operators' own rule
 (:func:`airflow_jrs.domain.identity.job_id_for`): the default id for tasks without ``job_id``; a
-templated ``job_id`` is rendered in a sandboxed Jinja environment (no DAG-author code, no
-attribute of Python's internals) with the interval's values (``ds``, ``ds_nodash``, ``ts``,
-``ts_nodash``, ``logical_date``, ``data_interval_start``/``end``, ``dag_id``, ``task_id``, ``ti``,
-Airflow's own ``macros`` and filters). A template needing anything else (XCom, a Variable, a
-user-defined macro) is not guessed: the task is left out with "needs the DAG file". A date with a
-run from a versioned bundle is planned with the DAG version that run used (Airflow runs it again
-with it); any other date with the latest. The
-timetable calls differ between Airflow minors: :mod:`airflow_jrs.compat` holds them.
+templated ``job_id`` on the allow-list of :mod:`.templates` (the date's values, ``ti``, Airflow's
+filters, ``macros.ds_add``/``ds_format``) is rendered in a sandbox, in UTC as the run renders it.
+A template needing anything else (XCom, a Variable, a user-defined macro, a statement) is not
+guessed: the task is left out with "needs the DAG file". A date with a run from a versioned
+bundle is planned with the DAG version that run used (Airflow runs it again with it); any other
+date with the latest. The timetable calls differ between Airflow minors: :mod:`airflow_jrs.compat` holds them.
 """
 
 from __future__ import annotations
@@ -23,18 +21,16 @@ from types import SimpleNamespace
 from typing import Any
 
 from airflow_jrs.actions import NOT_FOUND, USAGE, ActionError
+from airflow_jrs.actions.planning import templates
 from airflow_jrs.actions.planning.runs import ExistingRun, as_run
 from airflow_jrs.actions.planning.serialized import NEEDS_DAG_FILE, PlanTask, plan_tasks
+from airflow_jrs.actions.planning.templates import RENDERABLE
 from airflow_jrs.domain.identity import job_id_for
 from airflow_jrs.protocol.guarded_task import is_templated
 from airflow_jrs.views.words import stamp
 
 #: What the error for a DAG without one names (the marker, not this list, decides what counts).
 GUARDED_OPERATORS = "JrsSparkSubmitOperator, JrsPySparkOperator, @task.jrs_pyspark, JrsSparkSqlOperator"
-RENDERABLE = (
-    "ds, ds_nodash, ts, ts_nodash, logical_date, data_interval_start/end, dag_id, task_id, ti, macros, "
-    "Airflow's filters"
-)
 
 
 class UnrenderableJobId(ActionError):
@@ -65,37 +61,16 @@ def intervals(dag: Any, start: datetime, end: datetime) -> list[Any]:
     return infos
 
 
-def _sandbox() -> Any:
-    """A Jinja environment that runs no DAG-author code: sandboxed (no ``__class__``, no
-    ``mro``), immutable, strict (an unknown name raises), with Airflow's own filters."""
-    import jinja2
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    env = ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined, cache_size=400)
-    try:
-        from airflow.sdk.definitions._internal.templater import FILTERS
-    except ImportError:  # pragma: no cover - every supported minor has it
-        FILTERS = {}
-    env.filters.update(FILTERS)
-    return env
-
-
-def _macros() -> Any:
-    try:
-        from airflow.sdk.execution_time import macros
-    except ImportError:  # pragma: no cover
-        return SimpleNamespace()
-    return macros
-
-
 def _date_values(info: Any) -> dict[str, Any]:
-    """What a template may read of one interval, computed once per date (not per job)."""
-    logical = info.logical_date
+    """What a template may read of one interval, computed once per date (not per job). In UTC, as
+    the run's logical date and data interval are stored and handed to its tasks (a timetable may
+    answer in the DAG's time zone)."""
+    logical = _utc(info.logical_date)
     interval = info.data_interval
     values: dict[str, Any] = {
         "logical_date": logical,
-        "data_interval_start": interval.start if interval else None,
-        "data_interval_end": interval.end if interval else None,
+        "data_interval_start": _utc(interval.start) if interval else None,
+        "data_interval_end": _utc(interval.end) if interval else None,
     }
     if logical is not None:
         values |= {
@@ -107,12 +82,18 @@ def _date_values(info: Any) -> dict[str, Any]:
     return values
 
 
-def _render(template: str, dag_id: str, task: PlanTask, dated: dict[str, Any], compiled: dict[str, Any]) -> str:
-    """``template`` rendered for one interval (``dated``: :func:`_date_values`). ``compiled``
-    caches the compiled template across intervals: compiling is 5 ms a job, so ten years of ten
-    jobs would spend minutes on it."""
-    import jinja2
+def _utc(when: Any) -> Any:
+    if when is None or getattr(when, "tzinfo", None) is None:
+        return when
+    import pendulum
 
+    return pendulum.instance(when).in_timezone("UTC")
+
+
+def _render(template: str, dag_id: str, task: PlanTask, dated: dict[str, Any], compiled: dict[str, Any]) -> str:
+    """``template`` rendered for one interval (``dated``: :func:`_date_values`), when it is on
+    the allow-list (:mod:`.templates`); :class:`UnrenderableJobId` otherwise, or when it fails.
+    ``compiled`` caches each template's check and compilation across intervals."""
     ti = SimpleNamespace(dag_id=dag_id, task_id=task.task_id, map_index=task.map_index)
     if template not in compiled:
         fast = _plain_names(template)
@@ -120,27 +101,32 @@ def _render(template: str, dag_id: str, task: PlanTask, dated: dict[str, Any], c
             compiled[template] = fast
         else:
             if "\0env" not in compiled:
-                compiled["\0env"] = _sandbox()
-            compiled[template] = compiled["\0env"].from_string(template)
+                compiled["\0env"] = templates.sandbox()
+            try:
+                templates.check(compiled["\0env"], template)
+                compiled[template] = compiled["\0env"].from_string(template)
+            except Exception as exc:  # NotPlannable, or anything Jinja raises compiling it
+                compiled[template] = exc
     found = compiled[template]
-    if isinstance(found, list):  # text and plain names only: what Jinja would print, without Jinja
-        named = {**dated, "dag_id": dag_id, "task_id": task.task_id, "ti": ti}
-        return "".join(part if i % 2 == 0 else _plain_value(part, named) for i, part in enumerate(found))
-    context: dict[str, Any] = {
-        **dated,
-        "dag": SimpleNamespace(dag_id=dag_id),
-        "task": SimpleNamespace(task_id=task.task_id),
-        "ti": ti,
-        "dag_id": dag_id,
-        "task_id": task.task_id,
-        "macros": compiled.setdefault("\0macros", _macros()),
-    }
     try:
+        if isinstance(found, Exception):
+            raise found
+        if isinstance(found, list):  # text and plain names only: what Jinja would print, without Jinja
+            named = {**dated, "ti": ti}
+            return "".join(part if i % 2 == 0 else _plain_value(part, named) for i, part in enumerate(found))
+        context: dict[str, Any] = {
+            **dated,
+            "dag": SimpleNamespace(dag_id=dag_id),
+            "task": SimpleNamespace(task_id=task.task_id),
+            "ti": ti,
+            "macros": compiled.setdefault("\0macros", templates.macros()),
+        }
         return str(found.render(**context))
-    except (jinja2.UndefinedError, jinja2.exceptions.SecurityError) as exc:
+    except Exception as exc:  # a plan is a preview: one task's template never fails the others
+        why = str(exc) or type(exc).__name__
         raise UnrenderableJobId(
-            f"task {task.task_id!r}: its job_id template {template!r} uses something a plan cannot render "
-            f"({exc}); a plan renders {RENDERABLE}",
+            f"task {task.task_id!r}: its job_id template {template!r} cannot be planned ({why}); a plan renders "
+            f"{RENDERABLE}",
             USAGE,
             ui=NEEDS_DAG_FILE,
         ) from None
@@ -149,7 +135,7 @@ def _render(template: str, dag_id: str, task: PlanTask, dated: dict[str, Any], c
 #: ``{{ name }}`` of a value every plan knows: rendered without Jinja (str() of it, as Jinja prints
 #: it). A calendar renders 18,300 job ids for a year of 50 jobs; Jinja's context per render cost
 #: most of a second of it (docs/benchmarks.md, the calendar).
-_PLAIN = re.compile(r"\{\{\s*(ds|ds_nodash|ts|ts_nodash|dag_id|task_id|ti\.dag_id|ti\.task_id|ti\.map_index)\s*\}\}")
+_PLAIN = re.compile(r"\{\{\s*(ds|ds_nodash|ts|ts_nodash|ti\.dag_id|ti\.task_id|ti\.map_index)\s*\}\}")
 
 
 def _plain_names(template: str) -> list[str] | None:
@@ -163,7 +149,7 @@ def _plain_names(template: str) -> list[str] | None:
 
 def _plain_value(name: str, context: dict[str, Any]) -> str:
     head, _, attr = name.partition(".")
-    value = context[head]
+    value = context.get(head)
     if value is None:
         raise UnrenderableJobId(f"{name} is undefined for this date", USAGE, ui=NEEDS_DAG_FILE)
     return str(getattr(value, attr) if attr else value)

@@ -87,6 +87,8 @@ def _from_facts(task_id: str, raw: Any) -> PlanTask | Unplannable:
         version = facts["v"]
     except (TypeError, ValueError, KeyError):
         return Unplannable(task_id, f"its plan facts are unreadable ({str(raw)[:80]!r})")
+    if not isinstance(version, int) or not isinstance(facts, dict):
+        return Unplannable(task_id, f"its plan facts are unreadable (version {version!r})")
     if version > FACTS_VERSION:
         return Unplannable(task_id, f"its plan facts are version {version}, written by a newer airflow-jrs")
     if not facts.get("job_id_literal", True):
@@ -110,7 +112,7 @@ def _our_guarded_kind(task: Any) -> str | None:
         return None
     try:
         return guarded_kind(getattr(importlib.import_module(module), name, None))
-    except ImportError:
+    except Exception:  # not ours any more (renamed, removed): not plannable as ours
         return None
 
 

@@ -2,11 +2,12 @@
 
 ``store.get_entry`` is one round trip per job: right for a task deciding its own job, too slow
 for ten years of a hundred jobs read from one CLI (36,500 round trips instead of 73). Here
-each batch of at most :data:`~airflow_jrs.store.results.read_rules.READ_CHUNK` jobs is one pipeline
-of two ``MGET`` (the results, the quarantine markers; not a transaction: a read needs no
-atomicity across jobs), not two commands per job: packing and parsing 36,600 replies cost more
-than Redis's work (the calendar's 18,300 jobs, docs/benchmarks.md). Every key of a namespace
-hashes to one slot, so on Redis Cluster a multi-key ``MGET`` is allowed and goes to one node.
+each batch of at most :data:`~airflow_jrs.store.results.read_rules.READ_CHUNK` jobs is one call of
+the ``READ_ENTRIES`` script (``GET`` of each result and ``EXISTS`` of each quarantine marker, as
+the task's own read asks them), not two commands per job in a pipeline: packing and parsing
+36,600 replies cost more than Redis's work (the calendar's 18,300 jobs, docs/benchmarks.md).
+Every key of a namespace hashes to one slot, so on Redis Cluster the script runs on one node
+(redis-py refuses a multi-key ``MGET`` in a cluster pipeline).
 
 The bytes are decoded by the store's own decoder (``store.entry_from``, by the rules of
 :mod:`airflow_jrs.store.results.read_rules`), so a job reads the same here as in the task, corrupt
@@ -23,6 +24,7 @@ from airflow_jrs.domain.model import JobResultEntry, validate_job_id
 from airflow_jrs.exceptions import JobResultEntryError
 from airflow_jrs.store.plumbing.errors import redis_errors
 from airflow_jrs.store.results.read_rules import READ_CHUNK
+from airflow_jrs.store.results.scripts import READ_ENTRIES
 
 if TYPE_CHECKING:
     from airflow_jrs.store.results.redis import RedisJobResultStore
@@ -46,11 +48,11 @@ def read_entries(store: RedisJobResultStore, job_ids: Sequence[str], *, batch: i
     for start in range(0, len(ids), batch):
         chunk = ids[start : start + batch]
         with redis_errors(f"read the results of {len(chunk)} jobs from {chunk[0]!r}", store.namespace):
-            pipe = store.client.pipeline(transaction=False)
-            pipe.mget([keys.result(job_id) for job_id in chunk])
-            pipe.mget([keys.quarantine(job_id) for job_id in chunk])
-            results, quarantines = pipe.execute()
-        for job_id, raw, quarantined in zip(chunk, results, quarantines, strict=True):
+            replies = store.client.register_script(READ_ENTRIES)(
+                keys=[keys.result(job_id) for job_id in chunk] + [keys.quarantine(job_id) for job_id in chunk]
+            )
+        for i, job_id in enumerate(chunk):
+            raw, quarantined = replies[2 * i], replies[2 * i + 1]
             try:
                 answers[job_id] = store.entry_from(job_id, raw, bool(quarantined))
             except JobResultEntryError as exc:  # quarantined, corrupt (now quarantined), newer schema

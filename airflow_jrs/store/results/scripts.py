@@ -315,3 +315,17 @@ redis.call('DEL', KEYS[2])
 return 1
 """
 )
+
+READ_ENTRIES = """
+-- Many jobs' entries and quarantine markers in one call (a plan's batch read; a read, no write).
+-- KEYS[1..n]    - the n jobs' result keys      KEYS[n+1..2n] - their quarantine keys
+-- return a flat array: for job i, its result bytes (nil: none) then 1/0 (its quarantine key exists)
+-- A key of another type makes GET fail: the whole read fails (closed), as the task's own read does.
+local n = #KEYS / 2
+local out = {}
+for i = 1, n do
+  out[2 * i - 1] = redis.call('GET', KEYS[i])
+  out[2 * i] = redis.call('EXISTS', KEYS[n + i])
+end
+return out
+"""
