@@ -19,6 +19,7 @@ from airflow_jrs.cli import main
 from airflow_jrs.exceptions import CorruptJobResultError, JobResultQuarantinedError
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
 from airflow_jrs.store.results.batch_read import read_entries
+from airflow_jrs.store.results.scripts import READ_ENTRIES
 
 DAGS = """
 from datetime import datetime, UTC
@@ -138,7 +139,8 @@ def test_a_fully_committed_range_reads_the_store_once_per_batch_and_never_calls_
         return real_send(self, command, check_health)
 
     monkeypatch.setattr(AbstractConnection, "send_packed_command", counting_send)
-    mgets_before = _calls(store, "mget")
+    store.client.script_load(READ_ENTRIES)  # as after any earlier read: no NOSCRIPT round trip counted
+    calls_before = _calls(store, "evalsha")
 
     code = main(args(redis_url, namespace, dags, days[0], days[-1], "--missing-only", "--airflow-url", closed_port))
 
@@ -147,8 +149,8 @@ def test_a_fully_committed_range_reads_the_store_once_per_batch_and_never_calls_
     assert "every date is committed: no backfill needed, nothing created" in out
     # 1,200 jobs, 500 per pipeline, whole dates per batch: 250 + 250 + 100 dates.
     assert reads == [500, 500, 200]
-    # two MGETs per batch (the results, the quarantine markers): no command per job
-    assert _calls(store, "mget") - mgets_before == 6
+    # one READ_ENTRIES call per batch (each result and quarantine marker): no command per job
+    assert _calls(store, "evalsha") - calls_before == 3
 
 
 def _calls(store: RedisJobResultStore, command: str) -> int:
