@@ -13,8 +13,10 @@ when the commit marker in *that fence's* folder says it finished (no resubmissio
 when it failed. Letting the parent reattach as well would poll the previous fence's driver under
 the new fence and check the new fence's (empty) folder afterwards, so:
 
-* before each launch the state store's id is forgotten (:func:`forget_before_launch`): the parent
-  then submits fresh, and persists the new driver id as it always does;
+* before each launch the state store's id (and the Kubernetes driver status the parent caches
+  beside it) is forgotten (:func:`forget_before_launch`): the parent then submits fresh, and
+  persists the new driver id as it always does. An unguarded run (``on_store_unavailable=run``)
+  forgets them too: it must never report a driver it did not start as its own;
 * an id there at a launch that no intent covered (an unguarded run while the store was down, a
   task that ran as the provider's own operator before) may name a driver that still runs: the
   launch is refused while it does (:class:`UntrackedDriverError`), as the parent would not
@@ -31,7 +33,7 @@ another task instance's; the intent alone finds the predecessor, as without ``du
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_jrs.store import Attempt
@@ -48,6 +50,10 @@ def state_store(context: Mapping[str, Any], durable: bool) -> Any:
 
 class UntrackedDriverError(RuntimeError):
     """The task state store names a live driver that no intent of the job covers."""
+
+
+class StateStoreNotClearedError(RuntimeError):
+    """What an earlier try left in the task state store could not be forgotten before a launch."""
 
 
 def stored_id(store: Any, key: str) -> str | None:
@@ -71,19 +77,21 @@ def untracked_driver_message(job_id: str, driver: str, live: list[str]) -> str:
     )
 
 
-def forget_before_launch(store: Any, key: str, log: Any) -> None:
-    """Drop the id a previous try persisted, before this fence's launch (and before its intent):
-    the parent must submit fresh, never reattach to a driver of another fence."""
+def forget_before_launch(store: Any, keys: Sequence[str]) -> None:
+    """Drop what a previous try persisted under ``keys`` (its driver id, the status the parent
+    cached for it), before this launch (and before its intent): the parent must submit fresh, never
+    reattach to, or report as succeeded, a driver of another fence or of no fence at all."""
     if store is None:
         return
-    try:
-        store.delete(key)
-    except Exception as exc:  # the intent stays the authority; a stale id only confuses the parent
-        raise RuntimeError(
-            f"could not clear the task state store's {key!r} before submitting ({type(exc).__name__}: {exc}); "
-            "with durable=True the Spark provider would reattach to a previous try's driver. Retry the task, or "
-            "set durable=False (the job's intent still makes a retry wait for and adopt a running driver)."
-        ) from exc
+    for key in keys:
+        try:
+            store.delete(key)
+        except Exception as exc:  # the intent stays the authority; a stale id only confuses the parent
+            raise StateStoreNotClearedError(
+                f"could not clear the task state store's {key!r} before submitting ({type(exc).__name__}: {exc}); "
+                "with durable=True the Spark provider would reattach to a previous try's driver. Retry the task, "
+                "or set durable=False (the job's intent still makes a retry wait for and adopt a running driver)."
+            ) from exc
 
 
 def predecessor_id(store: Any, key: str, stale: Intent, attempt: Attempt) -> str | None:

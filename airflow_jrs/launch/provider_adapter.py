@@ -27,8 +27,9 @@ from contextvars import ContextVar
 from typing import Any, NamedTuple
 
 #: Every provider internal this module touches: (class, name, kind). ``kind`` is ``"method"``,
-#: ``"property"`` or ``"attribute"`` (set on the instance by the class's ``__init__``). The
-#: pinning test checks each one, and the signature of each method, per provider version.
+#: ``"property"``, ``"attribute"`` (set on the instance by the class's ``__init__``) or
+#: ``"constant"`` (a string on the class). The pinning test checks each one, the signature of each
+#: method and the value of each constant, per provider version.
 PINNED: tuple[tuple[str, str, str], ...] = (
     ("SparkSubmitHook", "_build_spark_submit_command", "method"),
     ("SparkSubmitHook", "_process_spark_submit_log", "method"),
@@ -44,6 +45,7 @@ PINNED: tuple[tuple[str, str, str], ...] = (
     ("SparkSubmitHook", "_kubernetes_driver_pod", "attribute"),
     ("SparkSubmitOperator", "_get_hook", "method"),
     ("SparkSubmitOperator", "_hook", "attribute"),
+    ("SparkSubmitOperator", "_K8S_DRIVER_STATUS_KEY", "constant"),
     ("SparkJDBCHook", "_build_jdbc_application_arguments", "method"),
     ("SparkJDBCHook", "_jdbc_connection", "attribute"),
     ("SparkSqlOperator", "_conf", "attribute"),
@@ -152,6 +154,14 @@ def submit_hook_of(op: Any) -> Any:
     """The hook the provider's operator built for this attempt (``SparkSubmitOperator._hook``),
     ``None`` before ``execute`` built it: the operator keeps it only on itself."""
     return getattr(op, "_hook", None)
+
+
+def state_store_keys(op: Any) -> tuple[str, ...]:
+    """The task state store keys the provider's ``durable`` reads on its next ``execute``: the driver
+    or application id (``external_id_key``, public) and the Kubernetes driver status it caches once
+    the pod succeeded (``SparkSubmitOperator._K8S_DRIVER_STATUS_KEY``): with either left from an
+    earlier try, the provider reattaches to, or reports as succeeded, a driver it did not start."""
+    return (op.external_id_key, op._K8S_DRIVER_STATUS_KEY)
 
 
 def build_submit_hook(op: Any) -> Any:

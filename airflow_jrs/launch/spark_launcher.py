@@ -103,7 +103,7 @@ class SparkSubmitLauncher(Launcher):
     def prepare(self, launch: Launch) -> dict[str, Any]:
         op, job_id, token = self.op, launch.job_id, launch.fence
         self._refuse_untracked_driver(launch)
-        durable.forget_before_launch(self.state_store, op.external_id_key, op.log)  # before the intent
+        durable.forget_before_launch(self.state_store, provider.state_store_keys(op))  # before the intent
         mode = self.mode
         args = fill_placeholders(self.user_args(launch), output=launch.staging, job_id=job_id, fence=token)
         user_conf = self.user_conf(launch)

@@ -9,6 +9,10 @@ anyway, but:
   that did hold the lease, or be written beside one that is still running;
 * its output goes to a staging folder of its own, ``unguarded-<random>`` beside the fenced
   ``fence-N`` folders, so it can never be mistaken for (or clobber) a fenced attempt's output;
+* it submits its own application, always: what an earlier try left in the task state store for
+  the provider's ``durable`` (a driver id, a cached driver status) is forgotten first, or, when it
+  cannot be, the launch runs with ``durable=False``. Otherwise the provider reattaches to that try's
+  driver and the task reports, as this run's, an ``unguarded-*`` folder nobody wrote;
 * it logs at ERROR before and after, and returns a payload with ``"guarded": false`` and no
   ``state``, so downstream tasks and people can tell.
 
@@ -26,6 +30,7 @@ from airflow_jrs.domain.identity import job_id_for
 from airflow_jrs.domain.paths import staging_root
 from airflow_jrs.exceptions import StoreUnavailableError
 from airflow_jrs.hooks.jrs import JrsHook
+from airflow_jrs.launch import durable
 from airflow_jrs.launch import provider_adapter as provider
 from airflow_jrs.spark.conf import fill_placeholders, job_conf
 
@@ -50,6 +55,7 @@ def run_unguarded(op: Any, context: Any, hook: JrsHook, exc: StoreUnavailableErr
     # The provider's own execute on a copy with this run's conf and arguments: the task's operator
     # keeps what the user gave it (a retry that finds the store fills its placeholders anew).
     runner = provider.submit_runner(op, conf=conf, application_args=args, name=op.name)
+    _submit_afresh(runner, context, op.log)
     provider.run_submit(runner, context, lambda _hook: None)
     named = op.outputs or {"output": ""}
     outputs = {name: (f"{staging}/{sub}".rstrip("/") if sub else staging) for name, sub in named.items()}
@@ -60,3 +66,15 @@ def run_unguarded(op: Any, context: Any, hook: JrsHook, exc: StoreUnavailableErr
         staging,
     )
     return {"job_id": job_id, "status": "SUCCEEDED", "outputs": outputs, "skipped": False, "guarded": False}
+
+
+def _submit_afresh(runner: Any, context: Any, log: Any) -> None:
+    """Forget what an earlier try left for the provider's ``durable`` in the task state store, so that
+    ``runner`` submits its own application (and persists its id, which a later guarded try checks
+    before it submits beside it); when that cannot be done, run ``runner`` with ``durable=False``."""
+    store = durable.state_store(context, bool(getattr(runner, "durable", False)))
+    try:
+        durable.forget_before_launch(store, provider.state_store_keys(runner))
+    except durable.StateStoreNotClearedError as exc:
+        runner.durable = False  # the launch's copy only: the task's operator keeps its setting
+        log.error("%s Running this unguarded launch with durable=False instead.", exc)

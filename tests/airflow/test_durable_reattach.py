@@ -15,6 +15,8 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
+import os
+import re
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -29,6 +31,7 @@ from airflow_jrs.spark.commit import marker_path
 from airflow_jrs.store import JobStatus
 from airflow_jrs.store.intents import IntentStore
 from jrs_testbench.fake_standalone import FakeStandaloneMaster
+from jrs_testbench.helpers import free_port
 
 pytestmark = [pytest.mark.airflow, pytest.mark.cluster]
 
@@ -248,3 +251,53 @@ def test_a_live_driver_in_the_state_store_that_no_intent_covers_is_not_submitted
     assert states["submit"] == "failed", states
     assert len(fake.submissions) == 1, "a second driver was submitted beside the first try's"
     assert store.get_entry(JOB) is None
+
+
+@pytest.mark.parametrize("first_driver", ["finished", "live"])
+def test_an_unguarded_retry_submits_its_own_driver_never_the_guarded_trys(
+    jrs_env, fake, monkeypatch, capfd, first_driver
+):
+    # The first try (guarded) submits a driver and persists its id in the task state store; the driver
+    # then finishes without its commit marker, or stays live while the try's polling ends. The store is
+    # then gone, and on_store_unavailable=run: the retry runs unguarded. It must submit its own driver,
+    # into its own unguarded-* folder, and report that folder. Before the fix the provider reattached:
+    # to a finished driver it returned at once, and the task reported SUCCEEDED for a folder nobody
+    # wrote; to a live one it polled a driver of another try.
+    unreachable = (
+        f"redis://127.0.0.1:{free_port()}/0?namespace={jrs_env.namespace}&on_store_unavailable=run"
+        "&connect_timeout=0.5&read_timeout=0.5&retries=0"
+    )
+    persisted: list[object] = []
+
+    def the_store_goes_once_the_first_driver_is_submitted() -> None:
+        # The first try's store client and connection are resolved before it submits: only the retry
+        # reads the connection again.
+        with fake.asked:
+            fake.asked.wait_for(lambda: len(fake.submissions) == 1, 120)
+            os.environ["AIRFLOW_CONN_JRS_DEFAULT"] = unreachable  # restored by monkeypatch (set below)
+            fake.state_on_submit = "RUNNING"  # the next driver: its polling ends when it finishes
+        if first_driver == "finished":  # without its marker: the first try fails, and retries
+            finish(fake, fake.submissions[0], marker=False)
+
+        def polled() -> bool:  # the provider polls a second driver's status
+            return len(fake.submissions) == 2 and f"GET /v1/submissions/status/{fake.submissions[1]}" in fake.requests
+
+        with fake.asked:
+            fake.asked.wait_for(polled, 240)
+        if len(fake.submissions) == 2:
+            persisted.append(state_store_id())
+            finish(fake, fake.submissions[1])
+
+    monkeypatch.setenv("AIRFLOW_CONN_JRS_DEFAULT", os.environ["AIRFLOW_CONN_JRS_DEFAULT"])
+    helper = threading.Thread(target=the_store_goes_once_the_first_driver_is_submitted, daemon=True)
+    helper.start()
+    states = run_dag()
+    out, err = capfd.readouterr()
+    assert states["submit"] == "success", (out + err)[-3000:]
+    assert len(fake.submissions) == 2, "the unguarded retry reattached to the first try's driver"
+    reported = re.findall(r"output in (\S+) is not recorded", out + err)
+    own = output_of(fake, fake.submissions[1])
+    assert reported == [own] and "/unguarded-" in own, reported
+    assert Path(marker_path(own)).exists()  # the folder it reports is one its own driver wrote
+    assert persisted == [fake.submissions[1]]  # its id, for a later guarded try to check before submitting
+    assert jrs_env.store.get_entry(JOB) is None  # unguarded: nothing recorded

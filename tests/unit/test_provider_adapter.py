@@ -38,6 +38,7 @@ CLASSES = {cls.__name__: cls for cls in (SparkSubmitHook, SparkSubmitOperator, S
 #: provider version -> {(class, internal): what must hold}. A method: its parameter names. A
 #: property: ``"property"``. An attribute: the methods of the class that assign or read it
 #: (``__init__`` first: it exists before anything ran; then where the provider sets or uses it).
+#: A constant: its value.
 PINS: dict[str, dict[tuple[str, str], list[str] | str]] = {
     "6.3.4": {
         ("SparkSubmitHook", "_build_spark_submit_command"): ["self", "application"],
@@ -54,6 +55,7 @@ PINS: dict[str, dict[tuple[str, str], list[str] | str]] = {
         ("SparkSubmitHook", "_kubernetes_driver_pod"): ["__init__", "_process_spark_submit_log"],
         ("SparkSubmitOperator", "_get_hook"): ["self"],
         ("SparkSubmitOperator", "_hook"): ["__init__", "execute"],
+        ("SparkSubmitOperator", "_K8S_DRIVER_STATUS_KEY"): "k8s_driver_status",
         ("SparkJDBCHook", "_build_jdbc_application_arguments"): ["self", "jdbc_conn"],
         ("SparkJDBCHook", "_jdbc_connection"): ["__init__"],
         ("SparkSqlOperator", "_conf"): ["__init__", "_get_hook"],
@@ -127,6 +129,10 @@ def test_the_internal_is_still_there_as_pinned(internal, expected):
     if kind == "property":
         found = inspect.getattr_static(cls, name, None)
         assert isinstance(found, (property, cached_property)), f"{where} is no longer a property: {found!r}"
+        return
+    if kind == "constant":
+        found = inspect.getattr_static(cls, name, None)
+        assert found == expected, f"{where} changed from {expected!r} to {found!r}"
         return
     if kind == "method":
         method = getattr(cls, name, None)
