@@ -213,14 +213,17 @@ def run_attempt(op: Any, attempt: JobAttempt) -> Outcome:
 
 
 def kill_attempt(op: Any) -> bool:
-    """``on_kill``: kill ``op``'s attempt; ``False`` when there is none yet (the kill is then kept
-    for :func:`run_attempt`). Never raises: it runs in a signal handler."""
+    """``on_kill``: kill ``op``'s attempt; ``True`` when it held the job's lease (what it launched is
+    then its launcher's to kill). ``False`` when there is none yet (the kill is kept for
+    :func:`run_attempt`) or it never held the lease: an unguarded run may have started Spark
+    (``on_store_unavailable=run``), which the operator kills itself. Never raises: it runs in a
+    signal handler."""
     op._kill_pending = True
     attempt = getattr(op, "_attempt", None)
     if attempt is None:
         return False
     attempt.kill()
-    return True
+    return bool(attempt.guarded)
 
 
 def task_payload(op: Any, context: Mapping[str, Any], outcome: Outcome) -> dict[str, Any]:

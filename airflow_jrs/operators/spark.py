@@ -47,7 +47,7 @@ from airflow_jrs.launch.spark_launcher import SparkSubmitLauncher
 from airflow_jrs.launch.streaming import StreamingLauncher
 from airflow_jrs.operators.guarded import GuardedJob, execute_with_store, kill_attempt, run_job
 from airflow_jrs.operators.links import JobResultLink, SparkApplicationLink, submit_links
-from airflow_jrs.operators.unguarded import run_unguarded
+from airflow_jrs.operators.unguarded import kill_unguarded, run_unguarded
 from airflow_jrs.protocol import JobSpec, Launcher
 from airflow_jrs.spark.conf import PLACEHOLDERS
 from airflow_jrs.store.stop_requests import DEFAULT_STOP_TIMEOUT
@@ -166,14 +166,12 @@ class JrsSparkSubmitOperator(PreparesSubmitHook, SparkSubmitOperator, GuardedJob
     # -- kill ---------------------------------------------------------------------------------
     def on_kill(self) -> None:
         """Kill Spark and revoke the lease so that no result can be written after this point
-        (:meth:`airflow_jrs.protocol.JobAttempt.kill`: the one stop path, then the hard kill).
+        (:meth:`airflow_jrs.protocol.JobAttempt.kill`: the one stop path, then the hard kill); in an
+        unguarded run (no attempt held the lease), kill its spark-submit (:func:`kill_unguarded`).
 
         Runs inside a signal handler on the thread that is executing: it must not raise."""
-        if not kill_attempt(self) and provider.submit_hook_of(self) is not None:  # no attempt yet, or an unguarded run
-            try:
-                super().on_kill()
-            except Exception as exc:
-                self.log.warning("Could not stop spark-submit: %s", exc)
+        if not kill_attempt(self):
+            kill_unguarded(self)
 
 
 def _parent_is_durable() -> bool:

@@ -13,6 +13,8 @@ anyway, but:
   the provider's ``durable`` (a driver id, a cached driver status) is forgotten first, or, when it
   cannot be, the launch runs with ``durable=False``. Otherwise the provider reattaches to that try's
   driver and the task reports, as this run's, an ``unguarded-*`` folder nobody wrote;
+* ``on_kill`` kills its spark-submit (and in a cluster deploy mode its driver) through the
+  provider's own kill on the launch's operator (:func:`kill_unguarded`), and a killed run fails;
 * it logs at ERROR before and after, and returns a payload with ``"guarded": false`` and no
   ``state``, so downstream tasks and people can tell.
 
@@ -24,11 +26,14 @@ on an attempt always fails closed.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable, Iterator
 from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from airflow_jrs.domain.identity import job_id_for
 from airflow_jrs.domain.paths import staging_root
-from airflow_jrs.exceptions import StoreUnavailableError
+from airflow_jrs.exceptions import JobKilledError, StoreUnavailableError
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.launch import durable
 from airflow_jrs.launch import provider_adapter as provider
@@ -36,6 +41,9 @@ from airflow_jrs.spark.conf import fill_placeholders, job_conf
 
 #: Prefix of an unguarded run's staging folder (fenced ones are ``fence-N``).
 UNGUARDED_PREFIX = "unguarded-"
+#: The attribute of the task's operator that holds its unguarded launch's operator (the
+#: provider's per-launch copy) while it runs: what ``on_kill`` kills.
+RUNNER_ATTR = "_jrs_unguarded_runner"
 
 
 def run_unguarded(op: Any, context: Any, hook: JrsHook, exc: StoreUnavailableError) -> dict[str, Any]:
@@ -56,7 +64,24 @@ def run_unguarded(op: Any, context: Any, hook: JrsHook, exc: StoreUnavailableErr
     # keeps what the user gave it (a retry that finds the store fills its placeholders anew).
     runner = provider.submit_runner(op, conf=conf, application_args=args, name=op.name)
     _submit_afresh(runner, context, op.log)
-    provider.run_submit(runner, context, lambda _hook: None)
+
+    def prepare(spark_hook: Any) -> None:  # the provider built its hook: spark-submit starts next
+        _refuse_if_killed(op, job_id, "before spark-submit started")
+        # A kill between this check and the start is seen as the provider reads spark-submit's output.
+        provider.read_along(spark_hook, lambda lines: _kill_if_started_after_kill(op, lines))
+
+    setattr(op, RUNNER_ATTR, runner)
+    try:
+        _refuse_if_killed(op, job_id, "while the job result store failed")
+        provider.run_submit(runner, context, prepare)
+    except JobKilledError:
+        raise
+    except Exception:
+        _refuse_if_killed(op, job_id, "while spark-submit ran")  # its failure is the kill's
+        raise
+    finally:
+        setattr(op, RUNNER_ATTR, None)
+    _refuse_if_killed(op, job_id, "while spark-submit ran")  # whatever it returned: a killed run never succeeds
     named = op.outputs or {"output": ""}
     outputs = {name: (f"{staging}/{sub}".rstrip("/") if sub else staging) for name, sub in named.items()}
     op.log.error(
@@ -66,6 +91,18 @@ def run_unguarded(op: Any, context: Any, hook: JrsHook, exc: StoreUnavailableErr
         staging,
     )
     return {"job_id": job_id, "status": "SUCCEEDED", "outputs": outputs, "skipped": False, "guarded": False}
+
+
+def kill_unguarded(op: Any) -> None:
+    """``on_kill`` of an unguarded run: the provider's own kill on the launch's operator (spark-submit,
+    and a cluster driver it knows of). Never raises: it runs in a signal handler."""
+    runner = getattr(op, RUNNER_ATTR, None)
+    if runner is None or provider.submit_hook_of(runner) is None:  # nothing started (run_unguarded checks)
+        return
+    try:
+        SparkSubmitOperator.on_kill(runner)
+    except Exception as exc:
+        op.log.warning("Could not stop the unguarded spark-submit: %s", exc)
 
 
 def _submit_afresh(runner: Any, context: Any, log: Any) -> None:
@@ -78,3 +115,20 @@ def _submit_afresh(runner: Any, context: Any, log: Any) -> None:
     except durable.StateStoreNotClearedError as exc:
         runner.durable = False  # the launch's copy only: the task's operator keeps its setting
         log.error("%s Running this unguarded launch with durable=False instead.", exc)
+
+
+def _kill_if_started_after_kill(op: Any, lines: Iterable[Any]) -> Iterator[Any]:
+    """spark-submit's output on its way to the provider; first, once it runs: a kill that came
+    before it started (and found nothing to kill) kills it now."""
+    if getattr(op, "_kill_pending", False):
+        kill_unguarded(op)
+    yield from lines
+
+
+def _refuse_if_killed(op: Any, job_id: str, when: str) -> None:
+    if getattr(op, "_kill_pending", False):
+        raise JobKilledError(
+            f"job {job_id}: the task was killed {when} (unguarded run, on_store_unavailable=run); nothing "
+            "recorded. Airflow retries it if it has retries left.",
+            job_id=job_id,
+        )
