@@ -25,6 +25,7 @@ on an attempt always fails closed.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -44,6 +45,8 @@ UNGUARDED_PREFIX = "unguarded-"
 #: The attribute of the task's operator that holds its unguarded launch's operator (the
 #: provider's per-launch copy) while it runs: what ``on_kill`` kills.
 RUNNER_ATTR = "_jrs_unguarded_runner"
+#: How long ``on_kill`` waits for the hook to hold the spark-submit process it is starting.
+_PROCESS_WAIT = 10.0
 
 
 def run_unguarded(op: Any, context: Any, hook: JrsHook, exc: StoreUnavailableError) -> dict[str, Any]:
@@ -97,10 +100,19 @@ def kill_unguarded(op: Any) -> None:
     """``on_kill`` of an unguarded run: the provider's own kill on the launch's operator (spark-submit,
     and a cluster driver it knows of). Never raises: it runs in a signal handler."""
     runner = getattr(op, RUNNER_ATTR, None)
-    if runner is None or provider.submit_hook_of(runner) is None:  # nothing started (run_unguarded checks)
+    # The launch's copy while an unguarded run runs; else the operator itself when something gave
+    # it a hook (the provider's own tests do): the provider's kill, as before the per-launch copy.
+    target = runner if runner is not None and provider.submit_hook_of(runner) is not None else op
+    hook = provider.submit_hook_of(target)
+    if hook is None:  # nothing started (run_unguarded checks the kill before it starts)
         return
+    # spark-submit may be running already while Popen has not returned its process to the hook
+    # (a kill on a loaded machine lands there): wait for the hook to have it, briefly.
+    deadline = time.monotonic() + _PROCESS_WAIT
+    while target is runner and provider.submit_process(hook) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
     try:
-        SparkSubmitOperator.on_kill(runner)
+        SparkSubmitOperator.on_kill(target)
     except Exception as exc:
         op.log.warning("Could not stop the unguarded spark-submit: %s", exc)
 
