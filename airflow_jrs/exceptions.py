@@ -39,7 +39,7 @@ Every error carries the identifiers an on-call engineer searches for (``job_id``
 Redis exceptions never escape: the store, the lease and the intent wrap their I/O in
 :func:`airflow_jrs.store.plumbing.errors.redis_errors`, the one place that maps them to
 :class:`StoreUnavailableError` (``raise ... from exc``), so callers fail closed on one type
-(DESIGN.md invariant 7). This module imports the standard library only.
+(docs/architecture.md invariant 7). This module imports the standard library only.
 
 Not an error, so not here: ``NeedsQuarantine`` (:mod:`airflow_jrs.store.results.read_rules`) tells the
 store's own caller to quarantine bytes it read and never leaves the store.

@@ -1,6 +1,6 @@
 """Invariants a test checks after every recovery scenario, on real state (Redis and folders).
 
-"Done is done" (DESIGN.md invariant 1) is only worth something if what a committed result
+"Done is done" (docs/architecture.md invariant 1) is only worth something if what a committed result
 names is still there: every later run skips the job on the strength of that entry. A cleanup
 that removes the folder an adopted result points to (a successor's result names its predecessor's
 folder) leaves an entry that

@@ -1,6 +1,6 @@
 """Recompute on purpose: what a DAG run's ``{"jrs_recompute": ...}`` conf asks, and when it is met.
 
-"Done is done" (DESIGN.md invariant 1) holds *until someone forgets a result on purpose*. The
+"Done is done" (docs/architecture.md invariant 1) holds *until someone forgets a result on purpose*. The
 one obvious way to do that is ``airflow-jrs recompute`` or the Job results page's Recompute
 button: both forget the results and clear the task instances, so no conf is involved. A DAG
 run's conf is the other switch, for a run that does not exist yet ("Trigger DAG w/ config",

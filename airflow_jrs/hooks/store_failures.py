@@ -1,6 +1,6 @@
 """When the store cannot be reached or refuses: bounded waits, then one clear line, fail closed.
 
-Two halves, one rule (DESIGN.md invariant 7, docs/operations-store-errors.md):
+Two halves, one rule (docs/architecture.md invariant 7, docs/operations-store-errors.md):
 
 * :func:`~airflow_jrs.store.plumbing.clients.apply_client_policy` bounds every wait on Redis: a connect
   timeout, a read timeout and a few retries with exponential backoff (``[jrs] connect_timeout``,

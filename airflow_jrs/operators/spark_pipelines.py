@@ -6,7 +6,7 @@ decide, lease, recover, intent, launch, fenced dirty result, release), with
 :class:`~airflow_jrs.launch.pipelines_launcher.PipelinesLauncher` as the launcher. A date with a
 SUCCEEDED result runs no pipeline and starts no JVM (the decision reads Redis only).
 
-Why this design (the simplest that keeps DESIGN.md section 3):
+Why this design (the simplest that keeps docs/architecture.md, "Invariants"):
 
 * ``spark-pipelines`` is a driver process of its own, like spark-submit (a JVM with a local
   Spark Connect server, and the CLI's Python as its child). A SIGKILLed task would leave it

@@ -1,6 +1,6 @@
 """One attempt of a job, from the decision to the released lease, without Airflow.
 
-Every way into Spark runs this one sequence (DESIGN.md section 3); each step is one atomic
+Every way into Spark runs this one sequence (docs/architecture.md, "Invariants"); each step is one atomic
 store call:
 
 1. read the job's entry (one round trip) and :func:`~airflow_jrs.domain.decision.decide`; a

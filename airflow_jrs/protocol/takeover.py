@@ -32,7 +32,7 @@ instance (or of a version whose owner names no map index) is judged by the rules
 
 Even a wrong verdict could not break the invariants: the takeover bumps the fence, so a
 holder that was alive after all (a zombie try Airflow gave up on) loses its lease at its next
-renewal, stops Spark and writes nothing (DESIGN.md section 3). It would only waste its work.
+renewal, stops Spark and writes nothing (docs/architecture.md, "Invariants"). It would only waste its work.
 """
 
 from __future__ import annotations

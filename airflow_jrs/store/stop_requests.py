@@ -22,7 +22,7 @@ only on a cancel or when the stop did not finish within ``stop_timeout``; for a 
 terminates spark-submit (SIGTERM, then SIGKILL after a grace period). When the task is gone
 (an orphan), the supervisor records the STOPPED or CANCELED result itself.
 
-Airflow-free: redis-py and the standard library (DESIGN.md invariant 8).
+Airflow-free: redis-py and the standard library (docs/architecture.md invariant 8).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 redis-server (the one the demo, tests and ``airflow-jrs`` use) is append-only; this kills it
 mid-write, restarts it from its files and checks every write that was acknowledged before
 the kill: results (dirty and clean) and fencing tokens. A fence counter that went back would
-hand the next attempt a token a live holder already has (DESIGN.md, invariant of fencing).
+hand the next attempt a token a live holder already has (docs/architecture.md invariant 3).
 No JVM: it takes about a second.
 """
 

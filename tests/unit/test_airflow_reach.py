@@ -82,6 +82,6 @@ def test_what_the_older_locks_pin_differently_is_among_the_imports_watched() -> 
 def test_the_rule_on_files_whose_answer_is_known() -> None:
     chain = airflow_chain(ROOT / "tests" / "unit" / "test_hook.py")
     assert chain is not None and chain[-1] == "airflow", chain  # the hook adapts the store to Airflow
-    # The store knows nothing of Airflow (DESIGN.md invariant 8): its contract runs once, on 3.3.
+    # The store knows nothing of Airflow (docs/architecture.md invariant 8): its contract runs once, on 3.3.
     assert not reaches_airflow(ROOT / "tests" / "contract" / "test_store_contract.py")
     assert all(reaches_airflow(path) for path in (ROOT / "tests" / "airflow").glob("test_*.py"))

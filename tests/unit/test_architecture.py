@@ -1,4 +1,4 @@
-"""The layering of DESIGN.md section 5, checked from the source (imports inside functions count too).
+"""The layering of docs/architecture.md, "Layers", checked from the source (imports inside functions count too).
 
 * the import graph of ``airflow_jrs`` has no circle;
 * the packages form layers and nothing imports upward: errors, settings and the driver helpers;
@@ -39,7 +39,7 @@ MODULES = {
     ".".join(("airflow_jrs", *path.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__"): path
     for path in sorted(PACKAGE.rglob("*.py"))
 }
-#: Allowed to talk to Redis (DESIGN.md section 5).
+#: Allowed to talk to Redis (docs/architecture.md, "Layers").
 REDIS_OWNERS = (
     "airflow_jrs.store",
     "airflow_jrs.store.leases",
@@ -520,7 +520,7 @@ def test_the_type_checking_imports_make_no_circle_either():
     )
 
 
-#: The one module that names an internal of the Spark provider (DESIGN.md section 5); every
+#: The one module that names an internal of the Spark provider (docs/architecture.md, "Layers"); every
 #: name it uses is pinned per provider version by tests/unit/test_provider_adapter.py.
 PROVIDER_ADAPTER = "airflow_jrs.launch.provider_adapter"
 #: Modules outside this brief's reach that still touch one, each a known knot (not a precedent).
@@ -652,7 +652,7 @@ def test_nothing_in_launch_writes_a_result():
         if found:
             offenders.append(f"{name} writes a result: {found}")
     _offenders(
-        "results are written only by protocol/ (DESIGN.md section 5): a launcher returns facts, the protocol "
+        "results are written only by protocol/ (docs/architecture.md, Layers): a launcher returns facts, the protocol "
         "decides and writes (call or add a function of airflow_jrs.protocol, e.g. stopping.record_unless_succeeded)",
         offenders,
     )
@@ -669,7 +669,7 @@ def test_the_result_write_check_sees_a_write():
     ]  # fmt: skip
 
 
-#: The one home of the deploy modes (a module per mode and one registry, DESIGN.md section 5).
+#: The one home of the deploy modes (a module per mode and one registry, docs/architecture.md, "Layers").
 DEPLOY_MODES = "airflow_jrs.launch.deploy_modes"
 #: An application or driver id's shape spelled as a regex (``application_\d``, ``driver-\d``,
 #: ``app-\d``, ``local-\d``, ``spark-[0-9a-f]``).

@@ -178,7 +178,7 @@ def test_every_reader_answers_like_the_store(kind, reader, redis_url, monkeypatc
     actual = readers[reader](actual_ns)
     # Keys differ by namespace only: compare them relative to each namespace.
     assert _relative(actual, actual_ns) == _relative(expected, expected_ns)
-    # ...and the store's answer is the one DESIGN.md asks for.
+    # ...and the store's answer is the one docs/architecture.md asks for.
     want = {
         "empty": ("none",),
         "forgotten": ("none",),

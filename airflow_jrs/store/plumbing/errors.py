@@ -1,7 +1,7 @@
 """The one place redis-py errors become :class:`~airflow_jrs.exceptions.StoreUnavailableError`.
 
 The store, the lease and the intent wrap their I/O in :func:`redis_errors`, so no redis-py
-exception escapes the backend and every caller fails closed on one type (DESIGN.md invariant 7).
+exception escapes the backend and every caller fails closed on one type (docs/architecture.md invariant 7).
 What the error says comes from :func:`~airflow_jrs.store.plumbing.diagnosis.diagnose`: the case, whether
 waiting can fix it, and what to do, in our words (the server's are never shown as they are).
 """
