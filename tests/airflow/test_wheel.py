@@ -329,16 +329,8 @@ GUARDED_TASK = textwrap.dedent(
         spark.range(5).coalesce(1).write.parquet(f"{jrs.output}/data")
         return {"rows": 5}
 
-    day = datetime(2013, 1, 1, tzinfo=timezone.utc)
     op = JrsPySparkOperator(task_id="t", python_callable=rows, conn_id="spark_local", outputs={"data": "data"},
                             config_kwargs={"spark.ui.enabled": "false"})
-    payloads = []
-    for try_number in (1, 2):
-        ti = SimpleNamespace(dag_id="wheel", task_id="t", try_number=try_number, map_index=-1,
-                             xcom_push=lambda **kw: None)
-        context = {"ti": ti, "run_id": "scheduled__2013-01-01", "data_interval_start": day, "logical_date": day}
-        payloads.append(op.execute(context))
-    print("RESULT " + json.dumps({"package": airflow_jrs.__file__, "payloads": payloads}))
     """
 )
 
@@ -352,23 +344,8 @@ def test_a_guarded_task_computes_then_skips_from_the_installed_wheel(
     loaded from the fresh venv (the repository is not on ``sys.path``)."""
     from airflow_jrs.store import RedisJobResultStore
 
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME") and not k.startswith("AIRFLOW")}
-    env.update(
-        AIRFLOW_HOME=str(tmp_path / "airflow-home"),
-        AIRFLOW_CONN_JRS_DEFAULT=f"{redis_url}?namespace={namespace}",
-        AIRFLOW_CONN_SPARK_LOCAL=json.dumps({"conn_type": "spark", "host": "local[1]"}),
-        AIRFLOW__JRS__OUTPUT_ROOT=str(tmp_path / "output"),
-        AIRFLOW__JRS__SPEC_ROOT=str(tmp_path / "specs"),
-        PYSPARK_PYTHON=str(installed["venv"] / "bin" / "python"),
-    )
-    script = tmp_path / "guarded_task.py"  # a file: the job's fingerprint is made from the function's source
-    script.write_text(GUARDED_TASK)
-    done = subprocess.run([str(installed["venv"] / "bin" / "python"), str(script)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (answer,) = [json.loads(line[7:]) for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert Path(answer["package"]).is_relative_to(installed["purelib"]), answer["package"]
-    first, second = answer["payloads"]
+    python = str(installed["venv"] / "bin" / "python")
+    first, second = _run_two_tries(installed, tmp_path, redis_url, namespace, GUARDED_TASK, PYSPARK_PYTHON=python)
     assert (first["status"], first["reused"], second["reused"]) == ("SUCCEEDED", False, True)
     entry = RedisJobResultStore(redis_url, namespace).get_entry(first["job_id"])
     assert entry is not None and entry.result.metrics == {"rows": 5}
@@ -386,18 +363,55 @@ GUARDED_SUBMIT = textwrap.dedent(
     import airflow_jrs
     from airflow_jrs.operators import JrsSparkSubmitOperator
 
-    day = datetime(2013, 1, 1, tzinfo=timezone.utc)
-    op = JrsSparkSubmitOperator(task_id="s", application=sys.argv[1], application_args=["--output", "{jrs_output}"],
+    op = JrsSparkSubmitOperator(task_id="t", application=sys.argv[1], application_args=["--output", "{jrs_output}"],
                                 conn_id="spark_local", outputs={"data": "data"})
+    """
+)
+
+#: Appended to each script above: two tries of ``op`` for one date; what each returned, printed.
+TWO_TRIES = textwrap.dedent(
+    """
+    day = datetime(2013, 1, 1, tzinfo=timezone.utc)
     payloads = []
     for try_number in (1, 2):
-        ti = SimpleNamespace(dag_id="wheel", task_id="s", try_number=try_number, map_index=-1,
+        ti = SimpleNamespace(dag_id="wheel", task_id="t", try_number=try_number, map_index=-1,
                              xcom_push=lambda **kw: None)
         context = {"ti": ti, "run_id": "scheduled__2013-01-01", "data_interval_start": day, "logical_date": day}
         payloads.append(op.execute(context))
     print("RESULT " + json.dumps({"package": airflow_jrs.__file__, "payloads": payloads}))
     """
 )
+
+
+def _run_two_tries(
+    installed: dict[str, Any],
+    tmp_path: Path,
+    redis_url: str,
+    namespace: str,
+    source: str,
+    *args: str,
+    **env_vars: str,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run ``source`` + :data:`TWO_TRIES` with the fresh venv's Python, outside the repository and
+    with its own Airflow home; the two payloads, once the package proved to come from the wheel."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME") and not k.startswith("AIRFLOW")}
+    env.update(
+        AIRFLOW_HOME=str(tmp_path / "airflow-home"),
+        AIRFLOW_CONN_JRS_DEFAULT=f"{redis_url}?namespace={namespace}",
+        AIRFLOW_CONN_SPARK_LOCAL=json.dumps({"conn_type": "spark", "host": "local[1]"}),
+        AIRFLOW__JRS__OUTPUT_ROOT=str(tmp_path / "output"),
+        AIRFLOW__JRS__SPEC_ROOT=str(tmp_path / "specs"),
+        **env_vars,
+    )
+    script = tmp_path / "guarded_task.py"  # a file: a function's fingerprint is made from its source
+    script.write_text(source + TWO_TRIES)
+    done = subprocess.run([str(installed["venv"] / "bin" / "python"), str(script), *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (answer,) = [json.loads(line[7:]) for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert Path(answer["package"]).is_relative_to(installed["purelib"]), answer["package"]
+    first, second = answer["payloads"]
+    return first, second
 
 
 def test_a_guarded_submit_computes_then_skips_from_the_installed_wheel_on_this_minor(
@@ -412,23 +426,8 @@ def test_a_guarded_submit_computes_then_skips_from_the_installed_wheel_on_this_m
     bin_dir, calls = install_fake_spark_submit(tmp_path, write_output=True)
     app = tmp_path / "app.py"
     app.write_text("raise SystemExit('the stand-in spark-submit never runs this')\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME") and not k.startswith("AIRFLOW")}
-    env.update(
-        PATH=f"{bin_dir}{os.pathsep}{installed['venv'] / 'bin'}{os.pathsep}{env.get('PATH', '')}",
-        AIRFLOW_HOME=str(tmp_path / "airflow-home"),
-        AIRFLOW_CONN_JRS_DEFAULT=f"{redis_url}?namespace={namespace}",
-        AIRFLOW_CONN_SPARK_LOCAL=json.dumps({"conn_type": "spark", "host": "local[1]"}),
-        AIRFLOW__JRS__OUTPUT_ROOT=str(tmp_path / "output"),
-        AIRFLOW__JRS__SPEC_ROOT=str(tmp_path / "specs"),
-    )
-    script = tmp_path / "guarded_submit.py"
-    script.write_text(GUARDED_SUBMIT)
-    done = subprocess.run([str(installed["venv"] / "bin" / "python"), str(script), str(app)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (answer,) = [json.loads(line[7:]) for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert Path(answer["package"]).is_relative_to(installed["purelib"]), answer["package"]
-    first, second = answer["payloads"]
+    path = f"{bin_dir}{os.pathsep}{installed['venv'] / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+    first, second = _run_two_tries(installed, tmp_path, redis_url, namespace, GUARDED_SUBMIT, str(app), PATH=path)
     assert (first["status"], first["reused"], second["reused"]) == ("SUCCEEDED", False, True)
     assert launches(calls) == 1
     entry = RedisJobResultStore(redis_url, namespace).get_entry(first["job_id"])
