@@ -81,6 +81,10 @@ if TYPE_CHECKING:
 WAREHOUSE, STORAGE = "warehouse", "storage"
 #: The prefix of an attempt's temporary folder (the project copy with the fenced spec).
 TEMP_PREFIX = "jrs-pipeline-"
+#: Set to the attempt's folder in the supervisor's environment, which every process of the run
+#: inherits (the JVM, the CLI's Python, the Connect server JVM that Python starts): how
+#: :meth:`PipelinesLauncher._sweep` finds a process whose command line does not name the folder.
+ATTEMPT_ENV = "JRS_PIPELINE_ATTEMPT"
 
 
 #: A Java stack frame or its elision (``at org...``, ``... 12 more``).
@@ -245,7 +249,7 @@ class PipelinesLauncher(Launcher):
             supervised = supervised_command(
                 command, namespace=supervision.namespace, job_id=launch.job_id, fence=launch.fence, ttl=supervision.ttl
             )
-            env = {**os.environ, **self.env, SUPERVISOR_ENV: json.dumps(supervision.connection)}
+            env = {**os.environ, **self.env, SUPERVISOR_ENV: json.dumps(supervision.connection), ATTEMPT_ENV: folder}
             env["SPARK_CONF_DIR"] = spark_conf_dir(folder, env.get("SPARK_CONF_DIR"), self.conf_for(launch))
             # the CLI's Python needs pyspark, as this one has; it dies with the JVM that starts it
             env.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -369,14 +373,19 @@ class PipelinesLauncher(Launcher):
 
     def _sweep(self) -> None:
         """Kill what is left of this attempt once its supervisor ended: the CLI's Python is the
-        JVM's child, and a JVM that ended on a signal leaves it to init. It is found by the
-        attempt's own folder on its command line (``--spec <folder>/project/...``). Never raises."""
+        JVM's child, and a JVM that ended on a signal leaves it to init; the Connect server JVM
+        that Python starts exits on its own only once it reads the end of its stdin, which a JVM
+        still starting up does late (the gate saw one outlive its killed task). Each is found by
+        the attempt's folder on its command line (``--spec <folder>/project/...``) or in its
+        environment (:data:`ATTEMPT_ENV`, inherited from the supervisor). Never raises."""
         folder = self._folder
         if folder is None:
             return
-        for proc in psutil.process_iter(["cmdline"]):
+        for proc in psutil.process_iter(["cmdline", "environ"]):
             with contextlib.suppress(psutil.Error):
-                if any(folder in part for part in proc.info.get("cmdline") or []):
+                cmdline = proc.info.get("cmdline") or []
+                environ = proc.info.get("environ") or {}
+                if environ.get(ATTEMPT_ENV) == folder or any(folder in part for part in cmdline):
                     proc.kill()
 
     def kill(self, run: JobRun | None, fence: int | None, *, by: str = "on_kill") -> None:

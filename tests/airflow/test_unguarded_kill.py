@@ -34,14 +34,16 @@ def context() -> dict:
     return {"ti": ti, "run_id": "scheduled__2013-01-01", "data_interval_start": DAY, "logical_date": DAY}
 
 
-def spark_submit_of_this_test() -> psutil.Process | None:
-    """The spark-submit JVM this process started (the provider's ``Popen``), once it runs."""
+def spark_submit_of_this_test(namespace: str) -> psutil.Process | None:
+    """The spark-submit JVM this test's run started (the provider's ``Popen``), once it runs: named by
+    the test's namespace in its conf, so a JVM another test of this worker left behind is not it."""
     for child in psutil.Process().children(recursive=True):
         try:
-            if SPARK_SUBMIT_CLASS in child.cmdline():
-                return child
+            cmdline = " ".join(child.cmdline())
         except psutil.Error:
             continue
+        if SPARK_SUBMIT_CLASS in cmdline and namespace in cmdline:
+            return child
     return None
 
 
@@ -89,7 +91,7 @@ def test_on_kill_ends_the_spark_submit_of_an_unguarded_run_and_the_task_fails(jr
     thread = threading.Thread(target=execute, daemon=True)
     thread.start()
     try:
-        submit = wait_until(spark_submit_of_this_test, "the unguarded run's spark-submit")
+        submit = wait_until(lambda: spark_submit_of_this_test(jrs_env.namespace), "the unguarded run's spark-submit")
         op.on_kill()  # what Airflow's SIGTERM handler calls
         wait_until(lambda: gone(submit), "spark-submit to be gone after on_kill", timeout=60)
         thread.join(timeout=120)
