@@ -96,7 +96,7 @@ TIER_FOLDERS = ("spark", "airflow", "chaos", "e2e")
 #: pytest-timeout's per-test limit is ``timeout`` in pyproject.toml (a hang fails naming its test);
 #: these tiers' tests may take longer (seconds, the largest of a test's markers wins; an explicit
 #: ``@pytest.mark.timeout`` wins over all).
-TIER_TIMEOUTS = {"chaos": 1200, "e2e": 1200}
+TIER_TIMEOUTS = {"chaos": 600, "e2e": 600}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
