@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .text import PACKAGE, ROOT, cell, code, log, rst_to_md
+from jrs_reference.text import PACKAGE, ROOT, cell, code, log, rst_to_md
 
 #: Where the UI plugin may live (another part of the project builds it; either name is fine).
 PLUGIN_DIRS = ("plugins", "ui")

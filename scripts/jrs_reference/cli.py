@@ -10,7 +10,7 @@ import tomllib
 from contextlib import redirect_stderr, redirect_stdout
 from typing import Any
 
-from .text import ROOT, ReferenceError_, cell, code, rst_to_md
+from jrs_reference.text import ROOT, ReferenceError_, cell, code, rst_to_md
 
 
 class _Captured(Exception):

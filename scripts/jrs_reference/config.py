@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .text import ReferenceError_, cell, code, rst_to_md
+from jrs_reference.text import ReferenceError_, cell, code, rst_to_md
 
 
 def render_config(_: str = "") -> str:

@@ -6,7 +6,7 @@ import ast
 import re
 from pathlib import Path
 
-from .text import PACKAGE, ReferenceError_, cell, code, log, rst_to_md
+from jrs_reference.text import PACKAGE, ReferenceError_, cell, code, log, rst_to_md
 
 _PARAM = re.compile(r"^:param\s+([^:]+):\s*(.*)$")
 

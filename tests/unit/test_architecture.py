@@ -1,5 +1,6 @@
 """The layering of docs/architecture.md, "Layers", checked from the source (imports inside functions count too).
 
+* no module imports relatively (ruff's TID252 too), so the checks below see every edge;
 * the import graph of ``airflow_jrs`` has no circle;
 * the packages form layers and nothing imports upward: errors, settings and the driver helpers;
   the domain; the store; the protocol; where applications run and how a job is viewed; the
@@ -121,6 +122,34 @@ def _imports(tree: ast.AST) -> list[tuple[str, list[str]]]:
 
     visit(tree)
     return found
+
+
+def _relative_imports(tree: ast.AST) -> list[str]:
+    """Lines of ``from . import x`` and ``from .x import y``: the edges ``_imports`` cannot see."""
+    return [
+        f"line {node.lineno}: {ast.unparse(node)}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level
+    ]
+
+
+def test_no_module_imports_relatively():
+    # ruff's TID252 bans them too (pyproject.toml); this keeps the suite honest on its own.
+    offenders = []
+    for name in sorted(MODULES):
+        found = _relative_imports(ast.parse(MODULES[name].read_text()))
+        if found:
+            offenders.append(f"{name}: {'; '.join(found)}")
+    _offenders(
+        "no relative import in airflow_jrs (the layer and circle checks read absolute ones only): spell "
+        "the module from airflow_jrs down",
+        offenders,
+    )
+
+
+def test_the_relative_import_check_sees_one():
+    sample = "from . import a\nfrom ..b import c\nfrom airflow_jrs.d import e\nimport f\n"
+    assert [f.split(":")[0] for f in _relative_imports(ast.parse(sample))] == ["line 1", "line 2"]
 
 
 def _edges(name: str) -> set[str]:
