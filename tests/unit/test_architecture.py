@@ -17,6 +17,8 @@
 * Redis has one owner: only ``store/plumbing/clients.py`` constructs a redis-py client or pool, and
   nothing outside ``store/`` reads a store's raw ``.client`` (``JobNamespace`` hands it out);
 * TYPE_CHECKING imports make no circle either;
+* results are written only by ``protocol/``, or on a person's request by the actions that
+  ``RESULT_WRITERS`` names;
 * the deploy modes have one home: no module outside ``launch/deploy_modes/`` spells an
   application-id shape or a deploy mode's master prefix.
 
@@ -665,26 +667,67 @@ RESULT_WRITES = {
 }  # fmt: skip
 
 
+#: Where a result is written outside protocol/, each on a person's request (docs/architecture.md,
+#: "Layers": actions/ holds every write a person makes); each says why.
+RESULT_WRITERS = {
+    "airflow_jrs.actions.writes": "forget, mark clean and release from quarantine, for the CLI and the page",
+    "airflow_jrs.actions.recompute": "forgets what a person previewed for recompute, before clearing its tasks",
+}
+#: Modules that still write a result outside protocol/ and actions/, each a known violation to
+#: move into actions/ (not a precedent).
+RESULT_WRITE_KNOTS = {
+    "airflow_jrs.cli.writes": "purge calls store.purge_clean_entries itself instead of an action",
+}
+#: Where the writes are defined, and the writer (docs/architecture.md, "Layers").
+RESULT_WRITE_HOMES = ("airflow_jrs.store", "airflow_jrs.protocol")
+
+
+def _action_modules(tree: ast.AST) -> set[str]:
+    """Names bound to a module of ``airflow_jrs.actions`` (``from airflow_jrs.actions import writes``):
+    ``writes.release_quarantine(...)`` calls the action, which guards the write, not the store."""
+    bound = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                if full in MODULES and _within(full, ("airflow_jrs.actions",)):
+                    bound.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Import):
+            bound |= {a.asname for a in node.names if a.asname and _within(a.name, ("airflow_jrs.actions",))}
+    return bound
+
+
 def _result_writes(tree: ast.AST) -> list[str]:
-    """Lines calling a result write, by method name (whatever store object it is called on)."""
+    """Lines calling a result write, by method name (whatever store object it is called on), but not
+    an action of the same name."""
+    actions = _action_modules(tree)
     return [
         f"line {node.lineno}: {ast.unparse(node.func)}(...)"
         for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in RESULT_WRITES
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in RESULT_WRITES
+        and not (isinstance(node.func.value, ast.Name) and node.func.value.id in actions)
     ]
 
 
-def test_nothing_in_launch_writes_a_result():
-    offenders = []
-    for name in sorted(n for n in MODULES if _within(n, ("airflow_jrs.launch",))):
+def test_only_the_protocol_and_the_actions_write_a_result():
+    offenders, stale = [], []
+    for name in sorted(n for n in MODULES if not _within(n, RESULT_WRITE_HOMES)):
         found = _result_writes(ast.parse(MODULES[name].read_text()))
-        if found:
+        if name in RESULT_WRITERS or name in RESULT_WRITE_KNOTS:
+            if not found:
+                stale.append(f"{name} no longer writes a result")
+        elif found:
             offenders.append(f"{name} writes a result: {found}")
     _offenders(
-        "results are written only by protocol/ (docs/architecture.md, Layers): a launcher returns facts, the protocol "
-        "decides and writes (call or add a function of airflow_jrs.protocol, e.g. stopping.record_unless_succeeded)",
+        "results are written only by protocol/ (docs/architecture.md, Layers), or on a person's request by the "
+        "actions of RESULT_WRITERS: a launcher returns facts and the protocol decides and writes (call or add a "
+        "function of airflow_jrs.protocol, e.g. stopping.record_unless_succeeded); the CLI and the page call "
+        "airflow_jrs.actions.writes",
         offenders,
     )
+    _offenders("RESULT_WRITERS and RESULT_WRITE_KNOTS name only modules that write a result: drop these", stale)
 
 
 def test_the_result_write_check_sees_a_write():
@@ -692,10 +735,27 @@ def test_the_result_write_check_sees_a_write():
     store = next(n for n in ast.walk(base) if isinstance(n, ast.ClassDef) and n.name == "JobResultStore")
     public = {f.name for f in store.body if isinstance(f, ast.FunctionDef) and not f.name.startswith("_")}
     assert RESULT_WRITES <= public, RESULT_WRITES - public
-    sample = "jobs.results.create_dirty_result(r, fence=1)\nstore.forget_result('j')\nstore.get_entry('j')\n"
+    sample = (
+        "from airflow_jrs.actions import writes\n"
+        "jobs.results.create_dirty_result(r, fence=1)\nstore.forget_result('j')\nstore.get_entry('j')\n"
+        "writes.release_quarantine(store, 'j', actor, where)\n"  # the action, not the store
+    )
     assert _result_writes(ast.parse(sample)) == [
-        "line 1: jobs.results.create_dirty_result(...)", "line 2: store.forget_result(...)",
+        "line 2: jobs.results.create_dirty_result(...)", "line 3: store.forget_result(...)",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "planted", ["airflow_jrs.launch.planted", "airflow_jrs.views.planted", "airflow_jrs.plugins.routes.planted"]
+)
+def test_the_result_write_rule_fails_on_a_planted_writer(
+    planted: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sample = tmp_path / "planted.py"
+    sample.write_text("def f(store, job_id):\n    store.forget_result(job_id)\n")
+    monkeypatch.setitem(MODULES, planted, sample)
+    with pytest.raises(pytest.fail.Exception, match=planted):
+        test_only_the_protocol_and_the_actions_write_a_result()
 
 
 #: The one home of the deploy modes (a module per mode and one registry, docs/architecture.md, "Layers").
