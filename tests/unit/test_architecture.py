@@ -20,7 +20,7 @@
 * results are written only by ``protocol/``, or on a person's request by the actions that
   ``RESULT_WRITERS`` names;
 * the deploy modes have one home: no module outside ``launch/deploy_modes/`` spells an
-  application-id shape or a deploy mode's master prefix.
+  application-id shape (as the modes of ``registry.MODES`` declare them) or a deploy mode's master prefix.
 
 Each rule is one test that names every offender at once (a fix-one-rerun loop costs a run per
 module), each with what to do.
@@ -754,20 +754,27 @@ def test_the_result_write_rule_fails_on_a_planted_writer(
     sample = tmp_path / "planted.py"
     sample.write_text("def f(store, job_id):\n    store.forget_result(job_id)\n")
     monkeypatch.setitem(MODULES, planted, sample)
-    with pytest.raises(pytest.fail.Exception, match=planted):
+    with pytest.raises(pytest.fail.Exception, match=re.escape(planted)):
         test_only_the_protocol_and_the_actions_write_a_result()
 
 
 #: The one home of the deploy modes (a module per mode and one registry, docs/architecture.md, "Layers").
 DEPLOY_MODES = "airflow_jrs.launch.deploy_modes"
-#: An application or driver id's shape spelled as a regex (``application_\d``, ``driver-\d``,
-#: ``app-\d``, ``local-\d``, ``spark-[0-9a-f]``).
-_ID_SHAPE = re.compile(r"(?:application_|driver-|app-|local-)\\d|spark-\[0-9a-f\]")
 _PREFIX_CALLS = {"startswith", "removeprefix"}
+#: A shape's literal head, then its first regex token (an escape or a class).
+_HEAD_AND_TOKEN = re.compile(r"([A-Za-z0-9_-]+)(\\.|\[[^\]]*\])")
 
 
-def _mode_spellings(tree: ast.AST, prefixes: set[str]) -> list[str]:
-    """Where ``tree`` spells an id shape (a string that is no docstring) or tests a master prefix
+def _id_stems(patterns: list[str]) -> dict[str, str]:
+    """Per id-shape pattern with a literal head, its stem (``application_\\d``, ``spark-[0-9a-f]``:
+    how a copied regex shows) and its head (``driver-``: how an id is told by its start). A shape
+    with no literal head (a Kubernetes ``<pod>-driver``) has nothing distinctive to search for."""
+    return {m[0]: m[1] for p in patterns if (m := _HEAD_AND_TOKEN.match(p))}
+
+
+def _mode_spellings(tree: ast.AST, prefixes: set[str], stems: dict[str, str]) -> list[str]:
+    """Where ``tree`` spells an id shape (a string that is no docstring holding a stem of
+    ``stems``, or a head tested with ``x.startswith("driver-")``) or tests a master prefix
     (``x.startswith("yarn")``, a ``"k8s://"`` constant)."""
     docstrings = {
         id(node.body[0].value)
@@ -777,10 +784,11 @@ def _mode_spellings(tree: ast.AST, prefixes: set[str]) -> list[str]:
         and isinstance(node.body[0], ast.Expr)
         and isinstance(node.body[0].value, ast.Constant)
     }
+    heads = set(stems.values())
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
-            if _ID_SHAPE.search(node.value):
+            if any(stem in node.value for stem in stems):
                 found.append(f"line {node.lineno}: id shape {node.value!r}")
             elif "://" in node.value and node.value in prefixes:
                 found.append(f"line {node.lineno}: master prefix {node.value!r}")
@@ -789,7 +797,18 @@ def _mode_spellings(tree: ast.AST, prefixes: set[str]) -> list[str]:
             named = [a.value for a in args if isinstance(a, ast.Constant) and a.value in prefixes]
             if named and "://" not in "".join(named):
                 found.append(f"line {node.lineno}: master prefix {named} in {ast.unparse(node.func)}(...)")
+            ids = [a.value for a in args if isinstance(a, ast.Constant) and a.value in heads]
+            if ids:
+                found.append(f"line {node.lineno}: id head {ids} in {ast.unparse(node.func)}(...)")
     return found
+
+
+def _mode_stems() -> dict[str, str]:
+    """The stems of every id shape of the deploy modes (docs/architecture.md, "Layers"): a new
+    mode's shapes are checked the day it joins ``registry.MODES``."""
+    from airflow_jrs.launch.deploy_modes.registry import MODES
+
+    return _id_stems([shape.pattern for mode in MODES for shape in mode.ids])
 
 
 def _master_prefixes() -> set[str]:
@@ -799,10 +818,10 @@ def _master_prefixes() -> set[str]:
 
 
 def test_only_the_deploy_modes_spell_an_application_id_or_a_master_prefix():
-    prefixes = _master_prefixes()
+    prefixes, stems = _master_prefixes(), _mode_stems()
     offenders = []
     for name in sorted(n for n in MODULES if not _within(n, (DEPLOY_MODES,))):
-        found = _mode_spellings(ast.parse(MODULES[name].read_text()), prefixes)
+        found = _mode_spellings(ast.parse(MODULES[name].read_text()), prefixes, stems)
         if found:
             offenders.append(f"{name}: {'; '.join(found)}")
     _offenders(
@@ -814,14 +833,37 @@ def test_only_the_deploy_modes_spell_an_application_id_or_a_master_prefix():
 
 
 def test_the_deploy_mode_check_sees_a_spelling():
-    prefixes = _master_prefixes()
+    prefixes, stems = _master_prefixes(), _mode_stems()
     assert {"local", "spark://", "yarn", "k8s://"} <= prefixes
+    assert {r"application_\d", r"driver-\d", r"app-\d", r"local-\d", "spark-[0-9a-f]"} <= set(stems), stems
     sample = (
         '"""A docstring may say application_\\d+ and spark://."""\n'
         'ID = r"application_\\d+_\\d+"\nPOD = r"spark-[0-9a-f]{32}"\nK8S = "k8s://"\n'
         'def f(m):\n    return m.startswith("yarn") or m.startswith(("sc://", "local"))\n'
+        'def g(i):\n    return i.startswith("driver-")\n'
     )
-    found = _mode_spellings(ast.parse(sample), prefixes)
-    assert [f.split(":")[0] for f in found] == ["line 2", "line 3", "line 4", "line 6", "line 6"], found
+    found = _mode_spellings(ast.parse(sample), prefixes, stems)
+    assert sorted(int(f.split(":")[0].removeprefix("line ")) for f in found) == [2, 3, 4, 6, 6, 8], found
     modes = [n for n in MODULES if _within(n, (DEPLOY_MODES,))]
-    assert sum(len(_mode_spellings(ast.parse(MODULES[n].read_text()), prefixes)) for n in modes) >= 4
+    assert sum(len(_mode_spellings(ast.parse(MODULES[n].read_text()), prefixes, stems)) for n in modes) >= 4
+
+
+def test_the_deploy_mode_check_reads_the_shapes_of_a_new_mode():
+    # The shapes come from the modes, not from this file: a mode added tomorrow is checked too.
+    stems = _id_stems([r"mesos-\d{8}", r"[a-z]+-driver"])
+    assert stems == {r"mesos-\d": "mesos-"}
+    sample = 'MESOS = r"mesos-\\d{8}"\nok = "mesos-\\d"[0]\n'
+    assert [f.split(":")[0] for f in _mode_spellings(ast.parse(sample), set(), stems)] == ["line 1", "line 2"]
+
+
+@pytest.mark.parametrize(
+    "source", ['POD = r"spark-[0-9a-f]{32}"\n', 'def f(i):\n    return i.startswith("app-")\n', 'Y = "k8s://"\n']
+)
+def test_the_deploy_mode_rule_fails_on_a_planted_spelling(
+    source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sample = tmp_path / "planted.py"
+    sample.write_text(source)
+    monkeypatch.setitem(MODULES, "airflow_jrs.protocol.planted", sample)
+    with pytest.raises(pytest.fail.Exception, match=re.escape("airflow_jrs.protocol.planted")):
+        test_only_the_deploy_modes_spell_an_application_id_or_a_master_prefix()
