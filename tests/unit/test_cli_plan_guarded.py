@@ -214,3 +214,17 @@ def test_the_cli_imports_no_operator_decorator_sensor_or_trigger_module():
             found[path.name] = upward
     assert len(list((package / "cli").glob("*.py"))) >= 5  # the check sees the CLI
     assert found == {}
+
+
+def test_the_refusal_names_every_guarded_operator_kind():
+    """The "no guarded task" refusal and docs/how-to/backfill.md list the operators a plan looks at:
+    a guarded operator added to the package is named there too (it or the operator it extends)."""
+    import airflow_jrs.operators as operators
+    from airflow_jrs.actions.planning.job_ids import GUARDED_OPERATORS
+    from airflow_jrs.operators.guarded import GuardedJob
+
+    named = {name.strip() for name in GUARDED_OPERATORS.split(",")}
+    for name in operators.__all__:
+        cls = getattr(operators, name)
+        if isinstance(cls, type) and issubclass(cls, GuardedJob):
+            assert {c.__name__ for c in cls.__mro__} & named, f"{name} is not named in GUARDED_OPERATORS"

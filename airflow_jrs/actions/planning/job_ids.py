@@ -30,7 +30,10 @@ from airflow_jrs.protocol.guarded_task import is_templated
 from airflow_jrs.views.words import stamp
 
 #: What the error for a DAG without one names (the marker, not this list, decides what counts).
-GUARDED_OPERATORS = "JrsSparkSubmitOperator, JrsPySparkOperator, @task.jrs_pyspark, JrsSparkSqlOperator"
+GUARDED_OPERATORS = (
+    "JrsSparkSubmitOperator, JrsPySparkOperator, @task.jrs_pyspark, JrsSparkSqlOperator, JrsSparkJDBCOperator, "
+    "JrsSparkPipelinesOperator"
+)
 
 
 class UnrenderableJobId(ActionError):
