@@ -6,7 +6,9 @@ place: :mod:`.results` (entries: the contract, the Redis store, its reads, purge
 reference to a running job's spec), :mod:`.heartbeats` (whether that submission still runs),
 :mod:`.stop_requests`, :mod:`.recompute_requests` and :mod:`.recoveries` (the recovery log).
 What they share and no noun owns (clients, errors and their diagnosis, keys, the scripts'
-codes and fence check) is :mod:`.plumbing`. This module re-exports the public names.
+codes and fence check) is :mod:`.plumbing`. This module re-exports the public names; the key
+layout (``plumbing.keys.KeySpace``) is no public name: only the store builds keys
+(docs/architecture.md, "Layers").
 """
 
 from airflow_jrs.domain.model import (
@@ -22,7 +24,6 @@ from airflow_jrs.domain.model import (
     validate_namespace,
 )
 from airflow_jrs.domain.result_json import result_from_dict, result_to_dict
-from airflow_jrs.store.plumbing.keys import KeySpace
 from airflow_jrs.store.results.aio import AsyncRedisJobResultStore
 from airflow_jrs.store.results.base import JobResultStore
 from airflow_jrs.store.results.redis import RedisJobResultStore
@@ -40,7 +41,6 @@ __all__ = [
     "JobResultEntry",
     "JobResultStore",
     "JobStatus",
-    "KeySpace",
     "RedisJobResultStore",
     "result_from_dict",
     "result_to_dict",

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from airflow_jrs.store import JobResult, JobStatus, KeySpace
+from airflow_jrs.store import JobResult, JobStatus
+from airflow_jrs.store.plumbing.keys import KeySpace
 
 pytestmark = pytest.mark.airflow
 

@@ -17,8 +17,9 @@ from typing import Any, Protocol
 import pytest
 import redis
 
-from airflow_jrs.store import SCHEMA_VERSION, JobResult, JobResultStore, JobStatus, KeySpace, RedisJobResultStore
+from airflow_jrs.store import SCHEMA_VERSION, JobResult, JobResultStore, JobStatus, RedisJobResultStore
 from airflow_jrs.store.leases.lease import JobLease
+from airflow_jrs.store.plumbing.keys import KeySpace
 from airflow_jrs.store.results.documents import FolderDocuments
 from jrs_testbench.helpers import free_port
 

@@ -20,8 +20,9 @@ from airflow_jrs.exceptions import (
     JobResultQuarantinedError,
     JrsConfigError,
 )
-from airflow_jrs.store import JobResult, JobStatus, KeySpace, RedisJobResultStore
+from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
 from airflow_jrs.store.leases.lease import JobLease
+from airflow_jrs.store.plumbing.keys import KeySpace
 
 
 def test_redis_key_names_are_pinned() -> None:

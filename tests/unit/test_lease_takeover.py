@@ -21,10 +21,10 @@ import redis
 from airflow_jrs.exceptions import LeaseHeldError
 from airflow_jrs.protocol import JobNamespace, settings_for
 from airflow_jrs.protocol.takeover import judge, refusal, take_over_if_dead
-from airflow_jrs.store import KeySpace
 from airflow_jrs.store.heartbeats import Heartbeats
 from airflow_jrs.store.leases.fence import Fence
 from airflow_jrs.store.leases.lease import JobLease, LeaseHolder, default_owner, process_identity
+from airflow_jrs.store.plumbing.keys import KeySpace
 
 JOB = "dag.task.2013-01-01"
 HOLDER = """

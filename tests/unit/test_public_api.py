@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import airflow_jrs
 import airflow_jrs.store
 
@@ -23,6 +25,22 @@ def test_public_surface_is_pinned():
         "RedisJobResultStore", "StoreUnavailableError", "UnsupportedSchemaVersionError", "__version__",
         "jrs_spark_job",
     }  # fmt: skip
+
+
+def test_store_surface_is_pinned():
+    assert set(airflow_jrs.store.__all__) == {
+        "SCHEMA_VERSION", "Actor", "AsyncRedisJobResultStore", "Attempt", "EntryState", "HistoryNote",
+        "HistoryReason", "JobResult", "JobResultEntry", "JobResultStore", "JobStatus", "RedisJobResultStore",
+        "result_from_dict", "result_to_dict", "validate_job_id", "validate_namespace",
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("internal", ["KeySpace"])
+def test_the_store_internals_are_not_re_exported(internal: str):
+    # Only the store builds Redis keys (docs/architecture.md, "Layers"): a public name would invite
+    # a caller to build them too. Tests and benchmarks import it from airflow_jrs.store.plumbing.keys.
+    assert internal not in airflow_jrs.store.__all__
+    assert not hasattr(airflow_jrs.store, internal)
 
 
 def test_store_package_imports_no_airflow():

@@ -21,10 +21,10 @@ from airflow_jrs.store import (
     EntryState,
     JobResult,
     JobStatus,
-    KeySpace,
     RedisJobResultStore,
     result_to_dict,
 )
+from airflow_jrs.store.plumbing.keys import KeySpace
 
 JOB = "readers.agree.2013-01-01"
 Answer = tuple

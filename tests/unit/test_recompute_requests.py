@@ -10,8 +10,9 @@ from datetime import UTC, datetime
 import redis.asyncio as aioredis
 
 from airflow_jrs.domain.recompute import Request, RequestSeen, Verdict, verdict
-from airflow_jrs.store import JobResult, JobResultEntry, JobStatus, KeySpace, RedisJobResultStore
+from airflow_jrs.store import JobResult, JobResultEntry, JobStatus, RedisJobResultStore
 from airflow_jrs.store.leases.lease import JobLease
+from airflow_jrs.store.plumbing.keys import KeySpace
 from airflow_jrs.store.recompute_requests import REQUEST_TTL, RecomputeRequests, seen_async
 from airflow_jrs.store.results import redis as store_redis
 

@@ -17,8 +17,9 @@ import redis
 
 from airflow_jrs.exceptions import LeaseHeldError, LeaseLostError
 from airflow_jrs.hooks.jrs import async_connection_kwargs
-from airflow_jrs.store import JobResult, JobStatus, KeySpace, RedisJobResultStore
+from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
 from airflow_jrs.store.leases.lease import JobLease
+from airflow_jrs.store.plumbing.keys import KeySpace
 from airflow_jrs.triggers import JobResultTrigger
 
 pytestmark = pytest.mark.cluster

@@ -19,9 +19,10 @@ from airflow_jrs.protocol import JobNamespace, settings_for
 from airflow_jrs.protocol.run import JobRun
 from airflow_jrs.protocol.stopping import asked_to_end, cancel_on_kill
 from airflow_jrs.spark.control import CANCEL, STOP
-from airflow_jrs.store import Attempt, KeySpace
+from airflow_jrs.store import Attempt
 from airflow_jrs.store.intents import Intent
 from airflow_jrs.store.leases.fence import Fence
+from airflow_jrs.store.plumbing.keys import KeySpace
 from airflow_jrs.store.stop_requests import addresses
 
 JOB = "dag.task.2013-01-01"
