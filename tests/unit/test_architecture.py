@@ -2,10 +2,10 @@
 
 * no module imports relatively (ruff's TID252 too), so the checks below see every edge;
 * the import graph of ``airflow_jrs`` has no circle;
-* the packages form layers and nothing imports upward: errors, settings and the driver helpers;
-  the domain; the store; the protocol; where applications run and how a job is viewed; the
-  Airflow adapters; the actions (and the planning of dates they start from); the CLI and the page
-  (the package root only re-exports, lazily);
+* the packages form layers and nothing imports upward, not even for type checking: errors,
+  settings and the driver helpers; the domain; the store; the protocol; where applications run
+  and how a job is viewed; the Airflow adapters; the actions (and the planning of dates they
+  start from); the CLI and the page (the package root only re-exports, lazily);
 * the actions import nothing of the CLI, not even inside a function or for type checking;
 * the store, the lease, the pure job rules and the PySpark helpers import no Airflow;
 * triggers never import operators;
@@ -106,12 +106,13 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def _imports(tree: ast.AST) -> list[tuple[str, list[str]]]:
-    """(module, names) of every import statement, inside functions too, outside TYPE_CHECKING blocks."""
+def _imports(tree: ast.AST, *, type_only: bool = False) -> list[tuple[str, list[str]]]:
+    """(module, names) of every import statement, inside functions too, and in TYPE_CHECKING blocks
+    only with ``type_only`` (a runtime circle is the other rules' concern; a reader follows both)."""
     found: list[tuple[str, list[str]]] = []
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node):
+        if isinstance(node, ast.If) and _is_type_checking(node) and not type_only:
             for child in node.orelse:
                 visit(child)
             return
@@ -154,10 +155,10 @@ def test_the_relative_import_check_sees_one():
     assert [f.split(":")[0] for f in _relative_imports(ast.parse(sample))] == ["line 1", "line 2"]
 
 
-def _edges(name: str) -> set[str]:
+def _edges(name: str, *, type_only: bool = False) -> set[str]:
     """Modules of airflow_jrs that ``name`` imports (``from pkg import submodule`` counts as the submodule)."""
     out = set()
-    for module, names in _imports(ast.parse(MODULES[name].read_text())):
+    for module, names in _imports(ast.parse(MODULES[name].read_text()), type_only=type_only):
         if not module.startswith("airflow_jrs"):
             continue
         subs = {f"{module}.{n}" for n in names if f"{module}.{n}" in MODULES}
@@ -231,20 +232,69 @@ def _layer(name: str) -> int:
     return next(i for i, prefixes in enumerate(LAYERS) if _within(name, prefixes))
 
 
+#: TYPE_CHECKING imports still pointing upward, each (importer, imported) a known knot to cut, not a
+#: precedent; a runtime import of the same pair is an offender all the same.
+# issue 44 item 1: launch/ gets the namespace, not the hook
+TYPE_ONLY_UPWARD_KNOTS: set[tuple[str, str]] = {
+    ("airflow_jrs.launch.spark_launcher", "airflow_jrs.hooks.jrs"),
+    ("airflow_jrs.launch.submission", "airflow_jrs.hooks.jrs"),
+}
+
+
 def test_every_module_has_a_layer_and_imports_nothing_above_it():
-    # A module no layer names would escape the check: placing it is part of adding it.
+    # A module no layer names would escape the check: placing it is part of adding it. A type-only
+    # import counts: a reader of the lower layer must still follow it upward.
     names = sorted(n for n in MODULES if n not in ABOVE_LAYERS)
     placed = {n for n in MODULES if any(_within(n, prefixes) for prefixes in LAYERS)}
     offenders = [f"{n} is in no layer of LAYERS" for n in names if n not in placed]
+    knots_seen = set()
     for name in sorted(placed - set(ABOVE_LAYERS)):
-        upward = sorted(m for m in _edges(name) if m in placed and _layer(m) > _layer(name))
+        runtime = _edges(name)
+        every = runtime | _edges(name, type_only=True)
+        upward = sorted(m for m in every if m in placed and _layer(m) > _layer(name))
+        knots_seen |= {(name, m) for m in upward if (name, m) in TYPE_ONLY_UPWARD_KNOTS and m not in runtime}
+        upward = [m for m in upward if (name, m) not in knots_seen]
         if upward:
             offenders.append(f"{name} (layer {_layer(name)}) imports from above: {upward}")
     _offenders(
         "every module is in a layer of LAYERS (add it to the one it belongs to) and imports nothing from a "
-        "layer above its own (move the shared part down)",
+        "layer above its own, TYPE_CHECKING imports included (move the shared part down, or type against a "
+        "Protocol below)",
         offenders,
     )
+    _offenders(
+        "TYPE_ONLY_UPWARD_KNOTS names only type-only imports from above: drop these",
+        sorted(f"{a} -> {b}" for a, b in TYPE_ONLY_UPWARD_KNOTS - knots_seen),
+    )
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from airflow_jrs.operators.spark import X\n",
+        "import typing\nif typing.TYPE_CHECKING:\n    from airflow_jrs.hooks import jrs\n",
+        "def f():\n    from airflow_jrs.actions import writes\n",
+    ],
+)
+def test_the_layer_rule_fails_on_a_planted_upward_import(
+    source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sample = tmp_path / "planted.py"
+    sample.write_text(source)
+    monkeypatch.setitem(MODULES, "airflow_jrs.launch.planted", sample)
+    with pytest.raises(
+        pytest.fail.Exception, match=re.escape("airflow_jrs.launch.planted (layer 4) imports from above")
+    ):
+        test_every_module_has_a_layer_and_imports_nothing_above_it()
+
+
+def test_a_knot_is_no_licence_for_a_runtime_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The knots excuse the type-only import they name, not the same edge at runtime.
+    sample = tmp_path / "submission.py"
+    sample.write_text("from airflow_jrs.hooks.jrs import JrsHook\n")
+    monkeypatch.setitem(MODULES, "airflow_jrs.launch.submission", sample)
+    with pytest.raises(pytest.fail.Exception, match=re.escape("airflow_jrs.launch.submission (layer 4)")):
+        test_every_module_has_a_layer_and_imports_nothing_above_it()
 
 
 def _cli_imports(name: str) -> list[str]:
@@ -271,8 +321,8 @@ def _cli_imports(name: str) -> list[str]:
 
 
 def test_the_actions_import_nothing_of_the_cli():
-    # The layer test above skips TYPE_CHECKING imports and counts a package by its modules: this
-    # rule is stricter, for the boundary the UI page depends on (it calls the actions, never cli/).
+    # The layer test above counts a package by its modules and reads no relative or by-name import:
+    # this rule is stricter, for the boundary the UI page depends on (it calls the actions, never cli/).
     offenders = []
     for name in sorted(n for n in MODULES if _within(n, ("airflow_jrs.actions",))):
         found = _cli_imports(name)
