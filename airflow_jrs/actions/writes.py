@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_jrs.actions import CONFLICT, NOT_FOUND, UNREACHABLE, ActionError
@@ -107,6 +108,12 @@ def release_quarantine(store: JobResultStore, job_id: str, actor: Actor, where: 
     if job_id not in store.get_quarantined():
         raise ActionError(f"job {job_id!r} has nothing in quarantine in {where}", NOT_FOUND)
     return store.release_quarantine(job_id, actor=actor).decode("utf-8", errors="replace")
+
+
+def purge_clean(store: JobResultStore, older_than: timedelta) -> int:
+    """Delete the clean results committed more than ``older_than`` ago (no history kept); dirty ones
+    stay, since their cleanup has yet to run. Returns how many went."""
+    return store.purge_clean_entries(older_than)
 
 
 def stream(jobs: JobNamespace, job_id: str, kind: str, by: str | None = None) -> dict[str, Any]:

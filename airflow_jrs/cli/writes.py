@@ -137,7 +137,7 @@ def cmd_purge(ctx: Ctx) -> int:
         return _dry_run(ctx, {"purge": [e.job_id for e in old]})
     ask(ctx, f"delete {plural(len(old), 'clean result')} older than {age}")
     with progress(ctx, f"purging {plural(len(old), 'clean result')}", None):
-        purged = ctx.store.purge_clean_entries(timedelta(days=days))
+        purged = writes.purge_clean(ctx.store, timedelta(days=days))
     if ctx.out.as_json:
         ctx.out.json(ctx.located({"purged": purged}))
     else:

@@ -720,14 +720,12 @@ RESULT_WRITES = {
 #: Where a result is written outside protocol/, each on a person's request (docs/architecture.md,
 #: "Layers": actions/ holds every write a person makes); each says why.
 RESULT_WRITERS = {
-    "airflow_jrs.actions.writes": "forget, mark clean and release from quarantine, for the CLI and the page",
+    "airflow_jrs.actions.writes": "forget, mark clean, purge and release from quarantine, for the CLI and the page",
     "airflow_jrs.actions.recompute": "forgets what a person previewed for recompute, before clearing its tasks",
 }
 #: Modules that still write a result outside protocol/ and actions/, each a known violation to
 #: move into actions/ (not a precedent).
-RESULT_WRITE_KNOTS = {
-    "airflow_jrs.cli.writes": "purge calls store.purge_clean_entries itself instead of an action",
-}
+RESULT_WRITE_KNOTS: dict[str, str] = {}
 #: Where the writes are defined, and the writer (docs/architecture.md, "Layers").
 RESULT_WRITE_HOMES = ("airflow_jrs.store", "airflow_jrs.protocol")
 
