@@ -33,6 +33,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -268,6 +269,18 @@ def test_every_module_has_a_layer_and_imports_nothing_above_it():
     )
 
 
+def _assert_rule_catches(
+    rule: Callable[[], None], module: str, source: str, match: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plant ``source`` as ``module`` (only this test's view of the tree) and check that ``rule``
+    fails naming ``match``: a rule that cannot fail proves nothing."""
+    sample = tmp_path / "planted.py"
+    sample.write_text(source)
+    monkeypatch.setitem(MODULES, module, sample)
+    with pytest.raises(pytest.fail.Exception, match=re.escape(match)):
+        rule()
+
+
 @pytest.mark.parametrize(
     "source",
     [
@@ -279,22 +292,18 @@ def test_every_module_has_a_layer_and_imports_nothing_above_it():
 def test_the_layer_rule_fails_on_a_planted_upward_import(
     source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sample = tmp_path / "planted.py"
-    sample.write_text(source)
-    monkeypatch.setitem(MODULES, "airflow_jrs.launch.planted", sample)
-    with pytest.raises(
-        pytest.fail.Exception, match=re.escape("airflow_jrs.launch.planted (layer 4) imports from above")
-    ):
-        test_every_module_has_a_layer_and_imports_nothing_above_it()
+    _assert_rule_catches(
+        test_every_module_has_a_layer_and_imports_nothing_above_it, "airflow_jrs.launch.planted", source,
+        "airflow_jrs.launch.planted (layer 4) imports from above", tmp_path, monkeypatch,
+    )  # fmt: skip
 
 
 def test_a_knot_is_no_licence_for_a_runtime_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The knots excuse the type-only import they name, not the same edge at runtime.
-    sample = tmp_path / "submission.py"
-    sample.write_text("from airflow_jrs.hooks.jrs import JrsHook\n")
-    monkeypatch.setitem(MODULES, "airflow_jrs.launch.submission", sample)
-    with pytest.raises(pytest.fail.Exception, match=re.escape("airflow_jrs.launch.submission (layer 4)")):
-        test_every_module_has_a_layer_and_imports_nothing_above_it()
+    _assert_rule_catches(
+        test_every_module_has_a_layer_and_imports_nothing_above_it, "airflow_jrs.launch.submission",
+        "from airflow_jrs.hooks.jrs import JrsHook\n", "airflow_jrs.launch.submission (layer 4)", tmp_path, monkeypatch,
+    )  # fmt: skip
 
 
 def _cli_imports(name: str) -> list[str]:
@@ -799,11 +808,10 @@ def test_the_result_write_check_sees_a_write():
 def test_the_result_write_rule_fails_on_a_planted_writer(
     planted: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sample = tmp_path / "planted.py"
-    sample.write_text("def f(store, job_id):\n    store.forget_result(job_id)\n")
-    monkeypatch.setitem(MODULES, planted, sample)
-    with pytest.raises(pytest.fail.Exception, match=re.escape(planted)):
-        test_only_the_protocol_and_the_actions_write_a_result()
+    _assert_rule_catches(
+        test_only_the_protocol_and_the_actions_write_a_result, planted,
+        "def f(store, job_id):\n    store.forget_result(job_id)\n", planted, tmp_path, monkeypatch,
+    )  # fmt: skip
 
 
 #: The one home of the deploy modes (a module per mode and one registry, docs/architecture.md, "Layers").
@@ -910,8 +918,7 @@ def test_the_deploy_mode_check_reads_the_shapes_of_a_new_mode():
 def test_the_deploy_mode_rule_fails_on_a_planted_spelling(
     source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sample = tmp_path / "planted.py"
-    sample.write_text(source)
-    monkeypatch.setitem(MODULES, "airflow_jrs.protocol.planted", sample)
-    with pytest.raises(pytest.fail.Exception, match=re.escape("airflow_jrs.protocol.planted")):
-        test_only_the_deploy_modes_spell_an_application_id_or_a_master_prefix()
+    _assert_rule_catches(
+        test_only_the_deploy_modes_spell_an_application_id_or_a_master_prefix, "airflow_jrs.protocol.planted",
+        source, "airflow_jrs.protocol.planted", tmp_path, monkeypatch,
+    )  # fmt: skip
