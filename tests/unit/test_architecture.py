@@ -68,6 +68,7 @@ AIRFLOW_FREE = (
 #: Modules that adapt the store to Airflow: nothing Airflow-free may import them.
 AIRFLOW_FACING = (
     "airflow_jrs.hooks",
+    "airflow_jrs.observability",  # lineage and metrics: Airflow's surfaces, where tasks run
     "airflow_jrs.operators",
     "airflow_jrs.decorators",
     "airflow_jrs.sensors",
