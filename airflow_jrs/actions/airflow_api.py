@@ -56,6 +56,12 @@ class AirflowApiError(JrsError):
 def _hint(status: int, path: str) -> str:
     backfill = path.startswith("/api/v2/backfills")
     action = "create backfills" if backfill else "trigger runs" if path.endswith("/dagRuns") else "clear task instances"
+    if path.startswith("/jrs/"):  # the airflow-jrs plugin's own API, on the same server
+        action = "read the DAGs"
+        if status == 404:
+            return "the API server has no airflow-jrs plugin route here: install or upgrade airflow-jrs there"
+        if status == 403:
+            return "ask for read access to the DAG"
     if status == 401:
         return (
             f"the API refused the credentials: set {TOKEN_ENV}, or {USERNAME_ENV} and {PASSWORD_ENV}, "
@@ -275,6 +281,13 @@ class AirflowApi:
                 return None
             raise
         return doc.get("value") if isinstance(doc, dict) else None
+
+    def jrs_stats(self, *, since: datetime | None = None, dag_id: str | None = None) -> dict[str, Any]:
+        """``GET /jrs/api/stats`` of the airflow-jrs plugin on the API server: the Spark time
+        figures the dashboard shows (:mod:`airflow_jrs.views.stats`), for the DAGs this user may read."""
+        query = {k: v for k, v in (("since", iso_utc(since) if since else None), ("dag_id", dag_id)) if v}
+        suffix = f"?{urllib.parse.urlencode(query)}" if query else ""
+        return dict(self._call("GET", f"/jrs/api/stats{suffix}"))
 
     def create_backfill(
         self, dag_id: str, from_date: datetime, to_date: datetime, *, reprocess_behavior: str, max_active_runs: int

@@ -60,15 +60,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _sub(sub: Any, name: str, help_text: str, handler: Any, *, json_out: bool = True) -> argparse.ArgumentParser:
+def _sub(
+    sub: Any, name: str, help_text: str, handler: Any, *, json_out: bool = True, store: bool = True
+) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(
         name, help=help_text, description=help_text, formatter_class=RawDescriptionRichHelpFormatter, epilog=EPILOG
     )
     if json_out:
         # SUPPRESS: a subcommand's default must not overwrite a --json given before it.
         p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON document")
-    _store_options(p, after_command=True)
-    p.set_defaults(handler=handler)
+    if store:
+        _store_options(p, after_command=True)
+    # store=False: the command reads no store (it asks Airflow's API): its handler takes (args, out)
+    p.set_defaults(handler=handler, needs_store=store)
     return p
 
 
@@ -136,6 +140,24 @@ def build_parser() -> argparse.ArgumentParser:
     _sub(sub, "leases", "held leases: holder host, pid and run, token, time left", reads.cmd_leases)
     _sub(sub, "intents", "jobs in flight or needing recovery (recorded intents)", reads.cmd_intents)
     _sub(sub, "quarantined", "jobs blocked by a corrupt entry", reads.cmd_quarantined)
+
+    p = _sub(
+        sub,
+        "stats",
+        "guarded tasks that computed, reused or adopted their job, and the Spark time spent and avoided, by DAG: "
+        "the Job results dashboard's figures, from the tasks' XCom payloads in Airflow's metadata DB, through "
+        f"the plugin on Airflow's API server (--airflow-url or ${airflow_api.URL_ENV}; credentials: "
+        f"${airflow_api.TOKEN_ENV}, or ${airflow_api.USERNAME_ENV} and ${airflow_api.PASSWORD_ENV}); the store is "
+        "not read",
+        reads.cmd_stats,
+        store=False,
+    )
+    p.add_argument(
+        "--since", type=common.when,
+        help="only tasks that handed on their result at or after this (default: midnight UTC 30 days ago)",
+    )  # fmt: skip
+    p.add_argument("--dag-id", help="only this DAG")
+    p.add_argument("--airflow-url", help=f"Airflow's API server (default: ${airflow_api.URL_ENV}, \\[api] base_url)")
 
     p = _sub(
         sub,
@@ -234,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.redirect_stdout(sys.stderr) if out.as_json else contextlib.nullcontext():
             if args.command == "doctor":
                 code = doctor.run_doctor(args, out)
+            elif not args.needs_store:
+                code = int(args.handler(args, out))
             else:
                 code = int(args.handler(common.open_store(args, out)))
         sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit

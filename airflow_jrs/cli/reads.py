@@ -1,4 +1,4 @@
-"""Read commands: list, show, dirty, history, leases, intents, quarantined.
+"""Read commands: list, show, dirty, history, leases, intents, quarantined, stats.
 
 They change nothing. Each answers as a table (``--json``: one JSON document) that names the
 namespace and server read; an empty answer says where it looked, so "nothing here" is never
@@ -7,15 +7,22 @@ mistaken for "nothing anywhere".
 
 from __future__ import annotations
 
+import argparse
 import time
+from datetime import datetime
 from typing import Any
 
+from airflow_jrs.actions.airflow_api import AirflowApi, AirflowApiError
 from airflow_jrs.cli.common import (
     ENTRY_COLUMNS,
     HISTORY_COLUMNS,
     NOT_FOUND,
     OK,
+    UNREACHABLE,
+    USAGE,
+    CliError,
     Ctx,
+    Output,
     documents_note,
     empty_namespace,
     empty_namespace_line,
@@ -230,3 +237,39 @@ def _heartbeat_line(beat: Heartbeat) -> str:
         return f"fence {beat.fence} on {beat.host}, running (supervisor pid {beat.pid}), {beat.ttl_ms / 1000:.1f}s left"
     code = "" if beat.exit_code is None else f" with exit code {beat.exit_code}"
     return f"fence {beat.fence} on {beat.host}, {beat.state}{code}"
+
+
+#: ``stats``' columns: the figures of :mod:`airflow_jrs.views.stats`, as the dashboard shows them.
+STATS_COLUMNS = ("DAG", "computed", "reused", "adopted", "Spark spent", "Spark avoided", "untimed")
+
+
+def cmd_stats(args: argparse.Namespace, out: Output) -> int:
+    """Spark time spent and avoided by DAG, as the dashboard shows it: the Job results plugin's
+    ``GET /jrs/api/stats`` on Airflow's API server (it reads the guarded tasks' XCom payloads in
+    Airflow's metadata DB), printed. No store is read: the figures are what the tasks recorded."""
+    api = AirflowApi.from_environment(args.airflow_url)
+    try:
+        doc = api.jrs_stats(since=args.since, dag_id=args.dag_id)
+    except AirflowApiError as exc:
+        raise CliError(str(exc), UNREACHABLE if exc.unreachable else USAGE) from None
+    doc = {"airflow_url": api.base_url, **doc}
+    if out.as_json:
+        out.json(doc)
+        return OK
+    since = stamp(datetime.fromisoformat(doc["since"])) if doc.get("since") else "the start"
+    what = f"DAG {args.dag_id}" if args.dag_id else "DAGs you may read"
+    total = doc["total"]
+    if not total["computed"] and not total["reused"]:
+        out.line(f"no guarded task of {what} handed on a result since {since} (Airflow at {api.base_url})")
+    else:
+        rows = [_stats_row(d["dag_id"], d) for d in doc["dags"]]
+        if len(rows) > 1:
+            rows.append(_stats_row("total", total))
+        out.table(STATS_COLUMNS, rows, title=f"Guarded tasks of {what} since {since} (Airflow at {api.base_url})")
+    for note in doc.get("notes", []):
+        out.line(f"note: {note}")
+    return OK
+
+
+def _stats_row(name: str, f: dict[str, Any]) -> list[Any]:
+    return [name, f["computed"], f["reused"], f["adopted"], f["spent"], f["avoided"], f["untimed"]]

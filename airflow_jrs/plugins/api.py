@@ -38,7 +38,7 @@ from airflow_jrs.exceptions import (
     NoSuchJobResultError,
     StoreUnavailableError,
 )
-from airflow_jrs.plugins.routes import dags, jobs, pages, results
+from airflow_jrs.plugins.routes import dags, jobs, pages, results, stats
 from airflow_jrs.plugins.routes.deps import HTTP_STATUS
 from airflow_jrs.plugins.security import Backend
 
@@ -87,6 +87,6 @@ def create_app(backend: Backend | None = None) -> FastAPI:
         response.headers["Content-Security-Policy"] = CSP
         return response
 
-    for router in (pages.router, results.router, jobs.router, dags.router):
+    for router in (pages.router, results.router, jobs.router, dags.router, stats.router):
         app.include_router(router)
     return app
