@@ -22,7 +22,8 @@ date       tiny                           tiny2
 
 plus ``tiny`` committed from 05-20 to 05-31 (no runs) and one corrupt entry (quarantined on
 first read). XComs of 06-01 say what each task handed
-downstream: ``tiny`` computed, ``tiny2`` reused.
+downstream (the payload a guarded task returns): ``tiny`` computed, ``tiny2`` reused, each a
+result whose Spark application ran 67 s (the Spark time figures: one spent, one avoided).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from pathlib import Path
 import redis
 
 from airflow_jrs.domain.identity import application_fingerprint
+from airflow_jrs.domain.model import EntryState
+from airflow_jrs.domain.payload import result_payload
 from airflow_jrs.exceptions import CorruptJobResultError
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
 from airflow_jrs.store.heartbeats import Heartbeats
@@ -201,8 +204,9 @@ def ui_site(home: Path, *, env: Mapping[str, str] | None = None, base_path: str 
             airflow.wait_for_dag(DAG)
             for day in RUN_DATES:
                 airflow.client.trigger(DAG, f"{day}T00:00:00+00:00", run_id=run_id(day))
-            _xcom(airflow, "2013-06-01", "tiny", {"job_id": job_id("tiny", "2013-06-01"), "skipped": False})
-            _xcom(airflow, "2013-06-01", "tiny2", {"job_id": job_id("tiny2", "2013-06-01"), "skipped": True})
+            for task, reused in (("tiny", False), ("tiny2", True)):
+                payload = result_payload(_result(task, "2013-06-01"), EntryState.CLEAN, skipped=reused)
+                _xcom(airflow, "2013-06-01", task, payload)
             try:
                 yield UiSite(airflow.url, airflow, store, client, namespace)
             finally:

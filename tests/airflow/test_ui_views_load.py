@@ -66,6 +66,8 @@ def expect_dashboard_widget(page: Any, site: UiSite) -> Any:
 
     widget = page.get_by_test_id("jrs-dashboard")
     expect(widget.locator('[data-figure="Dirty"]')).to_contain_text(str(len(site.store.get_dirty_entries())))
+    # the Spark time figures (ui_site: 06-01's tiny2 reused a result that ran 67 s)
+    expect(widget.locator('[data-figure="Spark time avoided"]')).to_contain_text("1 min 07 s")
     return widget
 
 

@@ -293,6 +293,11 @@ def test_the_calendar_shows_each_date_by_job_and_previews_a_range_before_acting(
     expect(cell("tiny", "2013-06-06")).to_have_attribute("data-cell", "canceled")
     expect(cell("tiny2", "2013-06-06")).to_have_attribute("data-cell", "stopped")
     expect(cell("tiny", "2013-06-07")).to_have_attribute("data-cell", "missing")
+    # the Spark time of the dates, from a request beside the calendar's: 06-01's tiny2 reused a 67 s result
+    expect(page.get_by_test_id("calendar-stats-row").locator('td[data-date="2013-06-01"]')).to_have_attribute(
+        "data-avoided", "67"
+    )
+    expect(page.get_by_test_id("calendar-stats")).to_contain_text("Spark time avoided 1 min 07 s (1 reused)")
 
     # a range: click 06-07, then 06-07 again keeps one date; the preview names the runs and jobs
     cal.locator('th[data-date="2013-06-07"]').click()
@@ -338,6 +343,11 @@ def test_the_dashboard_widget_counts_what_needs_a_look(tab: Tab, site: UiSite):
     if dirty:
         oldest = min(site.store.get_dirty_entries(), key=lambda e: e.created_at)
         expect(widget.locator('[data-figure="Oldest dirty"]')).to_contain_text(oldest.result.job_id)
+    # the Spark time figures are the route's, which `airflow-jrs stats` prints (tests/airflow/test_stats_route.py)
+    total = site.airflow.client.request("GET", "/jrs/api/stats")["total"]
+    expect(widget.locator('[data-figure="Spark time avoided"]')).to_contain_text(total["avoided"])
+    expect(widget.locator('[data-figure="Spark time spent"]')).to_contain_text(total["spent"])
+    expect(widget.locator('[data-figure="Reused"]')).to_contain_text(str(total["reused"]))
     widget.get_by_role("link", name="Open").click()
     page.wait_for_url(f"**{NAV}")
     expect(page.get_by_test_id("jrs-job-results")).to_be_visible()

@@ -137,6 +137,37 @@ export interface Summary {
   oldest_dirty: { job_id: string; since: string } | null;
 }
 
+/** Spark time spent and avoided by guarded tasks (views/stats.py Figures.json): the same figures
+ * ``airflow-jrs stats`` prints. ``spent`` and ``avoided`` are the server's words for the seconds. */
+export interface StatsFigures {
+  computed: number;
+  reused: number;
+  adopted: number;
+  untimed: number;
+  spent_seconds: number;
+  avoided_seconds: number;
+  spent: string;
+  avoided: string;
+}
+
+/** ``GET api/stats``: the dashboard's figures, by DAG and in total, since ``since``. */
+export interface Stats {
+  since: string | null;
+  dag_id: string | null;
+  total: StatsFigures;
+  dags: (StatsFigures & { dag_id: string })[];
+  notes: string[];
+}
+
+/** ``GET api/dags/{dag}/stats``: the calendar's figures, by logical date (the calendar's key). */
+export interface DateStats {
+  dag_id: string;
+  start: string;
+  end: string;
+  total: StatsFigures;
+  dates: Record<string, StatsFigures>;
+}
+
 export type CellState =
   | "committed" | "stale" | "dirty" | "failed" | "canceled" | "stopped" | "running" | "missing" | "quarantined";
 

@@ -2,12 +2,22 @@
  * The DAG's "Job calendar": one row per date (run key), one column per guarded job, each cell
  * the job's state for that date. Choosing a range of dates offers "Backfill missing dates" and
  * "Recompute"; each shows the API's dry run (the runs and jobs it will touch, downstream jobs
- * included) before anyone confirms.
+ * included) before anyone confirms. The Spark time the dates' runs avoided and spent comes from
+ * a request of its own (``api/dags/{dag}/stats``), beside the calendar's: it slows nothing, and
+ * the calendar shows without it.
  */
 import { Badge, Box, Button, Field, Heading, HStack, Input, List, Stack, Table, Text } from "@chakra-ui/react";
 import { useEffect, useMemo, useState } from "react";
 
-import { api, type Calendar, type CalendarCell, type CellState, type RangePreview } from "../api";
+import {
+  api,
+  type Calendar,
+  type CalendarCell,
+  type CellState,
+  type DateStats,
+  type RangePreview,
+  type StatsFigures,
+} from "../api";
 import { ConfirmDialog } from "../components/ConfirmDialog";
 import { ErrorAlert, Loading, Notice, Raw, StateBadge } from "../components/common";
 import { ymd } from "../time";
@@ -45,6 +55,22 @@ async function latestRun(dagId: string, signal: AbortSignal): Promise<string | n
   if (!response.ok) return null;
   const body = (await response.json()) as { dag_runs?: { logical_date?: string | null }[] };
   return body.dag_runs?.[0]?.logical_date ?? null;
+}
+
+/** A date's Spark time avoided in a calendar column's width: ``45s``, ``20m``, ``3h``, ``2d``. */
+function short(seconds: number): string {
+  if (seconds < 0.5) return "";
+  if (seconds < 60) return `${Math.round(seconds)}s`;
+  if (seconds < 3600) return `${Math.round(seconds / 60)}m`;
+  if (seconds < 86400) return `${Math.round(seconds / 3600)}h`;
+  return `${Math.round(seconds / 86400)}d`;
+}
+
+/** The figures in words, as the dashboard and ``airflow-jrs stats`` give them. */
+function sparkTime(f: StatsFigures): string {
+  const adopted = f.adopted ? `, ${f.adopted} adopted` : "";
+  const untimed = f.untimed ? `; ${f.untimed} without a run time` : "";
+  return `Spark time avoided ${f.avoided} (${f.reused} reused), spent ${f.spent} (${f.computed} computed${adopted})${untimed}`;
 }
 
 /** A cell's tooltip beyond its state: the stored result's facts, or why it may compute. */
@@ -169,6 +195,11 @@ export function DagCalendar({ dagId }: HostProps) {
     api<Calendar>(`api/dags/${dag}/calendar?start=${start}&end=${end}`, { signal }),
   );
 
+  const stats = useLoad(key ? `stats|${key}` : null, (signal) =>
+    api<DateStats>(`api/dags/${dag}/stats?start=${start}&end=${end}`, { signal }),
+  );
+  const dateStats = (d: Calendar["dates"][number]) => (d.logical_date ? stats.data?.dates[d.logical_date] : undefined);
+
   const dayOf = (d: Calendar["dates"][number]) => (d.logical_date ? d.logical_date.slice(0, 10) : d.run_key);
   const selected = (day: string) => sel !== null && day >= sel[0] && day <= sel[1];
   const counts = useMemo(() => {
@@ -237,6 +268,11 @@ export function DagCalendar({ dagId }: HostProps) {
           <Text fontSize="xs" color="fg.muted" data-testid="legend">
             Dates are logical dates in {data.legend.time_zone}. Stale: {data.legend.stale}. A mapped task:{" "}
             {data.legend.mapped}.
+          </Text>
+        )}
+        {stats.data && (stats.data.total.computed > 0 || stats.data.total.reused > 0) && (
+          <Text fontSize="sm" data-testid="calendar-stats" title="from the guarded tasks' XComs: docs, Spark time saved">
+            These dates: {sparkTime(stats.data.total)}.
           </Text>
         )}
         {data?.notes?.map((note) => (
@@ -344,6 +380,25 @@ export function DagCalendar({ dagId }: HostProps) {
                       })}
                     </Table.Row>
                   ))}
+                  {stats.data && (
+                    <Table.Row data-testid="calendar-stats-row">
+                      <Table.Cell position="sticky" left={0} bg="bg" zIndex={1} whiteSpace="nowrap" fontSize="xs"
+                        color="fg.muted" title="Spark time the guarded tasks of each date's runs avoided by reusing results">
+                        Spark avoided
+                      </Table.Cell>
+                      {data.dates.map((d) => {
+                        const day = dayOf(d);
+                        const f = dateStats(d);
+                        return (
+                          <Table.Cell key={d.run_key ?? day} px={0} textAlign="center" fontSize="2xs" color="fg.muted"
+                            title={f ? `${day}: ${sparkTime(f)}` : `${day}: no guarded task handed a result on`}
+                            data-date={day} data-avoided={f?.avoided_seconds ?? 0}>
+                            {f ? short(f.avoided_seconds) : ""}
+                          </Table.Cell>
+                        );
+                      })}
+                    </Table.Row>
+                  )}
                 </Table.Body>
               </Table.Root>
               {!data.dates.length && <Text color="fg.muted" py={2}>No dates in this range.</Text>}

@@ -1,12 +1,14 @@
 /**
  * The dashboard widget: what needs a person's eye (dirty and quarantined entries, the oldest
  * dirty one) and what runs (leases held). Falls back to the list and lease endpoints on an
- * API server without ``/api/summary``.
+ * API server without ``/api/summary``. Below, the Spark time guarded tasks spent and avoided
+ * (``/api/stats``: the figures ``airflow-jrs stats`` prints), loaded on their own so that a
+ * slow or older API server leaves the first row alone.
  */
 import { Box, Card, HStack, Link, SimpleGrid, Stat, Text } from "@chakra-ui/react";
 import { Link as RouterLink } from "react-router-dom";
 
-import { api, ApiError, type LeasesPage, type ResultsPage, type Summary } from "../api";
+import { api, ApiError, type LeasesPage, type ResultsPage, type Stats, type Summary } from "../api";
 import { ErrorAlert, When } from "../components/common";
 import { useLoad } from "../useApi";
 
@@ -31,6 +33,50 @@ async function loadSummary(signal: AbortSignal): Promise<Summary> {
   }
 }
 
+/** The Spark time figures; ``null`` from an API server that has no ``/api/stats`` yet. */
+async function loadStats(signal: AbortSignal): Promise<Stats | null> {
+  try {
+    return await api<Stats>("api/stats", { signal });
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 404) return null;
+    throw err;
+  }
+}
+
+function TimeFigure({ label, value, title }: { label: string; value: string; title: string }) {
+  return (
+    <Stat.Root data-figure={label} title={title}>
+      <Stat.Label>{label}</Stat.Label>
+      <Stat.ValueText>{value}</Stat.ValueText>
+    </Stat.Root>
+  );
+}
+
+function SparkTime({ stats }: { stats: Stats }) {
+  const t = stats.total;
+  const since = stats.since ? `since ${stats.since.slice(0, 10)} (UTC)` : "";
+  return (
+    <Box mt={4} data-testid="jrs-stats">
+      <Text fontSize="xs" color="fg.muted" mb={2}>
+        Guarded Spark tasks {since}: the figures of <code>airflow-jrs stats</code>
+      </Text>
+      <SimpleGrid columns={{ base: 2, md: 4 }} gap={4}>
+        <TimeFigure label="Spark time avoided" value={t.avoided}
+          title={`${t.avoided_seconds} s by ${t.reused} reused results`} />
+        <TimeFigure label="Spark time spent" value={t.spent}
+          title={`${t.spent_seconds} s by ${t.computed} computed results (${t.adopted} adopted)`} />
+        <Figure label="Reused" value={t.reused} palette="green" />
+        <Figure label="Computed" value={t.computed} palette="blue" />
+      </SimpleGrid>
+      {t.untimed > 0 && (
+        <Text fontSize="xs" color="fg.muted" mt={1}>
+          {t.untimed} task{t.untimed === 1 ? "" : "s"} without a run time (not in the sums).
+        </Text>
+      )}
+    </Box>
+  );
+}
+
 function Figure({ label, value, palette }: { label: string; value: number; palette: string }) {
   return (
     <Stat.Root data-figure={label}>
@@ -42,6 +88,7 @@ function Figure({ label, value, palette }: { label: string; value: number; palet
 
 export function DashboardWidget() {
   const { data, error } = useLoad("summary", loadSummary);
+  const stats = useLoad("stats", loadStats);
   return (
     <Box data-testid="jrs-dashboard" mb={2}>
       <Card.Root size="sm" variant="outline">
@@ -77,6 +124,8 @@ export function DashboardWidget() {
               </Stat.Root>
             </SimpleGrid>
           )}
+          <ErrorAlert title="Could not load the Spark time figures" error={stats.error} />
+          {stats.data && <SparkTime stats={stats.data} />}
         </Card.Body>
       </Card.Root>
     </Box>
