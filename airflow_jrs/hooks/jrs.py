@@ -21,6 +21,7 @@ from airflow.providers.common.compat.sdk import BaseHook, conf
 from airflow.providers.redis.hooks.redis import RedisHook
 
 from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.observability.metrics import TASK_METRICS
 from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.settings import BY_NAME, DEFAULT_CONN_ID, JrsSettings, parse_boolean, resolve
 from airflow_jrs.store import AsyncRedisJobResultStore, RedisJobResultStore
@@ -185,9 +186,14 @@ class JrsHook(BaseHook):
 
         Its ``connection`` stays unset: looking it up costs a connection lookup on every task,
         the skip path included, and the spark-submit launcher asks the hook for it only when it
-        launches (:class:`~airflow_jrs.launch.submission.Supervision`)."""
+        launches (:class:`~airflow_jrs.launch.submission.Supervision`).
+
+        Its ``signals`` are the worker's Airflow metrics
+        (:data:`~airflow_jrs.observability.metrics.TASK_METRICS`): what the attempt decides is
+        counted where it decides. The CLI and the page build their namespace here too, and never
+        decide, so they send nothing."""
         settings = self.settings  # a missing connection: JrsConfigError first
-        return JobNamespace(self.get_conn(), settings)
+        return JobNamespace(self.get_conn(), settings, signals=TASK_METRICS)
 
     def test_connection(self) -> tuple[bool, str]:
         try:

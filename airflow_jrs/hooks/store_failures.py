@@ -39,6 +39,7 @@ from airflow_jrs.exceptions import (
     StoreUnavailableError,
     UnsupportedSchemaVersionError,
 )
+from airflow_jrs.observability.metrics import QUARANTINE_ERRORS, TASK_METRICS, current_task
 from airflow_jrs.store.plumbing.diagnosis import unavailable_line
 
 
@@ -79,12 +80,22 @@ def _password(hook: StoreConnection) -> str | None:
         return None
 
 
+def _count(exc: Exception) -> None:
+    """A store error (by kind) or a read that met quarantine, in Airflow's metrics; nothing else."""
+    if isinstance(exc, (StoreUnavailableError, *QUARANTINE_ERRORS)):
+        dag_id, task_id = current_task()
+        TASK_METRICS.failed(exc, dag_id=dag_id, task_id=task_id)
+
+
 @contextmanager
 def airflow_failures(hook: StoreConnection) -> Iterator[None]:
-    """Map store failures inside the block to Airflow outcomes (see the module docstring)."""
+    """Map store failures inside the block to Airflow outcomes (see the module docstring); each
+    store error (by kind) and each read that met quarantine is counted in Airflow's metrics
+    (:mod:`airflow_jrs.observability.metrics`), tagged with the running task."""
     try:
         yield
     except StoreUnavailableError as exc:
+        _count(exc)
         line = explain(exc, conn_id=hook.jrs_conn_id, server=hook.server(), password=_password(hook))
         if exc.retryable:
             raise StoreUnavailableError(
@@ -97,4 +108,5 @@ def airflow_failures(hook: StoreConnection) -> Iterator[None]:
             ) from exc.__cause__
         raise AirflowFailException(f"{line} Not retried: retrying cannot fix this.") from exc
     except NEEDS_A_PERSON as exc:
+        _count(exc)
         raise AirflowFailException(" ".join(str(exc).split())) from exc

@@ -49,7 +49,7 @@ from airflow_jrs.exceptions import (
     JobNotStartedError,
     LeaseHeldError,
 )
-from airflow_jrs.protocol import endings
+from airflow_jrs.protocol import endings, signals
 from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.protocol.launcher import COMMITTED, RUNS, Ended, Launch, Launcher
 from airflow_jrs.protocol.markers import committed_marker
@@ -197,7 +197,13 @@ class JobAttempt:
         # the document when it is missing, never a result without its outputs.
         entry = self.jobs.results.full_entry(entry)
         self.log.info("%s (%s)", recompute.describe_reuse(entry.job_id, entry), reason)
+        self._decided(signals.SKIPPED, reused=entry.result)
         return Outcome(SKIPPED, entry.job_id, entry.result, entry=entry, reason=reason)
+
+    def _decided(self, decision: str, reused: JobResult | None = None) -> None:
+        """Tell the namespace's signals (:mod:`.signals`: Airflow's metrics on a worker) what was decided."""
+        jobs, a = self.jobs, self.attempt
+        signals.tell(lambda: jobs.signals.decided(decision, dag_id=a.dag_id, task_id=a.task_id, reused=reused))
 
     def _first_seen(self) -> RequestSeen | None:
         """When this run first met its recompute request for the job (recorded now if this is the
@@ -275,6 +281,7 @@ class JobAttempt:
                 fence=token,
             )
         run.lease.check()
+        self._decided(signals.LAUNCHED)
         recorder = SubmissionRecorder(intents, intent, launcher.submission, self.log)
         recorder.start()
         try:

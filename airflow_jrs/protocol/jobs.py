@@ -17,6 +17,7 @@ from typing import Any
 import redis as redis_lib
 
 from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.protocol.signals import NO_SIGNALS, Signals
 from airflow_jrs.settings import JrsSettings, resolve
 from airflow_jrs.store import RedisJobResultStore
 from airflow_jrs.store.heartbeats import Heartbeats
@@ -50,11 +51,14 @@ class JobNamespace:
 
     :param connection: plain redis-py kwargs for the same server (what a supervisor beside
         spark-submit connects with); ``None`` when they cannot be handed on
+    :param signals: who hears what the guard decides (:mod:`airflow_jrs.protocol.signals`): the
+        Airflow hook hands in its metrics, everybody else hears nothing
     """
 
     client: redis_lib.Redis
     settings: JrsSettings
     connection: dict[str, Any] | None = field(default=None, repr=False)
+    signals: Signals = field(default=NO_SIGNALS, repr=False)
 
     @classmethod
     def from_url(cls, url: str, settings: JrsSettings) -> JobNamespace:
@@ -149,7 +153,7 @@ class JobNamespace:
         """The same namespace and settings on a client of its own, with none of this one's
         connections (close it after use): for writes from a signal handler, whose interrupted
         thread may hold a pooled connection. Same durability and limits as every other write."""
-        return JobNamespace(fresh_client(self.client), self.settings, self.connection)
+        return JobNamespace(fresh_client(self.client), self.settings, self.connection, self.signals)
 
     def close(self) -> None:
         self.client.close()

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from airflow_jrs.exceptions import CorruptCommitMarkerError
+from airflow_jrs.protocol import signals
 from airflow_jrs.protocol.launcher import Launcher, Predecessor
 from airflow_jrs.protocol.markers import names_attempt
 from airflow_jrs.protocol.run import JobRun, succeeded_result
@@ -51,6 +52,21 @@ if TYPE_CHECKING:
 PREDECESSOR_POLICIES = ("wait", "stop")
 #: Seconds between two reads of a predecessor's heartbeat.
 HEARTBEAT_POLL = 0.5
+
+
+#: The recovery steps that are decisions, and the name :mod:`.signals` knows each by.
+DECIDING_STEPS = {
+    WAITED: signals.WAITED, STOPPED: signals.STOPPED_PREDECESSOR, ADOPTED: signals.ADOPTED,
+    RESUBMITTED: signals.RESUBMITTED,
+}  # fmt: skip
+
+
+def decided(run: JobRun, step: RecoveryStep) -> None:
+    """Tell the namespace's signals (Airflow's metrics on a worker) of ``step`` when it is a
+    decision (:data:`DECIDING_STEPS`); whether its line reached the recovery log does not matter."""
+    decision, jobs, a = DECIDING_STEPS.get(step.event), run.jobs, run.attempt
+    if decision is not None:
+        signals.tell(lambda: jobs.signals.decided(decision, dag_id=a.dag_id, task_id=a.task_id))
 
 
 def note(jobs: JobNamespace, job_id: str, fence: int | None, step: RecoveryStep, log: Any) -> None:
@@ -145,6 +161,7 @@ def _settle_supervised_predecessor(run: JobRun, fence: int, predecessor: str, lo
                        "exit_code": None if current is None else current.exit_code},
             )  # fmt: skip
             note(run.jobs, run.job_id, run.lease.token, step, log)
+            decided(run, step)
             return beat
         time.sleep(HEARTBEAT_POLL)
 
@@ -172,6 +189,7 @@ def _settle_launched_predecessors(run: JobRun, launcher: Launcher, stale: Intent
         facts={"applications": names, "seconds": took},
     )
     note(run.jobs, run.job_id, run.lease.token, step, log)
+    decided(run, step)
     return True
 
 
@@ -244,6 +262,7 @@ def recover(run: JobRun, *, launcher: Launcher, predecessor: str, log: Any) -> t
         step = RecoveryStep(RESUBMITTED, f"submits again: {why}", predecessor=int(stale.fence),
                             facts={"staging": stale.staging})  # fmt: skip
         note(run.jobs, job_id, lease.token, step, log)
+        decided(run, step)
         return None
     token = lease.check()
     result = succeeded_result(run, stale.staging, marker, started=None, application_id=stale.application_id)
@@ -260,4 +279,5 @@ def recover(run: JobRun, *, launcher: Launcher, predecessor: str, log: Any) -> t
         facts={"application_id": result.application_id, "staging": stale.staging, **tried},
     )  # fmt: skip
     note(run.jobs, job_id, token, step, log)
+    decided(run, step)
     return result, int(stale.fence)

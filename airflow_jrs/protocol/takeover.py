@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from airflow_jrs.exceptions import LeaseHeldError
+from airflow_jrs.protocol import signals
 from airflow_jrs.protocol.processes import find_job_processes
 from airflow_jrs.protocol.recovery import note
 from airflow_jrs.store.heartbeats import Heartbeat
@@ -199,6 +200,8 @@ def take_over_if_dead(jobs: JobNamespace, lease: JobLease, log: Any) -> tuple[bo
         facts={**owner, "ttl_left_s": round(holder.ttl_ms / 1000, 1)},
     )
     note(jobs, job_id, token, step, log)
+    ours = lease.owner
+    signals.tell(lambda: jobs.signals.took_over(dag_id=ours.get("dag_id"), task_id=ours.get("task_id")))
     return True, ""
 
 

@@ -45,6 +45,7 @@ from redis.backoff import NoBackoff
 
 from airflow_jrs.domain.wait import DEFAULT_STATUSES, evaluate, validate_wait_args
 from airflow_jrs.exceptions import JobResultEntryError, JrsConfigError, StoreUnavailableError
+from airflow_jrs.observability.metrics import TRIGGERER_METRICS, task_of
 from airflow_jrs.settings import BY_NAME
 from airflow_jrs.store import AsyncRedisJobResultStore, validate_job_id
 from airflow_jrs.store.plumbing.clients import async_policy_client
@@ -159,6 +160,7 @@ class JobResultTrigger(BaseTrigger):
                 try:
                     payload = await self._subscribe_and_wait()
                 except StoreUnavailableError as exc:
+                    self._count(exc)
                     if not exc.retryable:  # a wrong password, a missing permission: waiting cannot fix it
                         payload = self._refused(exc)
                     else:
@@ -179,6 +181,11 @@ class JobResultTrigger(BaseTrigger):
                 return
         finally:
             await self._close_store()
+
+    def _count(self, exc: BaseException) -> None:
+        """A store error (by kind) or a read that met quarantine, in the triggerer's Airflow metrics."""
+        dag_id, task_id = task_of(self.task_instance)
+        TRIGGERER_METRICS.failed(exc, dag_id=dag_id, task_id=task_id)
 
     def _refused(self, exc: StoreUnavailableError) -> dict[str, Any]:
         message = f"Redis refused the trigger's reads in namespace {self.namespace!r}: {exc}"
@@ -208,6 +215,7 @@ class JobResultTrigger(BaseTrigger):
         try:
             entries = await store.get_entries(self.job_ids)
         except JobResultEntryError as exc:
+            self._count(exc)  # a read that met quarantine
             return {"status": "error", "job_id": exc.job_id, "message": str(exc), "error": type(exc).__name__}
         outcome = evaluate(
             self.job_ids,

@@ -54,6 +54,8 @@ from airflow_jrs.domain import recompute
 from airflow_jrs.domain.identity import application_fingerprint, job_id_for
 from airflow_jrs.domain.payload import DECIDED_IN_TRIGGERER, SKIPPED_RESULT_KEY, entry_payload, tasks_job_ids
 from airflow_jrs.exceptions import CleanupError, JobResultEntryError, JrsConfigError
+from airflow_jrs.observability.metrics import TRIGGERER_METRICS, task_of
+from airflow_jrs.protocol import signals
 from airflow_jrs.store import AsyncRedisJobResultStore, JobResultEntry, validate_job_id
 
 #: Seconds to wait for one request through the triggerer's Execution API channel.
@@ -169,7 +171,13 @@ class StartInTriggererTrigger(BaseTrigger):
         try:
             return await store.get_entries(job_ids)
         except JobResultEntryError as exc:
+            self._count(exc)  # a read that met quarantine
             raise _GoToWorker(f"{type(exc).__name__}: {exc}") from None
+
+    def _count(self, exc: BaseException) -> None:
+        """A store error (by kind) or a read that met quarantine, in the triggerer's Airflow metrics."""
+        dag_id, task_id = task_of(self.task_instance)
+        TRIGGERER_METRICS.failed(exc, dag_id=dag_id, task_id=task_id)
 
     async def _close(self) -> None:
         store, self._store = self._store, None
@@ -215,6 +223,7 @@ class StartInTriggererTrigger(BaseTrigger):
                 raise _GoToWorker(self._render_error)
             event = await self._decide()
         except Exception as exc:  # anything unexpected: the worker path decides, with all its rules
+            self._count(exc)  # counted when the store failed
             reason = str(exc) if isinstance(exc, _GoToWorker) else f"the triggerer could not decide ({exc!r})"
             self.log.info("Started in the triggerer, handing the task to a worker: %s", reason)
             event = TriggerEvent({"status": TO_WORKER, "reason": reason})
@@ -294,11 +303,12 @@ class StartInTriggererSubmitTrigger(StartInTriggererTrigger):
             "%s (%s; decided in the triggerer, where the task ends)", recompute.describe_reuse(job_id, decision.entry),
             decision.reason,
         )  # fmt: skip
-        if self.skip_when_done:
-            await self._push_xcom(SKIPPED_RESULT_KEY, payload)
-            return TaskSkippedEvent()
-        await self._push_xcom("return_value", payload)
-        return TaskSuccessEvent()
+        await self._push_xcom(SKIPPED_RESULT_KEY if self.skip_when_done else "return_value", payload)
+        # Counted once the task ends here; had the XCom failed, the worker would decide (and count).
+        TRIGGERER_METRICS.decided(
+            signals.SKIPPED, dag_id=context["ti"].dag_id, task_id=task_id, reused=decision.entry.result
+        )
+        return TaskSkippedEvent() if self.skip_when_done else TaskSuccessEvent()
 
 
 class StartInTriggererCleanupTrigger(StartInTriggererTrigger):

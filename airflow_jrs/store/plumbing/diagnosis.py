@@ -48,6 +48,12 @@ _DNS_ERRNOS = {socket.EAI_NONAME, socket.EAI_AGAIN, -5}
 _DNS_WORDS = ("name or service not known", "nodename nor servname", "temporary failure in name resolution")
 
 
+#: Every ``kind`` of :class:`Problem`, in the table's order (what the store errors' metrics are
+#: named by: :mod:`airflow_jrs.observability.metrics`).
+KINDS = ("refused", "dns", "timeout", "lost", "loading", "readonly", "oom", "auth", "noperm", "tls", "cluster",
+         "other")  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Problem:
     """One diagnosed Redis failure: ``kind`` (see the table above), ``retryable``, and the
