@@ -7,16 +7,19 @@ asks for generated text with an HTML comment on a line of its own::
     <!-- jrs-reference: config -->                    [jrs], from get_provider_info()["config"]
     <!-- jrs-reference: params MODULE.CLASS -->       a class's parameters, from its source
     <!-- jrs-reference: api -->                       the UI plugin's JSON routes, from its source
+    <!-- jrs-reference: metrics -->                   the Airflow metrics, from their one table
 
 and the hook replaces the comment before the page is rendered (one renderer a source, in
-``scripts/jrs_reference/``: cli.py, config.py, params.py, api.py). Nothing generated is written to
-``docs/``; ``python scripts/mkdocs_hooks.py cli|config|api|params MODULE.CLASS`` prints a block.
+``scripts/jrs_reference/``: cli.py, config.py, params.py, api.py, metrics.py). Nothing generated is
+written to ``docs/``; ``python scripts/mkdocs_hooks.py cli|config|api|metrics|params MODULE.CLASS``
+prints a block.
 
 Why each source is read the way it is:
 
 * the CLI and ``[jrs]`` are *imported*: ``airflow_jrs.cli`` and ``get_provider_info`` do no I/O
   and import no Airflow at import time (a rule of the package), so the text is exactly what a
-  user's ``--help`` and Airflow's config show;
+  user's ``--help`` and Airflow's config show; so are the metrics (``METRICS`` of
+  ``airflow_jrs.observability.metrics``, which imports Airflow only when it sends one);
 * operators, sensors, triggers and the plugin are *parsed* (``ast``), not imported: importing them
   imports Airflow, which reads (and may create) ``$AIRFLOW_HOME/airflow.cfg`` and takes seconds;
   a docs build must not touch a user's Airflow home. Their parameters come from the
@@ -46,6 +49,7 @@ from typing import Any
 from jrs_reference.api import render_api
 from jrs_reference.cli import render_cli
 from jrs_reference.config import render_config
+from jrs_reference.metrics import render_metrics
 from jrs_reference.params import render_params
 from jrs_reference.text import cell, log
 
@@ -61,6 +65,7 @@ RENDERERS: dict[str, Callable[[str], str]] = {
     "config": render_config,
     "params": render_params,
     "api": render_api,
+    "metrics": render_metrics,
 }
 
 

@@ -114,8 +114,8 @@ METRICS: tuple[Metric, ...] = (
            "An attempt took over the job's lease from a holder that is provably dead, or from an earlier "
            "try of the same task instance, instead of waiting for its TTL."),
     Metric(QUARANTINED_READ, (WORKER, TRIGGERER),
-           "A read met a quarantined entry: a corrupt one it moved to quarantine, or one already there. "
-           "The job is blocked until someone inspects it (`airflow-jrs quarantine`)."),
+           "A read met a quarantined entry: a corrupt one it moved to quarantine, or one already there. The job "
+           "is blocked until someone inspects it (`airflow-jrs quarantined`, `airflow-jrs release-quarantine`)."),
     Metric(STORE_ERROR, (WORKER, TRIGGERER),
            "The store could not be read or written, by the diagnosed kind of failure (see below). Counted "
            "where a task's store call fails (the task then fails closed, or Airflow retries it) and where a "

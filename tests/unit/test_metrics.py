@@ -308,3 +308,17 @@ def test_no_module_of_the_cli_or_the_page_reaches_the_metrics():
                 ):
                     offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert not offenders, f"metrics are sent where the guard decides, never from {NEVER_EMIT}: {offenders}"
+
+
+def test_the_reference_page_is_generated_from_the_table_and_names_every_metric_and_kind():
+    root = PACKAGE.parent
+    assert "<!-- jrs-reference: metrics -->" in (root / "docs" / "reference" / "metrics.md").read_text()
+    assert "reference/metrics.md" in (root / "mkdocs.yml").read_text()
+    sys.path.insert(0, str(root / "scripts"))
+    try:
+        from jrs_reference.metrics import render_metrics
+    finally:
+        sys.path.remove(str(root / "scripts"))
+    page = render_metrics()
+    assert all(f"`{m.name}`" in page for m in metrics.METRICS)
+    assert all(f"`{kind}`" in page for kind in metrics.STORE_ERROR_KINDS)
