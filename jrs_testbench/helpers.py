@@ -14,6 +14,7 @@ here (Airflow reads its configuration at import: the environment must be set fir
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
@@ -132,6 +133,22 @@ class SparkLaunches:
 
     def count(self) -> int:
         return len(list(self.dir.iterdir()))
+
+    def properties(self) -> list[dict[str, str]]:
+        """The Spark Properties each application received, read from its own event log (plain
+        or zstd, rolling or not): what Spark got, not what an operator meant to give it."""
+        found = []
+        for log in sorted(p for p in self.dir.rglob("*") if p.is_file() and not p.name.startswith((".", "appstatus"))):
+            raw = log.read_bytes()
+            if log.suffix == ".zstd":
+                import zstandard
+
+                raw = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw), read_across_frames=True).read()
+            for line in raw.decode().splitlines():
+                event = json.loads(line)
+                if event.get("Event") == "SparkListenerEnvironmentUpdate":
+                    found.append(dict(event["Spark Properties"]))
+        return found
 
     def defaults_dir(self) -> Path:
         """A ``SPARK_CONF_DIR`` beside the event folder whose ``spark-defaults.conf`` turns event

@@ -94,6 +94,19 @@ class GuardedJob:
         """:func:`~airflow_jrs.protocol.guarded_task.plan_facts`, read when Airflow serializes the task."""
         return plan_facts(self)
 
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Airflow's openlineage provider asks after a success and after a skip: the job's outputs,
+        computed now or reused, and who computed them (:mod:`airflow_jrs.observability.lineage`)."""
+        from airflow_jrs.observability.lineage import operator_lineage
+
+        return operator_lineage(remembered_payload(self, task_instance))
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        """A failed try published nothing: no output datasets (not the last success's)."""
+        from airflow_jrs.observability.lineage import operator_lineage
+
+        return operator_lineage(None)
+
     def _take_job_params(self, params: Mapping[str, Any]) -> None:
         """Check and keep the job's parameters from ``params`` (the ``__init__``'s ``locals()``)."""
         predecessor = params["predecessor"]
@@ -239,10 +252,12 @@ def task_payload(op: Any, context: Mapping[str, Any], outcome: Outcome) -> dict[
             context["ti"].xcom_push(key=SKIPPED_RESULT_KEY, value=payload)
             raise AirflowSkipException(f"job {outcome.job_id} already has a SUCCEEDED result ({entry.state.value})")
         return payload
+    # the fence that wrote it, as the store has it (lineage and the UI name it beside the outputs)
+    written = outcome.result if outcome.fence is None else outcome.result.with_fence(outcome.fence)
     if outcome.kind == ADOPTED:
-        adopted = result_payload(outcome.result, EntryState.DIRTY, skipped=False, adopted_from=outcome.adopted_from)
+        adopted = result_payload(written, EntryState.DIRTY, skipped=False, adopted_from=outcome.adopted_from)
         return remember_payload(op, context, adopted)
-    return remember_payload(op, context, result_payload(outcome.result, EntryState.DIRTY, skipped=False))
+    return remember_payload(op, context, result_payload(written, EntryState.DIRTY, skipped=False))
 
 
 #: The attribute of an operator that holds its last payload, keyed by the task instance it is for.
@@ -260,3 +275,12 @@ def remember_payload(op: Any, context: Mapping[str, Any], payload: dict[str, Any
     there would cost one Execution API call per link (:mod:`airflow_jrs.operators.links`)."""
     setattr(op, PAYLOAD_ATTR, (ti_identity(context["ti"]), payload))
     return payload
+
+
+def remembered_payload(op: Any, ti: Any) -> dict[str, Any] | None:
+    """What :func:`remember_payload` kept on ``op`` for ``ti`` (``{}``: this try ran here and
+    returned nothing); ``None`` when it kept nothing for this task instance."""
+    kept = getattr(op, PAYLOAD_ATTR, None)
+    if isinstance(kept, tuple) and len(kept) == 2 and kept[0] == ti_identity(ti):
+        return dict(kept[1])
+    return None

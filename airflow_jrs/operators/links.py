@@ -22,11 +22,11 @@ def _payload(operator: Any, ti_key: Any) -> dict[str, Any]:
     from airflow.sdk.execution_time.xcom import XCom  # the worker's configured XCom backend
 
     from airflow_jrs.domain.payload import SKIPPED_RESULT_KEY
-    from airflow_jrs.operators.guarded import PAYLOAD_ATTR, ti_identity
+    from airflow_jrs.operators.guarded import remembered_payload
 
-    kept = getattr(operator, PAYLOAD_ATTR, None)
-    if isinstance(kept, tuple) and len(kept) == 2 and kept[0] == ti_identity(ti_key):
-        return dict(kept[1])  # empty: this try ran here and returned nothing (it failed)
+    kept = remembered_payload(operator, ti_key)
+    if kept is not None:
+        return kept  # empty: this try ran here and returned nothing (it failed)
 
     for key in ("return_value", SKIPPED_RESULT_KEY):
         try:

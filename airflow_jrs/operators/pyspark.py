@@ -49,6 +49,7 @@ from airflow_jrs.domain.identity import function_fingerprint, job_id_for
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.launch.connect_launcher import ConnectLauncher
 from airflow_jrs.launch.session_launcher import JobContext
+from airflow_jrs.observability.lineage import with_spark_lineage
 from airflow_jrs.operators.guarded import GuardedJob, execute_with_store, kill_attempt, run_job
 from airflow_jrs.operators.links import JobResultLink
 from airflow_jrs.operators.session_settings import in_process_session
@@ -135,7 +136,8 @@ class JrsPySparkOperator(PySparkOperator, GuardedJob):
         context_merge(context, self.op_kwargs, templates_dict=self.templates_dict)
         kwargs = dict(self.determine_kwargs(context))
         launcher = ConnectLauncher(
-            self._bind(kwargs), self._session_settings, callable_name=_qualified_name(self.python_callable),
+            self._bind(kwargs), with_spark_lineage(self._session_settings, context),
+            callable_name=_qualified_name(self.python_callable),
             log=self.log, unseen_tasks_wait=hook.settings.connect_unseen_tasks_wait,
         )  # fmt: skip
         return run_job(self, context, hook, JobSpec(job_id, fp, self.outputs or {"output": ""}), launcher)

@@ -51,6 +51,7 @@ from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.launch.deploy_modes.registry import kind_of
 from airflow_jrs.launch.pipelines_fence import check_fenced
 from airflow_jrs.launch.pipelines_launcher import PipelineRunError, PipelinesLauncher
+from airflow_jrs.observability.lineage import spark_lineage_conf
 from airflow_jrs.operators.guarded import GuardedJob, execute_with_store, kill_attempt, run_job
 from airflow_jrs.operators.links import JobResultLink
 from airflow_jrs.protocol import JobSpec
@@ -90,6 +91,11 @@ class JrsSparkPipelinesOperator(SparkPipelinesOperator, GuardedJob):
     :param predecessor: what to do with a predecessor's spark-pipelines that still runs (its task
         was ``kill -9``-ed): ``"wait"`` (default) for it to end, or ``"stop"`` it; its folder is
         adopted only when its task wrote the commit marker, else the pipeline runs again
+    :param openlineage_inject_parent_job_info: give the pipeline's Spark this task as its
+        OpenLineage parent (``spark.openlineage.*`` conf). Default ``[openlineage]
+        spark_inject_parent_job_info``; never part of the fingerprint
+    :param openlineage_inject_transport_info: give it the task's OpenLineage transport. Default
+        ``[openlineage] spark_inject_transport_info``
     """
 
     template_fields: Sequence[str] = (
@@ -120,6 +126,8 @@ class JrsSparkPipelinesOperator(SparkPipelinesOperator, GuardedJob):
         accept_changed_fingerprint: bool = False,
         output_root: str | None = None,
         predecessor: str = "wait",
+        openlineage_inject_parent_job_info: bool | None = None,
+        openlineage_inject_transport_info: bool | None = None,
         **kwargs: Any,
     ) -> None:
         if pipeline_command != "run":
@@ -131,6 +139,9 @@ class JrsSparkPipelinesOperator(SparkPipelinesOperator, GuardedJob):
         super().__init__(pipeline_spec=pipeline_spec, pipeline_command="run", conn_id=conn_id or "", **kwargs)
         self._take_job_params(locals())
         self.spark_conn_id = conn_id
+        # Resolved at launch (None: [openlineage]), not when the DAG file is parsed as the parent's are.
+        self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
+        self.openlineage_inject_transport_info = openlineage_inject_transport_info
 
     # -- the attempt --------------------------------------------------------------------------
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]  # the job payload
@@ -143,7 +154,11 @@ class JrsSparkPipelinesOperator(SparkPipelinesOperator, GuardedJob):
             raise JrsConfigError(f"{self.task_id}: pipeline_spec is required (the path of spark-pipeline.yml)")
         fingerprint = pipeline_fingerprint(spec_path, self.job_version)
         launcher = PipelinesLauncher(
-            spec_path=spec_path, conf=self._checked_conf(), cli_args=self._cli_args(),
+            spec_path=spec_path, cli_args=self._cli_args(),
+            conf=spark_lineage_conf(
+                self._checked_conf(), context, parent=self.openlineage_inject_parent_job_info,
+                transport=self.openlineage_inject_transport_info,
+            ),
             env={str(k): str(v) for k, v in (self.env_vars or {}).items()}, hook=hook, log=self.log,
         )  # fmt: skip
         spec = JobSpec(job_id, fingerprint, self.outputs or {"output": "warehouse"})

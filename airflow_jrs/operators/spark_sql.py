@@ -51,6 +51,7 @@ from airflow_jrs.exceptions import JrsConfigError, JrsError
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.launch.provider_adapter import sql_settings
 from airflow_jrs.launch.session_launcher import JobContext, SessionLauncher
+from airflow_jrs.observability.lineage import with_spark_lineage
 from airflow_jrs.operators.guarded import GuardedJob, execute_with_store, kill_attempt, run_job
 from airflow_jrs.operators.links import JobResultLink
 from airflow_jrs.operators.session_settings import in_process_session
@@ -153,7 +154,8 @@ class JrsSparkSqlOperator(SparkSqlOperator, GuardedJob):
         statements = self.statements()
         check_placeholders(statements, outputs)
         launcher = self._launcher = _SqlSessionLauncher(
-            self._runner(statements), self._session_settings, callable_name=f"spark-sql ({len(statements)} statements)",
+            self._runner(statements), with_spark_lineage(self._session_settings, context),
+            callable_name=f"spark-sql ({len(statements)} statements)",
             log=self.log,
         )  # fmt: skip
         return run_job(

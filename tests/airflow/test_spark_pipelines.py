@@ -111,10 +111,14 @@ def test_a_date_is_computed_once_under_its_fence_committed_by_the_cleanup_and_th
     jrs_env, monkeypatch, workdir
 ):
     monkeypatch.setenv("JRS_SPARK_EVENT_LOG_DIR", jrs_env.spark.uri)  # one event log per pipeline run
+    # the provider's OpenLineage parent injection, honoured at launch (docs/how-to/lineage.md)
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__SPARK_INJECT_PARENT_JOB_INFO", "true")
     dr = load_example().test(logical_date=DAY)
     states = {ti.task_id: str(ti.state) for ti in dr.get_task_instances()}
     assert states == {"counts": "success", "counts_cleanup": "success"}
     assert jrs_env.launches() == 1
+    (received,) = jrs_env.spark.properties()
+    assert received["spark.openlineage.parentJobName"] == "daily_counts_pipeline.counts", received
     entry = jrs_env.store.get_entry(EXAMPLE_JOB)
     assert entry.state.value == "clean" and entry.result.metrics == {"datasets": ["daily", "numbers"]}
     assert len(assert_clean_outputs_exist(jrs_env.store)) == 1
