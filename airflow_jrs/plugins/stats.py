@@ -1,11 +1,12 @@
 """The guarded tasks' XCom payloads in Airflow's metadata DB: the rows :mod:`airflow_jrs.views.stats`
 counts for ``GET /jrs/api/stats`` (the dashboard, ``airflow-jrs stats``) and the calendar's figures.
 
-Which tasks are guarded comes from the latest serialized DAG (:func:`~airflow_jrs.actions.planning.dags.find_dag`,
-deserialized once per version; the API server runs no DAG code, docs/architecture.md invariant 9):
-every task :func:`~airflow_jrs.actions.planning.serialized.plan_tasks` names, planned or not. Three
-queries at most, none per task: the DAGs with a payload key in the window, then the rows of the
-readable DAGs' guarded tasks, deserialized as Airflow's own XCom reads do.
+Which tasks are guarded comes from the latest serialized DAG (the API server runs no DAG code,
+docs/architecture.md invariant 9): every task :func:`~airflow_jrs.actions.planning.serialized.plan_tasks`
+names, planned or not, kept per DAG version and content (:data:`_GUARDED`), so the dashboard
+deserializes a DAG only when a new version of it appears, however many DAGs it counts. Three
+queries, none per DAG or task: the DAGs with a payload key in the window, their latest versions,
+then the rows of the readable DAGs' guarded tasks, deserialized as Airflow's own XCom reads do.
 """
 
 from __future__ import annotations
@@ -15,18 +16,55 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from airflow_jrs.actions import ActionError
-from airflow_jrs.actions.planning.dags import find_dag
+from airflow_jrs.actions.planning.dags import version_dag
 from airflow_jrs.actions.planning.serialized import plan_tasks
 from airflow_jrs.views.stats import PAYLOAD_KEYS, PayloadRow
 
 log = logging.getLogger("airflow_jrs.plugins.api")
+
+#: Guarded task ids by (DAG version id, content hash): Airflow rewrites a version in place until a
+#: task ran with it, so the id alone could keep a stale answer. Small entries; the oldest leaves first.
+_GUARDED: dict[tuple[str, str], frozenset[str]] = {}
+_KEPT = 4096
 
 
 def guarded_task_ids(dag: Any) -> set[str]:
     """Every guarded task of serialized ``dag``: planned, expanded only at run time, or not plannable."""
     tasks, run_time, unplannable = plan_tasks(dag)
     return {t.task_id for t in tasks} | set(run_time) | {u.task_id for u in unplannable}
+
+
+def latest_guarded(session: Any, dag_ids: Iterable[str]) -> dict[str, frozenset[str]]:
+    """The guarded task ids of each DAG's latest serialized version (the highest version number,
+    as Airflow picks it); a DAG Airflow no longer has is left out."""
+    from airflow.models.dag_version import DagVersion
+    from airflow.models.serialized_dag import SerializedDagModel
+    from sqlalchemy import select
+
+    model = SerializedDagModel
+    found = session.execute(
+        select(model.dag_id, model.dag_version_id, model.dag_hash, DagVersion.version_number)
+        .join(DagVersion, model.dag_version_id == DagVersion.id)
+        .where(model.dag_id.in_(sorted(set(dag_ids))))
+    ).all()
+    latest: dict[str, Any] = {}
+    for row in found:
+        if row.dag_id not in latest or row.version_number > latest[row.dag_id].version_number:
+            latest[row.dag_id] = row
+    out: dict[str, frozenset[str]] = {}
+    for dag_id, row in latest.items():
+        key = (str(row.dag_version_id), row.dag_hash)
+        tasks = _GUARDED.get(key)
+        if tasks is None:
+            dag = version_dag(row.dag_version_id)  # the column's own type (a UUID), not its text
+            if dag is None:  # pruned between the two reads
+                continue
+            tasks = frozenset(guarded_task_ids(dag))
+            if len(_GUARDED) >= _KEPT:
+                _GUARDED.pop(next(iter(_GUARDED)), None)
+            _GUARDED[key] = tasks
+        out[dag_id] = tasks
+    return out
 
 
 def payload_rows(
@@ -60,17 +98,12 @@ def payload_rows(
             candidates: Iterable[str] = [dag_id]
         else:
             candidates = session.scalars(window(select(XComModel.dag_id).distinct())).all()
-        guarded: dict[str, set[str]] = {}
-        for one in sorted(candidates):
-            if not readable(one):
-                continue
-            try:
-                tasks = guarded_task_ids(find_dag(one))
-            except ActionError:  # deleted, or no longer parsed: nothing says which tasks were guarded
-                notes.append(f"DAG {one!r} is not in Airflow's serialized DAGs any more: its tasks are not counted")
-                continue
-            if tasks:
-                guarded[one] = tasks
+        asked = [one for one in sorted(candidates) if readable(one)]
+        known = latest_guarded(session, asked) if asked else {}
+        # deleted, or no longer parsed: nothing says which of its tasks were guarded
+        notes += [f"DAG {one!r} is not in Airflow's serialized DAGs any more: its tasks are not counted"
+                  for one in asked if one not in known]  # fmt: skip
+        guarded = {one: tasks for one, tasks in known.items() if tasks}
         if not guarded:
             return [], notes
         task_ids = set().union(*guarded.values())

@@ -102,6 +102,10 @@ def test_the_route_counts_guarded_tasks_only_by_dag_and_in_total(site: dict[str,
     assert doc["since"] == (datetime.now(UTC).date() - timedelta(days=30)).isoformat() + "T00:00:00+00:00"
     later = site["airflow"].client.request("GET", "/jrs/api/stats?since=2999-01-01")
     assert later["dags"] == [] and later["total"]["reused"] == 0
+    gone = site["airflow"].client.request("GET", "/jrs/api/stats?dag_id=jrs_no_such_dag")
+    assert gone["dags"] == [] and gone["notes"] == [
+        "DAG 'jrs_no_such_dag' is not in Airflow's serialized DAGs any more: its tasks are not counted"
+    ]
 
 
 def test_a_user_sees_the_figures_of_the_dags_they_may_read_only(site: dict[str, Any]) -> None:
