@@ -165,6 +165,8 @@ ROUTES = [
     ("GET", "/jrs/api/summary"),
     ("GET", "/jrs/static/ui/main.js"),
     ("GET", "/jrs/api/dags/dag_a/calendar?start=2024-01-01&end=2024-01-02"),
+    ("GET", "/jrs/api/stats"),
+    ("GET", "/jrs/api/dags/dag_a/stats?start=2024-01-01&end=2024-01-02"),
     ("POST", "/jrs/api/dags/dag_a/backfill-missing"),
     ("POST", "/jrs/api/dags/dag_a/recompute"),
     ("GET", "/jrs/api/task-instance?dag_id=dag_a&run_id=scheduled__2024-01-09&task_id=submit"),
