@@ -26,9 +26,11 @@ decision, the error's kind) is in the metric's name; DogStatsD (``statsd_datadog
 InfluxDB-style StatsD and OpenTelemetry keep them.
 
 A metrics backend must never fail or delay a task: a StatsD client sends one UDP datagram per
-metric and never waits for an answer (a server that is down loses the datagram, and the client
-does not know); anything that raises on the way (a broken ``stat_name_handler``, an exporter
-that cannot start) is caught here, said once per process in the log, and the task goes on.
+metric and never waits for an answer (a server that is down loses the datagram; plain StatsD
+does not even know). What does go wrong on the way is said once per process in the log, and the
+task goes on: anything that raises (a broken ``stat_name_handler``, an exporter that cannot
+start), and what a client logs while sending one of these metrics (DogStatsD warns of every
+packet its agent refuses: :class:`_OursOnce` turns that into the one line).
 Importing this module imports no Airflow (the docs build imports it for the reference).
 """
 
@@ -38,6 +40,7 @@ import importlib
 import logging
 import os
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -154,15 +157,45 @@ def airflow_stats(where: str) -> Any:
 _said: int | None = None  # the pid that already said the backend failed
 
 
-def _say_once(exc: BaseException) -> None:
+def _say_once(what: str) -> None:
     global _said
     if _said == os.getpid():
         return
     _said = os.getpid()
     log.warning(
-        "airflow-jrs could not send a metric through Airflow's metrics ([metrics]): %s: %s. The task goes on; "
-        "this process does not say it again.", type(exc).__name__, exc,
+        "airflow-jrs could not send a metric through Airflow's metrics ([metrics]): %s. The task goes on; "
+        "this process does not say it again.", what,
     )  # fmt: skip
+
+
+#: The loggers of the StatsD clients Airflow sends through that log each failed send themselves:
+#: DogStatsD warns of every packet its agent refuses (a connected UDP socket hears "connection
+#: refused" while the agent is down), which would be a line in the task log per metric.
+CLIENT_LOGGERS = ("datadog.dogstatsd",)
+#: Set while this module sends: what a client logs then is this module's to say (once).
+_sending: ContextVar[bool] = ContextVar("airflow_jrs_metrics_sending", default=False)
+
+
+class _OursOnce(logging.Filter):
+    """On a client's logger: a warning logged while this module sends becomes :func:`_say_once`'s
+    one line; everything else (Airflow's own metrics, debug lines) passes unchanged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not _sending.get() or record.levelno < logging.WARNING:
+            return True
+        _say_once(f"{record.name}: {record.getMessage()}")
+        return False
+
+
+_FILTER = _OursOnce()
+
+
+def _hear_clients() -> None:
+    """Put :data:`_FILTER` on the clients' loggers (once; a filter is kept by identity)."""
+    for name in CLIENT_LOGGERS:
+        logger = logging.getLogger(name)
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)
 
 
 def _tags(dag_id: str | None, task_id: str | None) -> dict[str, str]:
@@ -183,10 +216,14 @@ class AirflowMetrics:
 
     def count(self, name: str, *, dag_id: str | None, task_id: str | None, count: int = 1) -> None:
         """Add ``count`` to metric ``name`` (a name of :data:`METRICS`, ``{kind}`` filled in)."""
+        _hear_clients()
+        sending = _sending.set(True)
         try:
             airflow_stats(self.where).incr(name, count=count, tags=_tags(dag_id, task_id))
         except Exception as exc:
-            _say_once(exc)
+            _say_once(f"{type(exc).__name__}: {exc}")
+        finally:
+            _sending.reset(sending)
 
     # -- what the protocol tells (protocol/signals.py) -----------------------------------------
     def decided(

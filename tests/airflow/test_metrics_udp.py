@@ -174,15 +174,22 @@ def test_plain_statsd_drops_the_tags_and_keeps_the_decision_in_the_name(
     assert listener.metrics() == [("airflow.jrs.decision.launched", 1, {})]
 
 
-def test_a_metrics_backend_that_is_down_leaves_the_task_as_it_was(
-    jrs_env, spark_submit, airflow_metrics, monkeypatch, caplog
+def test_a_metrics_backend_that_is_down_leaves_the_task_as_it_was_and_is_said_once(
+    jrs_env, spark_submit, airflow_metrics, monkeypatch, capfd, caplog
 ):
+    """DogStatsD sends on a connected UDP socket: with nothing listening, every other send hears
+    "connection refused" and the client would warn of each dropped packet. The task succeeds,
+    computes and then reuses its job as without metrics, and the task log says it once."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     configure(monkeypatch, port, datadog=True, where=metrics.WORKER)
     assert run_dag() == {"submit": "success"} and launches(spark_submit) == 1
-    assert run_dag() == {"submit": "success"} and launches(spark_submit) == 1
+    assert run_dag() == {"submit": "success"} and launches(spark_submit) == 1  # the skip sends two in a row
+    out, err = capfd.readouterr()
+    said = [line for line in (out + err).splitlines() if "airflow-jrs could not send a metric" in line]
+    said = said or [r.getMessage() for r in caplog.records if "airflow-jrs could not send a metric" in r.getMessage()]
+    assert len(said) == 1 and "Connection refused" in said[0], said
 
 
 def test_a_skip_decided_in_the_triggerer_is_counted_by_the_triggerers_stats(

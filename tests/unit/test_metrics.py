@@ -322,3 +322,24 @@ def test_the_reference_page_is_generated_from_the_table_and_names_every_metric_a
     page = render_metrics()
     assert all(f"`{m.name}`" in page for m in metrics.METRICS)
     assert all(f"`{kind}`" in page for kind in metrics.STORE_ERROR_KINDS)
+
+
+def test_what_a_client_warns_while_sending_ours_is_said_once_and_its_warnings_for_airflow_pass(monkeypatch, caplog):
+    client_log = logging.getLogger("datadog.dogstatsd")
+
+    class Refused(FakeStats):  # what DogStatsD does when its agent refuses a packet: warn, drop, go on
+        def incr(self, stat: str, count: int = 1, rate: float = 1, *, tags: dict[str, str] | None = None) -> None:
+            client_log.warning("Error submitting packet: %s, dropping the packet", "[Errno 111] Connection refused")
+
+    monkeypatch.setattr(metrics, "_said", None)
+    monkeypatch.setattr(metrics, "airflow_stats", lambda where: Refused())
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            metrics.TASK_METRICS.decided(signals.LAUNCHED, dag_id="d", task_id="t")
+        client_log.warning("Error submitting packet: %s", "Airflow's own ti.start")  # not ours: unchanged
+    lines = [(r.name, r.getMessage()) for r in caplog.records]
+    assert lines == [
+        (metrics.__name__, lines[0][1]),
+        ("datadog.dogstatsd", "Error submitting packet: Airflow's own ti.start"),
+    ]
+    assert "Connection refused" in lines[0][1] and "does not say it again" in lines[0][1]
