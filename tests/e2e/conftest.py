@@ -14,6 +14,7 @@ the group would start a second deployment on the other worker: collection refuse
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Iterator
@@ -36,6 +37,8 @@ class E2E:
     redis_url: str
     namespace: str
     spark: SparkLaunches
+    #: every OpenLineage event the deployment emitted (the openlineage provider's file transport)
+    lineage: Path
 
     @property
     def client(self) -> AirflowClient:
@@ -70,6 +73,12 @@ def e2e(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2
     namespace = f"e2e-{uuid.uuid4().hex[:8]}"
     events = work / "spark-events"
     env = jrs_env(redis_url, namespace, data_dir=work / "data", event_log_dir=events)
+    # OpenLineage as a team turns it on: the provider's listener in every process, Spark told
+    # its parent task (docs/how-to/lineage.md); events land in one file.
+    lineage = work / "lineage" / "events.jsonl"
+    lineage.parent.mkdir()
+    env["AIRFLOW__OPENLINEAGE__TRANSPORT"] = json.dumps({"type": "file", "log_file_path": str(lineage), "append": True})
+    env["AIRFLOW__OPENLINEAGE__SPARK_INJECT_PARENT_JOB_INFO"] = "true"
     deployment = LocalDeployment(
         work / "airflow",
         bundles={"dags-folder": ROOT / "dags", "e2e-dags": ROOT / "tests" / "e2e" / "dags"},
@@ -79,5 +88,5 @@ def e2e(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2
     )
     store = RedisJobResultStore(redis_url, namespace)
     with deployment:
-        yield E2E(deployment, store, redis_url, namespace, SparkLaunches(events))
+        yield E2E(deployment, store, redis_url, namespace, SparkLaunches(events), lineage)
     store.client.close()

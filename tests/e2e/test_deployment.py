@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from jrs_testbench.deployment import ApiError
+from jrs_testbench.lineage import completes
 
 pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.spark, pytest.mark.xdist_group("deployment")]
 
@@ -243,3 +244,39 @@ def test_start_in_triggerer_ends_committed_tasks_without_a_worker(e2e):
             folder = logs / f"run_id={rid}" / f"task_id={task}"
             assert _appears(partial(_second_trigger_logs, folder), within=90), folder
             assert not (folder / "attempt=2.log").exists(), f"{task} reached a worker"
+
+
+def test_lineage_names_the_outputs_of_computed_and_reused_dates_of_spark_submit_and_pyspark(flights, first_date):
+    """On the scheduler, with the openlineage provider's file transport (conftest): a computed
+    and a reused date of a spark-submit job (flights_daily) and of ``@task.jrs_pyspark`` jobs
+    (flights_pyspark) each emit schema-valid events naming the job's outputs, and each launched
+    application names its task's OpenLineage run as its parent (docs/how-to/lineage.md)."""
+    pyspark = "flights_pyspark"
+    flights.airflow.wait_for_dag(pyspark)
+    flights.client.unpause(pyspark)
+    computed = flights.client.trigger(pyspark, DAY1)
+    assert set(flights.run(pyspark, computed["dag_run_id"]).values()) == {"success"}
+    before = flights.launches()
+    flights.client.clear(pyspark, computed["dag_run_id"], ["ontime"])
+    assert set(flights.run(pyspark, computed["dag_run_id"]).values()) == {"success"}
+    flights.client.clear(FLIGHTS, first_date["run_id"], ["ontime.submit"])
+    assert flights.run(FLIGHTS, first_date["run_id"]) == ALL_SUCCESS
+    assert flights.launches() == before, "a reused date started Spark"
+
+    events = {**completes(flights.lineage, pyspark), **completes(flights.lineage, FLIGHTS)}  # validated
+    for task, job_id in (("ontime", f"{pyspark}.ontime.{DAY1}"), ("ontime.submit", job("ontime", DAY1))):
+        stored = flights.store.get_entry(job_id).result
+        facets = [e["run"]["facets"]["jrs_job"] for e in events[task]]
+        assert [f["reused"] for f in facets][-1] is True, (task, facets)  # the clear reused it
+        computed_events = [e for e in events[task] if not e["run"]["facets"]["jrs_job"]["reused"]]
+        assert computed_events, f"{task}: no event of the run that computed it"
+        for event in (computed_events[-1], events[task][-1]):
+            facet = event["run"]["facets"]["jrs_job"]
+            assert facet["fence"] == stored.fence and facet["computedBy"]["runId"] == stored.attempt.run_id
+            assert sorted(d["name"] for d in event["outputs"]) == sorted(stored.outputs.values()), event["outputs"]
+
+    # Spark-side: the application of each computed task names that task's run as its parent.
+    parents = {p.get("spark.openlineage.parentRunId") for p in flights.spark.properties()}
+    for task in ("ingest", "ontime"):
+        run_id = next(e for e in events[task] if not e["run"]["facets"]["jrs_job"]["reused"])["run"]["runId"]
+        assert run_id in parents, f"{pyspark}.{task}'s session did not get its OpenLineage parent"
