@@ -26,6 +26,7 @@ import pytest
 from airflow_jrs.store import RedisJobResultStore
 from jrs_testbench.deployment import AirflowClient, LocalDeployment
 from jrs_testbench.helpers import SparkLaunches, jrs_env
+from jrs_testbench.statsd import StatsdListener
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,6 +40,8 @@ class E2E:
     spark: SparkLaunches
     #: every OpenLineage event the deployment emitted (the openlineage provider's file transport)
     lineage: Path
+    #: the StatsD agent the deployment's ``[metrics]`` send to (DogStatsD tags)
+    statsd: StatsdListener
 
     @property
     def client(self) -> AirflowClient:
@@ -79,6 +82,9 @@ def e2e(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2
     lineage.parent.mkdir()
     env["AIRFLOW__OPENLINEAGE__TRANSPORT"] = json.dumps({"type": "file", "log_file_path": str(lineage), "append": True})
     env["AIRFLOW__OPENLINEAGE__SPARK_INJECT_PARENT_JOB_INFO"] = "true"
+    # and metrics, as a team would chart them (docs/reference/metrics.md)
+    statsd = StatsdListener()
+    env.update(statsd.env())
     deployment = LocalDeployment(
         work / "airflow",
         bundles={"dags-folder": ROOT / "dags", "e2e-dags": ROOT / "tests" / "e2e" / "dags"},
@@ -88,5 +94,6 @@ def e2e(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2
     )
     store = RedisJobResultStore(redis_url, namespace)
     with deployment:
-        yield E2E(deployment, store, redis_url, namespace, SparkLaunches(events), lineage)
+        yield E2E(deployment, store, redis_url, namespace, SparkLaunches(events), lineage, statsd)
     store.client.close()
+    statsd.close()

@@ -246,11 +246,12 @@ def test_start_in_triggerer_ends_committed_tasks_without_a_worker(e2e):
             assert not (folder / "attempt=2.log").exists(), f"{task} reached a worker"
 
 
-def test_lineage_names_the_outputs_of_computed_and_reused_dates_of_spark_submit_and_pyspark(flights, first_date):
-    """On the scheduler, with the openlineage provider's file transport (conftest): a computed
-    and a reused date of a spark-submit job (flights_daily) and of ``@task.jrs_pyspark`` jobs
-    (flights_pyspark) each emit schema-valid events naming the job's outputs, and each launched
-    application names its task's OpenLineage run as its parent (docs/how-to/lineage.md)."""
+def test_lineage_and_metrics_of_computed_and_reused_dates_of_spark_submit_and_pyspark(flights, first_date):
+    """On the scheduler, with the openlineage provider's file transport and DogStatsD metrics
+    (conftest): a computed and a reused date of a spark-submit job (flights_daily) and of
+    ``@task.jrs_pyspark`` jobs (flights_pyspark) each emit schema-valid events naming the job's
+    outputs, each launched application names its task's OpenLineage run as its parent
+    (docs/how-to/lineage.md), and the workers count the decisions and the seconds saved."""
     pyspark = "flights_pyspark"
     flights.airflow.wait_for_dag(pyspark)
     flights.client.unpause(pyspark)
@@ -274,6 +275,21 @@ def test_lineage_names_the_outputs_of_computed_and_reused_dates_of_spark_submit_
             facet = event["run"]["facets"]["jrs_job"]
             assert facet["fence"] == stored.fence and facet["computedBy"]["runId"] == stored.attempt.run_id
             assert sorted(d["name"] for d in event["outputs"]) == sorted(stored.outputs.values()), event["outputs"]
+
+    # Metrics, from the workers' own Stats: the decisions with their task's tags, and the Spark
+    # time each reused job's skip avoided (its recorded run time, in whole seconds).
+    sent = flights.statsd.metrics()
+    for dag_id, task, job_id in (
+        (pyspark, "ontime", f"{pyspark}.ontime.{DAY1}"),
+        (FLIGHTS, "ontime.submit", job("ontime", DAY1)),
+    ):
+        tags = {"dag_id": dag_id, "task_id": task}
+        mine = [(name, value) for name, value, kind, t in sent if t == tags and kind == "c"]
+        assert ("airflow.jrs.decision.skipped", 1.0) in mine, (tags, mine)
+        assert any(name == "airflow.jrs.decision.launched" for name, _ in mine), (tags, mine)
+        stored = flights.store.get_entry(job_id).result
+        ran = round((stored.end_time - stored.start_time).total_seconds())
+        assert ("airflow.jrs.skip.saved_seconds", float(ran)) in mine, (tags, ran, mine)
 
     # Spark-side: the application of each computed task names that task's run as its parent.
     parents = {p.get("spark.openlineage.parentRunId") for p in flights.spark.properties()}
