@@ -66,6 +66,18 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+def interleaved_times(urls: dict[str, str], token: str, reps: int) -> dict[str, list[float]]:
+    """Milliseconds of ``reps`` GETs of each URL, interleaved so that machine noise hits all
+    alike, after one untimed GET of each (the first request deserializes the DAG)."""
+    for url in urls.values():
+        timed_get(url, token)
+    times: dict[str, list[float]] = {name: [] for name in urls}
+    for _ in range(reps):
+        for name, url in urls.items():
+            times[name].append(timed_get(url, token))
+    return times
+
+
 def timed_get(url: str, token: str) -> float:
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}", "Accept": "application/json"})
     began = time.perf_counter()
@@ -149,13 +161,7 @@ def main() -> int:
                 "airflow grid runs": f"{airflow.url}/ui/grid/runs/{DAG_ID}?limit={a.dates}",
                 "airflow grid structure": f"{airflow.url}/ui/grid/structure/{DAG_ID}",
             }
-            token = client.token()
-            for url in urls.values():  # warm: the first request deserializes the DAG
-                timed_get(url, token)
-            times: dict[str, list[float]] = {name: [] for name in urls}
-            for _ in range(a.reps):
-                for name, url in urls.items():
-                    times[name].append(timed_get(url, token))
+            times = interleaved_times(urls, client.token(), a.reps)
         store.client.close()
     print(f"\n{a.dates} dates x {a.jobs} jobs, {a.reps} requests each, interleaved "
           f"({'PostgreSQL' if a.postgres else 'SQLite'})")  # fmt: skip

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from calendar_bench import DAG_ID, START, dag_source, percentile, timed_get  # noqa: E402
+from calendar_bench import DAG_ID, START, dag_source, interleaved_times, percentile  # noqa: E402
 
 from airflow_jrs.domain.model import Attempt, EntryState, JobResult, JobStatus  # noqa: E402
 from airflow_jrs.domain.payload import result_payload  # noqa: E402
@@ -95,12 +95,7 @@ def main() -> int:
             token = client.token()
             total = client.request("GET", "/jrs/api/stats")["total"]
             print(f"figures: {total['computed']} computed, {total['reused']} reused, avoided {total['avoided']}")
-            for url in urls.values():  # warm: the first request deserializes the DAG
-                timed_get(url, token)
-            times: dict[str, list[float]] = {name: [] for name in urls}
-            for _ in range(a.reps):
-                for name, url in urls.items():
-                    times[name].append(timed_get(url, token))
+            times = interleaved_times(urls, token, a.reps)
     print(f"\n{a.dates} dates x {a.jobs} guarded tasks, {a.reps} requests each, interleaved (SQLite)")
     print(f"{'endpoint':<20}{'p50 ms':>10}{'p95 ms':>10}")
     for name, values in times.items():

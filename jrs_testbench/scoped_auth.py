@@ -38,3 +38,24 @@ class DagScopedAuthManager(SimpleAuthManager):
         if scope is None:
             return super().filter_authorized_dag_ids(dag_ids=dag_ids, user=user, method=method, **kwargs)
         return {d for d in dag_ids if d == scope and method == "GET"}
+
+
+def scoped_site(work: Any, *, bundles: dict[str, Any], env: dict[str, str], user: str) -> tuple[Any, str]:
+    """An api-server and dag-processor under ``work/airflow`` with this auth manager: ``admin``
+    (admin) and ``user`` (a viewer, scoped when it starts with :data:`PREFIX`), whose password is
+    returned with the (not yet started) ``LocalDeployment``."""
+    import json
+    import secrets
+
+    from jrs_testbench.deployment import LocalDeployment
+
+    env = {
+        **env,
+        "AIRFLOW__CORE__AUTH_MANAGER": CLASSPATH,
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"admin:admin,{user}:viewer",
+    }
+    home = work / "airflow"
+    home.mkdir()
+    password = secrets.token_urlsafe(12)
+    (home / "passwords.json").write_text(json.dumps({user: password}))
+    return LocalDeployment(home, bundles=bundles, env=env, components=("api-server", "dag-processor")), password

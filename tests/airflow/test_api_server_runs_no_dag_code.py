@@ -13,8 +13,6 @@ gets 403 for another DAG's job.
 
 from __future__ import annotations
 
-import json
-import secrets
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +25,7 @@ from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
 from jrs_testbench.deployment import LocalDeployment
 from jrs_testbench.deployment.rest import AirflowClient, ApiError
 from jrs_testbench.helpers import jrs_env
-from jrs_testbench.scoped_auth import CLASSPATH, PREFIX
+from jrs_testbench.scoped_auth import PREFIX, scoped_site
 
 pytestmark = pytest.mark.airflow
 
@@ -40,17 +38,8 @@ def site(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[d
     work = tmp_path_factory.mktemp("no-dag-code")
     namespace = f"ndc-{uuid.uuid4().hex[:8]}"
     imports = work / "imports.log"
-    env = jrs_env(redis_url, namespace, data_dir=work / "data")
-    env |= {
-        "JRS_IMPORT_LOG": str(imports),
-        "AIRFLOW__CORE__AUTH_MANAGER": CLASSPATH,
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"admin:admin,{SCOPED}:viewer",
-    }
-    home = work / "airflow"
-    home.mkdir()
-    password = secrets.token_urlsafe(12)
-    (home / "passwords.json").write_text(json.dumps({SCOPED: password}))
-    airflow = LocalDeployment(home, bundles={"ndc": DAGS}, env=env, components=("api-server", "dag-processor"))
+    env = {**jrs_env(redis_url, namespace, data_dir=work / "data"), "JRS_IMPORT_LOG": str(imports)}
+    airflow, password = scoped_site(work, bundles={"ndc": DAGS}, env=env, user=SCOPED)
     store = RedisJobResultStore(redis_url, namespace)
     with airflow:
         airflow.wait_for_dag("jrs_probe")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import subprocess
 import sys
 import uuid
@@ -25,10 +24,9 @@ import pytest
 
 from airflow_jrs.domain.model import Attempt, EntryState, JobResult, JobStatus
 from airflow_jrs.domain.payload import SKIPPED_RESULT_KEY, result_payload
-from jrs_testbench.deployment import LocalDeployment
 from jrs_testbench.deployment.rest import AirflowClient, ApiError
 from jrs_testbench.helpers import jrs_env
-from jrs_testbench.scoped_auth import CLASSPATH, PREFIX
+from jrs_testbench.scoped_auth import PREFIX, scoped_site
 
 pytestmark = pytest.mark.airflow
 
@@ -56,15 +54,7 @@ def payload(dag: str, task: str, day: int, seconds: int, *, reused: bool, index:
 def site(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     work = tmp_path_factory.mktemp("stats")
     env = jrs_env(redis_url, f"st-{uuid.uuid4().hex[:8]}", data_dir=work / "data")
-    env |= {
-        "AIRFLOW__CORE__AUTH_MANAGER": CLASSPATH,
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"admin:admin,{SCOPED}:viewer",
-    }
-    home = work / "airflow"
-    home.mkdir()
-    password = secrets.token_urlsafe(12)
-    (home / "passwords.json").write_text(json.dumps({SCOPED: password}))
-    airflow = LocalDeployment(home, bundles={"stats": DAGS}, env=env, components=("api-server", "dag-processor"))
+    airflow, password = scoped_site(work, bundles={"stats": DAGS}, env=env, user=SCOPED)
     with airflow:
         airflow.wait_for_dag(A)
         airflow.wait_for_dag(B)
