@@ -5,7 +5,7 @@ Every metric is in :data:`METRICS`, the one table the metrics reference
 ``Stats`` object Airflow itself emits ``ti.start`` and ``triggers.succeeded`` through in that
 process, so ``[metrics]`` decides everything: StatsD, DogStatsD or OpenTelemetry, host, port,
 prefix, allow and block lists, which tags survive. Which object that is differs per minor
-(:func:`airflow_stats`); ``tests/unit/test_metrics_airflow_stats.py`` pins it against the task
+(:func:`airflow_stats`); a unit test (``test_metrics_airflow``) pins it against the task
 runner's and the triggerer's own imports on each of them.
 
 Where they are emitted: where the guard decides, i.e. where Airflow runs task code.
@@ -18,7 +18,7 @@ Where they are emitted: where the guard decides, i.e. where Airflow runs task co
   (:mod:`airflow_jrs.triggers`, with :data:`TRIGGERER_METRICS`).
 
 Never in the API server or the CLI: they make no decision, and neither reaches this module
-(``tests/unit/test_metrics.py`` checks the importers).
+(the unit test ``test_metrics`` checks the importers).
 
 Tags: ``dag_id`` and ``task_id``, the keys Airflow's own task metrics use
 (``RuntimeTaskInstance.stats_tags``). Plain StatsD drops tags, so what must survive it (the
