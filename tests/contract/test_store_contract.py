@@ -1031,6 +1031,22 @@ def test_every_create_and_clean_publishes_one_event(backend: Backend, store: Job
     assert all(isinstance(e["ts"], float) for e in events)
 
 
+def test_a_purge_a_quarantine_and_a_release_each_publish_one_event(backend: Backend, store: JobResultStore) -> None:
+    """A reader that keeps entries between requests (the Job calendar's rows) learns of every
+    write that changes what a job reads as, not only the three the task makes."""
+    store.create_dirty_result(ok("p"))
+    store.mark_result_as_clean("p")
+    store.create_dirty_result(ok("q"))
+    with backend.events(store) as drain:
+        assert store.purge_clean_entries(timedelta(0)) == 1
+        backend.write_raw_entry(store, "q", b"not json")
+        with pytest.raises(CorruptJobResultError):
+            store.get_entry("q")  # the read quarantines it
+        store.release_quarantine("q")
+        events = drain(3)
+    assert [(e["event"], e["job_id"]) for e in events] == [("purged", "p"), ("quarantined", "q"), ("released", "q")]
+
+
 def test_clean_with_delete_on_commit_publishes_an_event(backend: Backend, namespace: str) -> None:
     store = backend.make_store(namespace, delete_on_commit=True)
     store.create_dirty_result(ok("j"))

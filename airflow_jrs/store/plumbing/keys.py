@@ -23,7 +23,8 @@ script may update them together. Tests pin these literals: change them only with
                                           reason), TTL; the supervisor of that fence acts on it
 ``jrs:{ns}:recoveries:<job id>``          list: what successors did about dead attempts of the job (JSON,
                                           newest first, capped, TTL; see ``recoveries``)
-``jrs:{ns}:events``                       pub/sub channel: one message per create/clean/forget
+``jrs:{ns}:events``                       pub/sub channel: one message per write of an entry (create,
+                                          clean, forget, purge, quarantine, release)
 ========================================  =====================================================
 """
 

@@ -7,7 +7,7 @@ quarantined and raises, a quarantined one raises, a newer schema raises; never "
 and errors are the same :mod:`airflow_jrs.exceptions` (``StoreUnavailableError.retryable``
 tells a lost connection from a refusal). It writes nothing but the quarantine move.
 
-It also subscribes to the namespace's notifications (one per create/clean/forget, published
+It also subscribes to the namespace's notifications (one per write of an entry, published
 by the write's own script), for waiters that should wake within a round trip of a write.
 """
 

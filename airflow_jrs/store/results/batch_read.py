@@ -4,7 +4,7 @@
 for ten years of a hundred jobs read from one CLI (36,500 round trips instead of 73). Here
 each batch of at most :data:`~airflow_jrs.store.results.read_rules.READ_CHUNK` jobs is one call of
 the ``READ_ENTRIES`` script (``GET`` of each result and ``EXISTS`` of each quarantine marker, as
-the task's own read asks them), not two commands per job in a pipeline: packing and parsing
+the task's own read asks them, and the result's ``PTTL``), not two commands per job in a pipeline: packing and parsing
 36,600 replies cost more than Redis's work (the calendar's 18,300 jobs, docs/benchmarks.md).
 Every key of a namespace hashes to one slot, so on Redis Cluster the script runs on one node
 (redis-py refuses a multi-key ``MGET`` in a cluster pipeline).
@@ -34,8 +34,18 @@ if TYPE_CHECKING:
 Answer = JobResultEntry | None | JobResultEntryError
 
 
-def read_entries(store: RedisJobResultStore, job_ids: Sequence[str], *, batch: int = READ_CHUNK) -> dict[str, Answer]:
+def read_entries(
+    store: RedisJobResultStore,
+    job_ids: Sequence[str],
+    *,
+    batch: int = READ_CHUNK,
+    expiries: dict[str, float] | None = None,
+) -> dict[str, Answer]:
     """Each job's :data:`Answer`, ``batch`` jobs per round trip (in order).
+
+    :param expiries: filled with the seconds left of each entry that expires (a clean entry
+        under ``[jrs] retention``), read in the same script: what a reader that keeps the
+        answers (the calendar's rows) needs to know when one goes without a notification.
 
     Raises :class:`~airflow_jrs.exceptions.StoreUnavailableError` when Redis cannot be read:
     a partial answer would call unread jobs missing (fail closed).
@@ -52,7 +62,9 @@ def read_entries(store: RedisJobResultStore, job_ids: Sequence[str], *, batch: i
                 keys=[keys.result(job_id) for job_id in chunk] + [keys.quarantine(job_id) for job_id in chunk]
             )
         for i, job_id in enumerate(chunk):
-            raw, quarantined = replies[2 * i], replies[2 * i + 1]
+            raw, quarantined, ttl_ms = replies[3 * i], replies[3 * i + 1], replies[3 * i + 2]
+            if expiries is not None and raw is not None and int(ttl_ms) >= 0:
+                expiries[job_id] = int(ttl_ms) / 1000
             try:
                 answers[job_id] = store.entry_from(job_id, raw, bool(quarantined))
             except JobResultEntryError as exc:  # quarantined, corrupt (now quarantined), newer schema

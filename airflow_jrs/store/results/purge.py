@@ -20,7 +20,7 @@ from airflow_jrs.store.plumbing.replies import as_bytes, as_str
 from airflow_jrs.store.results.documents import ResultDocuments
 from airflow_jrs.store.results.read_rules import READ_CHUNK
 from airflow_jrs.store.results.reference import document_name, is_reference
-from airflow_jrs.store.results.serde import EntryDecodeError, decode_entry, decode_history_item
+from airflow_jrs.store.results.serde import EntryDecodeError, decode_entry, decode_history_item, event_message
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,8 @@ class RedisPurge:
                 keys = [name, k.history(job_id), k.dirty, k.index, k.unsuccessful]
                 with redis_errors(f"purge job {job_id!r}", self.namespace, job_id):
                     history = self.client.lrange(k.history(job_id), 0, -1) if self.result_documents else []
-                    done = self._purge(keys=keys, args=[job_id, raw]) == lua.OK
+                    event = event_message("purged", job_id)
+                    done = self._purge(keys=keys, args=[job_id, raw, k.events, event]) == lua.OK
                 purged += done
                 if done and self.result_documents is not None:
                     self._delete_documents(job_id, [as_bytes(raw), *map(as_bytes, history)])

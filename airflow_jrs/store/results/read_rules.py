@@ -27,7 +27,7 @@ from typing import Any
 from airflow_jrs.domain.model import JobResultEntry
 from airflow_jrs.exceptions import CorruptJobResultError, JobResultQuarantinedError, UnsupportedSchemaVersionError
 from airflow_jrs.store.plumbing.keys import KeySpace
-from airflow_jrs.store.results.serde import EntryDecodeError, decode_entry
+from airflow_jrs.store.results.serde import EntryDecodeError, decode_entry, event_message
 
 #: How many keys one MGET or pipeline reads at most.
 READ_CHUNK = 500
@@ -68,9 +68,10 @@ def decode_stored(keys: KeySpace, job_id: str, raw: bytes | str) -> JobResultEnt
 
 
 def quarantine_call(keys: KeySpace, job_id: str, raw: bytes) -> tuple[list[str], list[Any]]:
-    """KEYS and ARGV of ``QUARANTINE_ENTRY`` for these bytes."""
+    """KEYS and ARGV of ``QUARANTINE_ENTRY`` for these bytes (its notification included: a
+    page that keeps what it read learns that the entry left)."""
     names = [keys.result(job_id), keys.quarantine(job_id), keys.dirty, keys.index, keys.quarantined, keys.unsuccessful]
-    return names, [job_id, raw]
+    return names, [job_id, raw, keys.events, event_message("quarantined", job_id)]
 
 
 def corrupt_error(keys: KeySpace, job_id: str, reason: str, moved: bool) -> CorruptJobResultError:

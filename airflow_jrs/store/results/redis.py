@@ -33,6 +33,7 @@ from airflow_jrs.store.plumbing.keys import KeySpace
 from airflow_jrs.store.plumbing.replies import as_bytes
 from airflow_jrs.store.results import scripts
 from airflow_jrs.store.results.base import UNSUCCESSFUL_ONLY, JobResultStore, Supersede
+from airflow_jrs.store.results.changes import ResultChanges, result_changes
 from airflow_jrs.store.results.documents import ResultDocuments, read_document, write_document
 from airflow_jrs.store.results.purge import RedisPurge
 from airflow_jrs.store.results.reads import RedisReads
@@ -145,6 +146,11 @@ class RedisJobResultStore(RedisPurge, RedisReads, JobResultStore):
         with redis_errors("answer PING", self.namespace):
             self.client.ping()
         return time.perf_counter() - started
+
+    def changes(self) -> ResultChanges:
+        """The namespace's entry changes, watched from this process (one watcher per namespace,
+        started on first use): what a reader that keeps entries between requests checks."""
+        return result_changes(self.client, self.namespace)
 
     def _server_now(self, job_id: str) -> datetime:
         """The Redis server's clock (``TIME``): a result's ``created_at`` is compared with a
@@ -321,7 +327,13 @@ class RedisJobResultStore(RedisPurge, RedisReads, JobResultStore):
         with redis_errors(f"release job {job_id!r} from quarantine", self.namespace, job_id):
             raw = self._release(
                 keys=[k.quarantine(job_id), k.quarantined, k.history(job_id)],
-                args=[job_id, self.history_limit, history_note(HistoryReason.RELEASED, actor, utcnow())],
+                args=[
+                    job_id,
+                    self.history_limit,
+                    history_note(HistoryReason.RELEASED, actor, utcnow()),
+                    k.events,
+                    event_message("released", job_id),
+                ],
             )
         if raw is None:
             raise NoSuchJobResultError(

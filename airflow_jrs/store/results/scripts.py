@@ -234,12 +234,14 @@ QUARANTINE_ENTRY = (
 -- KEYS[1] - result key      KEYS[2] - quarantine key   KEYS[3] - dirty set
 -- KEYS[4] - index zset      KEYS[5] - quarantined set   KEYS[6] - unsuccessful set
 -- ARGV[1] - job id          ARGV[2] - the raw bytes the caller could not read
+-- ARGV[3] - events channel  ARGV[4] - event message
 -- return 1 moved, 0 the entry changed meanwhile (nothing moved; the caller re-reads)
 local v = redis.call('GET', KEYS[1])
 if v ~= ARGV[2] then return 0 end
 redis.call('SET', KEYS[2], v)
 drop_entry(KEYS[1], KEYS[3], KEYS[6], KEYS[4], ARGV[1])
 redis.call('SADD', KEYS[5], ARGV[1])
+redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1
 """
 )
@@ -263,12 +265,14 @@ RELEASE_QUARANTINE = (
 -- KEYS[1] - quarantine key  KEYS[2] - quarantined set   KEYS[3] - history list
 -- ARGV[1] - job id          ARGV[2] - history length cap
 -- ARGV[3] - history note (reason 'released'; '' none): appended to a JSON object only
+-- ARGV[4] - events channel  ARGV[5] - event message
 -- return the raw bytes that were released, or false when nothing was quarantined
 local v = redis.call('GET', KEYS[1])
 if not v then return false end
 to_history(KEYS[3], v, ARGV[3], ARGV[2])
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[2], ARGV[1])
+redis.call('PUBLISH', ARGV[4], ARGV[5])
 return v
 """
 )
@@ -308,10 +312,12 @@ PURGE_CLEAN_ENTRY = (
 -- KEYS[1] - result key      KEYS[2] - history list     KEYS[3] - dirty set
 -- KEYS[4] - index zset      KEYS[5] - unsuccessful set
 -- ARGV[1] - job id          ARGV[2] - the raw bytes the caller read
+-- ARGV[3] - events channel  ARGV[4] - event message
 -- return 1 purged, 0 the entry changed meanwhile (kept)
 if redis.call('GET', KEYS[1]) ~= ARGV[2] then return 0 end
 drop_entry(KEYS[1], KEYS[3], KEYS[5], KEYS[4], ARGV[1])
 redis.call('DEL', KEYS[2])
+redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1
 """
 )
@@ -319,13 +325,16 @@ return 1
 READ_ENTRIES = """
 -- Many jobs' entries and quarantine markers in one call (a plan's batch read; a read, no write).
 -- KEYS[1..n]    - the n jobs' result keys      KEYS[n+1..2n] - their quarantine keys
--- return a flat array: for job i, its result bytes (nil: none) then 1/0 (its quarantine key exists)
+-- return a flat array: for job i, its result bytes (false: none), then 1/0 (its quarantine key
+--        exists), then the result key's PTTL in ms (-1: no expiry, -2: no key): a kept
+--        calendar row knows when a clean entry's retention ends (plugins/calendar.py)
 -- A key of another type makes GET fail: the whole read fails (closed), as the task's own read does.
 local n = #KEYS / 2
 local out = {}
 for i = 1, n do
-  out[2 * i - 1] = redis.call('GET', KEYS[i])
-  out[2 * i] = redis.call('EXISTS', KEYS[n + i])
+  out[3 * i - 2] = redis.call('GET', KEYS[i])
+  out[3 * i - 1] = redis.call('EXISTS', KEYS[n + i])
+  out[3 * i] = redis.call('PTTL', KEYS[i])
 end
 return out
 """
