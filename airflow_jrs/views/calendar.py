@@ -96,31 +96,43 @@ def job_detail(entry: Any) -> dict[str, Any] | None:
     }
 
 
+def task_columns(jobs: Iterable[CalendarJob]) -> list[dict[str, str]]:
+    """The calendar's columns: its tasks in DAG order, a mapped one labelled so."""
+    tasks: dict[str, bool] = {}  # task id -> mapped
+    for job in jobs:
+        tasks[job.task_id] = tasks.get(job.task_id, False) or job.map_index >= 0
+    return [{"task_id": t, "label": f"{t} (mapped)" if mapped else t} for t, mapped in tasks.items()]
+
+
+def date_row(when: datetime | None, jobs: Iterable[CalendarJob], run_ids: Iterable[str]) -> dict[str, Any]:
+    """One date of the calendar: its Airflow runs and one cell per task (of ``jobs``, that date's)."""
+    cells: dict[str, list[CalendarJob]] = {}
+    for job in jobs:
+        cells.setdefault(job.task_id, []).append(job)
+    return {
+        "run_key": run_key({"logical_date": when}) if when is not None else None,
+        "logical_date": when.isoformat() if when is not None else None,
+        "run_ids": list(run_ids) if when is not None else [],
+        "cells": {task_id: _cell(found) for task_id, found in cells.items()},
+    }
+
+
+def date_order(when: datetime | None) -> tuple[bool, datetime | None]:
+    """Oldest first; the jobs of no date (an asset-triggered DAG's) last."""
+    return (when is None, when)
+
+
 def calendar_json(
     dag_id: str, jobs: Iterable[CalendarJob], runs: Mapping[float, list[str]], notes: Iterable[str] = ()
 ) -> dict[str, Any]:
     """The calendar of ``dag_id``: its tasks in DAG order, then one row per date, oldest first,
     with the Airflow runs of that logical date (``runs``, by timestamp) and one cell per task."""
-    tasks: dict[str, bool] = {}  # task id -> mapped
-    by_date: dict[datetime | None, dict[str, list[CalendarJob]]] = {}
+    jobs = list(jobs)
+    by_date: dict[datetime | None, list[CalendarJob]] = {}
     for job in jobs:
-        tasks[job.task_id] = tasks.get(job.task_id, False) or job.map_index >= 0
-        by_date.setdefault(job.logical_date, {}).setdefault(job.task_id, []).append(job)
-    dates = []
-    for when in sorted(by_date, key=lambda d: (d is None, d)):
-        cells = by_date[when]
-        dates.append(
-            {
-                "run_key": run_key({"logical_date": when}) if when is not None else None,
-                "logical_date": when.isoformat() if when is not None else None,
-                "run_ids": list(runs.get(when.timestamp(), [])) if when is not None else [],
-                "cells": {task_id: _cell(found) for task_id, found in cells.items()},
-            }
-        )
-    return {
-        "dag_id": dag_id,
-        "jobs": [{"task_id": t, "label": f"{t} (mapped)" if mapped else t} for t, mapped in tasks.items()],
-        "dates": dates,
-        "notes": list(notes),
-        "legend": LEGEND,
-    }
+        by_date.setdefault(job.logical_date, []).append(job)
+    dates = [
+        date_row(when, found, runs.get(when.timestamp(), []) if when is not None else [])
+        for when, found in sorted(by_date.items(), key=lambda item: date_order(item[0]))
+    ]
+    return {"dag_id": dag_id, "jobs": task_columns(jobs), "dates": dates, "notes": list(notes), "legend": LEGEND}

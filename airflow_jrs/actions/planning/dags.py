@@ -61,18 +61,35 @@ def find_dag(dag_id: str) -> Any:
     """The latest serialized version of ``dag_id`` in Airflow's metadata DB, as the scheduler
     and the API server's own views read it. A DAG the dag-processor never serialized is not
     found, naming no other DAG (the user may not read them)."""
+    return find_dag_version(dag_id)[1]
+
+
+def find_dag_version(dag_id: str) -> tuple[tuple[str, str], Any]:
+    """:func:`find_dag`, with the version's key (its id and content hash): what a page that
+    keeps what it planned compares to know the DAG did not change."""
     from airflow.models.serialized_dag import SerializedDagModel
     from airflow.utils.session import create_session
 
     with create_session() as session:
-        model = SerializedDagModel.get(dag_id, session=session)
-        dag = _kept(model) if model is not None else None
+        # The latest version's key first (Airflow's own "latest" query, two columns): a version
+        # deserialized before is not read from the DB again, which a page asked every few
+        # seconds would otherwise pay for in full (its JSON is the largest row Airflow keeps).
+        latest = SerializedDagModel.latest_item_select_object(dag_id)
+        columns = (SerializedDagModel.dag_version_id, SerializedDagModel.dag_hash)
+        found = session.execute(latest.with_only_columns(*columns))
+        row = found.first()
+        key = (str(row.dag_version_id), row.dag_hash) if row is not None else ("", "")
+        dag = _versions.get(key) if row is not None else None
+        if dag is None and row is not None:
+            model = SerializedDagModel.get(dag_id, session=session)
+            if model is not None:
+                key, dag = (str(model.dag_version_id), model.dag_hash), _kept(model)
     if dag is None:
         raise ActionError(
             f"Airflow knows no DAG {dag_id!r} (not parsed yet, or deleted)", NOT_FOUND, cli="check the DAG id",
             ui="check the DAG id",
         )  # fmt: skip
-    return dag
+    return key, dag
 
 
 def version_dag(version_id: str) -> Any | None:

@@ -15,7 +15,7 @@ The job ids are :func:`.job_ids.job_ids`, read in one pipelined batch per 500 jo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -34,8 +34,9 @@ from airflow_jrs.exceptions import (
 )
 from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.store import JobResultEntry
+from airflow_jrs.store.leases.lease import LeaseHolder
 from airflow_jrs.store.recompute_requests import RecomputeRequests
-from airflow_jrs.store.results.batch_read import read_entries
+from airflow_jrs.store.results.batch_read import Answer, read_entries
 
 
 @dataclass(frozen=True)
@@ -66,11 +67,24 @@ def plan_range(
     found, notes = job_ids(dag, start, end, runs, versions)
     if runs_note:
         notes.append(runs_note)
-    requests = jobs.recompute_requests
-    leases = jobs.held_leases()
-    intents = jobs.intents.list_intents()
-    planned = []
     answers = read_entries(jobs.results, [job_id for _, _, job_id in found])  # one round trip per 500 jobs
+    return plan_jobs(jobs, found, runs, answers, jobs.held_leases(), jobs.intents.list_intents()), notes
+
+
+def plan_jobs(
+    jobs: JobNamespace,
+    found: Iterable[tuple[Any, Any, str]],
+    runs: Mapping[float, ExistingRun],
+    answers: Mapping[str, Answer],
+    leases: Mapping[str, LeaseHolder],
+    intents: Mapping[str, Any],
+) -> list[PlannedJob]:
+    """Where each of ``found`` (:func:`.job_ids.job_ids`) stands, from what was read of it:
+    ``answers`` (:func:`~airflow_jrs.store.results.batch_read.read_entries`), the held leases and
+    the intents. The one rule :func:`plan_range` and the page's kept calendar rows
+    (:mod:`airflow_jrs.plugins.calendar`) both apply."""
+    requests = jobs.recompute_requests
+    planned = []
     for info, task, job_id in found:
         holder = leases.get(job_id)
         intent = intents.get(job_id)
@@ -107,7 +121,7 @@ def plan_range(
         result_status = entry.result.status.value if entry else None
         stale = status in ("committed", "dirty") and not decision.skip
         planned.append(_row(info, task, job_id, status, result_status, action, reason, entry, stale))
-    return planned, notes
+    return planned
 
 
 def _requested(
@@ -130,6 +144,13 @@ def _requested(
     return "skip", f"run {run.run_id}: {found.reason}"
 
 
+def planned_date(info: Any) -> datetime | None:
+    """The date a planned job is shown under: its run's logical date (a partitioned run's
+    partition date, an asset-triggered run's time to run)."""
+    when: datetime | None = info.logical_date or getattr(info, "partition_date", None) or info.run_after
+    return when
+
+
 def _row(
     info: Any,
     task: Any,
@@ -141,8 +162,7 @@ def _row(
     entry: JobResultEntry | None = None,
     stale: bool = False,
 ) -> PlannedJob:
-    when = info.logical_date or getattr(info, "partition_date", None) or info.run_after
     return PlannedJob(
-        when, task.task_id, job_id, status, result_status, action, reason, entry, task.map_index, stale,
+        planned_date(info), task.task_id, job_id, status, result_status, action, reason, entry, task.map_index, stale,
         task.fingerprint is not None,
     )  # fmt: skip

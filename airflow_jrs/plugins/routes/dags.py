@@ -23,15 +23,14 @@ from typing import Any
 from airflow.api_fastapi.common.db.common import SessionDep
 from airflow.api_fastapi.core_api.security import GetUserDep
 from airflow.api_fastapi.logging.decorators import action_logging
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Request, Response
 
 from airflow_jrs.actions import backfill, recompute
 from airflow_jrs.actions.airflow_api import AirflowApiError
-from airflow_jrs.actions.planning.dags import find_dag
-from airflow_jrs.actions.planning.jobs import plan_range
+from airflow_jrs.actions.planning.dags import find_dag, find_dag_version
+from airflow_jrs.plugins.calendar import calendar_body
 from airflow_jrs.plugins.routes.deps import Jobs, RangeBody, day_range, user_api
 from airflow_jrs.plugins.security import Access, actor, who
-from airflow_jrs.views.calendar import CalendarJob, calendar_json, cell_state, job_detail
 
 log = logging.getLogger("airflow_jrs.plugins.api")
 
@@ -57,20 +56,16 @@ def _runs(dag_id: str, start: datetime, end: datetime) -> dict[float, list[str]]
 
 
 @router.get("/api/dags/{dag_id}/calendar")
-def calendar(user: GetUserDep, b: Jobs, dag_id: str, start: str, end: str) -> dict[str, Any]:
+def calendar(user: GetUserDep, b: Jobs, dag_id: str, start: str, end: str) -> Response:
     """Each date of the DAG from ``start`` to ``end`` (``YYYY-MM-DD``, inclusive) by guarded
-    task: committed, dirty, failed, canceled, stopped, running, missing or quarantined."""
+    task: committed, dirty, failed, canceled, stopped, running, missing or quarantined. Rows
+    are kept between requests and planned again when their jobs change
+    (:mod:`airflow_jrs.plugins.calendar`)."""
     Access(user).require("GET", dag_id)
     first, last = day_range(start, end)
-    planned, notes = plan_range(b.jobs, find_dag(dag_id), first, last)
-    held = b.jobs.held_leases()
-    jobs = [
-        CalendarJob(p.logical_date, p.task_id, p.job_id,
-                    cell_state(p.status, p.result_status, p.job_id in held, stale=p.stale), p.map_index,
-                    detail=job_detail(p.entry), fingerprint_known=p.fingerprint_known)
-        for p in planned
-    ]  # fmt: skip
-    return calendar_json(dag_id, jobs, _runs(dag_id, first, last), notes)
+    dag_key, dag = find_dag_version(dag_id)
+    body = calendar_body(b.jobs, dag_key, dag, first, last, _runs(dag_id, first, last))
+    return Response(content=body, media_type="application/json")
 
 
 def _dry_run(body: Any) -> bool:

@@ -1,0 +1,216 @@
+"""The Job calendar's kept rows (airflow_jrs/plugins/calendar.py) answer what a fresh plan answers.
+
+A real redis-server (the session's); the DAG is parsed by Airflow's DagBag from a temporary
+folder and planned in its serialized form, as the page plans it. After every kind of write of
+an entry (create, clean, forget, purge, quarantine, release), a lease taken and an entry's
+retention ending, the kept calendar must equal the calendar planned from nothing
+(:func:`airflow_jrs.actions.planning.jobs.plan_range` + :func:`airflow_jrs.views.calendar.calendar_json`),
+and it must read no entry while nothing changed (Redis's own command counts: effects, not calls).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from airflow_jrs.actions.planning.dags import load_dag
+from airflow_jrs.actions.planning.jobs import plan_range
+from airflow_jrs.plugins import calendar as kept_calendar
+from airflow_jrs.protocol.jobs import JobNamespace
+from airflow_jrs.settings import resolve
+from airflow_jrs.store import Attempt, JobResult, JobStatus
+from airflow_jrs.store.results.changes import ResultChanges
+from airflow_jrs.views.calendar import CalendarJob, calendar_json, cell_state, job_detail
+from jrs_testbench.helpers import wait_until
+
+DAG = """
+from datetime import datetime, UTC
+from airflow.sdk import DAG
+from airflow_jrs.operators import JrsSparkSubmitOperator
+
+with DAG("jrs_kept", schedule="@daily", start_date=datetime(2024, 1, 1, tzinfo=UTC), catchup=False):
+    JrsSparkSubmitOperator(task_id="a", application="/nowhere/app.py", conn_id="spark_local", job_id="a.{{ ds }}")
+    JrsSparkSubmitOperator(task_id="b", application="/nowhere/app.py", conn_id="spark_local", job_id="b.{{ ds }}")
+"""
+START = datetime(2024, 1, 1, tzinfo=UTC)
+END = datetime(2024, 1, 10, 23, 59, tzinfo=UTC)
+DAYS = [f"2024-01-{d:02d}" for d in range(1, 11)]
+
+
+@pytest.fixture
+def jobs(redis_url: str, namespace: str) -> Iterator[JobNamespace]:
+    found = JobNamespace.from_url(redis_url, resolve(arguments={"namespace": namespace}))
+    kept_calendar.forget_kept()
+    yield found
+    found.results.changes().stop(timeout=0)
+    found.close()
+
+
+@pytest.fixture
+def dag(dag_folder: Any) -> Any:
+    return load_dag("jrs_kept", dag_folder("jrs_kept.py", DAG))
+
+
+def commit(jobs: JobNamespace, job_id: str, *, clean: bool = True) -> None:
+    jobs.results.create_dirty_result(
+        JobResult(job_id=job_id, status=JobStatus.SUCCEEDED, attempt=Attempt("jrs_kept", "a", "r", 1))
+    )
+    if clean:
+        jobs.results.mark_result_as_clean(job_id)
+
+
+def fresh(jobs: JobNamespace, dag: Any) -> dict[str, Any]:
+    """The calendar planned from nothing, as the page answered before rows were kept."""
+    planned, notes = plan_range(jobs, dag, START, END, versions=None)
+    held = jobs.held_leases()
+    cells = [
+        CalendarJob(p.logical_date, p.task_id, p.job_id,
+                    cell_state(p.status, p.result_status, p.job_id in held, stale=p.stale), p.map_index,
+                    detail=job_detail(p.entry), fingerprint_known=p.fingerprint_known)
+        for p in planned
+    ]  # fmt: skip
+    return calendar_json("jrs_kept", cells, {}, notes)
+
+
+def kept(jobs: JobNamespace, dag: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(kept_calendar.calendar_body(jobs, ("v1", "h1"), dag, START, END, {}))
+    return doc
+
+
+def state(doc: dict[str, Any], day: str, task: str) -> str:
+    row = next(r for r in doc["dates"] if r["logical_date"].startswith(day))
+    found: str = row["cells"][task]["state"]
+    return found
+
+
+def reads(jobs: JobNamespace) -> int:
+    """How many batch reads of entries (``READ_ENTRIES`` runs) the server has answered."""
+    stats = jobs.client.info("commandstats")
+    return int(stats.get("cmdstat_evalsha", {}).get("calls", 0)) + int(stats.get("cmdstat_eval", {}).get("calls", 0))
+
+
+def settled(jobs: JobNamespace, before: int) -> None:
+    """Wait until the watcher handled the write just made (its epoch moved past ``before``)."""
+    changes = jobs.results.changes()
+    wait_until(lambda: changes.active and changes.epoch > before, "the write's notification")
+
+
+def watching(jobs: JobNamespace) -> ResultChanges:
+    changes = jobs.results.changes()
+    wait_until(lambda: changes.active, "the notifications subscribed")
+    return changes
+
+
+def test_a_kept_calendar_reads_no_entry_until_one_changes_then_only_its_date(jobs, dag):
+    for day in DAYS[:6]:
+        commit(jobs, f"a.{day}")
+    changes = watching(jobs)
+    assert kept(jobs, dag) == fresh(jobs, dag)
+    before = reads(jobs)
+    assert kept(jobs, dag) == fresh(jobs, dag)  # fresh() reads once itself
+    assert reads(jobs) - before == 1, "the kept calendar read entries although nothing changed"
+
+    epoch = changes.epoch
+    commit(jobs, "b.2024-01-03", clean=False)
+    settled(jobs, epoch)
+    before = reads(jobs)
+    doc = kept(jobs, dag)
+    assert reads(jobs) - before == 1  # one batch: the changed date's two jobs
+    assert state(doc, "2024-01-03", "b") == "dirty" and doc == fresh(jobs, dag)
+
+
+@pytest.mark.parametrize("write", ["create", "clean", "forget", "purge", "quarantine", "release"])
+def test_every_write_of_an_entry_reaches_the_kept_calendar(jobs, dag, write):
+    commit(jobs, "a.2024-01-02", clean=write != "clean")
+    if write == "release":
+        jobs.client.set(jobs.results.keys.result("a.2024-01-02"), b"not json")
+        with pytest.raises(Exception, match="corrupt"):
+            jobs.results.get_entry("a.2024-01-02")  # quarantined by the read
+    changes = watching(jobs)
+    assert kept(jobs, dag) == fresh(jobs, dag)
+    epoch = changes.epoch
+    if write == "create":
+        commit(jobs, "b.2024-01-05", clean=False)
+    elif write == "clean":
+        jobs.results.mark_result_as_clean("a.2024-01-02")
+    elif write == "forget":
+        jobs.results.forget_result("a.2024-01-02", reason="test")
+    elif write == "purge":
+        assert jobs.results.purge_clean_entries(timedelta(0)) == 1
+    elif write == "quarantine":  # another reader (a task) quarantines an entry the page kept
+        jobs.client.set(jobs.results.keys.result("a.2024-01-02"), b"not json")
+        with pytest.raises(Exception, match="corrupt"):
+            jobs.results.get_entry("a.2024-01-02")
+    else:
+        jobs.results.release_quarantine("a.2024-01-02")
+    settled(jobs, epoch)
+    assert kept(jobs, dag) == fresh(jobs, dag)
+
+
+def test_a_lease_taken_or_released_shows_on_the_kept_calendar(jobs, dag, monkeypatch):
+    monkeypatch.setattr(kept_calendar, "HELD_FRESH", 0.0)  # every request lists the held leases itself
+    monkeypatch.setattr(kept_calendar, "HELD_USABLE", 0.0)
+    commit(jobs, "a.2024-01-04")
+    watching(jobs)
+    kept(jobs, dag)
+    lease = jobs.lease("a.2024-01-04")
+    lease.acquire()
+    doc = kept(jobs, dag)
+    assert state(doc, "2024-01-04", "a") == "running" and doc == fresh(jobs, dag)
+    lease.release()
+    doc = kept(jobs, dag)
+    assert state(doc, "2024-01-04", "a") == "committed" and doc == fresh(jobs, dag)
+
+
+def test_a_lease_shows_within_the_listing_s_freshness_read_in_the_background(jobs, dag, monkeypatch):
+    monkeypatch.setattr(kept_calendar, "HELD_FRESH", 600.0)
+    commit(jobs, "a.2024-01-04")
+    watching(jobs)
+    kept(jobs, dag)
+    lease = jobs.lease("a.2024-01-04")
+    lease.acquire()
+    assert state(kept(jobs, dag), "2024-01-04", "a") == "committed"  # the listing is still fresh
+    monkeypatch.setattr(kept_calendar, "HELD_FRESH", 0.0)  # now too old: served while read again
+    wait_until(lambda: state(kept(jobs, dag), "2024-01-04", "a") == "running", "the lease on the page", timeout=10)
+    lease.release()
+
+
+def test_a_kept_row_goes_when_its_entry_expires_unannounced(jobs, dag):
+    commit(jobs, "a.2024-01-07")
+    watching(jobs)
+    jobs.client.pexpire(jobs.results.keys.result("a.2024-01-07"), 300)  # retention ends, no notification
+    assert state(kept(jobs, dag), "2024-01-07", "a") == "committed"
+    wait_until(lambda: not jobs.client.exists(jobs.results.keys.result("a.2024-01-07")), "the entry expired")
+    doc = kept(jobs, dag)
+    assert state(doc, "2024-01-07", "a") == "missing" and doc == fresh(jobs, dag)
+
+
+def test_a_lost_subscription_makes_everything_read_before_it_stale(jobs):
+    changes = watching(jobs)
+    before = changes.epoch
+    assert changes.unchanged_since({"a.2024-01-01"}, before)
+    jobs.client.client_kill_filter(_type="pubsub")  # the watcher's own connection
+    wait_until(lambda: changes.active and changes.epoch > before, "subscribed again")
+    assert not changes.unchanged_since({"a.2024-01-01"}, before), "a write while unsubscribed would be missed"
+    assert changes.unchanged_since({"a.2024-01-01"}, changes.epoch)
+
+
+def test_nothing_is_kept_before_the_notifications_are_confirmed(redis_url, namespace, dag):
+    """A watcher that never subscribed (a server without pub/sub, a lost connection): every
+    request plans from the store, so it is never wrong, only as slow as before."""
+    jobs = JobNamespace.from_url(redis_url, resolve(arguments={"namespace": namespace}))
+    kept_calendar.forget_kept()
+    idle = ResultChanges(jobs.client, namespace)  # never started
+    jobs.results.changes = lambda: idle  # type: ignore[method-assign]
+    try:
+        commit(jobs, "a.2024-01-01")
+        assert kept(jobs, dag) == fresh(jobs, dag)
+        before = reads(jobs)
+        kept(jobs, dag)
+        assert reads(jobs) - before == 1, "rows were kept without confirmed notifications"
+    finally:
+        jobs.close()
