@@ -38,7 +38,7 @@ from typing import Any
 
 from airflow_jrs.actions.planning.job_ids import job_ids
 from airflow_jrs.actions.planning.jobs import plan_jobs, planned_date
-from airflow_jrs.actions.planning.runs import ExistingRun, existing_runs
+from airflow_jrs.actions.planning.runs import ExistingRun, runs_by_date
 from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.store.results.batch_read import read_entries
 from airflow_jrs.views.calendar import LEGEND, CalendarJob, cell_state, date_order, date_row, job_detail, task_columns
@@ -93,7 +93,6 @@ def calendar_body(
     dag: Any,
     start: datetime,
     end: datetime,
-    run_ids: Mapping[float, list[str]],
     *,
     versions: Callable[[str], Any] | None = None,
     clock: Callable[[], float] = time.monotonic,
@@ -101,13 +100,12 @@ def calendar_body(
     """The calendar of ``dag`` (its latest version, ``dag_key``) from ``start`` to ``end`` as JSON
     text: :func:`airflow_jrs.views.calendar.calendar_json`'s document, its rows kept between calls.
 
-    :param run_ids: the DAG's runs in the range by logical date (a timestamp), as the page lists them
     :param versions: a version id's serialized DAG (the one a run used)
     """
     from airflow_jrs.actions.planning.dags import version_dag
 
     changes = jobs.results.changes()
-    runs, runs_note = existing_runs(dag.dag_id, start, end)
+    runs, run_ids, runs_note = runs_by_date(dag.dag_id, start, end)  # one query: plan with them, list them
     signature = (dag_key, _runs_signature(runs, run_ids), runs_note)
     key = (jobs.namespace, dag.dag_id, start, end)
     with _plans_lock:

@@ -77,7 +77,7 @@ def fresh(jobs: JobNamespace, dag: Any) -> dict[str, Any]:
 
 
 def kept(jobs: JobNamespace, dag: Any) -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads(kept_calendar.calendar_body(jobs, ("v1", "h1"), dag, START, END, {}))
+    doc: dict[str, Any] = json.loads(kept_calendar.calendar_body(jobs, ("v1", "h1"), dag, START, END))
     return doc
 
 

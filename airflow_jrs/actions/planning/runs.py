@@ -56,6 +56,16 @@ def as_run(info: Any, runs: dict[float, ExistingRun] | None) -> Any:
 def existing_runs(dag_id: str, start: datetime, end: datetime) -> tuple[dict[float, ExistingRun], str | None]:
     """The DAG's runs in the range from Airflow's metadata DB, by logical date (a timestamp),
     and a note when the DB cannot be read (the plan then shows what a run without conf does)."""
+    runs, _, note = runs_by_date(dag_id, start, end)
+    return runs, note
+
+
+def runs_by_date(
+    dag_id: str, start: datetime, end: datetime
+) -> tuple[dict[float, ExistingRun], dict[float, list[str]], str | None]:
+    """:func:`existing_runs` and every run id of each logical date (a timestamp; in run id
+    order), from one query: what the calendar shows under a date besides what it plans with.
+    Of several runs of one date, the plan sees the last in run id order."""
     try:
         from airflow.configuration import conf
         from airflow.models.dag_version import DagVersion
@@ -80,22 +90,35 @@ def existing_runs(dag_id: str, start: datetime, end: datetime) -> tuple[dict[flo
                 )
                 .outerjoin(DagVersion, DagVersion.id == DagRun.created_dag_version_id)
                 .where(DagRun.dag_id == dag_id, DagRun.logical_date >= start, DagRun.logical_date <= end)
+                .order_by(DagRun.run_id)
             ).all()
     except Exception as exc:  # a plan is a preview: say what it could not see, and go on
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-        return {}, (
-            f"could not read the DAG's runs from Airflow's metadata DB ({type(exc).__name__}: {first}); "
-            f"runs whose conf asks to recompute ({RECOMPUTE_KEY}) are not taken into account"
+        return (
+            {},
+            {},
+            (
+                f"could not read the DAG's runs from Airflow's metadata DB ({type(exc).__name__}: {first}); "
+                f"runs whose conf asks to recompute ({RECOMPUTE_KEY}) are not taken into account"
+            ),
         )
-    return {
-        row.logical_date.timestamp(): ExistingRun(
-            row.run_id,
-            row.conf,
-            (row.data_interval_start, row.data_interval_end) if row.data_interval_start else None,
-            # A versioned bundle (git) runs a run's tasks again with the version it was created with;
-            # a local folder has one version, the file on disk: the latest serialized DAG.
-            str(row.created_dag_version_id) if row.created_dag_version_id and row.bundle_version else None,
-        )
-        for row in rows
-        if row.logical_date
-    }, None
+    run_ids: dict[float, list[str]] = {}
+    for row in rows:
+        if row.logical_date:
+            run_ids.setdefault(row.logical_date.timestamp(), []).append(row.run_id)
+    return (
+        {
+            row.logical_date.timestamp(): ExistingRun(
+                row.run_id,
+                row.conf,
+                (row.data_interval_start, row.data_interval_end) if row.data_interval_start else None,
+                # A versioned bundle (git) runs a run's tasks again with the version it was created with;
+                # a local folder has one version, the file on disk: the latest serialized DAG.
+                str(row.created_dag_version_id) if row.created_dag_version_id and row.bundle_version else None,
+            )
+            for row in rows
+            if row.logical_date
+        },
+        run_ids,
+        None,
+    )

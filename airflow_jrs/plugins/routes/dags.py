@@ -17,7 +17,6 @@ DAG's timetable over all of it.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
 from typing import Any
 
 from airflow.api_fastapi.common.db.common import SessionDep
@@ -37,24 +36,6 @@ log = logging.getLogger("airflow_jrs.plugins.api")
 router = APIRouter()
 
 
-def _runs(dag_id: str, start: datetime, end: datetime) -> dict[float, list[str]]:
-    """The DAG's runs by logical date (a timestamp), from Airflow's metadata DB."""
-    from airflow.models.dagrun import DagRun
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    out: dict[float, list[str]] = {}
-    with create_session() as session:
-        rows = session.execute(
-            select(DagRun.logical_date, DagRun.run_id)
-            .where(DagRun.dag_id == dag_id, DagRun.logical_date >= start, DagRun.logical_date <= end)
-            .order_by(DagRun.run_id)
-        ).all()
-    for row in rows:
-        out.setdefault(row.logical_date.timestamp(), []).append(row.run_id)
-    return out
-
-
 @router.get("/api/dags/{dag_id}/calendar")
 def calendar(user: GetUserDep, b: Jobs, dag_id: str, start: str, end: str) -> Response:
     """Each date of the DAG from ``start`` to ``end`` (``YYYY-MM-DD``, inclusive) by guarded
@@ -64,7 +45,7 @@ def calendar(user: GetUserDep, b: Jobs, dag_id: str, start: str, end: str) -> Re
     Access(user).require("GET", dag_id)
     first, last = day_range(start, end)
     dag_key, dag = find_dag_version(dag_id)
-    body = calendar_body(b.jobs, dag_key, dag, first, last, _runs(dag_id, first, last))
+    body = calendar_body(b.jobs, dag_key, dag, first, last)
     return Response(content=body, media_type="application/json")
 
 
