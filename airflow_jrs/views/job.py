@@ -24,7 +24,7 @@ from airflow_jrs.store.heartbeats import Heartbeat
 from airflow_jrs.store.intents import Intent
 from airflow_jrs.store.leases.lease import LeaseHolder
 from airflow_jrs.store.recoveries import RecoveryStep
-from airflow_jrs.store.stop_requests import StopRequest
+from airflow_jrs.store.stop_requests import StopRequest, addresses
 from airflow_jrs.views.holder import RUNNING, TASK_GONE, HolderState, holder_state
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def verdict(intent: Intent | CorruptIntentError, holder: LeaseHolder | None, bea
     (:mod:`.holder`), or waiting for recovery."""
     if isinstance(intent, CorruptIntentError):
         return "unreadable intent: inspect it (see the error)"
-    if holder is not None and holder.token == intent.fence:
+    if holder is not None and holder.fence == intent.fence:  # identities: a failover can repeat a token
         now = holder_state(holder, beat)
         if now is None or now.state == RUNNING:
             return "running: its attempt holds the lease"
@@ -118,9 +118,10 @@ class JobView:
 
     @property
     def stop_pending(self) -> bool:
-        """The stop request names the attempt in flight (its intent's fence)."""
+        """The stop request addresses the attempt in flight (its intent's fence; a person's bare token
+        addresses whichever attempt holds it: :func:`~airflow_jrs.store.stop_requests.addresses`)."""
         r = self.stop_request
-        return r is not None and isinstance(self.intent, Intent) and r.fence == self.intent.fence
+        return r is not None and isinstance(self.intent, Intent) and addresses(r.fence, self.intent.fence)
 
     @property
     def summary(self) -> str:

@@ -16,6 +16,8 @@ while its supervisor still runs Spark: :mod:`airflow_jrs.views.holder`), and ``s
 the attempt in flight is a stream (``null`` without an intent).
 ``links``: the Airflow runs behind the job (``runs``: ``dag_id``, ``run_id``, ``url`` relative to
 Airflow's base URL) and its Spark application (``spark_ui``).
+Every fence is its token, a plain ``int`` (the owner nonce is the store's business:
+:mod:`airflow_jrs.spark.fence`), so a document equals the JSON it is sent as.
 """
 
 from __future__ import annotations
@@ -71,16 +73,16 @@ def intent_json(intent: Intent | CorruptIntentError | None) -> dict[str, Any] | 
         return None
     if isinstance(intent, CorruptIntentError):
         return {"error": str(intent)}
-    return asdict(intent)
+    return {**asdict(intent), "fence": int(intent.fence)}
 
 
 def heartbeat_json(beat: Heartbeat | None) -> dict[str, Any] | None:
-    return None if beat is None else asdict(beat)
+    return None if beat is None else {**asdict(beat), "fence": int(beat.fence)}
 
 
 def stop_request_json(request: StopRequest | None, *, pending: bool) -> dict[str, Any] | None:
     """The last stop or cancel asked; ``pending``: it names the attempt in flight."""
-    return None if request is None else {**asdict(request), "pending": pending}
+    return None if request is None else {**asdict(request), "fence": int(request.fence), "pending": pending}
 
 
 def job_json(view: JobView, spark_ui: str | None = None) -> dict[str, Any]:
