@@ -134,7 +134,7 @@ def test_a_retry_on_a_server_without_ui_waits_the_bound_for_the_gone_sessions_ta
     assert calls(control) == [str(failed.fence), str(fence_of(payload))], "the function ran other than twice"
     assert intent_of(jrs_env) is None  # the result's write dropped it
     waited = [s for s in Recoveries(jrs_env.store.client, jrs_env.namespace).get(JOB) if s.event == WAITED]
-    assert len(waited) == 1 and waited[0].predecessor == failed.fence, waited
+    assert len(waited) == 1 and waited[0].predecessor == int(failed.fence), waited  # a step keeps the token
     assert f"session {failed.session_id} (gone; its cancelled tasks unseen, waited for 2s)" in waited[0].text
 
 

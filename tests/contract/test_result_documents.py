@@ -58,7 +58,7 @@ def committed(store: RedisJobResultStore, redis_client: redis.Redis, fence: int 
     redis_client.set(KeySpace(store.namespace).fence_counter, fence - 1)  # the next token is ``fence``
     lease = JobLease(redis_client, store.namespace, JOB, ttl=30)
     token = lease.acquire()
-    assert token == fence
+    assert int(token) == fence
     store.create_dirty_result(full(), fence=token)
     lease.release()
     store.mark_result_as_clean(JOB, expected=store.get_entry(JOB))
@@ -386,7 +386,7 @@ def test_a_fence_counter_that_went_back_never_blocks_a_commit(store, redis_clien
     redis_client.set(KeySpace(namespace).fence_counter, 6)
     lease = JobLease(redis_client, namespace, JOB, ttl=30)
     token = lease.acquire()
-    assert token == 7
+    assert int(token) == 7
     store.create_dirty_result(new, fence=token)
     lease.release()
     assert store.mark_result_as_clean(JOB, expected=store.get_entry(JOB)) is True

@@ -65,7 +65,7 @@ def test_late_cleanup_keeps_the_staging_of_the_attempt_holding_the_lease(store, 
     store.create_dirty_result(JobResult(job_id="j", status=JobStatus.SUCCEEDED, outputs={"o": "x"}), fence=None)
     store.client.set(store.keys.fence_counter, 2)  # fences 1 and 2 were handed out before
     lease = JobLease(store.client, store.namespace, "j", ttl=30)
-    assert lease.acquire() == 3  # an attempt recomputing the job (e.g. after a code change) runs now
+    assert int(lease.acquire()) == 3  # an attempt recomputing the job (e.g. after a code change) runs now
     try:
         JrsCleanupOperator(task_id="cleanup", jobs=["j"]).execute(context())
     finally:
@@ -118,7 +118,7 @@ def test_cleanup_keeps_the_staging_folder_an_adopted_result_points_to(store, tmp
     adopted, loser = _staging(store, tmp_path, 1), _staging(store, tmp_path, 2)
     store.client.set(store.keys.fence_counter, 2)  # fences 1 and 2 ran before; the successor gets 3
     token = _write_result(store, OLD_FP, {"output": str(adopted)})
-    assert token == 3
+    assert int(token) == 3
     JrsCleanupOperator(task_id="cleanup", jobs=["j"]).execute(context())
     assert store.get_entry("j").is_clean
     assert (adopted / "data" / "part-0").read_text() == "rows", "the adopted output was removed"
@@ -136,7 +136,7 @@ def test_a_result_written_while_the_cleanup_ran_is_committed_only_after_its_clea
     def recompute() -> None:  # a changed-code run: new fingerprint, supersedes the dirty result
         new = _staging(store, tmp_path, 2)
         new_outputs["output"] = str(new)
-        assert _write_result(store, NEW_FP, {"output": str(new)}, supersede=True) == 2
+        assert int(_write_result(store, NEW_FP, {"output": str(new)}, supersede=True)) == 2
 
     step_action["cleanup_before_clean"] = recompute
     seen: list[tuple[str | None, bool]] = []

@@ -138,16 +138,16 @@ def test_show_running_job_with_lease_and_intent(base, store, namespace, capsys):
     assert main([*base, "show", "--json", "r.t.2013-01-01"]) == 0
     doc = jout(capsys)
     assert doc["summary"] == "running" and doc["running"] is True and doc["state"] is None
-    assert doc["lease"]["token"] == token and doc["intent"]["fence"] == token
+    assert doc["lease"]["token"] == int(token) and doc["intent"]["fence"] == int(token)
     assert main([*base, "show", "r.t.2013-01-01"]) == 0
     assert "running" in capsys.readouterr().out
 
     assert main([*base, "--json", "leases"]) == 0
     leases = jout(capsys)["leases"]
     assert [(x["job_id"], x["lease"]["token"], x["lease"]["owner"]["host"]) for x in leases] == [
-        ("r.t.2013-01-01", token, "h1")
+        ("r.t.2013-01-01", int(token), "h1")
     ]
-    assert leases[0]["intent"]["fence"] == token
+    assert leases[0]["intent"]["fence"] == int(token)
     assert main([*base, "--json", "intents"]) == 0
     intents = jout(capsys)["intents"]
     assert intents[0]["job_id"] == "r.t.2013-01-01" and intents[0]["verdict"].startswith("running")

@@ -39,7 +39,7 @@ def test_tokens_strictly_increase_across_acquisitions(redis_client: redis.Redis,
     tokens = []
     for _ in range(5):
         lease = JobLease(redis_client, namespace, JOB, ttl=5)
-        tokens.append(lease.acquire())
+        tokens.append(int(lease.acquire()))
         assert lease.release() is True
     assert tokens == sorted(set(tokens)) and tokens[0] >= 1
     assert int(redis_client.get(KeySpace(namespace).fence_counter)) == tokens[-1]
@@ -49,9 +49,9 @@ def test_tokens_strictly_increase_across_acquisitions(redis_client: redis.Redis,
 def test_tokens_are_counted_per_namespace_and_leave_no_key_per_job(redis_client: redis.Redis, namespace: str) -> None:
     a = JobLease(redis_client, namespace, "job.a", ttl=5).acquire()
     b = JobLease(redis_client, namespace, "job.b", ttl=5).acquire()
-    assert (a, b) == (1, 2)
+    assert (int(a), int(b)) == (1, 2)
     other = JobLease(redis_client, f"{namespace}-other", "job.a", ttl=5).acquire()
-    assert other == 1  # namespaces stay apart
+    assert int(other) == 1  # namespaces stay apart
     keys = {k.decode() for k in redis_client.scan_iter(match=f"jrs:{{{namespace}}}:fence*")}
     assert keys == {KeySpace(namespace).fence_counter}
 
@@ -67,15 +67,15 @@ def test_second_acquire_while_held_raises_lease_held_naming_the_holder(
     holder = info.value.holder
     assert holder["host"] == socket.gethostname()
     assert holder["pid"] == os.getpid()
-    assert holder["token"] == token
+    assert holder["token"] == int(token)
     assert 0 < int(holder["ttl_ms"]) <= 30_000  # type: ignore[call-overload]
     assert info.value.job_id == JOB
     assert JOB in str(info.value)
     assert second.token is None
-    assert lease_token(redis_client, namespace) == token  # the holder is untouched
+    assert lease_token(redis_client, namespace) == int(token)  # the holder is untouched
     # a refused acquisition does not burn a token
     first.release()
-    assert JobLease(redis_client, namespace, JOB, ttl=5).acquire() == token + 1
+    assert int(JobLease(redis_client, namespace, JOB, ttl=5).acquire()) == token + 1
 
 
 def test_expired_lease_is_taken_over_and_the_old_holder_learns_it_lost(
@@ -95,7 +95,7 @@ def test_expired_lease_is_taken_over_and_the_old_holder_learns_it_lost(
         old.check()
     assert info.value.fence == old_token and info.value.job_id == JOB
     assert new.renew() is True and new.check() == new_token
-    assert lease_token(redis_client, namespace) == new_token  # the failed renewal changed nothing
+    assert lease_token(redis_client, namespace) == int(new_token)  # the failed renewal changed nothing
 
 
 def test_release_by_a_stale_token_does_not_delete_the_new_holders_lease(
@@ -107,7 +107,7 @@ def test_release_by_a_stale_token_does_not_delete_the_new_holders_lease(
     new = JobLease(redis_client, namespace, JOB, ttl=10)
     new_token = new.acquire()
     assert old.release() is False
-    assert lease_token(redis_client, namespace) == new_token
+    assert lease_token(redis_client, namespace) == int(new_token)
     assert redis_client.pttl(KeySpace(namespace).lease(JOB)) > 0
     assert new.release() is True
     assert not redis_client.exists(KeySpace(namespace).lease(JOB))
@@ -120,7 +120,7 @@ def test_background_renewal_keeps_a_short_lease_alive(redis_client: redis.Redis,
     try:
         time.sleep(7.0)  # more than two TTLs: only renewals keep it
         assert lease.check() == token
-        assert lease_token(redis_client, namespace) == token
+        assert lease_token(redis_client, namespace) == int(token)
         assert redis_client.pttl(KeySpace(namespace).lease(JOB)) > 0
         with pytest.raises(LeaseHeldError):
             JobLease(redis_client, namespace, JOB, ttl=3).acquire()
@@ -154,7 +154,7 @@ def test_renewal_notices_a_takeover_by_itself(redis_client: redis.Redis, namespa
         assert lost == [lease]
         with pytest.raises(LeaseLostError):
             lease.check()
-        assert lease_token(redis_client, namespace) == newer != token
+        assert lease_token(redis_client, namespace) == int(newer) != token
     finally:
         lease.release()
 
@@ -240,7 +240,7 @@ def test_a_holder_paused_past_its_ttl_cannot_write_after_a_takeover(
 
         new = JobLease(redis_client, namespace, JOB, ttl=10)
         new_token = new.acquire()
-        assert new_token == old_token + 1
+        assert int(new_token) == old_token + 1
 
         os.kill(child.pid, signal.SIGCONT)
         out, err = child.communicate(timeout=20)
@@ -248,10 +248,10 @@ def test_a_holder_paused_past_its_ttl_cannot_write_after_a_takeover(
         assert out.split() == ["LeaseLostError"], err
         assert store.get_entry(JOB) is None
         assert store.get_dirty_results() == []
-        assert lease_token(redis_client, namespace) == new_token  # the woken renewer did not steal it back
+        assert lease_token(redis_client, namespace) == int(new_token)  # the woken renewer did not steal it back
 
         entry = store.create_dirty_result(JobResult(job_id=JOB, status=JobStatus.SUCCEEDED), fence=new_token)
-        assert entry.result.fence == new_token
+        assert entry.result.fence == int(new_token)  # a result keeps the token only
     finally:
         if child.poll() is None:
             os.kill(child.pid, signal.SIGCONT)

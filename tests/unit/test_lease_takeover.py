@@ -94,7 +94,7 @@ def test_a_killed_holder_on_this_host_is_taken_over_at_once_with_a_newer_fence(
     assert (taken, waiting_for) == (True, "")
     assert successor.token is not None and successor.token > holder.token
     now = peek(redis_client, namespace)
-    assert now.token == successor.token and now.owner["pid"] == os.getpid()
+    assert now.fence == successor.token and now.owner["pid"] == os.getpid()
     assert redis_client.hget(KeySpace(namespace).lease(JOB), "taken_from") == str(holder.token).encode()
     out, _ = capfd.readouterr()
     assert f"took over the lease from pid {holder.process.pid} on host" in out and "is gone" in out
@@ -107,7 +107,7 @@ def test_two_successors_of_one_dead_holder_cannot_both_take_over(redis_client, n
     token = first.take_over(dead)
     with pytest.raises(LeaseHeldError) as info:
         second.take_over(dead)  # it saw the same dead holder, but the token changed under it
-    assert info.value.holder["token"] == token and second.token is None
+    assert info.value.holder["token"] == int(token) and second.token is None
     assert first.renew() is True
 
 
@@ -141,7 +141,7 @@ def test_a_dead_holder_whose_supervisor_still_runs_is_waited_for(redis_client, n
     successor = JobLease(redis_client, namespace, JOB, ttl=60)
     taken, waiting_for = take_over_if_dead(hook(redis_client, namespace, tmp_path), successor, log=None)
     assert not taken and f"its supervisor (pid {sleeper.pid}) still runs" in waiting_for
-    assert peek(redis_client, namespace).token == holder.token
+    assert peek(redis_client, namespace).fence == holder.token
 
 
 def test_a_dead_holder_whose_local_spark_submit_still_runs_is_waited_for(redis_client, namespace, holder, tmp_path):
@@ -285,7 +285,7 @@ def test_a_live_holder_that_is_not_an_earlier_try_of_the_same_task_instance_is_w
     successor = JobLease(redis_client, namespace, JOB, ttl=60, owner=default_owner(**ours))
     taken, waiting_for = take_over_if_dead(hook(redis_client, namespace, tmp_path), successor, log=None)
     assert not taken and f"its pid {os.getpid()} is alive" in waiting_for
-    assert peek(redis_client, namespace).token == held.token and held.renew()
+    assert peek(redis_client, namespace).fence == held.token and held.renew()
 
 
 def test_a_lease_says_its_ttl_so_a_reader_tells_how_long_ago_it_was_renewed(redis_client, namespace):

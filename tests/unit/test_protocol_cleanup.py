@@ -61,7 +61,7 @@ def test_commit_job_removes_losers_and_specs_keeps_the_winner_and_commits(jobs):
     spec.parent.mkdir(parents=True)
     spec.write_text("{}")
     jobs.results.client.set(jobs.results.keys.fence_counter, 1)
-    assert _write(jobs, {"output": str(winner)}) == 2
+    assert int(_write(jobs, {"output": str(winner)})) == 2
     payload = commit_job(jobs, "j", retry=NO_WAIT)
     assert payload["status"] == "SUCCEEDED" and jobs.results.get_entry("j").is_clean
     assert (winner / "data" / "part-0").read_text() == "rows"

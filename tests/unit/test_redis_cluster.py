@@ -65,11 +65,11 @@ def test_lease_fences_and_revokes_through_a_cluster_client(cluster_client, names
     token = first.acquire()
     with pytest.raises(LeaseHeldError):
         JobLease(cluster_client, namespace, "j.lease", ttl=30).acquire()
-    assert first.peek().token == token and first.renew()
+    assert first.peek().fence == token and first.renew()
     assert first.revoke()  # on a fresh cluster client of its own
     second = JobLease(cluster_client, namespace, "j.lease", ttl=30)
     fresh = second.acquire()  # the token and the second holder's nonce (a bare int is not its identity)
-    assert fresh == token + 1
+    assert int(fresh) == token + 1
     with pytest.raises(LeaseLostError):  # the first holder's fence is stale now
         store.create_dirty_result(JobResult(job_id="j.lease", status=JobStatus.SUCCEEDED), fence=token)
     store.create_dirty_result(JobResult(job_id="j.lease", status=JobStatus.SUCCEEDED), fence=fresh)

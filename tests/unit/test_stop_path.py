@@ -202,9 +202,9 @@ def test_a_successor_with_predecessor_stop_asks_a_stream_to_stop_at_a_batch_boun
     )
     run = JobRun(jobs, store, intents, successor, JOB, "fp", Attempt("d", "stream", "r", 2), True, {})
     log = SimpleNamespace(warning=lambda *a: None, info=lambda *a: None)
-    beat = _settle_supervised_predecessor(run, t.fence, "stop", log)
-    assert beat is not None and beat.fence == t.fence
-    request = StopRequests(redis_client, namespace).get(JOB, t.fence)
+    beat = _settle_supervised_predecessor(run, t.identity, "stop", log)  # the dead attempt's intent's fence
+    assert beat is not None and beat.fence == t.identity
+    request = StopRequests(redis_client, namespace).get(JOB, t.identity)
     assert request.kind == STOP and "successor" in request.by and 'predecessor="stop"' in request.reason
     ended = Heartbeats(redis_client, namespace).get(JOB)
     assert ended.state == "ended" and ended.exit_code == 0, "the driver was killed, not stopped"

@@ -68,7 +68,7 @@ def wait_until(condition, timeout: float, what: str) -> None:
 def leased(redis_url, namespace):
     """The job's lease held by fence 1 (the attempt that starts the supervisor)."""
     lease = JobLease(redis.Redis.from_url(redis_url), namespace, JOB, ttl=30)
-    assert lease.acquire() == 1
+    assert int(lease.acquire()) == 1
     return lease
 
 
@@ -109,7 +109,7 @@ def test_a_newer_fences_heartbeat_stops_the_older_supervisors_child(redis_url, n
     proc = start(redis_url, namespace, leased.token, tmp_path / "out", 120, ttl=1.5)
     wait_until(lambda: (tmp_path / "out" / "started").exists(), 30, "the child")
     successor = JobLease(redis.Redis.from_url(redis_url), namespace, JOB, ttl=30)
-    assert successor.take_over(leased.peek()) == 2
+    assert int(successor.take_over(leased.peek()) or 0) == 2
     beats.beat(JOB, successor.token, 30_000, host="elsewhere", pid=1, child=0, first=True)  # the successor's
     assert proc.wait(60) == 128 + signal.SIGTERM
 

@@ -81,7 +81,7 @@ def test_held_leases_and_in_flight_intents_name_their_job(jobs):
     lease = _start(jobs)
     token = lease.token
 
-    assert [(h.job_id, h.holder.token, h.intent.fence) for h in held_leases(jobs)] == [(JOB, token, token)]
+    assert [(h.job_id, h.holder.fence, h.intent.fence) for h in held_leases(jobs)] == [(JOB, token, token)]
     assert [(f.job_id, f.verdict.split(":")[0]) for f in in_flight(jobs)] == [(JOB, "running")]
     lease.revoke()  # the attempt is gone; its supervisor still beats
     assert in_flight(jobs)[0].verdict.startswith("spark-submit still running")
