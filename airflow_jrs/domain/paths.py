@@ -12,7 +12,7 @@ compute the same paths and names, so they all call these functions::
 
 ``<job dir>`` is the job id with ``/`` replaced by ``_`` (a job id may hold ``/``; a path
 segment may not). ``<nonce>`` is the owner nonce of the attempt's lease
-(:mod:`airflow_jrs.store.leases.fence`): two attempts handed the same token after a failover that lost
+(:mod:`airflow_jrs.spark.fence`): two attempts handed the same token after a failover that lost
 the counter's ``INCR`` still get folders of their own. Folders named ``fence-<token>`` (no
 nonce) are from versions before it, and are read alike (:func:`fence_token_of`). The
 application name keeps the bare token: it is what people search for in the Spark UI.

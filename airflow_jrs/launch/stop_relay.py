@@ -18,7 +18,6 @@ import time
 from typing import TYPE_CHECKING
 
 from airflow_jrs.spark.control import CANCEL
-from airflow_jrs.store.leases.fence import same_fence
 from airflow_jrs.store.stop_requests import StopRequest, StopRequests
 
 if TYPE_CHECKING:
@@ -146,4 +145,4 @@ def control_dir_of(jobs: JobNamespace, job_id: str, fence: int) -> str | None:
     except Exception as exc:
         say(f"could not read the intent of job {job_id} ({exc}); a stop terminates spark-submit")
         return None
-    return control_path_of_output(intent.staging) if intent is not None and same_fence(intent.fence, fence) else None
+    return control_path_of_output(intent.staging) if intent is not None and intent.fence == fence else None

@@ -41,7 +41,6 @@ from airflow_jrs.spark.conf import streaming_conf
 from airflow_jrs.spark.control import CANCEL, FINISHED, STOP, STOPPED, clear_request, read_outcome, requested_kind
 from airflow_jrs.spark.control import write_request as _write_request
 from airflow_jrs.store import JobResult, JobStatus
-from airflow_jrs.store.leases.fence import same_fence
 from airflow_jrs.store.stop_requests import StopRequest
 
 if TYPE_CHECKING:
@@ -198,7 +197,7 @@ class StreamAttempt:
                     job_id, self.fence, kind, by=by, reason="the task was killed", stop_timeout=self.stop_timeout
                 )
                 beat = jobs.heartbeats.get(job_id)
-                supervised = beat is not None and beat.running and same_fence(beat.fence, self.fence)
+                supervised = beat is not None and beat.running and beat.fence == self.fence
             finally:
                 jobs.close()
         except Exception as exc:  # the control file below, and the kill, still end the attempt

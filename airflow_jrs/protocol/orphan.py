@@ -6,7 +6,7 @@ SIGKILLed) nobody else would, so the supervisor calls :func:`record_orphan_outco
 records STOPPED or CANCELED under the job's lease. Results are written by the protocol only:
 the supervisor brings the facts (the request, its exit code, which ids name a cluster driver),
 the rules here decide. What it must never do (docs/concepts/stop-and-cancel.md): take a
-successor's lease (identities compared, not tokens: :func:`~airflow_jrs.store.leases.fence.same_fence`),
+successor's lease (identities compared, not tokens: :class:`~airflow_jrs.spark.fence.Fence`'s ``==``),
 replace a SUCCEEDED result, say "run again" while a cluster-mode driver may still run, or
 record CANCELED over output that was completed and committed (the one marker rule:
 :func:`~airflow_jrs.protocol.markers.committed_marker`).
@@ -23,7 +23,6 @@ from airflow_jrs.protocol.stopping import record_unless_succeeded
 from airflow_jrs.spark.control import STOPPED, read_outcome
 from airflow_jrs.store import Attempt, JobResult, JobStatus
 from airflow_jrs.store.intents import IntentStore
-from airflow_jrs.store.leases.fence import same_fence
 from airflow_jrs.store.recoveries import RECORDED, RecoveryStep
 from airflow_jrs.store.stop_requests import StopRequest
 
@@ -70,7 +69,7 @@ def record_orphan_outcome(
       late; recovery adopts it."""
     try:
         intent = jobs.intents.get(job_id)
-        if intent is None or not same_fence(intent.fence, fence):
+        if intent is None or intent.fence != fence:
             return  # recorded already (the task wrote its result before it died) or another attempt's
         if cluster_driver(intent.application_id):
             say(
@@ -90,7 +89,7 @@ def record_orphan_outcome(
         stopped = outcome is not None and outcome.get("ended") == STOPPED
         lease = jobs.lease(job_id, ttl=ttl, role="supervisor", fence=fence)
         holder = lease.peek()
-        if holder is not None and not same_fence(holder.fence, fence):  # identities: a token can repeat
+        if holder is not None and holder.fence != fence:  # identities: a token can repeat
             say(f"job {job_id}: fence {holder.fence.identity} holds the job now; it records the outcome")
             return
         token = lease.take_over(holder) if holder is not None else lease.acquire()

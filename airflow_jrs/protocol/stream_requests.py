@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 from airflow_jrs.domain.paths import control_path_of_output
 from airflow_jrs.exceptions import NoRunningStreamError
 from airflow_jrs.spark.control import write_request
-from airflow_jrs.store.leases.fence import same_fence
 
 if TYPE_CHECKING:
     from airflow_jrs.protocol.jobs import JobNamespace
@@ -45,7 +44,7 @@ def request_stream(
         )
     control = control_path_of_output(intent.staging)
     beat = jobs.heartbeats.get(job_id)
-    supervised = beat is not None and beat.running and same_fence(beat.fence, intent.fence)
+    supervised = beat is not None and beat.running and beat.fence == intent.fence
     if control is None and not supervised:
         raise NoRunningStreamError(
             f"job {job_id!r} (fence {intent.fence}) has no running supervisor to relay a {kind} (its "

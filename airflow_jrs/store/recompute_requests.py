@@ -15,7 +15,7 @@ result is written after it). The time is kept too, from Redis ``TIME`` (the serv
 clock), for display and for rows written before fences were recorded.
 
 Two edges, both on the side of one more recompute or one earlier reuse, never of two holders:
-a counter that went back (a failover that lost an ``INCR``, see :mod:`~airflow_jrs.store.leases.fence`) can re-issue a
+a counter that went back (a failover that lost an ``INCR``, see :mod:`~airflow_jrs.spark.fence`) can re-issue a
 token at or below a recorded counter, so a result of that lease does not meet the request and
 the job is recomputed once more; and a result written by the lease in flight just before the
 request met the job (its lease not yet released) meets the request.

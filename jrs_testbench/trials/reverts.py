@@ -236,7 +236,7 @@ def revert_5_standalone_lookup() -> None:
 
 def revert_6_token_only_fence() -> None:
     """Defect 6 (commits 371fddc, e380c8d, 50e3368, 1bb9478): a lease's identity is its token
-    alone (no owner nonce): the lease stores none, every fenced script and ``same_fence`` compare
+    alone (no owner nonce): the lease stores none, every fenced script and ``Fence``'s ``==`` compare
     tokens, staging folders are ``fence-<N>``.
 
     Breaks "no write by a lower fence after a higher one was acknowledged" and "never two

@@ -54,15 +54,16 @@ def test_a_reissued_token_does_not_let_the_stale_holder_renew_write_or_beat(
     redis_client: redis.Redis, namespace: str, tmp_path
 ) -> None:
     stale = JobLease(redis_client, namespace, JOB, ttl=30)
-    token = stale.acquire()
+    token = int(stale.acquire())  # the bare token; the fence (token and nonce) is stale.token
     stale_fence = stale.token
     beats = Heartbeats(redis_client, namespace)
     beats.beat(JOB, stale_fence, 30_000, host="a", pid=1, child=0, first=True)  # its supervisor runs
 
     lose_the_lease_and_the_incr(redis_client, namespace, token)
     fresh = JobLease(redis_client, namespace, JOB, ttl=30)
-    assert fresh.acquire() == token  # the same token, handed out twice
+    assert int(fresh.acquire()) == token  # the same token, handed out twice: two holders, unequal fences
     fresh_fence = fresh.token
+    assert fresh_fence != stale_fence and len({stale_fence, fresh_fence}) == 2
 
     # the fresh holder's supervisor starts; the stale one's next beat is refused
     beats.beat(JOB, fresh_fence, 30_000, host="b", pid=2, child=0, first=True)
@@ -98,13 +99,13 @@ def test_the_stale_holder_cannot_clear_or_amend_or_be_taken_over_for_the_fresh_o
     redis_client: redis.Redis, namespace: str, tmp_path
 ) -> None:
     stale = JobLease(redis_client, namespace, JOB, ttl=30)
-    token = stale.acquire()
+    token = int(stale.acquire())
     successor = JobLease(redis_client, namespace, JOB, ttl=30)
     judged_dead = successor.peek()  # a successor judges the stale holder dead (its pid is gone)
-    assert judged_dead is not None and judged_dead.token == token
+    assert judged_dead is not None and judged_dead.fence == stale.token
     lose_the_lease_and_the_incr(redis_client, namespace, token)
     fresh = JobLease(redis_client, namespace, JOB, ttl=30)
-    assert fresh.acquire() == token
+    assert int(fresh.acquire()) == token and fresh.token != stale.token  # the token again, another holder
     intents = IntentStore(redis_client, namespace, str(tmp_path / "specs"))
     intents.update(intent_of(intents, fresh.token))
     with pytest.raises(LeaseLostError):
@@ -137,7 +138,7 @@ def test_a_lost_reply_to_acquire_is_retried_into_the_lease_it_took(lossy, namesp
     token = lease.acquire()  # before the fix: LeaseHeldError naming this very attempt
     assert proxy.dropped == 1
     holder = lease.peek()
-    assert holder is not None and holder.token == token and holder.nonce == lease.nonce
+    assert holder is not None and holder.fence == token and holder.nonce == lease.nonce
     assert lease.renew() is True and lease.release() is True
 
 

@@ -13,7 +13,7 @@ change of the job compares the caller's token with the lease's inside one Lua sc
 
 Unlike redis-py's ``Lock`` (a random token: tells holders apart but not their order) the
 token orders holders, and unlike a lock without TTL a crashed holder frees the job. And like
-``Lock``, each lease also has a random *owner nonce* (:mod:`airflow_jrs.store.leases.fence`) that every
+``Lock``, each lease also has a random *owner nonce* (:mod:`airflow_jrs.spark.fence`) that every
 fenced script compares with the token: a counter that went back (a failover that lost the
 ``INCR``, an ``everysec`` crash) can hand token 8 out twice, the nonce tells those two holders
 apart. The nonce also lets a retried ACQUIRE or TAKE_OVER (its first reply lost on the wire)
