@@ -20,6 +20,7 @@ Runner executes, which the per-launch copy must be in while it runs (:func:`run_
 from __future__ import annotations
 
 import copy
+import os
 import subprocess
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -60,6 +61,11 @@ PINNED: tuple[tuple[str, str, str], ...] = (
 #: Every Airflow internal this module touches: (module, class, attribute). Not Airflow's public
 #: authoring API (``airflow.sdk``); the pinning test checks each one per supported Airflow minor.
 AIRFLOW_PINNED: tuple[tuple[str, str, str], ...] = (("airflow.sdk.bases.operator", "ExecutorSafeguard", "tracker"),)
+#: Every file of the provider's package this module hands out a path to: (package, file name). A
+#: file's place in the provider's package is no published interface either; the pinning test
+#: checks each is shipped by the installed provider.
+JDBC_SCRIPT = "spark_jdbc_script.py"
+PINNED_FILES: tuple[tuple[str, str], ...] = (("airflow.providers.apache.spark.hooks", JDBC_SCRIPT),)
 
 
 # -- the spark-submit process and what the hook parsed from its output ---------------------------
@@ -237,6 +243,19 @@ def executing_in_task_runner(operator: Any) -> Iterator[None]:
 
 
 # -- JDBC ----------------------------------------------------------------------------------------------
+def jdbc_script_path() -> str:
+    """The provider's JDBC script (``hooks/spark_jdbc_script.py``), the application its
+    ``SparkJDBCHook.submit_jdbc_job`` runs: a guarded copy runs the same file."""
+    from importlib.util import find_spec
+
+    package, name = PINNED_FILES[0]
+    spec = find_spec(package)
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not folders:
+        raise ImportError(f"{package} is not installed: install apache-airflow-providers-apache-spark")
+    return os.path.join(folders[0], name)
+
+
 def jdbc_application_arguments(jdbc_hook: Any) -> list[str]:
     """The provider's JDBC script's arguments as ``SparkJDBCHook.submit_jdbc_job`` builds them, from
     ``SparkJDBCHook._build_jdbc_application_arguments`` and the resolved connection it takes

@@ -39,7 +39,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow.providers.apache.spark.hooks import spark_jdbc as provider_jdbc
 from airflow.providers.apache.spark.hooks.spark_jdbc import SparkJDBCHook
 
 from airflow_jrs.domain.identity import application_fingerprint, job_id_for
@@ -59,9 +58,10 @@ __all__ = ["JDBC_TO_SPARK", "SPARK_TO_JDBC", "JrsSparkJDBCOperator", "copy_defin
 SPARK_TO_JDBC, JDBC_TO_SPARK = "spark_to_jdbc", "jdbc_to_spark"
 #: What the fingerprint and the plan know as the application: the provider's script by name
 #: (its path differs per host, its text per provider release; neither changes the copy).
-SCRIPT_NAME = "spark_jdbc_script.py"
-#: The provider's script, run by spark-submit (the hook's ``submit_jdbc_job`` runs the same file).
-SCRIPT_PATH = str(Path(provider_jdbc.__file__).with_name(SCRIPT_NAME))
+SCRIPT_NAME = provider.JDBC_SCRIPT
+#: The provider's script, run by spark-submit (the hook's ``submit_jdbc_job`` runs the same file); its
+#: place in the provider's package is pinned by the adapter (``PINNED_FILES``).
+SCRIPT_PATH = provider.jdbc_script_path()
 #: Spark conf a ``jdbc_to_spark`` launch sets so that the table lands under the fenced folder.
 WAREHOUSE_CONF = "spark.sql.warehouse.dir"
 METASTORE_URL_CONF = "spark.hadoop.javax.jdo.option.ConnectionURL"

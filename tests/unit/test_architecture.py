@@ -721,6 +721,72 @@ def test_the_provider_internal_check_sees_a_touch():
     ], found  # fmt: skip
 
 
+#: The Spark provider's package: a path into its files is as private as a name of its classes.
+PROVIDER_PACKAGE = "airflow.providers.apache.spark"
+
+
+def _provider_file_paths(tree: ast.AST) -> list[str]:
+    """Where ``tree`` builds a path into the provider's package: ``<module>.__file__`` (or
+    ``__path__``) of a module imported from it, or its package's resources by name."""
+    modules = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules |= {a.asname or a.name.split(".")[0] for a in node.names if a.name.startswith(PROVIDER_PACKAGE)}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PROVIDER_PACKAGE):
+            modules |= {a.asname or a.name for a in node.names}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in ("__file__", "__path__"):
+            base = node.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            if isinstance(base, ast.Name) and (
+                base.id in modules or ast.unparse(node.value).startswith(PROVIDER_PACKAGE)
+            ):
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(PROVIDER_PACKAGE):
+            parent_call = any(
+                isinstance(c, ast.Call)
+                and node in c.args
+                and getattr(c.func, "attr", getattr(c.func, "id", ""))
+                in ("files", "find_spec", "resource_filename", "as_file")
+                for c in ast.walk(tree)
+            )
+            if parent_call:
+                found.append(f"line {node.lineno}: the files of {node.value!r}")
+    return found
+
+
+def test_only_the_provider_adapter_builds_a_path_into_the_spark_providers_files():
+    offenders = [
+        f"{name}: {place}"
+        for name, path in sorted(MODULES.items())
+        if name != PROVIDER_ADAPTER
+        for place in _provider_file_paths(ast.parse(path.read_text()))
+    ]
+    _offenders(
+        "only airflow_jrs/launch/provider_adapter.py may build a path into the Spark provider's package (a "
+        "release moves its files without notice; the adapter's PINNED_FILES are checked by "
+        "tests/unit/test_provider_adapter.py): call or add an adapter function instead",
+        offenders,
+    )
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from airflow.providers.apache.spark.hooks import spark_jdbc as j\nP = j.__file__\n",
+        "import airflow.providers.apache.spark.hooks\nP = airflow.providers.apache.spark.hooks.__file__\n",
+        "from importlib.resources import files\nP = files('airflow.providers.apache.spark.hooks')\n",
+    ],
+)
+def test_the_provider_file_rule_fails_on_a_planted_path(source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    _assert_rule_catches(
+        test_only_the_provider_adapter_builds_a_path_into_the_spark_providers_files, "airflow_jrs.operators.planted",
+        source, "airflow_jrs.operators.planted: line 2", tmp_path, monkeypatch,
+    )  # fmt: skip
+
+
 #: The result writes of :class:`~airflow_jrs.store.results.base.JobResultStore` (its public write methods).
 RESULT_WRITES = {
     "create_dirty_result", "mark_result_as_clean", "forget_result", "release_quarantine", "purge_clean_entries",

@@ -188,3 +188,12 @@ def test_a_copy_of_the_task_runs_inside_executing_in_task_runner_and_only_there(
         assert runner.execute({}) == "ran"
     with pytest.raises(Exception, match="cannot be called outside of the Task Runner"):
         runner.execute({})  # restored on the way out
+
+
+@pytest.mark.parametrize(("package", "name"), provider_adapter.PINNED_FILES)
+def test_every_provider_file_the_adapter_hands_out_is_shipped(package, name):
+    """A file's place in the provider's package is pinned like a private name: a release that
+    moves ``spark_jdbc_script.py`` fails here, not in a JDBC copy at run time."""
+    folder = Path(importlib.import_module(package).__file__ or "").parent
+    assert (folder / name).is_file(), f"{DISTRIBUTION} {INSTALLED} no longer ships {package}/{name}"
+    assert provider_adapter.jdbc_script_path() == str(folder / provider_adapter.JDBC_SCRIPT)
