@@ -72,6 +72,6 @@ def request_stream(
         "requested_at": datetime.fromtimestamp(request.at, UTC).isoformat(),
         "by": request.by,
         "job_id": job_id,
-        "control": control or jobs.stop_requests.keys.control(job_id),
+        "control": control or jobs.stop_requests.location(job_id),
         "relay": relay,
     }

@@ -177,6 +177,11 @@ class StopRequests:
             return None
         return self.get(job_id, fence)
 
+    def location(self, job_id: str) -> str:
+        """Where a stop or cancel request of ``job_id`` is kept, for a person to look (``redis-cli
+        HGETALL``): the store names its keys, nobody above it spells one."""
+        return self.keys.control(job_id)
+
     def get(self, job_id: str, fence: int | None = None) -> StopRequest | None:
         """The request kept for the job (only one that addresses ``fence``, when given: see
         :func:`addresses`), or ``None``."""

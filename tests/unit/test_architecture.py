@@ -588,6 +588,48 @@ def test_nothing_outside_the_store_reaches_for_a_raw_client():
     _offenders("CLIENT_READERS names only modules that read .client: drop these from it", stale)
 
 
+def _key_spellings(tree: ast.AST) -> list[int]:
+    """Lines reading a store part's key names (``.keys`` not called: ``dict.keys()`` is no read)
+    or naming ``KeySpace``."""
+    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    return sorted(
+        {
+            node.lineno
+            for node in ast.walk(tree)
+            if (isinstance(node, ast.Attribute) and node.attr == "keys" and id(node) not in called)
+            or (isinstance(node, ast.Name) and node.id == "KeySpace")
+            or (isinstance(node, ast.alias) and node.name == "KeySpace")
+        }
+    )
+
+
+def test_nothing_outside_the_store_spells_a_redis_key():
+    offenders = [
+        f"{name} spells a Redis key (lines {lines})"
+        for name in sorted(n for n in MODULES if not _within(n, ("airflow_jrs.store",)))
+        if (lines := _key_spellings(ast.parse(MODULES[name].read_text())))
+    ]
+    _offenders(
+        "nothing outside store/ names a Redis key (a store part's .keys, KeySpace): the key layout is the "
+        "store's (docs/architecture.md); ask the store part where it keeps a thing (StopRequests.location)",
+        offenders,
+    )
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def f(jobs):\n    return jobs.stop_requests.keys.control('j')\n",
+        "from airflow_jrs.store.plumbing.keys import KeySpace\n",
+    ],
+)
+def test_the_key_rule_fails_on_a_planted_key(source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _assert_rule_catches(
+        test_nothing_outside_the_store_spells_a_redis_key, "airflow_jrs.protocol.planted", source,
+        "airflow_jrs.protocol.planted spells a Redis key", tmp_path, monkeypatch,
+    )  # fmt: skip
+
+
 #: TYPE_CHECKING edges still closing a circle, each a known knot to cut (not a precedent).
 TYPE_CHECKING_KNOTS: set[tuple[str, str]] = set()
 
