@@ -104,6 +104,27 @@ def test_a_wait_longer_than_the_clients_read_timeout_is_refused() -> None:
     RedisJobResultStore(client, "ns", durability_timeout=10)  # no durability: nothing waits
 
 
+def test_the_wait_is_capped_below_a_plain_clients_read_timeout() -> None:
+    writes = DurableWrites(Durability.parse("replicas:1"), timeout=10)
+    assert writes.timeout_ms(redis.Redis(port=1, socket_timeout=4)) == 3000  # 4 s less the margin
+    assert writes.timeout_ms(redis.Redis(port=1, socket_timeout=1.5)) == 750  # half, when the margin eats it
+    assert writes.timeout_ms(redis.Redis(port=1, socket_timeout=None)) == 10_000  # no limit: nothing to stay below
+
+
+@pytest.mark.cluster
+def test_a_cluster_clients_read_timeout_bounds_the_wait_as_a_plain_clients_does(redis_cluster) -> None:
+    # A RedisCluster keeps its kwargs on its nodes manager, not on a pool: read from a pool, its
+    # read timeout was "none", and the wait was not capped (the same check passed on the store).
+    client = redis_cluster.client(socket_timeout=4)
+    try:
+        assert DurableWrites(Durability.parse("replicas:1"), timeout=10).timeout_ms(client) == 3000
+        with pytest.raises(JrsConfigError, match=r"durability_timeout \(10 s\).*read timeout \(4 s"):
+            RedisJobResultStore(client, "ns", durability="replicas:1", durability_timeout=10)
+        RedisJobResultStore(client, "ns", durability="replicas:1", durability_timeout=3)
+    finally:
+        client.close()
+
+
 @pytest.mark.cluster
 def test_replicas_durability_through_a_cluster_client(redis_cluster, namespace: str) -> None:
     client = redis_cluster.client()

@@ -98,17 +98,31 @@ def _sync_retry(numbers: Mapping[str, Any]) -> Retry:
     return Retry(_backoff(numbers), int(numbers["retries"]), supported_errors=(*_RETRIED_ERRORS, TimeoutError))
 
 
+def _given_kwargs(client: Any) -> dict[str, Any]:
+    """The connection kwargs ``client`` makes its connections with (the live dict, not a copy).
+
+    A ``Redis`` keeps them on its pool; a ``RedisCluster`` has no pool of its own and keeps them
+    on its nodes manager, which builds each node's client from them. Reading a cluster client's
+    pool instead finds nothing, and every check of a timeout against it passes unseen."""
+    if isinstance(client, redis_lib.RedisCluster):
+        return client.nodes_manager.connection_kwargs
+    return client.connection_pool.connection_kwargs
+
+
+def read_timeout(client: Any) -> float | None:
+    """Seconds ``client`` waits for a reply (``socket_timeout``; ``None``: no limit): what a
+    durable write's wait must stay below, or redis-py gives up on the reply first and sends the
+    script again (:mod:`airflow_jrs.store.plumbing.durability`)."""
+    timeout = _given_kwargs(client).get("socket_timeout")
+    return float(timeout) if timeout is not None else None
+
+
 def apply_client_policy(client: Any, settings: JrsSettings) -> None:
     """Set the ``[jrs]`` client policy (:func:`policy_options`) on a fresh redis-py client (no
     connection yet is affected: it only changes how the next connections are made and commands
     retried)."""
     kwargs, numbers = _policy_parts(policy_options(settings))
-    given = (
-        client.nodes_manager.connection_kwargs
-        if isinstance(client, redis_lib.RedisCluster)
-        else client.connection_pool.connection_kwargs
-    )
-    given.update(kwargs)
+    _given_kwargs(client).update(kwargs)
     if numbers is not None:
         client.set_retry(_sync_retry(numbers))
 

@@ -39,6 +39,7 @@ import redis as redis_lib
 
 from airflow_jrs.exceptions import JrsConfigError, StoreUnavailableError
 from airflow_jrs.settings import durability_parts
+from airflow_jrs.store.plumbing.clients import read_timeout as client_read_timeout
 
 #: Seconds between the end of the wait and the client's read timeout.
 READ_TIMEOUT_MARGIN = 1.0
@@ -165,7 +166,7 @@ class DurableWrites:
         return self.durability.enabled
 
     def timeout_ms(self, client: Any) -> int:
-        read_timeout = _read_timeout(client)
+        read_timeout = client_read_timeout(client)
         seconds = self.timeout
         if read_timeout is not None:
             seconds = min(seconds, max(read_timeout - READ_TIMEOUT_MARGIN, read_timeout / 2))
@@ -211,9 +212,3 @@ class DurableWrites:
                         undo(reply)
                 raise
         return reply
-
-
-def _read_timeout(client: Any) -> float | None:
-    kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", None) or {}
-    timeout = kwargs.get("socket_timeout")
-    return float(timeout) if timeout is not None else None

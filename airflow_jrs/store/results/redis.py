@@ -26,7 +26,7 @@ from airflow_jrs.exceptions import (
 )
 from airflow_jrs.store.leases.fence import fence_arg
 from airflow_jrs.store.plumbing import lua
-from airflow_jrs.store.plumbing.clients import client_from_url
+from airflow_jrs.store.plumbing.clients import client_from_url, read_timeout
 from airflow_jrs.store.plumbing.durability import Durability
 from airflow_jrs.store.plumbing.errors import redis_errors
 from airflow_jrs.store.plumbing.keys import KeySpace
@@ -59,14 +59,6 @@ DEFAULT_INDEX_LIMIT = 10_000
 _HOST = socket.gethostname()
 #: Seconds a durable write waits for its acknowledgement; below redis-py's default read timeout (5 s).
 DEFAULT_DURABILITY_TIMEOUT = 3.0
-
-
-def _read_timeout(client: Any) -> float | None:
-    kwargs = client.nodes_manager.connection_kwargs if isinstance(client, redis_lib.RedisCluster) else None
-    if kwargs is None:
-        kwargs = client.connection_pool.connection_kwargs
-    timeout = kwargs.get("socket_timeout")
-    return float(timeout) if timeout is not None else None
 
 
 class RedisJobResultStore(RedisPurge, RedisReads, JobResultStore):
@@ -126,7 +118,7 @@ class RedisJobResultStore(RedisPurge, RedisReads, JobResultStore):
             raise JrsConfigError(f"index_limit must be >= 1 or None, got {index_limit}")
         self.index_limit = index_limit
         self.durability = durability if isinstance(durability, Durability) else Durability.parse(durability)
-        self.durability.check_timeout(durability_timeout, _read_timeout(client))
+        self.durability.check_timeout(durability_timeout, read_timeout(client))
         self.durability_timeout_ms = int(durability_timeout * 1000)
         self._durability_checked = False
         self._create = client.register_script(scripts.CREATE_DIRTY_RESULT)
