@@ -41,7 +41,16 @@ from airflow_jrs.actions.planning.jobs import plan_jobs, planned_date
 from airflow_jrs.actions.planning.runs import ExistingRun, runs_by_date
 from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.store.results.batch_read import read_entries
-from airflow_jrs.views.calendar import LEGEND, CalendarJob, cell_state, date_order, date_row, job_detail, task_columns
+from airflow_jrs.views.calendar import (
+    LEGEND,
+    CalendarJob,
+    cell_state,
+    date_facts,
+    date_order,
+    date_row,
+    job_detail,
+    task_columns,
+)
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +70,7 @@ class _Row:
     """One date's JSON and what it was built from."""
 
     body: str
+    facts: str  # the tooltips' facts of its cells (views/calendar.py date_facts)
     inputs: tuple[Any, ...]  # its jobs as planned (task, map index, job id, fingerprint) and runs
     job_ids: frozenset[str]
     held: frozenset[str]  # its jobs that held a lease when it was built
@@ -102,6 +112,42 @@ def calendar_body(
 
     :param versions: a version id's serialized DAG (the one a run used)
     """
+    plan, rows = _current_rows(jobs, dag_key, dag, start, end, versions, clock)
+    body = ",".join(rows[d].body for d in plan.dates)
+    return f'{plan.head},"dates":[{body}],"notes":{_dumps(plan.notes)},"legend":{_dumps(LEGEND)}}}'
+
+
+def calendar_facts(
+    jobs: JobNamespace,
+    dag_key: tuple[str, str],
+    dag: Any,
+    start: datetime,
+    end: datetime,
+    logical_date: str,
+    *,
+    versions: Callable[[str], Any] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> str | None:
+    """The tooltips' facts of one date of that calendar (``logical_date`` as the calendar gives
+    it) as JSON text (:func:`airflow_jrs.views.calendar.date_facts`); ``None`` when the calendar
+    has no such date. From the same kept rows, so a hover reads the store only when they changed."""
+    plan, rows = _current_rows(jobs, dag_key, dag, start, end, versions, clock)
+    for d in plan.dates:
+        if (d.isoformat() if d is not None else "") == logical_date:
+            return rows[d].facts
+    return None
+
+
+def _current_rows(
+    jobs: JobNamespace,
+    dag_key: tuple[str, str],
+    dag: Any,
+    start: datetime,
+    end: datetime,
+    versions: Callable[[str], Any] | None,
+    clock: Callable[[], float],
+) -> tuple[_Plan, dict[datetime | None, _Row]]:
+    """The plan of the calendar and each date's row, good now: kept ones checked, stale ones built again."""
     from airflow_jrs.actions.planning.dags import version_dag
 
     changes = jobs.results.changes()
@@ -126,15 +172,13 @@ def calendar_body(
         d for d in plan.dates
         if not _still_good(plan.rows.get(d), held_ids, changes.unchanged_since, now)
     ]  # fmt: skip
-    kept = plan.rows
+    rows = plan.rows
     if stale:
         keep, epoch = changes.active, changes.epoch  # before the read: a write after it is announced after
-        rebuilt = _rebuild(jobs, plan, stale, held, epoch, now)
-        kept = {**kept, **rebuilt}
+        rows = {**rows, **_rebuild(jobs, plan, stale, held, epoch, now)}
         if keep:
-            plan.rows = kept
-    rows = ",".join(kept[d].body for d in plan.dates)
-    return f'{plan.head},"dates":[{rows}],"notes":{_dumps(plan.notes)},"legend":{_dumps(LEGEND)}}}'
+            plan.rows = rows
+    return plan, rows
 
 
 class _HeldLeases:
@@ -232,7 +276,7 @@ def _rebuild(
         ids = frozenset(job_id for _, _, job_id in plan.found[d])
         ttl = min((expiries[j] for j in ids if j in expiries), default=math.inf)
         rows[d] = _Row(
-            _dumps(date_row(d, by_date[d], plan.run_ids.get(d, []))),
+            _dumps(date_row(d, by_date[d], plan.run_ids.get(d, []))), _dumps(date_facts(d, by_date[d])),
             plan.inputs[d], ids, frozenset(j for j in ids if j in held), epoch, now + ttl,
         )  # fmt: skip
     return rows

@@ -293,6 +293,11 @@ def test_the_calendar_shows_each_date_by_job_and_previews_a_range_before_acting(
     expect(cell("tiny", "2013-06-06")).to_have_attribute("data-cell", "canceled")
     expect(cell("tiny2", "2013-06-06")).to_have_attribute("data-cell", "stopped")
     expect(cell("tiny", "2013-06-07")).to_have_attribute("data-cell", "missing")
+    # a hovered square's tooltip gains its result's facts, asked apart from the calendar
+    square = cal.locator('td:has([data-cell][data-task="tiny.submit"][data-date="2013-06-01"])')
+    expect(square).not_to_have_attribute("title", re.compile(r"committed \d{4}-"))
+    square.hover()
+    expect(square).to_have_attribute("title", re.compile(r"committed \d{4}-\d\d-\d\d [\d:]+ UTC\nby \S+ try \d"))
     # the Spark time of the dates, from a request beside the calendar's: 06-01's tiny2 reused a 67 s result
     expect(page.get_by_test_id("calendar-stats-row").locator('td[data-date="2013-06-01"]')).to_have_attribute(
         "data-avoided", "67"

@@ -24,7 +24,7 @@ from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.settings import resolve
 from airflow_jrs.store import Attempt, JobResult, JobStatus
 from airflow_jrs.store.results.changes import ResultChanges
-from airflow_jrs.views.calendar import CalendarJob, calendar_json, cell_state, job_detail
+from airflow_jrs.views.calendar import CalendarJob, calendar_json, cell_state, date_facts, job_detail
 from jrs_testbench.helpers import wait_until
 
 DAG = """
@@ -73,11 +73,20 @@ def fresh(jobs: JobNamespace, dag: Any) -> dict[str, Any]:
                     detail=job_detail(p.entry), fingerprint_known=p.fingerprint_known)
         for p in planned
     ]  # fmt: skip
-    return calendar_json("jrs_kept", cells, {}, notes)
+    doc = calendar_json("jrs_kept", cells, {}, notes)
+    for row in doc["dates"]:
+        day = [c for c in cells if c.logical_date and c.logical_date.isoformat() == row["logical_date"]]
+        row["facts"] = date_facts(day[0].logical_date, day)["cells"]
+    return doc
 
 
 def kept(jobs: JobNamespace, dag: Any) -> dict[str, Any]:
+    """The kept calendar, each date's tooltips' facts beside its row (as the page asks them on hover)."""
     doc: dict[str, Any] = json.loads(kept_calendar.calendar_body(jobs, ("v1", "h1"), dag, START, END))
+    for row in doc["dates"]:
+        text = kept_calendar.calendar_facts(jobs, ("v1", "h1"), dag, START, END, row["logical_date"])
+        assert text is not None, row["logical_date"]
+        row["facts"] = json.loads(text)["cells"]
     return doc
 
 
@@ -210,7 +219,18 @@ def test_nothing_is_kept_before_the_notifications_are_confirmed(redis_url, names
         commit(jobs, "a.2024-01-01")
         assert kept(jobs, dag) == fresh(jobs, dag)
         before = reads(jobs)
-        kept(jobs, dag)
+        kept_calendar.calendar_body(jobs, ("v1", "h1"), dag, START, END)
         assert reads(jobs) - before == 1, "rows were kept without confirmed notifications"
     finally:
         jobs.close()
+
+
+def test_the_facts_of_a_date_name_what_the_tooltip_shows_and_an_unknown_date_is_none(jobs, dag):
+    commit(jobs, "a.2024-01-03")
+    watching(jobs)
+    doc = kept(jobs, dag)
+    facts = next(r for r in doc["dates"] if r["logical_date"].startswith("2024-01-03"))["facts"]
+    assert set(facts) == {"a"}, "a job without a result has no facts"
+    assert facts["a"]["status"] == "SUCCEEDED" and facts["a"]["committed_at"] and facts["a"]["attempt"] == "r try 1"
+    assert "detail" not in json.dumps([r["cells"] for r in doc["dates"]]), "the cells carry no facts themselves"
+    assert kept_calendar.calendar_facts(jobs, ("v1", "h1"), dag, START, END, "2023-12-31T00:00:00+00:00") is None

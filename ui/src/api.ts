@@ -171,7 +171,7 @@ export interface DateStats {
 export type CellState =
   | "committed" | "stale" | "dirty" | "failed" | "canceled" | "stopped" | "running" | "missing" | "quarantined";
 
-/** A stored result's facts for a calendar cell's tooltip (views/calendar.py job_detail). */
+/** A stored result's facts for a calendar cell's tooltip (views/calendar.py job_detail), asked on hover. */
 export interface CellDetail {
   status: string;
   committed_at: string | null;
@@ -186,8 +186,13 @@ export interface CalendarCell {
   state: CellState;
   job_id: string;
   map?: { count: number; states: Record<string, number> };
-  detail?: CellDetail;
   fingerprint?: "unknown";
+}
+
+/** One date's tooltip facts, asked on hover (``api/dags/{dag}/calendar/facts``; views/calendar.py date_facts). */
+export interface DateFacts {
+  logical_date: string | null;
+  cells: Record<string, CellDetail>;
 }
 
 export interface Calendar {

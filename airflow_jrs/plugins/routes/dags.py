@@ -28,6 +28,7 @@ from airflow_jrs.actions import backfill, recompute
 from airflow_jrs.actions.airflow_api import AirflowApiError
 from airflow_jrs.actions.planning.dags import find_dag, find_dag_version
 from airflow_jrs.plugins.calendar import calendar_body
+from airflow_jrs.plugins.calendar import calendar_facts as kept_facts
 from airflow_jrs.plugins.routes.deps import Jobs, RangeBody, day_range, user_api
 from airflow_jrs.plugins.security import Access, actor, who
 
@@ -46,6 +47,21 @@ def calendar(user: GetUserDep, b: Jobs, dag_id: str, start: str, end: str) -> Re
     first, last = day_range(start, end)
     dag_key, dag = find_dag_version(dag_id)
     body = calendar_body(b.jobs, dag_key, dag, first, last)
+    return Response(content=body, media_type="application/json")
+
+
+@router.get("/api/dags/{dag_id}/calendar/facts")
+def calendar_facts(user: GetUserDep, b: Jobs, dag_id: str, start: str, end: str, logical_date: str) -> Response:
+    """The tooltips' facts of one date of the calendar from ``start`` to ``end`` (``logical_date``
+    as the calendar gives it): for each task whose job has a result, its status, commit and write
+    times, the attempt and fence that wrote it, its outputs and Spark's run time. The page asks
+    them when a cell is hovered, so the calendar itself stays small."""
+    Access(user).require("GET", dag_id)
+    first, last = day_range(start, end)
+    dag_key, dag = find_dag_version(dag_id)
+    body = kept_facts(b.jobs, dag_key, dag, first, last, logical_date)
+    if body is None:
+        raise HTTPException(404, f"the calendar of {dag_id!r} from {start} to {end} has no date {logical_date!r}")
     return Response(content=body, media_type="application/json")
 
 

@@ -13,7 +13,9 @@ import {
   api,
   type Calendar,
   type CalendarCell,
+  type CellDetail,
   type CellState,
+  type DateFacts,
   type DateStats,
   type RangePreview,
   type StatsFigures,
@@ -73,10 +75,9 @@ function sparkTime(f: StatsFigures): string {
   return `Spark time avoided ${f.avoided} (${f.reused} reused), spent ${f.spent} (${f.computed} computed${adopted})${untimed}`;
 }
 
-/** A cell's tooltip beyond its state: the stored result's facts, or why it may compute. */
-function describeCell(cell: CalendarCell, legend: Calendar["legend"] | undefined): string {
+/** A cell's tooltip beyond its state: the stored result's facts (once hovered), or why it may compute. */
+function describeCell(cell: CalendarCell, d: CellDetail | undefined, legend: Calendar["legend"] | undefined): string {
   const lines: string[] = [];
-  const d = cell.detail;
   if (d) {
     if (d.committed_at) lines.push(`committed ${d.committed_at.replace("T", " ").slice(0, 19)} UTC`);
     else if (d.written_at) lines.push(`written ${d.written_at.replace("T", " ").slice(0, 19)} UTC (${d.status})`);
@@ -198,6 +199,26 @@ export function DagCalendar({ dagId }: HostProps) {
   const stats = useLoad(key ? `stats|${key}` : null, (signal) =>
     api<DateStats>(`api/dags/${dag}/stats?start=${start}&end=${end}`, { signal }),
   );
+
+  // The tooltips' facts of a date, asked when one of its cells is first hovered: the calendar
+  // itself carries none, so a year of jobs stays a small answer (docs/reference/ui-api.md).
+  const [facts, setFacts] = useState<{ key: string | null; dates: Record<string, Record<string, CellDetail> | null> }>(
+    { key: null, dates: {} },
+  );
+  const factsOf = (logicalDate: string | null) =>
+    logicalDate && facts.key === key ? facts.dates[logicalDate] ?? undefined : undefined;
+  const askFacts = (logicalDate: string | null) => {
+    if (!logicalDate || !key || (facts.key === key && logicalDate in facts.dates)) return;
+    const asked = key;
+    setFacts((f) => ({ key: asked, dates: { ...(f.key === asked ? f.dates : {}), [logicalDate]: null } }));
+    api<DateFacts>(
+      `api/dags/${dag}/calendar/facts?start=${start}&end=${end}&logical_date=${encodeURIComponent(logicalDate)}`,
+    )
+      .then((found) =>
+        setFacts((f) => (f.key === asked ? { key: asked, dates: { ...f.dates, [logicalDate]: found.cells } } : f)),
+      )
+      .catch(() => undefined); // a tooltip without facts still names the job and its state
+  };
   const dateStats = (d: Calendar["dates"][number]) => (d.logical_date ? stats.data?.dates[d.logical_date] : undefined);
 
   const dayOf = (d: Calendar["dates"][number]) => (d.logical_date ? d.logical_date.slice(0, 10) : d.run_key);
@@ -350,7 +371,7 @@ export function DagCalendar({ dagId }: HostProps) {
                         const map = cell.map
                           ? ` (${Object.entries(cell.map.states).map(([s, n]) => `${n} ${s}`).join(", ")} of ${cell.map.count} map indexes)`
                           : "";
-                        const facts = describeCell(cell, data.legend);
+                        const facts = describeCell(cell, factsOf(d.logical_date)?.[j.task_id], data.legend);
                         return (
                           <Table.Cell
                             key={d.run_key ?? day}
@@ -359,6 +380,7 @@ export function DagCalendar({ dagId }: HostProps) {
                             cursor="pointer"
                             bg={selected(day) ? "bg.emphasized" : undefined}
                             onClick={(e) => pick(day, e.shiftKey)}
+                            onMouseEnter={() => askFacts(d.logical_date)}
                             title={`${day} ${j.label}: ${word}${cell.job_id ? ` (${cell.job_id})` : ""}${map}${facts}`}
                           >
                             <Box
