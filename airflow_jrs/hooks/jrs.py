@@ -185,15 +185,18 @@ class JrsHook(BaseHook):
         (what the Airflow-free protocol takes: :class:`airflow_jrs.protocol.JobNamespace`).
 
         Its ``connection`` stays unset: looking it up costs a connection lookup on every task,
-        the skip path included, and the spark-submit launcher asks the hook for it only when it
-        launches (:class:`~airflow_jrs.launch.submission.Supervision`).
+        the skip path included; a launcher that starts a supervisor asks the namespace for it
+        only when it launches (:meth:`~airflow_jrs.protocol.JobNamespace.connection_kwargs`,
+        an error naming this connection as :meth:`connection_kwargs` does).
 
         Its ``signals`` are the worker's Airflow metrics
         (:data:`~airflow_jrs.observability.metrics.TASK_METRICS`): what the attempt decides is
         counted where it decides. The CLI and the page build their namespace here too, and never
         decide, so they send nothing."""
         settings = self.settings  # a missing connection: JrsConfigError first
-        return JobNamespace(self.get_conn(), settings, signals=TASK_METRICS)
+        return JobNamespace(
+            self.get_conn(), settings, signals=TASK_METRICS, source=f"jrs connection {self.jrs_conn_id!r}"
+        )
 
     def test_connection(self) -> tuple[bool, str]:
         try:

@@ -50,29 +50,46 @@ class JobNamespace:
     """Results, leases, intents, heartbeats and requests of one namespace, on one client.
 
     :param connection: plain redis-py kwargs for the same server (what a supervisor beside
-        spark-submit connects with); ``None`` when they cannot be handed on
+        spark-submit connects with); ``None``: not looked up yet, or they cannot be handed on
+        (:meth:`connection_kwargs` takes them from the client, or says why not)
     :param signals: who hears what the guard decides (:mod:`airflow_jrs.protocol.signals`): the
         Airflow hook hands in its metrics, everybody else hears nothing
+    :param source: what the client's connection is called in an error (``jrs connection
+        'jrs_default'``, ``the Redis URL``)
     """
 
     client: redis_lib.Redis
     settings: JrsSettings
     connection: dict[str, Any] | None = field(default=None, repr=False)
     signals: Signals = field(default=NO_SIGNALS, repr=False)
+    source: str = field(default="the store's Redis connection", repr=False)
 
     @classmethod
     def from_url(cls, url: str, settings: JrsSettings) -> JobNamespace:
         """The jobs of ``settings.namespace`` on the Redis server at ``url``."""
         client = client_from_url(url, settings)
+        source = "the Redis URL"
         try:
-            connection: dict[str, Any] | None = connection_of(client, "the Redis URL")
+            connection: dict[str, Any] | None = connection_of(client, source)
         except JrsConfigError:  # a Unix socket: nothing in another process can reach it by kwargs
             connection = None
-        return cls(client, settings, connection)
+        return cls(client, settings, connection, source=source)
 
     @property
     def namespace(self) -> str:
         return self.settings.namespace
+
+    def connection_kwargs(self) -> dict[str, Any]:
+        """:attr:`connection`, taken from the client the first time it is asked for when nobody
+        handed it in: the hook leaves it unset (:meth:`airflow_jrs.hooks.JrsHook.jobs`), so that a
+        task that finds its job done pays no lookup; only a launch that starts a supervisor asks.
+
+        :raises JrsConfigError: the client reaches its server through a Unix socket, which
+            another process cannot be handed (the message names :attr:`source` and what to use)
+        """
+        if self.connection is None:
+            self.connection = connection_of(self.client, self.source)
+        return self.connection
 
     @cached_property
     def results(self) -> RedisJobResultStore:
@@ -153,7 +170,7 @@ class JobNamespace:
         """The same namespace and settings on a client of its own, with none of this one's
         connections (close it after use): for writes from a signal handler, whose interrupted
         thread may hold a pooled connection. Same durability and limits as every other write."""
-        return JobNamespace(fresh_client(self.client), self.settings, self.connection, self.signals)
+        return JobNamespace(fresh_client(self.client), self.settings, self.connection, self.signals, self.source)
 
     def close(self) -> None:
         self.client.close()

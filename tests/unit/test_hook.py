@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+import redis
 
 from airflow_jrs.exceptions import JrsConfigError
-from airflow_jrs.hooks.jrs import JrsHook
+from airflow_jrs.hooks.jrs import JrsHook, _JrsRedisHook
 
 
 @pytest.fixture
@@ -120,3 +121,27 @@ def test_invalid_durability_names_the_setting_and_the_choices(conn):
     conn("redis://127.0.0.1:6379/0?durability=fsync")
     with pytest.raises(JrsConfigError, match=r"'durability'.*'none', 'aof' or 'replicas:N'"):
         _ = JrsHook().settings
+
+
+def test_the_namespace_the_hook_builds_looks_its_connection_up_only_when_a_launch_asks(conn, redis_url, namespace):
+    conn(f"{redis_url}?namespace={namespace}")
+    hook = JrsHook()
+    jobs = hook.jobs()
+    assert jobs.connection is None  # the skip path never asks for it
+    assert jobs.connection_kwargs() == hook.connection_kwargs()
+    assert jobs.client is hook.get_conn()  # the launcher's supervisor and the attempt: one client here
+    hook.close()
+
+
+def test_a_unix_socket_is_refused_in_the_same_words_by_the_hook_and_its_namespace(conn, monkeypatch, tmp_path):
+    # the warning "spark-submit runs without a supervisor (...)" quotes this error: it must name the connection
+    conn("redis://127.0.0.1:6379/0", conn_id="jrs_socket")
+    socket_client = redis.Redis(unix_socket_path=str(tmp_path / "redis.sock"))
+    monkeypatch.setattr(_JrsRedisHook, "get_conn", lambda self: socket_client)
+    hook = JrsHook("jrs_socket")
+    with pytest.raises(JrsConfigError) as from_hook:
+        hook.connection_kwargs()
+    with pytest.raises(JrsConfigError) as from_namespace:
+        hook.jobs().connection_kwargs()
+    assert str(from_namespace.value) == str(from_hook.value)
+    assert str(from_namespace.value).startswith("jrs connection 'jrs_socket' uses a Unix socket")

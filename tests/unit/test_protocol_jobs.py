@@ -4,8 +4,11 @@ with the configured settings, also on the fresh client a signal handler writes t
 from __future__ import annotations
 
 import pytest
+import redis
 
+from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.protocol import JobNamespace, settings_for
+from airflow_jrs.store.plumbing.clients import connection_of
 
 
 @pytest.fixture
@@ -47,3 +50,29 @@ def test_a_fresh_namespace_for_a_signal_handler_keeps_durability_and_limits_on_i
 def test_the_connection_it_hands_a_supervisor_names_the_same_server(jobs, redis_url):
     assert jobs.connection is not None
     assert f"{jobs.connection['host']}:{jobs.connection['port']}" in redis_url
+
+
+def test_a_namespace_handed_no_connection_takes_it_from_its_client_when_first_asked(redis_url, namespace, tmp_path):
+    # what the hook builds (JrsHook.jobs): nothing looked up until a launch asks
+    client = redis.Redis.from_url(redis_url)
+    jobs = JobNamespace(client, settings_for(namespace, output_root=str(tmp_path), spec_root=str(tmp_path)))
+    try:
+        assert jobs.connection is None
+        handed = jobs.connection_kwargs()
+        assert handed == connection_of(client, "the Redis URL")
+        assert f"{handed['host']}:{handed['port']}" in redis_url
+        assert jobs.connection == handed  # kept: the launcher's check and its supervisor see one value
+        fresh = jobs.fresh()
+        assert fresh.connection == handed
+        fresh.close()
+    finally:
+        jobs.close()
+
+
+def test_a_unix_socket_cannot_be_handed_on_and_the_error_names_where_the_client_came_from(namespace, tmp_path):
+    client = redis.Redis(unix_socket_path=str(tmp_path / "redis.sock"))
+    settings = settings_for(namespace, output_root=str(tmp_path), spec_root=str(tmp_path))
+    jobs = JobNamespace(client, settings, source="jrs connection 'prod'")
+    with pytest.raises(JrsConfigError, match=r"^jrs connection 'prod' uses a Unix socket; .*Use a TCP address"):
+        jobs.connection_kwargs()
+    assert jobs.connection is None  # nothing that could be handed on was kept
