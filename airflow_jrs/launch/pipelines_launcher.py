@@ -75,6 +75,7 @@ from airflow_jrs.spark.commit import MARKER_VERSION, marker_path
 from airflow_jrs.spark.conf import job_conf
 
 if TYPE_CHECKING:
+    from airflow_jrs.protocol.jobs import JobNamespace
     from airflow_jrs.protocol.run import JobRun
 
 #: The folders of the fenced output folder the pipeline writes.
@@ -179,11 +180,12 @@ class PipelinesLauncher(Launcher):
         conf: Mapping[str, Any],
         cli_args: Sequence[str],
         env: Mapping[str, str],
-        hook: Any,
+        jobs: JobNamespace,
         log: Any,
     ) -> None:
         self.spec_path, self.user_conf, self.cli_args = spec_path, dict(conf), list(cli_args)
-        self.env, self.hook, self.log = dict(env), hook, log
+        #: the attempt's namespace: its supervisor connects with the namespace's connection and settings
+        self.env, self.jobs, self.log = dict(env), jobs, log
         self.tail = OutputTail()
         #: the CLI's last Python exception line (``pyspark.errors...: [ERROR_CLASS] ...``)
         self.error_line: str | None = None
@@ -233,14 +235,14 @@ class PipelinesLauncher(Launcher):
 
     def run(self, launch: Launch) -> None:
         try:  # what the supervisor is handed; spark-pipelines never runs without one (unlike spark-submit)
-            self.hook.connection_kwargs()
+            self.jobs.connection_kwargs()
         except JrsConfigError as exc:
             raise JrsConfigError(
                 f"job {launch.job_id}: spark-pipelines runs only under the supervisor (a killed task must not leave "
                 f"it running beside its successor), and the store's connection cannot be handed to it: {exc}"
             ) from None
-        supervision = Supervision.for_attempt(self.hook, launch.job_id, launch.fence, self.log)
-        if supervision is None:  # only when connection_kwargs() raised: it did not, a moment ago
+        supervision = Supervision.for_attempt(self.jobs, launch.job_id, launch.fence, self.log)
+        if supervision is None:  # only when connection_kwargs() raises: it did not, and it keeps what it found
             raise JrsConfigError(f"job {launch.job_id}: the store's connection could not be handed to the supervisor")
         folder = self._folder = tempfile.mkdtemp(prefix=TEMP_PREFIX)
         try:

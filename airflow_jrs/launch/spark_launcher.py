@@ -37,7 +37,7 @@ from airflow_jrs.store import Attempt
 from airflow_jrs.store.intents import Intent
 
 if TYPE_CHECKING:
-    from airflow_jrs.hooks.jrs import JrsHook
+    from airflow_jrs.protocol.jobs import JobNamespace
 
 
 class SubmitTask(Protocol):
@@ -63,10 +63,11 @@ class SubmitTask(Protocol):
 
 
 class SparkSubmitLauncher(Launcher):
-    """One attempt's spark-submit, run by the operator it belongs to."""
+    """One attempt's spark-submit, run by the operator it belongs to; ``jobs`` is the attempt's
+    namespace (its supervisor connects with the namespace's connection and settings)."""
 
-    def __init__(self, op: SubmitTask, context: Any, hook: JrsHook) -> None:
-        self.op, self.context, self.hook = op, context, hook
+    def __init__(self, op: SubmitTask, context: Any, jobs: JobNamespace) -> None:
+        self.op, self.context, self.jobs = op, context, jobs
         #: a stream's folders (:class:`~.streaming.StreamingLauncher` sets it before :meth:`prepare`)
         self.stream_conf: dict[str, str] = {}
         #: durable=True: the task state store the parent persists the driver id in (:mod:`.durable`)
@@ -113,7 +114,7 @@ class SparkSubmitLauncher(Launcher):
             **mode.submission_conf(job_tag(launch.namespace, job_id), token, user_conf),
             **self.stream_conf,
         }
-        supervision = Supervision.for_attempt(self.hook, job_id, token, op.log)
+        supervision = Supervision.for_attempt(self.jobs, job_id, token, op.log)
         self.plan = SubmitPlan(conf, args, launch.app_name, mode, supervision, OutputTail())
         application = self.application()
         self.runner = provider.submit_runner(

@@ -24,8 +24,8 @@ from airflow_jrs.launch.deploy_modes.registry import printed_id_pattern
 from airflow_jrs.launch.supervisor import SETTINGS_ENV, SUPERVISOR_ENV, supervised_command
 
 if TYPE_CHECKING:
-    from airflow_jrs.hooks.jrs import JrsHook
     from airflow_jrs.launch.deploy_modes.base import DeployMode
+    from airflow_jrs.protocol.jobs import JobNamespace
 
 
 @dataclass(frozen=True)
@@ -62,15 +62,18 @@ class Supervision:
     settings: dict[str, Any] | None = None  # the task's [jrs] settings, for a result it records
 
     @classmethod
-    def for_attempt(cls, hook: JrsHook, job_id: str, fence: int, log: Any) -> Supervision | None:
-        """``None`` (spark-submit runs bare, as before) when the connection cannot be handed on."""
+    def for_attempt(cls, jobs: JobNamespace, job_id: str, fence: int, log: Any) -> Supervision | None:
+        """The supervisor of ``job_id``'s attempt of ``fence``, on the attempt's own namespace
+        (its connection and settings: nothing else of the task is needed, so no Airflow hook
+        reaches this layer); ``None`` (spark-submit runs bare, as before) when the connection
+        cannot be handed on."""
         try:
-            connection = hook.connection_kwargs()
+            connection = jobs.connection_kwargs()
         except JrsConfigError as exc:
             log.warning("Job %s: spark-submit runs without a supervisor (%s); a successor on another "
                         "host cannot see it.", job_id, exc)  # fmt: skip
             return None
-        settings = hook.settings
+        settings = jobs.settings
         return cls(settings.namespace, job_id, fence, settings.lease_ttl, connection, dataclasses.asdict(settings))
 
     def wrap(self, spark_hook: Any) -> None:

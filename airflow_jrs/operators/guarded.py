@@ -35,7 +35,7 @@ from airflow_jrs.exceptions import (
 )
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.hooks.store_failures import airflow_failures
-from airflow_jrs.protocol import ADOPTED, SKIPPED, AttemptPolicy, JobAttempt, JobSpec, Launcher, Outcome
+from airflow_jrs.protocol import ADOPTED, SKIPPED, AttemptPolicy, JobAttempt, JobNamespace, JobSpec, Launcher, Outcome
 from airflow_jrs.protocol.guarded_task import FACTS_ATTR, plan_facts
 from airflow_jrs.protocol.recovery import PREDECESSOR_POLICIES
 from airflow_jrs.store import Attempt, EntryState
@@ -170,10 +170,13 @@ def execute_with_store(
         raise
 
 
-def run_job(op: Any, context: Mapping[str, Any], hook: JrsHook, spec: JobSpec, launcher: Launcher) -> dict[str, Any]:
-    """Run ``spec`` as this task's attempt with ``launcher``; the task's return value."""
+def run_job(
+    op: Any, context: Mapping[str, Any], jobs: JobNamespace, spec: JobSpec, launcher: Launcher
+) -> dict[str, Any]:
+    """Run ``spec`` as this task's attempt on ``jobs`` (the hook's :meth:`~JrsHook.jobs`, the one
+    the launcher was given too: one client per attempt) with ``launcher``; the task's return value."""
     attempt = JobAttempt(
-        hook.jobs(), spec, attempt_from_context(context), launcher, policy=policy_for(op, context), log=op.log
+        jobs, spec, attempt_from_context(context), launcher, policy=policy_for(op, context), log=op.log
     )
     attempt.interrupts = (AirflowTaskTimeout, AirflowTaskTerminated)
     return task_payload(op, context, run_attempt(op, attempt))

@@ -140,7 +140,7 @@ class JrsPySparkOperator(PySparkOperator, GuardedJob):
             callable_name=_qualified_name(self.python_callable),
             log=self.log, unseen_tasks_wait=hook.settings.connect_unseen_tasks_wait,
         )  # fmt: skip
-        return run_job(self, context, hook, JobSpec(job_id, fp, self.outputs or {"output": ""}), launcher)
+        return run_job(self, context, hook.jobs(), JobSpec(job_id, fp, self.outputs or {"output": ""}), launcher)
 
     def _bind(self, kwargs: Mapping[str, Any]) -> Callable[[Any, JobContext], Any]:
         """The function bound to its arguments; the session keys it accepts are filled in at launch."""

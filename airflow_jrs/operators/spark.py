@@ -146,10 +146,11 @@ class JrsSparkSubmitOperator(PreparesSubmitHook, SparkSubmitOperator, GuardedJob
         self.job_id = job_id
         fp = application_fingerprint(self.application, self.application_args, self.job_version)
         spec = JobSpec(job_id, fp, self.outputs or {"output": ""})
-        submit = SparkSubmitLauncher(self, context, hook)
+        jobs = hook.jobs()  # the attempt's and its supervisor's: one namespace, one client
+        submit = SparkSubmitLauncher(self, context, jobs)
         # a stream resumes in its own folders, and a kill stops it at a batch boundary
         launcher: Launcher = StreamingLauncher(submit, self.stop_timeout) if self.streaming else submit
-        return run_job(self, context, hook, spec, launcher)
+        return run_job(self, context, jobs, spec, launcher)
 
     def _spark_target(self) -> tuple[SparkTarget, DeployMode]:
         """Where this attempt's Spark goes, from the connection and the operator's arguments (never

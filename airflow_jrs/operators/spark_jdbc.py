@@ -298,7 +298,9 @@ class JrsSparkJDBCOperator(JrsSparkSubmitOperator):
         outputs = self.outputs  # None: metastore_table was a template, whose folder is known now it is rendered
         if outputs is None:
             outputs = self._default_outputs(self.cmd_type, self.metastore_table or "", task_id=self.task_id)
-        return run_job(self, context, hook, JobSpec(job_id, fp, outputs), _JdbcLauncher(self, context, hook))
+        spec = JobSpec(job_id, fp, outputs)
+        jobs = hook.jobs()  # the attempt's and its supervisor's: one namespace, one client
+        return run_job(self, context, jobs, spec, _JdbcLauncher(self, context, jobs))
 
     @staticmethod
     def _default_outputs(cmd_type: str, metastore_table: str, *, task_id: str) -> dict[str, str]:

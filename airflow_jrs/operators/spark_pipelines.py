@@ -153,16 +153,18 @@ class JrsSparkPipelinesOperator(SparkPipelinesOperator, GuardedJob):
         if not spec_path:
             raise JrsConfigError(f"{self.task_id}: pipeline_spec is required (the path of spark-pipeline.yml)")
         fingerprint = pipeline_fingerprint(spec_path, self.job_version)
+        cli_args = self._cli_args()
+        conf = spark_lineage_conf(
+            self._checked_conf(), context, parent=self.openlineage_inject_parent_job_info,
+            transport=self.openlineage_inject_transport_info,
+        )  # fmt: skip
+        jobs = hook.jobs()  # the attempt's and its supervisor's: one namespace, one client
         launcher = PipelinesLauncher(
-            spec_path=spec_path, cli_args=self._cli_args(),
-            conf=spark_lineage_conf(
-                self._checked_conf(), context, parent=self.openlineage_inject_parent_job_info,
-                transport=self.openlineage_inject_transport_info,
-            ),
-            env={str(k): str(v) for k, v in (self.env_vars or {}).items()}, hook=hook, log=self.log,
+            spec_path=spec_path, cli_args=cli_args, conf=conf,
+            env={str(k): str(v) for k, v in (self.env_vars or {}).items()}, jobs=jobs, log=self.log,
         )  # fmt: skip
         spec = JobSpec(job_id, fingerprint, self.outputs or {"output": "warehouse"})
-        return run_job(self, context, hook, spec, launcher)
+        return run_job(self, context, jobs, spec, launcher)
 
     def _checked_conf(self) -> dict[str, Any]:
         """The user's conf plus the executor settings; refuses what would defeat the fence (a

@@ -158,9 +158,8 @@ class JrsSparkSqlOperator(SparkSqlOperator, GuardedJob):
             callable_name=f"spark-sql ({len(statements)} statements)",
             log=self.log,
         )  # fmt: skip
-        return run_job(
-            self, context, hook, JobSpec(job_id, sql_fingerprint(statements, self.job_version), outputs), launcher
-        )
+        spec = JobSpec(job_id, sql_fingerprint(statements, self.job_version), outputs)
+        return run_job(self, context, hook.jobs(), spec, launcher)
 
     def _runner(self, statements: list[str]) -> Any:
         """What the session launcher calls: every statement in order; the metrics (the launcher
