@@ -56,7 +56,8 @@ keeps no try alive once the task process is gone.
 
 The Redis connection comes in the environment (``JRS_SUPERVISOR_REDIS``: the plain kwargs of
 :func:`airflow_jrs.store.plumbing.clients.connection_of`), never on the command line, and so do the task's
-``[jrs]`` settings (``JRS_SUPERVISOR_SETTINGS``, JSON; the defaults without it), so that a
+``[jrs]`` settings (``JRS_SUPERVISOR_SETTINGS``, JSON, resolved by
+:func:`airflow_jrs.settings.resolve` as arguments; the defaults without it), so that a
 result it records has the configured durability and limits; everything the
 supervisor reads and writes goes through one :class:`~airflow_jrs.protocol.jobs.JobNamespace`
 on a client that :func:`~airflow_jrs.store.plumbing.clients.bounded_client` builds.
@@ -78,6 +79,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.launch.stop_relay import (
     STOP_GRACE,
     Relay,
@@ -87,7 +89,7 @@ from airflow_jrs.launch.stop_relay import (
     stop_child,
 )
 from airflow_jrs.protocol.jobs import JobNamespace, settings_for
-from airflow_jrs.settings import JrsSettings
+from airflow_jrs.settings import BY_NAME, JrsSettings, resolve
 from airflow_jrs.store.heartbeats import HeartbeatGone, StaleHeartbeat
 from airflow_jrs.store.leases.fence import Fence, fence_arg
 from airflow_jrs.store.plumbing.clients import bounded_client, policy_client
@@ -172,10 +174,27 @@ def _die_with_parent(parent: int) -> None:  # pragma: no cover - runs in the chi
 
 def supervisor_settings(raw: str | None, namespace: str, ttl: float) -> JrsSettings:
     """The task's ``[jrs]`` settings from ``raw`` (JSON of :class:`~airflow_jrs.settings.JrsSettings`),
-    or the defaults when the launcher handed none (a result recorded then has no durability wait)."""
+    or the defaults when the launcher handed none (a result recorded then has no durability wait).
+
+    What the launcher hands in is resolved again as arguments (:func:`~airflow_jrs.settings.resolve`):
+    the task resolved it already, so a valid value comes out as it went in, but the environment is
+    not the task's to vouch for (another version of the launcher, a supervisor started by hand), and
+    a value of the wrong type or out of range must be refused by the one rule that names it, not
+    passed on to the store as it came.
+
+    :raises JrsConfigError: ``raw`` is not a JSON object of ``[jrs]`` settings, or a value is invalid
+    :raises ValueError: the settings are another namespace's
+    """
     if not raw:
         return settings_for(namespace, output_root="", spec_root="", lease_ttl=max(ttl, 1.0))
-    settings = JrsSettings(**json.loads(raw))
+    try:
+        given = json.loads(raw)
+    except ValueError as exc:
+        raise JrsConfigError(f"not JSON ({exc})") from None
+    if not isinstance(given, dict):
+        raise JrsConfigError(f"a JSON object of [jrs] settings is expected, got {type(given).__name__}")
+    # the connection the task named is among what the launcher hands in; else the table's default, as before
+    settings = resolve(conn_id=BY_NAME["conn_id"].default, arguments=given)
     if settings.namespace != namespace:
         raise ValueError(f"namespace {settings.namespace!r}, not --namespace {namespace!r}: not this task's")
     return settings
