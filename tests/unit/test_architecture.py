@@ -215,16 +215,23 @@ def test_the_circle_check_names_every_circle():
 
 
 CLI = "airflow_jrs.cli"
-#: Bottom to top: a module imports from its own layer or the ones below, never from above.
+#: Bottom to top, one package per layer, or siblings that know nothing of each other: a module
+#: imports from its own package or the layers below, never from above, never from a sibling.
 LAYERS = (
-    ("airflow_jrs.exceptions", "airflow_jrs.spark"),
-    ("airflow_jrs.domain", "airflow_jrs.settings"),
+    ("airflow_jrs.spark",),  # what a PySpark driver imports: the standard library only
+    ("airflow_jrs.exceptions",),
+    ("airflow_jrs.domain",),
+    ("airflow_jrs.settings",),
     ("airflow_jrs.store",),
     ("airflow_jrs.protocol",),
-    ("airflow_jrs.launch", "airflow_jrs.views"),
-    tuple(n for n in AIRFLOW_FACING if n != CLI),  # the Airflow adapters
+    ("airflow_jrs.launch", "airflow_jrs.views"),  # running Spark; showing a job
+    ("airflow_jrs.compat", "airflow_jrs.observability"),  # what differs per Airflow minor; lineage, metrics
+    ("airflow_jrs.hooks",),
+    ("airflow_jrs.triggers",),
+    ("airflow_jrs.operators", "airflow_jrs.sensors"),
+    ("airflow_jrs.decorators",),
     ("airflow_jrs.actions",),  # every write a person makes, and the planning of dates it starts from
-    (CLI, "airflow_jrs.plugins"),  # the terminal and the page: both call the actions
+    (CLI, "airflow_jrs.plugins"),  # the terminal and the page: both call the actions, neither the other
 )
 #: The package root and the provider entry point sit above every layer (they re-export).
 ABOVE_LAYERS = ("airflow_jrs", "airflow_jrs.get_provider_info")
@@ -232,6 +239,16 @@ ABOVE_LAYERS = ("airflow_jrs", "airflow_jrs.get_provider_info")
 
 def _layer(name: str) -> int:
     return next(i for i, prefixes in enumerate(LAYERS) if _within(name, prefixes))
+
+
+def _above_or_sibling(imported: str, importer: str) -> bool:
+    mine, theirs = _layer(importer), _layer(imported)
+    return theirs > mine or (theirs == mine and _package(imported) != _package(importer))
+
+
+def _package(name: str) -> str:
+    """The entry of LAYERS ``name`` falls under (its package, or a top-level module)."""
+    return next(prefix for prefixes in LAYERS for prefix in prefixes if _within(name, (prefix,)))
 
 
 #: TYPE_CHECKING imports still pointing upward, each (importer, imported) a known knot to cut, not a
@@ -250,11 +267,11 @@ def test_every_module_has_a_layer_and_imports_nothing_above_it():
     for name in sorted(placed - set(ABOVE_LAYERS)):
         runtime = _edges(name)
         every = runtime | _edges(name, type_only=True)
-        upward = sorted(m for m in every if m in placed and _layer(m) > _layer(name))
+        upward = sorted(m for m in every if m in placed and _above_or_sibling(m, name))
         knots_seen |= {(name, m) for m in upward if (name, m) in TYPE_ONLY_UPWARD_KNOTS and m not in runtime}
         upward = [m for m in upward if (name, m) not in knots_seen]
         if upward:
-            offenders.append(f"{name} (layer {_layer(name)}) imports from above: {upward}")
+            offenders.append(f"{name} (layer {_layer(name)}) imports from above or a sibling: {upward}")
     _offenders(
         "every module is in a layer of LAYERS (add it to the one it belongs to) and imports nothing from a "
         "layer above its own, TYPE_CHECKING imports included (move the shared part down, or type against a "
@@ -292,15 +309,34 @@ def test_the_layer_rule_fails_on_a_planted_upward_import(
 ) -> None:
     _assert_rule_catches(
         test_every_module_has_a_layer_and_imports_nothing_above_it, "airflow_jrs.launch.planted", source,
-        "airflow_jrs.launch.planted (layer 4) imports from above", tmp_path, monkeypatch,
+        "airflow_jrs.launch.planted (layer 6) imports from above", tmp_path, monkeypatch,
     )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("package", "source", "layer"),
+    [
+        ("plugins", "from airflow_jrs.cli import common\n", 13),
+        ("cli", "from airflow_jrs.plugins import security\n", 13),
+        ("hooks", "from airflow_jrs.operators import guarded\n", 8),
+        ("views", "from airflow_jrs.launch import durable\n", 6),
+    ],
+)
+def test_the_layer_rule_fails_on_a_planted_sibling_or_adapter_import(
+    package: str, source: str, layer: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Layers per package: the page and the terminal know nothing of each other, a hook nothing of
+    an operator, a view nothing of a launcher."""
+    module = f"airflow_jrs.{package}.planted"
+    rule = test_every_module_has_a_layer_and_imports_nothing_above_it
+    _assert_rule_catches(rule, module, source, f"{module} (layer {layer})", tmp_path, monkeypatch)
 
 
 def test_a_knot_is_no_licence_for_a_runtime_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The knots excuse the type-only import they name, not the same edge at runtime.
     _assert_rule_catches(
         test_every_module_has_a_layer_and_imports_nothing_above_it, "airflow_jrs.launch.submission",
-        "from airflow_jrs.hooks.jrs import JrsHook\n", "airflow_jrs.launch.submission (layer 4)", tmp_path, monkeypatch,
+        "from airflow_jrs.hooks.jrs import JrsHook\n", "airflow_jrs.launch.submission (layer 6)", tmp_path, monkeypatch,
     )  # fmt: skip
 
 
