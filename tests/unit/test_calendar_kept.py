@@ -234,3 +234,21 @@ def test_the_facts_of_a_date_name_what_the_tooltip_shows_and_an_unknown_date_is_
     assert facts["a"]["status"] == "SUCCEEDED" and facts["a"]["committed_at"] and facts["a"]["attempt"] == "r try 1"
     assert "detail" not in json.dumps([r["cells"] for r in doc["dates"]]), "the cells carry no facts themselves"
     assert kept_calendar.calendar_facts(jobs, ("v1", "h1"), dag, START, END, "2023-12-31T00:00:00+00:00") is None
+
+
+def test_what_was_kept_under_a_replaced_watcher_is_stale_for_the_new_one(jobs):
+    """The page reconnects with new settings: a new client, a new watcher. An epoch taken under
+    the old one must not pass for unchanged under the new one, whose messages began later."""
+    old = watching(jobs)
+    kept_at = old.epoch
+    for _ in range(3):
+        commit(jobs, "a.2024-01-05")  # the old watcher counts these
+        jobs.results.forget_result("a.2024-01-05")
+    wait_until(lambda: old.epoch > kept_at + 3, "the old watcher's messages")
+    new = ResultChanges(jobs.client, jobs.namespace).start()
+    try:
+        wait_until(lambda: new.active, "the new watcher subscribed")
+        assert not new.unchanged_since({"a.2024-01-05"}, old.epoch), "an epoch of the old watcher passed"
+        assert new.unchanged_since({"a.2024-01-05"}, new.epoch)
+    finally:
+        new.stop(timeout=0)

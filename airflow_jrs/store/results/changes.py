@@ -31,6 +31,7 @@ Store-only: redis-py and the standard library.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -42,6 +43,9 @@ from airflow_jrs.store.results.serde import event_job_id
 
 log = logging.getLogger(__name__)
 
+#: Epochs count for the whole process, not per watcher: a row kept under a watcher that was
+#: replaced (the page reconnected with new settings) is older than the new watcher's floor.
+_EPOCHS = itertools.count(1)
 #: Seconds between two checks that the subscription still answers.
 PING_EVERY = 5.0
 #: Seconds to wait before subscribing again after the connection was lost.
@@ -63,7 +67,7 @@ class ResultChanges:
         self._keys = KeySpace(namespace)
         self._clock = clock
         self._lock = threading.Lock()  # held only to update or read the counters, never across I/O
-        self._epoch = 0
+        self._epoch = next(_EPOCHS)
         self._floor = 0
         self._active = False
         self._changed: dict[str, int] = {}
@@ -163,14 +167,14 @@ class ResultChanges:
 
     def _begin(self) -> None:
         with self._lock:
-            self._epoch += 1
+            self._epoch = next(_EPOCHS)
             self._floor = self._epoch
             self._changed.clear()  # everything before the floor is stale anyway
             self._active = True
 
     def _note(self, job_id: str | None) -> None:
         with self._lock:
-            self._epoch += 1
+            self._epoch = next(_EPOCHS)
             if job_id is None:  # unreadable: every job may have changed
                 self._floor = self._epoch
                 self._changed.clear()
@@ -183,7 +187,7 @@ class ResultChanges:
     def _lose(self) -> None:
         with self._lock:
             self._active = False
-            self._epoch += 1
+            self._epoch = next(_EPOCHS)
             self._floor = self._epoch
 
 
