@@ -160,8 +160,10 @@ class JrsHook(BaseHook):
 
     def connection_kwargs(self) -> dict[str, Any]:
         """Plain kwargs for the same server and credentials as :meth:`get_conn`, for a client in
-        another process: a trigger's (``redis.asyncio``) or the supervisor's beside spark-submit
-        (sync); both are built from them by :mod:`airflow_jrs.store.plumbing.clients`."""
+        another process: a trigger's (``redis.asyncio``); the supervisor beside spark-submit gets
+        the same kwargs from the attempt's namespace
+        (:meth:`~airflow_jrs.protocol.JobNamespace.connection_kwargs`). Both clients are built from
+        them by :mod:`airflow_jrs.store.plumbing.clients`."""
         return async_connection_kwargs(self.get_conn(), self.jrs_conn_id)
 
     def async_connection_kwargs(self) -> dict[str, Any]:
