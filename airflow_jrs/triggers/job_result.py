@@ -1,7 +1,7 @@
 """JobResultTrigger: wait for job results in the triggerer, woken by the store's notifications.
 
 Why a trigger and not polling: the store publishes one message on the namespace's events channel for
-every write of an entry (create, clean, forget, purge, quarantine, release; in the same Lua
+every write of an entry (create, clean, forget, purge, quarantine, release, rewrite; in the same Lua
 script as the write), so a waiting trigger wakes
 within a round trip of the write, while a worker slot stays free.
 

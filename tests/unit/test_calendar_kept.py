@@ -252,3 +252,32 @@ def test_what_was_kept_under_a_replaced_watcher_is_stale_for_the_new_one(jobs):
         assert new.unchanged_since({"a.2024-01-05"}, new.epoch)
     finally:
         new.stop(timeout=0)
+
+
+def test_an_entry_rewritten_in_canonical_bytes_reaches_the_kept_calendar(jobs, dag, monkeypatch):
+    """A cleanup that meets an entry edited by hand rewrites it canonically (REWRITE_ENTRY) before
+    it marks it clean; an entry without its creation time gets one then, which the tooltip shows.
+    A cleanup that dies between the two leaves that rewrite as the last write: it must announce
+    itself like every other write, or the kept row shows the old facts for good."""
+    key = jobs.results.keys.result("a.2024-01-06")
+    commit(jobs, "a.2024-01-06", clean=False)
+    doc = json.loads(jobs.client.get(key))
+    del doc["c"]  # edited by hand: no creation time, and not in canonical bytes
+    jobs.client.set(key, json.dumps(doc, indent=1))
+    changes = watching(jobs)
+    assert kept(jobs, dag) == fresh(jobs, dag)
+    clean, calls = jobs.results._clean, []
+
+    def dies_before_the_second(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) > 1:
+            raise SystemExit("the cleanup's process is gone")
+        return clean(*args, **kwargs)
+
+    monkeypatch.setattr(jobs.results, "_clean", dies_before_the_second)
+    epoch = changes.epoch
+    with pytest.raises(SystemExit):
+        jobs.results.mark_result_as_clean("a.2024-01-06")
+    assert b'"c":' in jobs.client.get(key), "the rewrite gave the entry its creation time"
+    settled(jobs, epoch, "a.2024-01-06")
+    assert kept(jobs, dag) == fresh(jobs, dag)

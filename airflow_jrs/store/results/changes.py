@@ -3,8 +3,8 @@
 A reader that keeps what it read between requests (the Job calendar's rows in the API server,
 :mod:`airflow_jrs.plugins.calendar`) must learn when an entry it kept changed, without reading
 every entry again. Every write of an entry publishes one message on the namespace's events
-channel in its own script (create, clean, forget, purge, quarantine, release;
-:mod:`.scripts`), so a subscriber sees each write after it is done.
+channel in its own script (create, clean, forget, purge, quarantine, release,
+rewrite; :mod:`.scripts`), so a subscriber sees each write after it is done.
 
 The watcher counts time in **epochs**: each notification it handles is a new epoch, and it
 remembers the last epoch that changed each job. A reader takes :attr:`ResultChanges.epoch`

@@ -273,7 +273,10 @@ class RedisJobResultStore(RedisPurge, RedisReads, JobResultStore):
                     return self._mark_result_as_clean(job_id, expected, _retry=False)
                 canonical = encode_entry(entry.result, entry.state, entry.created_at or utcnow())
                 with redis_errors(f"rewrite the entry of job {job_id!r}", self.namespace, job_id):
-                    rewritten = self._rewrite(keys=[k.result(job_id)], args=[raw, canonical])
+                    rewritten = self._rewrite(
+                        keys=[k.result(job_id)],
+                        args=[raw, canonical, k.events, event_message("rewritten", job_id)],
+                    )
                 if expected is not None and rewritten:  # the same entry, now in canonical bytes
                     expected = replace(expected, stored=canonical.encode())
             return self._mark_result_as_clean(job_id, expected, _retry=False)

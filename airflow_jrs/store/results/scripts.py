@@ -1,4 +1,4 @@
-"""The result scripts: create, clean, forget, quarantine, release and purge a job's entry.
+"""The result scripts: create, clean, forget, quarantine, release, rewrite and purge a job's entry.
 
 Shared codes and the fence check: :mod:`~airflow_jrs.store.plumbing.lua`; the preludes that
 read a clean reference and move an entry are the results' own, below. Scripts know nothing of
@@ -250,11 +250,15 @@ REWRITE_ENTRY = """
 -- Replace an entry by its canonical encoding (same content), if nobody changed it meanwhile.
 -- Used when an entry reads fine but is not byte-canonical (e.g. edited by hand), so that the
 -- prefix-based MARK_RESULT_AS_CLEAN can handle it.
+-- A rewrite can change what the job reads as (an entry without its creation time gets one), and
+-- a cleanup that dies before its commit leaves it as the last write: it is announced too.
 -- KEYS[1] - result key
 -- ARGV[1] - the raw bytes the caller read   ARGV[2] - the canonical encoding
+-- ARGV[3] - events channel                  ARGV[4] - event message
 -- return 1 rewritten (TTL kept), 0 the entry changed meanwhile
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
+redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1
 """
 
