@@ -281,3 +281,26 @@ def test_an_entry_rewritten_in_canonical_bytes_reaches_the_kept_calendar(jobs, d
     assert b'"c":' in jobs.client.get(key), "the rewrite gave the entry its creation time"
     settled(jobs, epoch, "a.2024-01-06")
     assert kept(jobs, dag) == fresh(jobs, dag)
+
+
+def test_a_resubscription_during_a_check_never_passes_a_changed_job_for_unchanged(jobs):
+    """The watcher's thread may begin a subscription (a reconnect) while a request checks a row:
+    before it the job had changed since the row's epoch, after it the row is below the floor;
+    either way it is stale. The check must not see half of each (the old floor, the emptied
+    changes) and keep a row whose notification already arrived."""
+    import threading
+
+    changes = watching(jobs)
+    kept_at = changes.epoch
+    changes._note("a.2024-01-08")  # the row's job changed after it was read
+    changes._note("b.2024-01-08")
+
+    class Reconnecting(dict):  # the watcher's thread runs _begin() while the check reads
+        def get(self, *args: Any) -> Any:
+            thread = threading.Thread(target=changes._begin)
+            thread.start()
+            thread.join(0.5)
+            return super().get(*args)
+
+    changes._changed = Reconnecting(changes._changed)
+    assert not changes.unchanged_since({"a.2024-01-08"}, kept_at)

@@ -89,13 +89,17 @@ class ResultChanges:
         return self._epoch
 
     def unchanged_since(self, job_ids: Iterable[str], epoch: int) -> bool:
-        """Did no entry of ``job_ids`` change after ``epoch`` (and no subscription begin since)?"""
-        if not self._active or epoch < self._floor:
-            return False
-        if epoch >= self._epoch:  # nothing at all happened since
-            return True
-        changed = self._changed
-        return all(changed.get(job_id, 0) <= epoch for job_id in job_ids)
+        """Did no entry of ``job_ids`` change after ``epoch`` (and no subscription begin since)?
+
+        Under the lock: a subscription begun mid-check (the old floor, then the emptied changes)
+        would pass a job whose notification had already arrived."""
+        with self._lock:
+            if not self._active or epoch < self._floor:
+                return False
+            if epoch >= self._epoch:  # nothing at all happened since
+                return True
+            changed = self._changed
+            return all(changed.get(job_id, 0) <= epoch for job_id in job_ids)
 
     def start(self) -> ResultChanges:
         """Subscribe in a daemon thread (once); returns at once: :attr:`active` turns ``True``
