@@ -304,3 +304,29 @@ def test_a_resubscription_during_a_check_never_passes_a_changed_job_for_unchange
 
     changes._changed = Reconnecting(changes._changed)
     assert not changes.unchanged_since({"a.2024-01-08"}, kept_at)
+
+
+def test_a_forked_child_trusts_no_watcher_it_inherited(jobs):
+    """An API server that forks workers after a calendar was asked: the child has no watcher
+    thread, so nothing its parent's watcher vouched for may pass for unchanged there."""
+    import os
+
+    from airflow_jrs.store.results.changes import result_changes
+
+    parent = watching(jobs)
+    kept_at = parent.epoch
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: answer on the pipe, then leave without running pytest's teardown
+        try:
+            fresh_one = result_changes(jobs.client, jobs.namespace)
+            said = f"{int(parent.active)}{int(parent.unchanged_since({'x'}, kept_at))}{int(fresh_one is parent)}"
+        except BaseException as exc:  # any failure is the test's answer
+            said = f"error {exc!r}"
+        os.write(write, said.encode())
+        os._exit(0)
+    os.close(write)
+    answer = os.read(read, 200).decode()
+    os.waitpid(pid, 0)
+    assert answer == "000", f"in the child: active, unchanged, same watcher = {answer}"
+    assert parent.active and parent.unchanged_since({"x"}, kept_at)  # the parent's watcher is untouched

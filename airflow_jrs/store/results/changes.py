@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -211,3 +212,19 @@ def result_changes(client: Any, namespace: str) -> ResultChanges:
         if found is None:
             found = _watchers[namespace] = ResultChanges(client, namespace)
     return found.start()
+
+
+def _forget_watchers_after_fork() -> None:
+    """A forked child has none of its parent's threads: a watcher it inherited would say
+    ``active`` with nobody listening, and rows kept on its word would never go stale. The child
+    starts its own watcher on first use; what the inherited ones vouched for is stale."""
+    global _watchers_lock
+    _watchers_lock = threading.Lock()  # the parent may have held it while forking
+    for watcher in _watchers.values():
+        watcher._lock = threading.Lock()
+        watcher._lose()
+        watcher._thread = None
+    _watchers.clear()
+
+
+os.register_at_fork(after_in_child=_forget_watchers_after_fork)
