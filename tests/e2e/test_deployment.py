@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,6 +53,16 @@ def first_date(flights):
     run = flights.client.trigger(FLIGHTS, DAY1)
     states = flights.run(FLIGHTS, run["dag_run_id"])
     return {"run_id": run["dag_run_id"], "states": states, "launches": flights.launches() - before}
+
+
+def day1_run(flights: Any) -> str:
+    """The run of DAY1 Airflow has now. The first test deletes the fixture's run and triggers the
+    date anew; the tests after it clear "the" DAY1 run, so they ask Airflow which one that is
+    rather than trusting what a fixture remembered (a gate saw them clear a deleted run)."""
+    runs = [r for r in flights.client.dag_runs(FLIGHTS) if (r.get("logical_date") or "").startswith(DAY1)]
+    assert len(runs) == 1, runs
+    run_id: str = runs[0]["dag_run_id"]
+    return run_id
 
 
 def test_rest_triggered_run_computes_and_a_second_run_of_the_same_date_starts_no_spark(flights, first_date):
@@ -97,11 +108,12 @@ def test_backfill_with_reprocess_completed_computes_only_the_missing_dates(fligh
 
 def test_clearing_a_committed_task_as_the_ui_does_skips_spark(flights, first_date):
     before = flights.launches()
-    cleared = flights.client.clear(FLIGHTS, first_date["run_id"], ["ontime.submit"])
+    run_id = day1_run(flights)
+    cleared = flights.client.clear(FLIGHTS, run_id, ["ontime.submit"])
     assert {ti["task_id"] for ti in cleared} == {"ontime.submit", "ontime.cleanup"}
-    assert flights.run(FLIGHTS, first_date["run_id"]) == ALL_SUCCESS
+    assert flights.run(FLIGHTS, run_id) == ALL_SUCCESS
     assert flights.launches() == before
-    assert flights.client.xcom(FLIGHTS, first_date["run_id"], "ontime.submit")["skipped"] is True
+    assert flights.client.xcom(FLIGHTS, run_id, "ontime.submit")["skipped"] is True
 
 
 def test_forget_then_clear_recomputes_the_job(flights, first_date):
@@ -116,13 +128,14 @@ def test_forget_then_clear_recomputes_the_job(flights, first_date):
     assert forget.returncode == 0, forget.stderr
     assert flights.store.get_entry(job_id) is None
     before = flights.launches()
-    flights.client.clear(FLIGHTS, first_date["run_id"], ["ontime.submit"])
-    assert flights.run(FLIGHTS, first_date["run_id"]) == ALL_SUCCESS
+    run_id = day1_run(flights)
+    flights.client.clear(FLIGHTS, run_id, ["ontime.submit"])
+    assert flights.run(FLIGHTS, run_id) == ALL_SUCCESS
     assert flights.launches() - before == 1  # ontime only: ingest stays committed
     new = flights.store.get_entry(job_id)
     assert new is not None and new.is_clean
     assert new.result.fence != old.result.fence
-    assert flights.client.xcom(FLIGHTS, first_date["run_id"], "ontime.submit")["skipped"] is False
+    assert flights.client.xcom(FLIGHTS, run_id, "ontime.submit")["skipped"] is False
     assert [h.result.fence for h in flights.store.get_history(job_id)][:1] == [old.result.fence]
 
 
@@ -260,8 +273,9 @@ def test_lineage_and_metrics_of_computed_and_reused_dates_of_spark_submit_and_py
     before = flights.launches()
     flights.client.clear(pyspark, computed["dag_run_id"], ["ontime"])
     assert set(flights.run(pyspark, computed["dag_run_id"]).values()) == {"success"}
-    flights.client.clear(FLIGHTS, first_date["run_id"], ["ontime.submit"])
-    assert flights.run(FLIGHTS, first_date["run_id"]) == ALL_SUCCESS
+    run_id = day1_run(flights)
+    flights.client.clear(FLIGHTS, run_id, ["ontime.submit"])
+    assert flights.run(FLIGHTS, run_id) == ALL_SUCCESS
     assert flights.launches() == before, "a reused date started Spark"
 
     events = {**completes(flights.lineage, pyspark), **completes(flights.lineage, FLIGHTS)}  # validated
