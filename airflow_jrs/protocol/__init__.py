@@ -9,18 +9,11 @@ a stand-in launcher, in real processes, so what they prove holds for this code.
     outcome = JobAttempt(jobs, JobSpec("daily.2024-01-01", fingerprint), attempt, launcher).run()
 """
 
-from airflow_jrs.protocol.attempt import (
-    ADOPTED,
-    COMPUTED,
-    SKIPPED,
-    AttemptPolicy,
-    JobAttempt,
-    JobSpec,
-    Outcome,
-)
+from airflow_jrs.protocol.attempt import JobAttempt
 from airflow_jrs.protocol.cleanup import LOCAL_OR_FSSPEC, Files, RetryPolicy, commit_job
 from airflow_jrs.protocol.jobs import JobNamespace, settings_for
 from airflow_jrs.protocol.launcher import COMMITTED, ENDED, RUNS, Ended, Failure, Launch, Launcher, Predecessor
+from airflow_jrs.protocol.terms import ADOPTED, COMPUTED, SKIPPED, AttemptPolicy, JobSpec, Outcome
 
 __all__ = [
     "ADOPTED",

@@ -33,8 +33,6 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -59,60 +57,11 @@ from airflow_jrs.protocol.steps import reached
 from airflow_jrs.protocol.stopping import asked_to_end
 from airflow_jrs.protocol.submission import SubmissionRecorder
 from airflow_jrs.protocol.takeover import refusal, take_over_if_dead
+from airflow_jrs.protocol.terms import ADOPTED, COMPUTED, SKIPPED, AttemptPolicy, JobSpec, Outcome
 from airflow_jrs.spark.commit import read_commit_marker
 from airflow_jrs.store import Attempt, JobResult, JobResultEntry
 from airflow_jrs.store.intents import Intent, IntentStore
 from airflow_jrs.store.leases.lease import JobLease
-
-#: What :meth:`JobAttempt.run` did.
-SKIPPED, ADOPTED, COMPUTED = "skipped", "adopted", "computed"
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    """What defines the job: its id, the fingerprint of what it computes, its outputs."""
-
-    job_id: str
-    fingerprint: str
-    #: logical output name -> sub-path of the staging folder ("" is the folder itself)
-    outputs: Mapping[str, str] = field(default_factory=lambda: {"output": ""})
-
-
-@dataclass(frozen=True)
-class AttemptPolicy:
-    """How this attempt behaves where the protocol leaves a choice."""
-
-    accept_changed_fingerprint: bool = False
-    #: seconds to wait for another live attempt's lease before giving up
-    lease_wait_timeout: float = 0.0
-    #: what to do with a predecessor's application that still runs: "wait" or "stop"
-    predecessor: str = "wait"
-    #: the task has no retry left: a failure is recorded as FAILED (sensors fail fast)
-    last_try: bool = False
-    #: the task's retries, for the message of an attempt that gives up on a held lease
-    retries: int = 0
-    #: seconds between two looks at a held lease
-    lease_poll: float = 0.5
-    #: the run's recompute request (:func:`airflow_jrs.domain.recompute.read_request`), if any
-    recompute: recompute.Request | None = None
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What the attempt did: :data:`SKIPPED` (a result was there), :data:`ADOPTED` (a predecessor's
-    finished output was published) or :data:`COMPUTED` (this attempt launched and succeeded)."""
-
-    kind: str
-    job_id: str
-    #: the result found (skipped) or written dirty (adopted, computed)
-    result: JobResult
-    #: the entry read, when skipped
-    entry: JobResultEntry | None = None
-    reason: str = ""
-    #: the fence whose output was adopted
-    adopted_from: int | None = None
-    #: the fence that wrote the result (adopted, computed)
-    fence: int | None = None
 
 
 class JobAttempt:

@@ -153,7 +153,7 @@ def stale_holder_forgets(url: str, ns: str, tmp: str) -> Any:
 def cluster_client_exits(url: str, ns: str, tmp: str) -> Any:
     """Defect 4: a cluster launcher whose client ended while its driver runs (no commit marker).
     What does the real JobAttempt conclude, and does the intent stay for the next attempt?"""
-    from airflow_jrs.protocol.attempt import JobAttempt, JobSpec
+    from airflow_jrs.protocol import JobAttempt, JobSpec
     from airflow_jrs.protocol.launcher import RUNS, Launcher
 
     class DriverOutlivesClient(Launcher):
