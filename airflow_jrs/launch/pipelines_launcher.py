@@ -56,6 +56,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -86,6 +87,8 @@ TEMP_PREFIX = "jrs-pipeline-"
 #: inherits (the JVM, the CLI's Python, the Connect server JVM that Python starts): how
 #: :meth:`PipelinesLauncher._sweep` finds a process whose command line does not name the folder.
 ATTEMPT_ENV = "JRS_PIPELINE_ATTEMPT"
+#: Seconds :meth:`PipelinesLauncher._sweep` waits for the processes it killed to end.
+SWEEP_WAIT = 30.0
 
 
 #: A Java stack frame or its elision (``at org...``, ``... 12 more``).
@@ -379,16 +382,27 @@ class PipelinesLauncher(Launcher):
         that Python starts exits on its own only once it reads the end of its stdin, which a JVM
         still starting up does late (the gate saw one outlive its killed task). Each is found by
         the attempt's folder on its command line (``--spec <folder>/project/...``) or in its
-        environment (:data:`ATTEMPT_ENV`, inherited from the supervisor). Never raises."""
+        environment (:data:`ATTEMPT_ENV`, inherited from the supervisor). A ``SIGKILL`` is not
+        an exit (a JVM with many threads takes a while under load): it waits up to
+        :data:`SWEEP_WAIT` seconds for them to end, so the task ends with none of them running,
+        and names any that outlived it. Never raises."""
         folder = self._folder
         if folder is None:
             return
+        killed = []
         for proc in psutil.process_iter(["cmdline", "environ"]):
             with contextlib.suppress(psutil.Error):
                 cmdline = proc.info.get("cmdline") or []
                 environ = proc.info.get("environ") or {}
                 if environ.get(ATTEMPT_ENV) == folder or any(folder in part for part in cmdline):
                     proc.kill()
+                    killed.append(proc)
+        survivors = _until_ended(killed, SWEEP_WAIT)
+        if survivors:
+            self.log.warning(
+                "spark-pipelines attempt %s: %d process(es) outlived SIGKILL for %.0f s: pids %s",
+                folder, len(survivors), SWEEP_WAIT, [proc.pid for proc in survivors],
+            )  # fmt: skip
 
     def kill(self, run: JobRun | None, fence: int | None, *, by: str = "on_kill") -> None:
         cancel_on_kill(run, fence, self.alive, self.log)  # the one stop path: the request says who asked
@@ -397,3 +411,20 @@ class PipelinesLauncher(Launcher):
     def failure(self, error: BaseException) -> Failure:
         process = None if isinstance(error, PipelineRunError) else "spark-pipelines"  # its message says it all
         return Failure(error, process=process, application_id=self.tail.application_id)
+
+
+def _until_ended(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Those of ``procs`` still running after up to ``timeout`` seconds. A zombie has ended (its
+    parent reaps it); nothing is reaped here: the supervisor is this process's child, and its
+    ``Popen`` must read its own exit code."""
+    deadline = time.monotonic() + timeout
+    while True:
+        running = []
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):  # gone: ended
+                if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                    running.append(proc)
+        if not running or time.monotonic() >= deadline:
+            return running
+        procs = running
+        time.sleep(0.05)
