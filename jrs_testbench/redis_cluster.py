@@ -68,6 +68,14 @@ class EmbeddedRedisCluster:
                     str(NODE_TIMEOUT_MS),
                     "--cluster-require-full-coverage",
                     "no",
+                    # A replica syncs at once (the default waits 5 s for more replicas to share the
+                    # transfer); and a primary pings its replicas every second, not every 10 s: until
+                    # a replica's offset moves past 0, CLUSTER SLOTS leaves it out (Redis 7), and
+                    # wait_until_ok waits for every range's replicas there. 11 s to start became 4.
+                    "--repl-diskless-sync-delay",
+                    "0",
+                    "--repl-ping-replica-period",
+                    "1",
                 ],
             )
             for i, port in enumerate(sorted(ports))

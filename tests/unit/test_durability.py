@@ -35,7 +35,8 @@ def ok(job_id: str) -> JobResult:
 @pytest.fixture(scope="module")
 def primary_and_replica(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmbeddedRedis, EmbeddedRedis]]:
     root: Path = tmp_path_factory.mktemp("replicated")
-    with EmbeddedRedis(root / "primary") as primary:
+    # No diskless-sync delay (5 s by default): the replica syncs at once.
+    with EmbeddedRedis(root / "primary", extra_args=["--repl-diskless-sync-delay", "0"]) as primary:
         with EmbeddedRedis(root / "replica", extra_args=["--replicaof", "127.0.0.1", str(primary.port)]) as replica:
             client = redis.Redis(port=primary.port)
             deadline = time.monotonic() + 20
