@@ -169,7 +169,7 @@ export interface DateStats {
 }
 
 export type CellState =
-  | "committed" | "stale" | "dirty" | "failed" | "canceled" | "stopped" | "running" | "missing" | "quarantined";
+  "committed" | "stale" | "dirty" | "failed" | "canceled" | "stopped" | "running" | "missing" | "quarantined";
 
 /** A stored result's facts for a calendar cell's tooltip (views/calendar.py job_detail), asked on hover. */
 export interface CellDetail {
@@ -246,17 +246,24 @@ function describe(status: number, body: unknown, fallback: string): string {
       .map((d: { loc?: unknown[]; msg?: string }) => `${(d.loc ?? []).slice(1).join(".")}: ${d.msg ?? "invalid"}`)
       .join("; ");
   }
-  if (status === 401 || status === 403) return "you are not signed in, or may not see this; sign in again or ask an admin";
+  if (status === 401 || status === 403)
+    return "you are not signed in, or may not see this; sign in again or ask an admin";
   return fallback || `HTTP ${status}`;
 }
 
-export async function api<T>(path: string, init?: { method?: string; body?: unknown; signal?: AbortSignal }): Promise<T> {
+export async function api<T>(
+  path: string,
+  init?: { method?: string; body?: unknown; signal?: AbortSignal },
+): Promise<T> {
   let response: Response;
   try {
     response = await fetch(apiUrl(path), {
       method: init?.method ?? "GET",
       credentials: "same-origin",
-      headers: init?.body === undefined ? { Accept: "application/json" } : { Accept: "application/json", "Content-Type": "application/json" },
+      headers:
+        init?.body === undefined
+          ? { Accept: "application/json" }
+          : { Accept: "application/json", "Content-Type": "application/json" },
       body: init?.body === undefined ? undefined : JSON.stringify(init.body),
       signal: init?.signal,
     });
@@ -264,14 +271,49 @@ export async function api<T>(path: string, init?: { method?: string; body?: unkn
     if ((err as Error).name === "AbortError") throw err;
     throw new ApiError(0, `the API server did not answer (${(err as Error).message}); check that it runs and reload`);
   }
-  let body: unknown = null;
+  let body: unknown;
   try {
     body = await response.json();
   } catch {
-    body = null;
+    body = null; // not JSON (a proxy's error page): the status speaks alone
   }
   if (!response.ok) throw new ApiError(response.status, describe(response.status, body, response.statusText));
   return body as T;
+}
+
+/** The Job results page's filters, as its form holds them (``""``: not filtered). ``since`` is a
+ * date (``YYYY-MM-DD``), the start of that day in the browser's zone. */
+export interface ResultsFilters {
+  state: string;
+  status: string;
+  dag_id: string;
+  job_id_prefix: string;
+  since: string;
+  limit: string;
+}
+
+/** The query of ``GET api/results``: the filters set, ``since`` as an instant, and the page's offset. */
+export function resultsQuery(filters: ResultsFilters, offset: number): string {
+  const params = new URLSearchParams();
+  for (const [k, v] of Object.entries(filters)) {
+    if (!v) continue;
+    params.set(k, k === "since" ? new Date(`${v}T00:00:00`).toISOString() : v);
+  }
+  params.set("offset", String(offset));
+  return params.toString();
+}
+
+/** The query of ``GET api/task-instance`` from the host's route parameters (a map index only when given). */
+export function taskInstanceQuery(route: {
+  dagId?: string;
+  runId?: string;
+  taskId?: string;
+  mapIndex?: string;
+}): string {
+  const { dagId, runId, taskId, mapIndex } = route;
+  const params = new URLSearchParams({ dag_id: dagId ?? "", run_id: runId ?? "", task_id: taskId ?? "" });
+  if (mapIndex !== undefined && mapIndex !== "") params.set("map_index", mapIndex);
+  return params.toString();
 }
 
 export type JobAction = "forget" | "recompute" | "mark-clean" | "release-quarantine" | "stop" | "cancel";

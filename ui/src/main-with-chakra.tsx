@@ -27,7 +27,5 @@ function withOwnChakra<P extends object>(App: ComponentType<P>): ComponentType<P
 }
 
 register(
-  Object.fromEntries(
-    Object.entries(APPS).map(([name, App]) => [name, withOwnChakra(App as ComponentType<object>)]),
-  ),
+  Object.fromEntries(Object.entries(APPS).map(([name, App]) => [name, withOwnChakra(App as ComponentType<object>)])),
 );

@@ -21,9 +21,20 @@ export function absolute(iso: string | null | undefined): string {
   try {
     const parts: Record<string, string> = {};
     new Intl.DateTimeFormat("en-US", {
-      timeZone: uiTimezone(), year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit",
-      minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "longOffset",
-    }).formatToParts(d).forEach((p) => { parts[p.type] = p.value; });
+      timeZone: uiTimezone(),
+      year: "numeric",
+      month: "2-digit",
+      day: "2-digit",
+      hour: "2-digit",
+      minute: "2-digit",
+      second: "2-digit",
+      hourCycle: "h23",
+      timeZoneName: "longOffset",
+    })
+      .formatToParts(d)
+      .forEach((p) => {
+        parts[p.type] = p.value;
+      });
     const offset = (parts.timeZoneName ?? "").replace("GMT", "") || "+00:00";
     return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}:${parts.second} ${offset}`;
   } catch {
@@ -32,8 +43,13 @@ export function absolute(iso: string | null | undefined): string {
 }
 
 const UNITS: [Intl.RelativeTimeFormatUnit, number][] = [
-  ["year", 365 * 24 * 3600], ["month", 30 * 24 * 3600], ["week", 7 * 24 * 3600], ["day", 24 * 3600],
-  ["hour", 3600], ["minute", 60], ["second", 1],
+  ["year", 365 * 24 * 3600],
+  ["month", 30 * 24 * 3600],
+  ["week", 7 * 24 * 3600],
+  ["day", 24 * 3600],
+  ["hour", 3600],
+  ["minute", 60],
+  ["second", 1],
 ];
 
 export function relative(iso: string | null | undefined, now: number = Date.now()): string {

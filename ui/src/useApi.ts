@@ -13,14 +13,16 @@ export interface Loaded<T> {
 export function useLoad<T>(key: string | null, load: (signal: AbortSignal) => Promise<T>): Loaded<T> {
   const [data, setData] = useState<T>();
   const [error, setError] = useState<ApiError | Error>();
-  const [loading, setLoading] = useState(false);
   const [tick, setTick] = useState(0);
   const reload = useCallback(() => setTick((t) => t + 1), []);
+  // Which load this is (the key, and how many reloads), and the last one that ended: loading is
+  // the difference, so nothing sets state in the effect before its request is even sent.
+  const wanted = key === null ? null : `${tick}|${key}`;
+  const [ended, setEnded] = useState<string | null>(null);
 
   useEffect(() => {
-    if (key === null) return;
+    if (wanted === null) return;
     const controller = new AbortController();
-    setLoading(true);
     load(controller.signal)
       .then((value) => {
         setData(value);
@@ -30,11 +32,13 @@ export function useLoad<T>(key: string | null, load: (signal: AbortSignal) => Pr
         if (err.name !== "AbortError") setError(err);
       })
       .finally(() => {
-        if (!controller.signal.aborted) setLoading(false);
+        if (!controller.signal.aborted) setEnded(wanted);
       });
     return () => controller.abort();
+    // ``load`` is a new closure on every render: the key names what it loads, so only a new key
+    // (or a reload) loads again.
     // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [key, tick]);
+  }, [wanted]);
 
-  return { data, error, loading, reload };
+  return { data, error, loading: wanted !== null && ended !== wanted, reload };
 }

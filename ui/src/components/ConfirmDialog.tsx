@@ -4,7 +4,7 @@
  * same name in the body (``{"confirm": job_id}``), so a stray click on the wrong row cannot act.
  */
 import { Button, CloseButton, Dialog, Field, Input, Portal, Stack, Text } from "@chakra-ui/react";
-import { type ReactNode, useEffect, useState } from "react";
+import { type ReactNode, useState } from "react";
 
 import { ErrorAlert } from "./common";
 
@@ -28,14 +28,17 @@ export function ConfirmDialog(props: ConfirmProps) {
   const [value, setValue] = useState("");
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<Error>();
-
-  useEffect(() => {
+  // Each opening starts afresh: reset while rendering the opening (React's "adjusting state when
+  // a prop changes"), not in an effect, which would first paint the last opening's text and error.
+  const [wasOpen, setWasOpen] = useState(open);
+  if (open !== wasOpen) {
+    setWasOpen(open);
     if (open) {
       setValue("");
       setError(undefined);
       setBusy(false);
     }
-  }, [open]);
+  }
 
   const ready = typed === null || value.trim() === typed;
   const run = async () => {
@@ -68,7 +71,11 @@ export function ConfirmDialog(props: ConfirmProps) {
                 {typed !== null && (
                   <Field.Root>
                     <Field.Label>
-                      Type <Text as="span" fontFamily="mono" fontWeight="bold">{typed}</Text> to confirm
+                      Type{" "}
+                      <Text as="span" fontFamily="mono" fontWeight="bold">
+                        {typed}
+                      </Text>{" "}
+                      to confirm
                       {typedLabel ? ` (${typedLabel})` : ""}
                     </Field.Label>
                     <Input

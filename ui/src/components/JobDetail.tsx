@@ -24,6 +24,7 @@ import {
   When,
 } from "./common";
 import { ConfirmDialog } from "./ConfirmDialog";
+import { holderWords, metricText, ranSeconds } from "./format";
 
 function Section({ title, children, testId }: { title: string; children: ReactNode; testId?: string }) {
   return (
@@ -71,7 +72,7 @@ function Metrics({ metrics }: { metrics: Record<string, unknown> | undefined }) 
           <Table.Row key={k}>
             <Table.Cell color="fg.muted">{k}</Table.Cell>
             <Table.Cell textAlign="end" fontFamily="mono">
-              {typeof v === "number" ? v.toLocaleString("en") : typeof v === "string" ? v : JSON.stringify(v)}
+              {metricText(v)}
             </Table.Cell>
           </Table.Row>
         ))}
@@ -86,13 +87,20 @@ function History({ items }: { items: Entry[] }) {
     <List.Root gap={2} variant="plain" fontSize="sm" data-testid="history">
       {items.map((h, i) => (
         <List.Item key={i} data-reason={h.moved?.reason ?? ""} display="block">
-          <Text as="span" fontWeight="semibold">{h.moved ? h.moved.reason : "moved"}</Text>
+          <Text as="span" fontWeight="semibold">
+            {h.moved ? h.moved.reason : "moved"}
+          </Text>
           {h.moved?.by ? <> by {h.moved.by.text}</> : null} <When iso={h.moved?.moved_at ?? null} />
           <Text as="span" color="fg.muted">
-            {" "}— it was <StateBadge state={h.status} /> ({STATE_WORDS[h.state] ?? h.state}), created{" "}
+            {" "}
+            — it was <StateBadge state={h.status} /> ({STATE_WORDS[h.state] ?? h.state}), created{" "}
             <When iso={h.created_at} />
             {h.fence != null ? `, fence ${h.fence}` : ""}
-            {h.attempt ? <>, by <AttemptLinks attempt={h.attempt} /></> : null}
+            {h.attempt ? (
+              <>
+                , by <AttemptLinks attempt={h.attempt} />
+              </>
+            ) : null}
           </Text>
         </List.Item>
       ))}
@@ -129,9 +137,7 @@ function Running({ d }: { d: Detail }) {
       </Notice>
     );
   const o = d.lease.owner;
-  const who = [o.dag_id && o.task_id ? `${o.dag_id}.${o.task_id}` : null, o.run_id ? `run ${o.run_id}` : null]
-    .filter(Boolean)
-    .join(" ");
+  const who = holderWords(o);
   return (
     <Notice status="info">
       Running now: fence {d.lease.token} holds the lease{who ? ` (${who}` : ""}
@@ -206,7 +212,9 @@ function actionsFor(d: Detail): ActionSpec[] {
         <>
           <Text>Its spark-submit is terminated and the job records CANCELED; its next run computes it again.</Text>
           {d.holder_state?.state === "task_gone" && (
-            <Text>Its task is gone: left alone, the task's retry adopts this application's output when it finishes.</Text>
+            <Text>
+              Its task is gone: left alone, the task's retry adopts this application's output when it finishes.
+            </Text>
           )}
         </>
       ),
@@ -235,6 +243,7 @@ export function JobDetailView({ d, onChanged, lead }: { d: Detail; onChanged: ()
   const [done, setDone] = useState<string>();
   const e = d.entry;
   const actions = actionsFor(d);
+  const ran = e ? ranSeconds(e) : null;
   const runs = d.links?.runs ?? [];
 
   return (
@@ -247,7 +256,10 @@ export function JobDetailView({ d, onChanged, lead }: { d: Detail; onChanged: ()
         {e ? (
           <StateBadge state={e.state} label={STATE_WORDS[e.state] ?? e.state} />
         ) : (
-          <StateBadge state={d.quarantined ? "quarantined" : "missing"} label={d.quarantined ? "quarantined" : "no result"} />
+          <StateBadge
+            state={d.quarantined ? "quarantined" : "missing"}
+            label={d.quarantined ? "quarantined" : "no result"}
+          />
         )}
         {e && <StateBadge state={e.status} />}
         {d.running && <StateBadge state="running" />}
@@ -268,9 +280,9 @@ export function JobDetailView({ d, onChanged, lead }: { d: Detail; onChanged: ()
             <DataList.ItemLabel>Recorded</DataList.ItemLabel>
             <DataList.ItemValue>
               <When iso={e.created_at} />
-              {e.start_time && e.end_time ? (
+              {ran !== null ? (
                 <Text as="span" color="fg.muted" ms={2}>
-                  (ran {Math.max(0, Math.round((Date.parse(e.end_time) - Date.parse(e.start_time)) / 1000))} s)
+                  (ran {ran} s)
                 </Text>
               ) : null}
             </DataList.ItemValue>
@@ -302,7 +314,9 @@ export function JobDetailView({ d, onChanged, lead }: { d: Detail; onChanged: ()
                 <Wrap gap={2}>
                   {runs.map((r) =>
                     r.url.startsWith("http") ? (
-                      <ExternalLink key={r.run_id} href={r.url}>{r.run_id}</ExternalLink>
+                      <ExternalLink key={r.run_id} href={r.url}>
+                        {r.run_id}
+                      </ExternalLink>
                     ) : (
                       <AirflowLink key={r.run_id} to={runPath(r.dag_id ?? e.attempt?.dag_id ?? "", r.run_id)}>
                         {r.run_id}

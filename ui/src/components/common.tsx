@@ -3,43 +3,32 @@
  * state badges, copy buttons, relative times, links into Airflow's own pages, error alerts and
  * the collapsed "raw JSON" section (raw data only when someone asks for it).
  */
-import { Alert, Badge, Box, Clipboard, Code, Collapsible, HStack, IconButton, Link, Spinner, Text } from "@chakra-ui/react";
+import {
+  Alert,
+  Badge,
+  Box,
+  Clipboard,
+  Code,
+  Collapsible,
+  HStack,
+  IconButton,
+  Link,
+  Spinner,
+  Text,
+} from "@chakra-ui/react";
 import type { ReactNode } from "react";
 import { Link as RouterLink } from "react-router-dom";
 
 import type { Attempt } from "../api";
 import { absolute, relative } from "../time";
+import { paletteOf, runPath, tiPath } from "./format";
 import { CheckIcon, CopyIcon, ExternalIcon } from "./icons";
 
-const PALETTE: Record<string, string> = {
-  clean: "green",
-  committed: "green",
-  SUCCEEDED: "green",
-  dirty: "yellow",
-  stale: "orange",
-  FAILED: "red",
-  failed: "red",
-  quarantined: "purple",
-  CANCELED: "gray",
-  canceled: "gray",
-  STOPPED: "gray",
-  stopped: "gray",
-  running: "blue",
-  missing: "gray",
-  reused: "teal",
-  computed: "blue",
-};
-
-/** An entry's state in the words of Flink's job result store: a clean entry is committed. */
-export const STATE_WORDS: Record<string, string> = {
-  clean: "committed",
-  dirty: "dirty",
-  quarantined: "quarantined",
-};
+export { runPath, STATE_WORDS, tiPath } from "./format";
 
 export function StateBadge({ state, label }: { state: string; label?: string }) {
   return (
-    <Badge colorPalette={PALETTE[state] ?? "gray"} variant={state === "missing" ? "outline" : "subtle"} data-state={state}>
+    <Badge colorPalette={paletteOf(state)} variant={state === "missing" ? "outline" : "subtle"} data-state={state}>
       {label ?? state}
     </Badge>
   );
@@ -72,23 +61,17 @@ export function Copyable({ value, label, mono = true }: { value: string; label: 
 }
 
 export function When({ iso }: { iso: string | null | undefined }) {
-  if (!iso) return <Text as="span" color="fg.muted">–</Text>;
+  if (!iso)
+    return (
+      <Text as="span" color="fg.muted">
+        –
+      </Text>
+    );
   return (
     <Text as="span" title={absolute(iso)} data-time={iso}>
       {relative(iso)}
     </Text>
   );
-}
-
-export function tiPath(a: { dag_id: string; run_id: string; task_id: string; map_index?: number }): string {
-  const e = encodeURIComponent;
-  let path = `/dags/${e(a.dag_id)}/runs/${e(a.run_id)}/tasks/${e(a.task_id)}`;
-  if (a.map_index !== undefined && a.map_index !== null && a.map_index >= 0) path += `/mapped/${a.map_index}`;
-  return path;
-}
-
-export function runPath(dagId: string, runId: string): string {
-  return `/dags/${encodeURIComponent(dagId)}/runs/${encodeURIComponent(runId)}`;
 }
 
 /** A link inside Airflow's UI: the host's router, so it navigates without reloading the page. */
@@ -122,7 +105,12 @@ export function AttemptLinks({ attempt }: { attempt: Attempt }) {
 }
 
 export function SparkLink({ url, applicationId }: { url: string | null | undefined; applicationId?: string }) {
-  if (!applicationId) return <Text as="span" color="fg.muted">–</Text>;
+  if (!applicationId)
+    return (
+      <Text as="span" color="fg.muted">
+        –
+      </Text>
+    );
   if (url && /^https?:\/\//.test(url)) return <ExternalLink href={url}>{applicationId}</ExternalLink>;
   return <Copyable value={applicationId} label="application id" />;
 }

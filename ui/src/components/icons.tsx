@@ -1,5 +1,11 @@
 /** The few icons the views use, inline (the host's icon set is not shared with plugins). */
-const base = { fill: "none", stroke: "currentColor", strokeWidth: 2, strokeLinecap: "round", strokeLinejoin: "round" } as const;
+const base = {
+  fill: "none",
+  stroke: "currentColor",
+  strokeWidth: 2,
+  strokeLinecap: "round",
+  strokeLinejoin: "round",
+} as const;
 
 export const CopyIcon = () => (
   <svg width="14" height="14" viewBox="0 0 24 24" aria-hidden="true" {...base}>

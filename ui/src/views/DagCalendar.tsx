@@ -7,112 +7,49 @@
  * the calendar shows without it.
  */
 import { Badge, Box, Button, Field, Heading, HStack, Input, List, Stack, Table, Text } from "@chakra-ui/react";
-import { useEffect, useMemo, useState } from "react";
+import { useMemo, useState } from "react";
 
 import {
   api,
   type Calendar,
-  type CalendarCell,
   type CellDetail,
   type CellState,
   type DateFacts,
   type DateStats,
   type RangePreview,
-  type StatsFigures,
 } from "../api";
 import { ConfirmDialog } from "../components/ConfirmDialog";
 import { ErrorAlert, Loading, Notice, Raw, StateBadge } from "../components/common";
-import { ymd } from "../time";
 import { useLoad } from "../useApi";
+import {
+  CELL,
+  columnLabel,
+  countAll,
+  countStates,
+  dayOf,
+  describeCell,
+  describeItem,
+  describeMap,
+  openingRange,
+  pick as pickDay,
+  type Selection,
+  short,
+  sparkTime,
+} from "./calendar";
 import type { HostProps } from "./TaskInstanceTab";
 
-const CELL: Record<CellState, { bg: string; word: string }> = {
-  committed: { bg: "green.solid", word: "committed" },
-  stale: { bg: "orange.solid", word: "stale" },
-  dirty: { bg: "yellow.solid", word: "dirty" },
-  failed: { bg: "red.solid", word: "failed" },
-  canceled: { bg: "gray.solid", word: "canceled" },
-  stopped: { bg: "gray.emphasized", word: "stopped" },
-  running: { bg: "blue.solid", word: "running" },
-  missing: { bg: "transparent", word: "missing" },
-  quarantined: { bg: "purple.solid", word: "quarantined" },
-};
-
 type Kind = "backfill-missing" | "recompute";
-
-const countAll = (c: Partial<Record<CellState, number>>) => Object.values(c).reduce((a, n) => a + (n ?? 0), 0);
-
-const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 
 /** The logical date of the DAG's most recently created run (Airflow's own REST API, same
  * sign-in): the calendar opens on the weeks around it rather than on today, which an old DAG
  * never reaches. Most recently created, not latest by date: a backfill of old dates creates
  * runs far behind the scheduler's latest, and those are the dates a person comes to look at. */
 async function latestRun(dagId: string, signal: AbortSignal): Promise<string | null> {
-  const url = new URL(
-    `api/v2/dags/${encodeURIComponent(dagId)}/dagRuns?order_by=-id&limit=1`,
-    document.baseURI,
-  );
+  const url = new URL(`api/v2/dags/${encodeURIComponent(dagId)}/dagRuns?order_by=-id&limit=1`, document.baseURI);
   const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" }, signal });
   if (!response.ok) return null;
   const body = (await response.json()) as { dag_runs?: { logical_date?: string | null }[] };
   return body.dag_runs?.[0]?.logical_date ?? null;
-}
-
-/** A date's Spark time avoided in a calendar column's width: ``45s``, ``20m``, ``3h``, ``2d``. */
-function short(seconds: number): string {
-  if (seconds < 0.5) return "";
-  if (seconds < 60) return `${Math.round(seconds)}s`;
-  if (seconds < 3600) return `${Math.round(seconds / 60)}m`;
-  if (seconds < 86400) return `${Math.round(seconds / 3600)}h`;
-  return `${Math.round(seconds / 86400)}d`;
-}
-
-/** The figures in words, as the dashboard and ``airflow-jrs stats`` give them. */
-function sparkTime(f: StatsFigures): string {
-  const adopted = f.adopted ? `, ${f.adopted} adopted` : "";
-  const untimed = f.untimed ? `; ${f.untimed} without a run time` : "";
-  return `Spark time avoided ${f.avoided} (${f.reused} reused), spent ${f.spent} (${f.computed} computed${adopted})${untimed}`;
-}
-
-/** A cell's tooltip beyond its state: the stored result's facts (once hovered), or why it may compute. */
-function describeCell(cell: CalendarCell, d: CellDetail | undefined, legend: Calendar["legend"] | undefined): string {
-  const lines: string[] = [];
-  if (d) {
-    if (d.committed_at) lines.push(`committed ${d.committed_at.replace("T", " ").slice(0, 19)} UTC`);
-    else if (d.written_at) lines.push(`written ${d.written_at.replace("T", " ").slice(0, 19)} UTC (${d.status})`);
-    if (d.attempt) lines.push(`by ${d.attempt}${d.fence !== null ? `, fence ${d.fence}` : ""}`);
-    if (d.run_seconds !== null) lines.push(`Spark ran ${d.run_seconds} s`);
-    for (const [name, path] of Object.entries(d.outputs)) lines.push(`${name}: ${path}`);
-  }
-  if (cell.state === "stale" && legend) lines.push(legend.stale);
-  if (cell.fingerprint === "unknown" && legend) lines.push(legend.unknown);
-  return lines.length ? `\n${lines.join("\n")}` : "";
-}
-
-/** One line of a preview, in words: a job (and why, or which run) or a date (and what it needs). */
-function describeItem(item: unknown): string {
-  if (typeof item === "string") return item;
-  if (!item || typeof item !== "object") return JSON.stringify(item);
-  const o = item as Record<string, unknown>;
-  if (typeof o.job_id === "string") {
-    let line = o.job_id;
-    if (o.run_id) line += ` in run ${String(o.run_id)}`;
-    else if (typeof o.logical_date === "string") line += ` (${o.logical_date.slice(0, 10)})`;
-    if (o.downstream) line += " (downstream)";
-    if (o.why) line += `: ${String(o.why)}`;
-    if (o.note) line += `: ${String(o.note)}`;
-    return line;
-  }
-  if (typeof o.logical_date === "string") {
-    const missing = Array.isArray(o.missing) ? o.missing.length : 0;
-    const blocked = Array.isArray(o.blocked) ? o.blocked.length : 0;
-    const parts = [`${missing} job${missing === 1 ? "" : "s"} to compute`];
-    if (typeof o.committed === "number") parts.push(`${o.committed} committed`);
-    if (blocked) parts.push(`${blocked} blocked`);
-    return `${o.logical_date.slice(0, 10)}: ${parts.join(", ")}${o.run === false ? " (no run needed)" : ""}`;
-  }
-  return JSON.stringify(item);
 }
 
 function Preview({ preview }: { preview: RangePreview }) {
@@ -120,7 +57,9 @@ function Preview({ preview }: { preview: RangePreview }) {
   const jobs = preview.jobs ?? [];
   const knock = (preview.knock_on as unknown[] | undefined) ?? [];
   const blocked = (preview.blocked as unknown[] | undefined) ?? [];
-  const notes = ((preview.notes as unknown[] | undefined) ?? []).map((n) => (typeof n === "string" ? n : describeItem(n)));
+  const notes = ((preview.notes as unknown[] | undefined) ?? []).map((n) =>
+    typeof n === "string" ? n : describeItem(n),
+  );
   return (
     <Stack gap={3} data-testid="preview">
       <Text>
@@ -131,7 +70,9 @@ function Preview({ preview }: { preview: RangePreview }) {
         <Box>
           <Text fontWeight="semibold">Runs</Text>
           <List.Root ps={4} maxH="40" overflowY="auto" fontSize="sm">
-            {runs.map((r, i) => <List.Item key={i}>{describeItem(r)}</List.Item>)}
+            {runs.map((r, i) => (
+              <List.Item key={i}>{describeItem(r)}</List.Item>
+            ))}
           </List.Root>
         </Box>
       )}
@@ -139,7 +80,9 @@ function Preview({ preview }: { preview: RangePreview }) {
         <Box>
           <Text fontWeight="semibold">Jobs</Text>
           <List.Root ps={4} maxH="40" overflowY="auto" fontSize="sm">
-            {jobs.map((j, i) => <List.Item key={i}>{describeItem(j)}</List.Item>)}
+            {jobs.map((j, i) => (
+              <List.Item key={i}>{describeItem(j)}</List.Item>
+            ))}
           </List.Root>
         </Box>
       )}
@@ -147,7 +90,9 @@ function Preview({ preview }: { preview: RangePreview }) {
         <Box>
           <Text fontWeight="semibold">Downstream jobs recomputed too</Text>
           <List.Root ps={4} maxH="40" overflowY="auto" fontSize="sm">
-            {knock.map((j, i) => <List.Item key={i}>{describeItem(j)}</List.Item>)}
+            {knock.map((j, i) => (
+              <List.Item key={i}>{describeItem(j)}</List.Item>
+            ))}
           </List.Root>
         </Box>
       )}
@@ -155,13 +100,17 @@ function Preview({ preview }: { preview: RangePreview }) {
         <Box>
           <Text fontWeight="semibold">Blocked (not run)</Text>
           <List.Root ps={4} maxH="40" overflowY="auto" fontSize="sm">
-            {blocked.map((j, i) => <List.Item key={i}>{describeItem(j)}</List.Item>)}
+            {blocked.map((j, i) => (
+              <List.Item key={i}>{describeItem(j)}</List.Item>
+            ))}
           </List.Root>
         </Box>
       )}
       {notes.length > 0 && (
         <List.Root ps={4} fontSize="sm" color="fg.muted">
-          {notes.map((n, i) => <List.Item key={i}>{n}</List.Item>)}
+          {notes.map((n, i) => (
+            <List.Item key={i}>{n}</List.Item>
+          ))}
         </List.Root>
       )}
       <Raw label="Raw preview" value={preview} />
@@ -170,20 +119,20 @@ function Preview({ preview }: { preview: RangePreview }) {
 }
 
 export function DagCalendar({ dagId }: HostProps) {
-  const [range, setRange] = useState<[string, string] | null>(null);
-  const latest = useLoad(dagId && range === null ? `latest|${dagId}` : null, (signal) => latestRun(dagId ?? "", signal));
-  useEffect(() => {
-    if (range !== null || (!latest.data && !latest.error)) return;
-    // three weeks up to the latest run and one after it (where missing dates show), not past today
-    const last = latest.data ? new Date(latest.data) : new Date();
-    const after = new Date(Math.min(last.getTime() + 7 * 86400000, Date.now()));
-    setRange([ymd(new Date(last.getTime() - 21 * 86400000)), ymd(after)]);
-  }, [latest.data, latest.error, range]);
+  // The dates someone chose; until then, the weeks around the latest run (once it is known: a
+  // DAG without a run, or whose runs cannot be read, opens on today's).
+  const [chosen, setRange] = useState<[string, string] | null>(null);
+  const [openedAt] = useState(() => Date.now());
+  const latest = useLoad(dagId && chosen === null ? `latest|${dagId}` : null, (signal) =>
+    latestRun(dagId ?? "", signal),
+  );
+  const known = latest.data !== undefined || latest.error !== undefined;
+  const range = chosen ?? (known ? openingRange(latest.data ?? null, openedAt) : null);
   const [start, end] = range ?? ["", ""];
   const setStart = (v: string) => setRange([v, end]);
   const setEnd = (v: string) => setRange([start, v]);
-  const [sel, setSel] = useState<[string, string] | null>(null);
-  const [anchor, setAnchor] = useState<string | null>(null);
+  const [selection, setSelection] = useState<Selection>({ sel: null, anchor: null });
+  const sel = selection.sel;
   const [tasks, setTasks] = useState<Set<string>>(new Set());
   const [dialog, setDialog] = useState<{ kind: Kind; preview: RangePreview } | null>(null);
   const [previewError, setPreviewError] = useState<Error>();
@@ -202,11 +151,12 @@ export function DagCalendar({ dagId }: HostProps) {
 
   // The tooltips' facts of a date, asked when one of its cells is first hovered: the calendar
   // itself carries none, so a year of jobs stays a small answer (docs/reference/ui-api.md).
-  const [facts, setFacts] = useState<{ key: string | null; dates: Record<string, Record<string, CellDetail> | null> }>(
-    { key: null, dates: {} },
-  );
+  const [facts, setFacts] = useState<{ key: string | null; dates: Record<string, Record<string, CellDetail> | null> }>({
+    key: null,
+    dates: {},
+  });
   const factsOf = (logicalDate: string | null) =>
-    logicalDate && facts.key === key ? facts.dates[logicalDate] ?? undefined : undefined;
+    logicalDate && facts.key === key ? (facts.dates[logicalDate] ?? undefined) : undefined;
   const askFacts = (logicalDate: string | null) => {
     if (!logicalDate || !key || (facts.key === key && logicalDate in facts.dates)) return;
     const asked = key;
@@ -221,25 +171,10 @@ export function DagCalendar({ dagId }: HostProps) {
   };
   const dateStats = (d: Calendar["dates"][number]) => (d.logical_date ? stats.data?.dates[d.logical_date] : undefined);
 
-  const dayOf = (d: Calendar["dates"][number]) => (d.logical_date ? d.logical_date.slice(0, 10) : d.run_key);
   const selected = (day: string) => sel !== null && day >= sel[0] && day <= sel[1];
-  const counts = useMemo(() => {
-    const c: Partial<Record<CellState, number>> = {};
-    for (const d of data?.dates ?? []) for (const cell of Object.values(d.cells)) c[cell.state] = (c[cell.state] ?? 0) + 1;
-    return c;
-  }, [data]);
+  const counts = useMemo(() => countStates(data?.dates ?? []), [data]);
 
-  const pick = (day: string, extend: boolean) => {
-    if (extend && anchor) {
-      setSel(anchor <= day ? [anchor, day] : [day, anchor]);
-    } else if (anchor && sel && sel[0] === sel[1] && anchor !== day) {
-      setSel(anchor <= day ? [anchor, day] : [day, anchor]);
-      setAnchor(null);
-    } else {
-      setSel([day, day]);
-      setAnchor(day);
-    }
-  };
+  const pick = (day: string, extend: boolean) => setSelection((s) => pickDay(s, day, extend));
 
   const body = (kind: Kind, dryRun: boolean) => ({
     start: sel?.[0],
@@ -272,7 +207,13 @@ export function DagCalendar({ dagId }: HostProps) {
           <HStack gap={3} align="end">
             <Field.Root w="40">
               <Field.Label fontSize="xs">From</Field.Label>
-              <Input size="sm" type="date" value={start} onChange={(e) => setStart(e.target.value)} data-testid="from" />
+              <Input
+                size="sm"
+                type="date"
+                value={start}
+                onChange={(e) => setStart(e.target.value)}
+                data-testid="from"
+              />
             </Field.Root>
             <Field.Root w="40">
               <Field.Label fontSize="xs">To</Field.Label>
@@ -292,7 +233,11 @@ export function DagCalendar({ dagId }: HostProps) {
           </Text>
         )}
         {stats.data && (stats.data.total.computed > 0 || stats.data.total.reused > 0) && (
-          <Text fontSize="sm" data-testid="calendar-stats" title="from the guarded tasks' XComs: docs, Spark time saved">
+          <Text
+            fontSize="sm"
+            data-testid="calendar-stats"
+            title="from the guarded tasks' XComs: docs, Spark time saved"
+          >
             These dates: {sparkTime(stats.data.total)}.
           </Text>
         )}
@@ -303,8 +248,8 @@ export function DagCalendar({ dagId }: HostProps) {
         ))}
         {data && data.jobs.length > 0 && data.dates.length > 0 && (counts.missing ?? 0) === countAll(counts) && (
           <Notice status="info">
-            No job of this DAG has a result between {start} and {end}: choose other dates above (the calendar opens
-            on the DAG's most recently created run).
+            No job of this DAG has a result between {start} and {end}: choose other dates above (the calendar opens on
+            the DAG's most recently created run).
           </Notice>
         )}
         <ErrorAlert title="Could not load the calendar" error={error} />
@@ -320,10 +265,12 @@ export function DagCalendar({ dagId }: HostProps) {
               <Table.Root size="sm" variant="outline" data-testid="calendar" w="auto">
                 <Table.Header>
                   <Table.Row>
-                    <Table.ColumnHeader position="sticky" left={0} bg="bg" zIndex={1}>Job</Table.ColumnHeader>
+                    <Table.ColumnHeader position="sticky" left={0} bg="bg" zIndex={1}>
+                      Job
+                    </Table.ColumnHeader>
                     {data.dates.map((d, i) => {
                       const day = dayOf(d);
-                      const showMonth = i === 0 || day.endsWith("-01");
+                      const column = columnLabel(day, i === 0);
                       return (
                         <Table.ColumnHeader
                           key={d.run_key ?? day}
@@ -338,8 +285,10 @@ export function DagCalendar({ dagId }: HostProps) {
                           title={`${day}${d.run_ids.length ? ` (runs: ${d.run_ids.join(", ")})` : " (no run)"}`}
                           fontSize="2xs"
                         >
-                          <Text color="fg.muted" h="3">{showMonth ? MONTHS[Number(day.slice(5, 7)) - 1] : ""}</Text>
-                          <Text>{Number(day.slice(8, 10))}</Text>
+                          <Text color="fg.muted" h="3">
+                            {column.month}
+                          </Text>
+                          <Text>{column.day}</Text>
                         </Table.ColumnHeader>
                       );
                     })}
@@ -352,12 +301,14 @@ export function DagCalendar({ dagId }: HostProps) {
                         <Button
                           size="2xs"
                           variant={tasks.has(j.task_id) ? "solid" : "ghost"}
-                          onClick={() => setTasks((t) => {
-                            const n = new Set(t);
-                            if (n.has(j.task_id)) n.delete(j.task_id);
-                            else n.add(j.task_id);
-                            return n;
-                          })}
+                          onClick={() =>
+                            setTasks((t) => {
+                              const n = new Set(t);
+                              if (n.has(j.task_id)) n.delete(j.task_id);
+                              else n.add(j.task_id);
+                              return n;
+                            })
+                          }
                           data-task={j.task_id}
                           title="Recompute only the chosen jobs (none chosen: all)"
                         >
@@ -368,9 +319,7 @@ export function DagCalendar({ dagId }: HostProps) {
                         const day = dayOf(d);
                         const cell = d.cells[j.task_id] ?? { state: "missing" as CellState, job_id: "" };
                         const word = CELL[cell.state]?.word ?? cell.state;
-                        const map = cell.map
-                          ? ` (${Object.entries(cell.map.states).map(([s, n]) => `${n} ${s}`).join(", ")} of ${cell.map.count} map indexes)`
-                          : "";
+                        const map = describeMap(cell);
                         const facts = describeCell(cell, factsOf(d.logical_date)?.[j.task_id], data.legend);
                         return (
                           <Table.Cell
@@ -404,17 +353,32 @@ export function DagCalendar({ dagId }: HostProps) {
                   ))}
                   {stats.data && (
                     <Table.Row data-testid="calendar-stats-row">
-                      <Table.Cell position="sticky" left={0} bg="bg" zIndex={1} whiteSpace="nowrap" fontSize="xs"
-                        color="fg.muted" title="Spark time the guarded tasks of each date's runs avoided by reusing results">
+                      <Table.Cell
+                        position="sticky"
+                        left={0}
+                        bg="bg"
+                        zIndex={1}
+                        whiteSpace="nowrap"
+                        fontSize="xs"
+                        color="fg.muted"
+                        title="Spark time the guarded tasks of each date's runs avoided by reusing results"
+                      >
                         Spark avoided
                       </Table.Cell>
                       {data.dates.map((d) => {
                         const day = dayOf(d);
                         const f = dateStats(d);
                         return (
-                          <Table.Cell key={d.run_key ?? day} px={0} textAlign="center" fontSize="2xs" color="fg.muted"
+                          <Table.Cell
+                            key={d.run_key ?? day}
+                            px={0}
+                            textAlign="center"
+                            fontSize="2xs"
+                            color="fg.muted"
                             title={f ? `${day}: ${sparkTime(f)}` : `${day}: no guarded task handed a result on`}
-                            data-date={day} data-avoided={f?.avoided_seconds ?? 0}>
+                            data-date={day}
+                            data-avoided={f?.avoided_seconds ?? 0}
+                          >
                             {f ? short(f.avoided_seconds) : ""}
                           </Table.Cell>
                         );
@@ -423,25 +387,60 @@ export function DagCalendar({ dagId }: HostProps) {
                   )}
                 </Table.Body>
               </Table.Root>
-              {!data.dates.length && <Text color="fg.muted" py={2}>No dates in this range.</Text>}
+              {!data.dates.length && (
+                <Text color="fg.muted" py={2}>
+                  No dates in this range.
+                </Text>
+              )}
             </Box>
           </>
         )}
         <HStack gap={3} wrap="wrap">
           <Text fontSize="sm" data-testid="selection">
             {sel ? (
-              <>Chosen: <b>{sel[0]}</b>{sel[1] !== sel[0] ? <> to <b>{sel[1]}</b></> : null}
-                {tasks.size ? <> · jobs {[...tasks].map((t) => <Badge key={t} ms={1}>{t}</Badge>)}</> : null}</>
+              <>
+                Chosen: <b>{sel[0]}</b>
+                {sel[1] !== sel[0] ? (
+                  <>
+                    {" "}
+                    to <b>{sel[1]}</b>
+                  </>
+                ) : null}
+                {tasks.size ? (
+                  <>
+                    {" "}
+                    · jobs{" "}
+                    {[...tasks].map((t) => (
+                      <Badge key={t} ms={1}>
+                        {t}
+                      </Badge>
+                    ))}
+                  </>
+                ) : null}
+              </>
             ) : (
               "No dates chosen."
             )}
           </Text>
-          <Button size="sm" variant="outline" disabled={!sel} loading={busy === "backfill-missing"}
-            onClick={() => void preview("backfill-missing")} data-action="backfill-missing">
+          <Button
+            size="sm"
+            variant="outline"
+            disabled={!sel}
+            loading={busy === "backfill-missing"}
+            onClick={() => void preview("backfill-missing")}
+            data-action="backfill-missing"
+          >
             Backfill missing dates…
           </Button>
-          <Button size="sm" variant="outline" colorPalette="red" disabled={!sel} loading={busy === "recompute"}
-            onClick={() => void preview("recompute")} data-action="recompute-range">
+          <Button
+            size="sm"
+            variant="outline"
+            colorPalette="red"
+            disabled={!sel}
+            loading={busy === "recompute"}
+            onClick={() => void preview("recompute")}
+            data-action="recompute-range"
+          >
             Recompute…
           </Button>
         </HStack>
@@ -458,8 +457,13 @@ export function DagCalendar({ dagId }: HostProps) {
         onClose={() => setDialog(null)}
         onConfirm={async () => {
           if (!dialog) return;
-          const res = await api<RangePreview>(`api/dags/${dag}/${dialog.kind}`, { method: "POST", body: body(dialog.kind, false) });
-          setDone(`${label(dialog.kind)} started: ${(res.runs ?? []).length} run(s), ${(res.jobs ?? []).length} job(s).`);
+          const res = await api<RangePreview>(`api/dags/${dag}/${dialog.kind}`, {
+            method: "POST",
+            body: body(dialog.kind, false),
+          });
+          setDone(
+            `${label(dialog.kind)} started: ${(res.runs ?? []).length} run(s), ${(res.jobs ?? []).length} job(s).`,
+          );
           reload();
         }}
       >

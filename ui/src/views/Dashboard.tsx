@@ -61,10 +61,16 @@ function SparkTime({ stats }: { stats: Stats }) {
         Guarded Spark tasks {since}: the figures of <code>airflow-jrs stats</code>
       </Text>
       <SimpleGrid columns={{ base: 2, md: 4 }} gap={4}>
-        <TimeFigure label="Spark time avoided" value={t.avoided}
-          title={`${t.avoided_seconds} s by ${t.reused} reused results`} />
-        <TimeFigure label="Spark time spent" value={t.spent}
-          title={`${t.spent_seconds} s by ${t.computed} computed results (${t.adopted} adopted)`} />
+        <TimeFigure
+          label="Spark time avoided"
+          value={t.avoided}
+          title={`${t.avoided_seconds} s by ${t.reused} reused results`}
+        />
+        <TimeFigure
+          label="Spark time spent"
+          value={t.spent}
+          title={`${t.spent_seconds} s by ${t.computed} computed results (${t.adopted} adopted)`}
+        />
         <Figure label="Reused" value={t.reused} palette="green" />
         <Figure label="Computed" value={t.computed} palette="blue" />
       </SimpleGrid>
@@ -119,7 +125,9 @@ export function DashboardWidget() {
                     <When iso={data.oldest_dirty.since} />
                   </Text>
                 ) : (
-                  <Text fontSize="sm" color="fg.muted">none</Text>
+                  <Text fontSize="sm" color="fg.muted">
+                    none
+                  </Text>
                 )}
               </Stat.Root>
             </SimpleGrid>

@@ -7,32 +7,33 @@ import { Box, Button, Field, Heading, HStack, Input, Link, NativeSelect, Stack, 
 import { useState } from "react";
 import { useSearchParams } from "react-router-dom";
 
-import { api, type JobDetail, jobPath, type LeasesPage, type ResultsPage } from "../api";
 import {
-  AttemptLinks,
-  ErrorAlert,
-  Loading,
-  SparkLink,
-  StateBadge,
-  STATE_WORDS,
-  When,
-} from "../components/common";
+  api,
+  type JobDetail,
+  jobPath,
+  type LeasesPage,
+  type ResultsFilters,
+  resultsQuery,
+  type ResultsPage,
+} from "../api";
+import { AttemptLinks, ErrorAlert, Loading, SparkLink, StateBadge, STATE_WORDS, When } from "../components/common";
 import { JobDetailView } from "../components/JobDetail";
 import { useLoad } from "../useApi";
 
-interface Filters {
-  state: string;
-  status: string;
-  dag_id: string;
-  job_id_prefix: string;
-  since: string;
-  limit: string;
-}
+type Filters = ResultsFilters;
 
 const EMPTY: Filters = { state: "", status: "", dag_id: "", job_id_prefix: "", since: "", limit: "50" };
 
-function Select({ label, value, onChange, options }: {
-  label: string; value: string; onChange: (v: string) => void; options: [string, string][];
+function Select({
+  label,
+  value,
+  onChange,
+  options,
+}: {
+  label: string;
+  value: string;
+  onChange: (v: string) => void;
+  options: [string, string][];
 }) {
   return (
     <Field.Root w="auto">
@@ -40,7 +41,9 @@ function Select({ label, value, onChange, options }: {
       <NativeSelect.Root size="sm" w="40">
         <NativeSelect.Field name={label} value={value} onChange={(e) => onChange(e.currentTarget.value)}>
           {options.map(([v, text]) => (
-            <option key={v} value={v}>{text}</option>
+            <option key={v} value={v}>
+              {text}
+            </option>
           ))}
         </NativeSelect.Field>
         <NativeSelect.Indicator />
@@ -56,7 +59,11 @@ function Leases() {
     <Stack gap={2}>
       <Heading size="md">Leases held now</Heading>
       <ErrorAlert title="Could not load the leases" error={error} />
-      {data && !data.leases.length && <Text color="fg.muted" data-empty="leases">None: no attempt is computing a job now.</Text>}
+      {data && !data.leases.length && (
+        <Text color="fg.muted" data-empty="leases">
+          None: no attempt is computing a job now.
+        </Text>
+      )}
       {data && data.leases.length > 0 && (
         <Table.Root size="sm" variant="outline" data-testid="leases">
           <Table.Header>
@@ -71,7 +78,9 @@ function Leases() {
             {data.leases.map((l) => (
               <Table.Row key={l.job_id} data-job-id={l.job_id}>
                 <Table.Cell>
-                  <Link as="button" color="fg.info" onClick={() => setParams({ job: l.job_id })}>{l.job_id}</Link>
+                  <Link as="button" color="fg.info" onClick={() => setParams({ job: l.job_id })}>
+                    {l.job_id}
+                  </Link>
                 </Table.Cell>
                 <Table.Cell>{l.lease.token}</Table.Cell>
                 <Table.Cell>
@@ -93,14 +102,10 @@ function List({ onPick }: { onPick: (jobId: string) => void }) {
   const [applied, setApplied] = useState<Filters>(EMPTY);
   const [offset, setOffset] = useState(0);
 
-  const params = new URLSearchParams();
-  for (const [k, v] of Object.entries(applied)) {
-    if (!v) continue;
-    params.set(k, k === "since" ? new Date(`${v}T00:00:00`).toISOString() : v);
-  }
-  params.set("offset", String(offset));
-  const query = params.toString();
-  const { data, error, loading, reload } = useLoad(query, (signal) => api<ResultsPage>(`api/results?${query}`, { signal }));
+  const query = resultsQuery(applied, offset);
+  const { data, error, loading, reload } = useLoad(query, (signal) =>
+    api<ResultsPage>(`api/results?${query}`, { signal }),
+  );
   const set = (k: keyof Filters) => (v: string) => setDraft((f) => ({ ...f, [k]: v }));
   const limit = Number(applied.limit);
 
@@ -110,7 +115,12 @@ function List({ onPick }: { onPick: (jobId: string) => void }) {
         <Heading size="xl">Job results</Heading>
         {data && (
           <HStack gap={3} fontSize="sm" color="fg.muted">
-            <Text>namespace <Text as="span" fontFamily="mono">{data.namespace}</Text></Text>
+            <Text>
+              namespace{" "}
+              <Text as="span" fontFamily="mono">
+                {data.namespace}
+              </Text>
+            </Text>
             <StateBadge state="dirty" label={`${data.counts.dirty} dirty`} />
             <StateBadge state="quarantined" label={`${data.counts.quarantined} quarantined`} />
           </HStack>
@@ -126,25 +136,77 @@ function List({ onPick }: { onPick: (jobId: string) => void }) {
         }}
       >
         <HStack gap={3} align="end" wrap="wrap">
-          <Select label="State" value={draft.state} onChange={set("state")}
-            options={[["", "any state"], ["dirty", "dirty"], ["clean", "committed (clean)"]]} />
-          <Select label="Status" value={draft.status} onChange={set("status")}
-            options={[["", "any status"], ["SUCCEEDED", "succeeded"], ["FAILED", "failed"], ["CANCELED", "canceled"], ["STOPPED", "stopped"]]} />
+          <Select
+            label="State"
+            value={draft.state}
+            onChange={set("state")}
+            options={[
+              ["", "any state"],
+              ["dirty", "dirty"],
+              ["clean", "committed (clean)"],
+            ]}
+          />
+          <Select
+            label="Status"
+            value={draft.status}
+            onChange={set("status")}
+            options={[
+              ["", "any status"],
+              ["SUCCEEDED", "succeeded"],
+              ["FAILED", "failed"],
+              ["CANCELED", "canceled"],
+              ["STOPPED", "stopped"],
+            ]}
+          />
           <Field.Root w="48">
             <Field.Label fontSize="xs">DAG id</Field.Label>
             <Input size="sm" name="dag_id" value={draft.dag_id} onChange={(e) => set("dag_id")(e.target.value)} />
           </Field.Root>
           <Field.Root w="56">
             <Field.Label fontSize="xs">Job id starts with</Field.Label>
-            <Input size="sm" name="job_id_prefix" value={draft.job_id_prefix} onChange={(e) => set("job_id_prefix")(e.target.value)} />
+            <Input
+              size="sm"
+              name="job_id_prefix"
+              value={draft.job_id_prefix}
+              onChange={(e) => set("job_id_prefix")(e.target.value)}
+            />
           </Field.Root>
           <Field.Root w="40">
             <Field.Label fontSize="xs">Recorded since</Field.Label>
-            <Input size="sm" type="date" name="since" value={draft.since} onChange={(e) => set("since")(e.target.value)} />
+            <Input
+              size="sm"
+              type="date"
+              name="since"
+              value={draft.since}
+              onChange={(e) => set("since")(e.target.value)}
+            />
           </Field.Root>
-          <Select label="Per page" value={draft.limit} onChange={set("limit")} options={[["10", "10"], ["25", "25"], ["50", "50"], ["100", "100"], ["250", "250"]]} />
-          <Button size="sm" type="submit" loading={loading}>Apply</Button>
-          <Button size="sm" variant="ghost" onClick={() => { setDraft(EMPTY); setApplied(EMPTY); setOffset(0); }}>Reset</Button>
+          <Select
+            label="Per page"
+            value={draft.limit}
+            onChange={set("limit")}
+            options={[
+              ["10", "10"],
+              ["25", "25"],
+              ["50", "50"],
+              ["100", "100"],
+              ["250", "250"],
+            ]}
+          />
+          <Button size="sm" type="submit" loading={loading}>
+            Apply
+          </Button>
+          <Button
+            size="sm"
+            variant="ghost"
+            onClick={() => {
+              setDraft(EMPTY);
+              setApplied(EMPTY);
+              setOffset(0);
+            }}
+          >
+            Reset
+          </Button>
         </HStack>
       </form>
       <ErrorAlert title="Could not load the results" error={error} />
@@ -167,32 +229,62 @@ function List({ onPick }: { onPick: (jobId: string) => void }) {
                 <Table.Row key={e.job_id} data-job-id={e.job_id}>
                   <Table.Cell>
                     <HStack gap={1}>
-                      <Link as="button" color="fg.info" textAlign="start" wordBreak="break-all" onClick={() => onPick(e.job_id)}>
+                      <Link
+                        as="button"
+                        color="fg.info"
+                        textAlign="start"
+                        wordBreak="break-all"
+                        onClick={() => onPick(e.job_id)}
+                      >
                         {e.job_id}
                       </Link>
                     </HStack>
                   </Table.Cell>
-                  <Table.Cell><StateBadge state={e.state} label={STATE_WORDS[e.state] ?? e.state} /></Table.Cell>
-                  <Table.Cell><StateBadge state={e.status} /></Table.Cell>
-                  <Table.Cell><When iso={e.created_at} /></Table.Cell>
+                  <Table.Cell>
+                    <StateBadge state={e.state} label={STATE_WORDS[e.state] ?? e.state} />
+                  </Table.Cell>
+                  <Table.Cell>
+                    <StateBadge state={e.status} />
+                  </Table.Cell>
+                  <Table.Cell>
+                    <When iso={e.created_at} />
+                  </Table.Cell>
                   <Table.Cell>{e.attempt ? <AttemptLinks attempt={e.attempt} /> : "unknown"}</Table.Cell>
-                  <Table.Cell><SparkLink url={e.spark_url} applicationId={e.application_id} /></Table.Cell>
+                  <Table.Cell>
+                    <SparkLink url={e.spark_url} applicationId={e.application_id} />
+                  </Table.Cell>
                 </Table.Row>
               ))}
             </Table.Body>
           </Table.Root>
-          {!data.entries.length && <Text color="fg.muted" py={3} data-empty="results">No entries match these filters.</Text>}
+          {!data.entries.length && (
+            <Text color="fg.muted" py={3} data-empty="results">
+              No entries match these filters.
+            </Text>
+          )}
         </Box>
       )}
       {data && (
         <HStack gap={3}>
-          <Button size="sm" variant="outline" disabled={offset === 0} onClick={() => setOffset(Math.max(0, offset - limit))} data-page="prev">
+          <Button
+            size="sm"
+            variant="outline"
+            disabled={offset === 0}
+            onClick={() => setOffset(Math.max(0, offset - limit))}
+            data-page="prev"
+          >
             Previous
           </Button>
           <Text fontSize="sm" color="fg.muted" data-testid="page">
             {data.entries.length ? `${offset + 1}–${offset + data.entries.length}` : "0"}
           </Text>
-          <Button size="sm" variant="outline" disabled={!data.has_more} onClick={() => setOffset(offset + limit)} data-page="next">
+          <Button
+            size="sm"
+            variant="outline"
+            disabled={!data.has_more}
+            onClick={() => setOffset(offset + limit)}
+            data-page="next"
+          >
             Next
           </Button>
         </HStack>
@@ -202,11 +294,15 @@ function List({ onPick }: { onPick: (jobId: string) => void }) {
 }
 
 function Detail({ jobId, onBack }: { jobId: string; onBack: () => void }) {
-  const { data, error, reload } = useLoad(jobId, (signal) => api<JobDetail>(`api/results/${jobPath(jobId)}`, { signal }));
+  const { data, error, reload } = useLoad(jobId, (signal) =>
+    api<JobDetail>(`api/results/${jobPath(jobId)}`, { signal }),
+  );
   return (
     <Stack gap={4}>
       <HStack>
-        <Button size="sm" variant="ghost" onClick={onBack} data-testid="back">← All job results</Button>
+        <Button size="sm" variant="ghost" onClick={onBack} data-testid="back">
+          ← All job results
+        </Button>
       </HStack>
       <ErrorAlert title={`Could not load ${jobId}`} error={error} />
       {!data && !error && <Loading />}

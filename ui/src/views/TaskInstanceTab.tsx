@@ -5,7 +5,7 @@
  */
 import { Box, Stack, Text } from "@chakra-ui/react";
 
-import { api, type HolderState, type JobDetail, type TaskInstanceDetail } from "../api";
+import { api, type HolderState, type JobDetail, type TaskInstanceDetail, taskInstanceQuery } from "../api";
 import { ErrorAlert, Loading, Notice, Raw } from "../components/common";
 import { JobDetailView } from "../components/JobDetail";
 import { useLoad } from "../useApi";
@@ -24,39 +24,45 @@ function Mark({ t, now }: { t: TaskInstanceDetail["task"]; now?: HolderState | n
       <Notice status="warning">
         <Text data-mark={now.state}>
           <b>This try's task process is gone</b>, while the job's lease
-          {now.state === "task_gone" ? " and its Spark application live" : " lives"} on: below, what still runs and
-          what the task's retry will do.
+          {now.state === "task_gone" ? " and its Spark application live" : " lives"} on: below, what still runs and what
+          the task's retry will do.
         </Text>
       </Notice>
     );
   if (t.running)
-    return <Notice status="info"><Text data-mark="running">Running: this task holds the job's lease now.</Text></Notice>;
+    return (
+      <Notice status="info">
+        <Text data-mark="running">Running: this task holds the job's lease now.</Text>
+      </Notice>
+    );
   if (t.reused)
     return (
       <Notice status="success">
-        <Text data-mark="reused"><b>Reused</b>: this task did not run Spark. It found the job's result already committed and passed it on.</Text>
+        <Text data-mark="reused">
+          <b>Reused</b>: this task did not run Spark. It found the job's result already committed and passed it on.
+        </Text>
       </Notice>
     );
   if (t.produced_entry)
     return (
       <Notice status="success">
-        <Text data-mark="computed"><b>Computed by this task</b>: this try ran Spark and recorded the result below.</Text>
+        <Text data-mark="computed">
+          <b>Computed by this task</b>: this try ran Spark and recorded the result below.
+        </Text>
       </Notice>
     );
   return (
     <Notice status="warning">
       <Text data-mark="other">
-        The job's current result was recorded by another task or run (this task's own result was forgotten,
-        recomputed or superseded since; see the history).
+        The job's current result was recorded by another task or run (this task's own result was forgotten, recomputed
+        or superseded since; see the history).
       </Text>
     </Notice>
   );
 }
 
 export function TaskInstanceTab({ dagId, runId, taskId, mapIndex }: HostProps) {
-  const params = new URLSearchParams({ dag_id: dagId ?? "", run_id: runId ?? "", task_id: taskId ?? "" });
-  if (mapIndex !== undefined && mapIndex !== "") params.set("map_index", mapIndex);
-  const query = params.toString();
+  const query = taskInstanceQuery({ dagId, runId, taskId, mapIndex });
   const { data, error, reload } = useLoad(dagId && runId && taskId ? query : null, (signal) =>
     api<TaskInstanceDetail>(`api/task-instance?${query}`, { signal }),
   );
@@ -73,7 +79,11 @@ export function TaskInstanceTab({ dagId, runId, taskId, mapIndex }: HostProps) {
       )}
       {data && data.job_id && (
         <Stack gap={4}>
-          <JobDetailView d={data as JobDetail} onChanged={reload} lead={<Mark t={data.task} now={data.holder_state} />} />
+          <JobDetailView
+            d={data as JobDetail}
+            onChanged={reload}
+            lead={<Mark t={data.task} now={data.holder_state} />}
+          />
           {data.task.payload && <Raw label="What this task returned (XCom)" value={data.task.payload} />}
         </Stack>
       )}
