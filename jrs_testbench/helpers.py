@@ -58,7 +58,8 @@ def connection_env(redis_url: str, namespace: str, *, data_dir: str | os.PathLik
     With ``data_dir``, also the ``[jrs]`` output and spec roots: ``<data_dir>/output`` and
     ``<data_dir>/specs``.
     """
-    env = {"AIRFLOW_CONN_JRS_DEFAULT": f"{redis_url}?namespace={namespace}"}
+    sep = "&" if "?" in redis_url else "?"  # a Sentinel URL has a query already
+    env = {"AIRFLOW_CONN_JRS_DEFAULT": f"{redis_url}{sep}namespace={namespace}"}
     if data_dir is not None:
         env["AIRFLOW__JRS__OUTPUT_ROOT"] = str(Path(data_dir) / "output")
         env["AIRFLOW__JRS__SPEC_ROOT"] = str(Path(data_dir) / "specs")

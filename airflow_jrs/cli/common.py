@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from rich.console import Console
 from rich.markup import escape
@@ -142,7 +142,8 @@ def url_server(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme == "unix":
         return f"unix:{parts.path}"
-    return describe_server(parts.hostname or "localhost", parts.port or 6379)
+    master = parse_qs(parts.query).get("sentinel_master", [None])[-1]
+    return describe_server(parts.hostname or "localhost", parts.port or (26379 if master else 6379), master)
 
 
 def open_store(args: argparse.Namespace, out: Output) -> Ctx:

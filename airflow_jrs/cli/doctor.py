@@ -19,6 +19,7 @@ from pathlib import Path
 
 from airflow_jrs.cli.common import NOT_FOUND, OK, UNREACHABLE, USAGE, Ctx, Output, open_store, store_failure
 from airflow_jrs.exceptions import JrsConfigError, StoreUnavailableError
+from airflow_jrs.settings import durability_parts
 
 #: Above this median PING the store costs every task noticeably (a remote region, a saturated server).
 SLOW_PING_MS = 50.0
@@ -80,7 +81,44 @@ def _redis_checks(ctx: Ctx) -> list[Check]:
     median = ctx.jobs.ping_latency() * 1000
     level = "ok" if median <= SLOW_PING_MS else "warn"
     checks.append(Check("latency", level, f"median PING {median:.1f} ms over 5"))
+    failover = _failover_check(ctx)
+    if failover is not None:
+        checks.append(failover)
     return checks
+
+
+def _failover_check(ctx: Ctx) -> Check | None:
+    """Behind Sentinel: which primary the sentinels name, its replicas, and whether a failover
+    keeps what the store acknowledged (``durability`` waits for a replica) and stops a holder
+    cut off with the old primary (``min-replicas-to-write``). ``None``: not Sentinel-managed."""
+    facts = ctx.jobs.failover_facts()
+    if facts is None:
+        return None
+    (host, port), replicas = facts.primary, facts.replicas
+    durability = ctx.jobs.settings.durability
+    at_least, max_lag = facts.min_replicas_to_write, facts.min_replicas_max_lag
+    said = f"the sentinels name primary {host}:{port} with {len(replicas)} healthy replica(s)"
+    said += f"; durability {durability}"
+    said += f", min-replicas-to-write {at_least if at_least is not None else '?'}"
+    said += f", min-replicas-max-lag {max_lag if max_lag is not None else '?'} s"
+    wants, _ = durability_parts(durability)
+    if not replicas:
+        return Check("failover", "warn", f"{said}: no replica can take over; a lost primary stops every task")
+    if wants != "replicas":
+        return Check(
+            "failover",
+            "warn",
+            f"{said}: a failover can lose the last acknowledged writes (a committed result, a fence) and "
+            "start a job twice. Set durability to 'replicas:1' (docs/operations/redis.md)",
+        )
+    if not at_least:
+        return Check(
+            "failover",
+            "warn",
+            f"{said}: a holder cut off with the old primary keeps renewing its lease there. Set min-replicas-to-write "
+            "1 and min-replicas-max-lag below lease_ttl on the servers (docs/operations/redis.md)",
+        )
+    return Check("failover", "ok", f"{said}: an acknowledged write reaches a replica before it is acted on")
 
 
 def _run(cmd: list[str], timeout: float = 120) -> str | None:

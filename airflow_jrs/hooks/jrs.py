@@ -25,8 +25,15 @@ from airflow_jrs.observability.metrics import TASK_METRICS
 from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.settings import BY_NAME, DEFAULT_CONN_ID, JrsSettings, parse_boolean, resolve
 from airflow_jrs.store import AsyncRedisJobResultStore, RedisJobResultStore
-from airflow_jrs.store.plumbing.clients import apply_client_policy, async_policy_client, connection_of, policy_options
+from airflow_jrs.store.plumbing.clients import (
+    apply_client_policy,
+    async_policy_client,
+    connection_of,
+    policy_client,
+    policy_options,
+)
 from airflow_jrs.store.plumbing.diagnosis import describe_server
+from airflow_jrs.store.plumbing.sentinel import SENTINEL_KEYS, SENTINEL_PORT, is_sentinel, parse_sentinels
 
 __all__ = ["JrsHook", "JrsSettings", "async_connection_kwargs"]
 
@@ -37,7 +44,10 @@ def _airflow_home() -> str:
 
 #: Extras that redis-py takes as booleans. From a URL they arrive as strings, and redis-py
 #: would read ``ssl="false"`` as true (a non-empty string): parse them strictly instead.
-_BOOLEAN_EXTRAS = ("ssl", "cluster", "ssl_check_hostname")
+_BOOLEAN_EXTRAS = ("ssl", "cluster", "ssl_check_hostname", "sentinel_ssl")
+#: Extras of a Sentinel-managed primary's connection that reach its client (:mod:`.sentinel`).
+_SENTINEL_EXTRAS = (*sorted(SENTINEL_KEYS), "ssl", "ssl_cert_reqs", "ssl_ca_certs", "ssl_keyfile", "ssl_certfile",
+                    "ssl_check_hostname", "db")  # fmt: skip
 
 
 class _JrsRedisHook(RedisHook):
@@ -70,6 +80,18 @@ class _JrsRedisHook(RedisHook):
         if extra != conn.extra_dejson:
             conn.extra = json.dumps(extra)
         return conn
+
+
+def _sentinel_connection(conn: Any) -> dict[str, Any]:
+    """A Sentinel-managed primary's connection kwargs from the jrs connection: its address is a
+    sentinel's, its login and password the primary's, the rest from the extras."""
+    extra = conn.extra_dejson
+    password = None if str(conn.password).lower() in ("none", "false", "") else conn.password
+    found: dict[str, Any] = {"host": conn.host or "localhost", "port": conn.port or SENTINEL_PORT}
+    found.update({k: extra[k] for k in _SENTINEL_EXTRAS if extra.get(k) not in (None, "")})
+    found.update({k: v for k, v in (("username", conn.login), ("password", password)) if v})
+    found["sentinels"] = parse_sentinels(found.get("sentinels"), f"jrs connection {conn.conn_id!r}: extra sentinels")
+    return found
 
 
 def async_connection_kwargs(client: Any, conn_id: str) -> dict[str, Any]:
@@ -133,6 +155,10 @@ class JrsHook(BaseHook):
         """The redis-py client (built by the Redis provider's hook, cached), with the ``[jrs]``
         timeouts and retry policy (:func:`~airflow_jrs.store.plumbing.clients.apply_client_policy`)."""
         if self._client is None:
+            conn = _JrsRedisHook.get_connection(self.jrs_conn_id)
+            if is_sentinel(conn.extra_dejson):  # the Redis provider's hook knows no Sentinel
+                self._client = policy_client(_sentinel_connection(conn), self.settings)
+                return self._client
             client = _JrsRedisHook(redis_conn_id=self.jrs_conn_id).get_conn()
             apply_client_policy(client, self.settings)
             self._client = client
@@ -145,7 +171,8 @@ class JrsHook(BaseHook):
             conn = self.get_connection(self.jrs_conn_id)
         except Exception:
             return "unknown host"
-        return describe_server(conn.host, conn.port or 6379)
+        master = conn.extra_dejson.get("sentinel_master")
+        return describe_server(conn.host, conn.port or (SENTINEL_PORT if master else 6379), master)
 
     def close(self) -> None:
         """Close the cached client's connections (a hook used for one lookup in a thread)."""

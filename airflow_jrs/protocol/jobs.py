@@ -25,6 +25,8 @@ from airflow_jrs.store.intents import IntentStore
 from airflow_jrs.store.leases.lease import JobLease, LeaseHolder, default_owner, held_leases
 from airflow_jrs.store.plumbing.clients import client_from_url, connection_of, fresh_client
 from airflow_jrs.store.plumbing.durability import Durability, DurableWrites
+from airflow_jrs.store.plumbing.errors import redis_errors
+from airflow_jrs.store.plumbing.sentinel import FailoverFacts, failover_facts
 from airflow_jrs.store.plumbing.server import (
     Namespaces,
     ServerFacts,
@@ -161,6 +163,12 @@ class JobNamespace:
     def server_facts(self) -> ServerFacts:
         """The server's version, persistence and eviction settings (what ``doctor`` checks)."""
         return read_server_facts(self.client, self.namespace)
+
+    def failover_facts(self) -> FailoverFacts | None:
+        """Behind Sentinel: the primary the sentinels name, its replicas and its write guard
+        (what ``doctor`` checks); ``None`` for a store that is not Sentinel-managed."""
+        with redis_errors("ask the sentinels for the primary", self.namespace):
+            return failover_facts(self.client)
 
     def ping_latency(self, count: int = 5) -> float:
         """Median seconds of ``count`` PINGs: what every task pays per round trip."""

@@ -527,7 +527,10 @@ def test_the_checks_see_what_they_check():
 
 #: redis-py's client and pool constructors: only ``store/plumbing/clients.py`` calls them, so the ``[jrs]``
 #: timeouts and retry policy cannot be copied by hand (and drift) anywhere else.
-CLIENT_CONSTRUCTORS = {"Redis", "RedisCluster", "ConnectionPool", "BlockingConnectionPool", "from_url", "from_pool"}
+CLIENT_CONSTRUCTORS = {
+    "Redis", "RedisCluster", "ConnectionPool", "BlockingConnectionPool", "from_url", "from_pool",
+    "Sentinel", "SentinelConnectionPool",  # a primary's client comes from a Sentinel: that is seen
+}  # fmt: skip
 CLIENT_BUILDER = "airflow_jrs.store.plumbing.clients"
 
 
@@ -586,8 +589,9 @@ def test_the_client_check_sees_a_construction():
     sample = (
         "import redis as r\nimport redis.asyncio as aio\nfrom redis import RedisCluster\n"
         "r.Redis(host='h')\naio.Redis()\nRedisCluster(host='h')\nr.Redis.from_url('redis://h')\nr.ConnectionPool()\n"
+        "import redis.sentinel as s\ns.Sentinel([('h', 26379)]).master_for('m')\n"
     )
-    assert len(_client_constructions(ast.parse(sample))) == 5
+    assert len(_client_constructions(ast.parse(sample))) == 6
     assert len(_client_constructions(ast.parse(MODULES[CLIENT_BUILDER].read_text()))) >= 4
 
 

@@ -16,14 +16,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import SplitResult, parse_qs, urlencode, urlsplit, urlunsplit
 
 import redis as redis_lib
 import redis.asyncio as aioredis
+import redis.asyncio.sentinel as aio_sentinel
+import redis.sentinel as sync_sentinel
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 
 from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.store.plumbing.sentinel import (
+    SENTINEL_KEYS,
+    is_sentinel,
+    sentinel_connection,
+    sentinel_parts,
+    sentinel_pool,
+)
 
 if TYPE_CHECKING:
     from airflow_jrs.settings import JrsSettings
@@ -47,6 +57,7 @@ CONNECTION_KEYS = frozenset(
         "ssl_password",
         "cluster",
     }
+    | SENTINEL_KEYS  # a Sentinel-managed primary: :mod:`.sentinel`
 )
 _SSL_KEYS = sorted(k for k in CONNECTION_KEYS if k.startswith("ssl_"))
 #: Connection kwargs a cluster client keeps that belong to that client object, not to its settings.
@@ -130,18 +141,39 @@ def apply_client_policy(client: Any, settings: JrsSettings) -> None:
 def client_from_url(url: str, settings: JrsSettings | None = None) -> redis_lib.Redis:
     """A client for ``url`` (``redis://`` or ``rediss://``) with the settings' timeouts and retries
     (redis-py's own defaults without settings): for code that runs without Airflow's connections
-    (the protocol's trials, scripts, a store built from a URL)."""
+    (the protocol's trials, scripts, a store built from a URL). A URL with ``sentinel_master``
+    names a Sentinel-managed primary (:mod:`.sentinel`)."""
+    parts = urlsplit(url)
+    query = parse_qs(parts.query)
+    if "sentinel_master" in query:
+        return _sentinel_from_url(parts, query, settings)
     client = redis_lib.Redis.from_url(url)
     if settings is not None:
         apply_client_policy(client, settings)
     return client
 
 
+def _sentinel_from_url(parts: SplitResult, query: dict[str, list[str]], settings: JrsSettings | None) -> Any:
+    own: dict[str, Any] = {k: v[-1] for k, v in query.items() if k in SENTINEL_KEYS}
+    rest = urlencode([(k, v) for k, values in query.items() if k not in SENTINEL_KEYS for v in values])
+    given = redis_lib.connection.parse_url(urlunsplit(parts._replace(query=rest)))
+    connection_class = given.pop("connection_class", None)
+    if isinstance(connection_class, type) and issubclass(connection_class, redis_lib.SSLConnection):
+        given["ssl"] = True
+    if "sentinel_ssl" in own:
+        own["sentinel_ssl"] = own["sentinel_ssl"].strip().lower() in ("1", "true", "yes", "on")
+    connection = {**given, **own}
+    return policy_client(connection, settings) if settings is not None else sync_client(connection)
+
+
 def connection_of(client: Any, conn: str) -> dict[str, Any]:
     """The plain kwargs (:data:`CONNECTION_KEYS`) that reach the same server with the same
     credentials and TLS as ``client``; a Redis Cluster client gives one of its nodes and
-    ``cluster: true``. ``conn`` names the connection in the error a Unix socket raises (another
-    process needs host and port)."""
+    ``cluster: true``; a Sentinel-managed one its sentinels and primary's name. ``conn`` names
+    the connection in the error a Unix socket raises (another process needs host and port)."""
+    pool = sentinel_pool(client)
+    if pool is not None:
+        return sentinel_connection(pool)
     if isinstance(client, redis_lib.RedisCluster):
         node = client.get_default_node()
         given = client.nodes_manager.connection_kwargs
@@ -175,6 +207,11 @@ def _checked(connection: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
         raise JrsConfigError(f"connection kwargs {unknown} are not supported; allowed: {sorted(CONNECTION_KEYS)}")
     kwargs = dict(connection)
     cluster = bool(kwargs.pop("cluster", False))
+    if cluster and is_sentinel(kwargs):
+        raise JrsConfigError(
+            "the connection sets both cluster and sentinel_master: a Redis Cluster fails over by itself, "
+            "a Sentinel-managed primary is one server; keep the one the store runs on"
+        )
     if cluster:
         kwargs.pop("db", None)  # a cluster has database 0 only
     return kwargs, cluster
@@ -186,13 +223,18 @@ def sync_client(connection: Mapping[str, Any], **options: Any) -> Any:
     kwargs, cluster = _checked(connection)
     if cluster:
         return redis_lib.RedisCluster(**kwargs, **options)
+    if is_sentinel(kwargs):
+        return sentinel_sync_client(kwargs, **options)
     return redis_lib.Redis(**kwargs, **options)
 
 
 def policy_client(connection: Mapping[str, Any], settings: JrsSettings) -> Any:
-    """A sync client for ``connection`` with the ``[jrs]`` timeouts and retry policy."""
-    client = sync_client(connection)
-    apply_client_policy(client, settings)
+    """A sync client for ``connection`` with the ``[jrs]`` timeouts and retry policy, given when
+    it is built: a Sentinel-managed client hands the timeouts to its sentinels' clients then."""
+    kwargs, numbers = _policy_parts(policy_options(settings))
+    client = sync_client(connection, **kwargs)
+    if numbers is not None:
+        client.set_retry(_sync_retry(numbers))
     return client
 
 
@@ -209,6 +251,8 @@ def async_client(connection: Mapping[str, Any], **options: Any) -> Any:
     kwargs, cluster = _checked(connection)
     if cluster:
         return aioredis.RedisCluster(**kwargs, **options)
+    if is_sentinel(kwargs):
+        return sentinel_async_client(kwargs, **options)
     return aioredis.Redis(**kwargs, **options)
 
 
@@ -229,6 +273,28 @@ def fresh_client(client: Any) -> Any:
         node = client.get_default_node()
         kwargs = {k: v for k, v in client.nodes_manager.connection_kwargs.items() if k not in _CLIENT_BOUND}
         return redis_lib.RedisCluster(host=node.host, port=node.port, **kwargs)
+    sentinel = sentinel_pool(client)
+    if sentinel is not None:
+        kwargs = {
+            k: v for k, v in sentinel.connection_kwargs.items() if k not in ("connection_pool", "connection_class")
+        }
+        pool = sync_sentinel.SentinelConnectionPool(
+            sentinel.service_name, sentinel.sentinel_manager, connection_class=sentinel.connection_class, **kwargs
+        )
+        return redis_lib.Redis.from_pool(pool)
     pool = client.connection_pool
     fresh = pool.__class__(connection_class=pool.connection_class, **pool.connection_kwargs)
     return redis_lib.Redis.from_pool(fresh)  # the client owns the pool: close() disconnects it
+
+
+def sentinel_sync_client(connection: Mapping[str, Any], **options: Any) -> redis_lib.Redis:
+    """A ``Redis`` client of the primary the sentinels name now, and after every failover
+    (:mod:`.sentinel`)."""
+    addresses, master, sentinel, primary = sentinel_parts(connection, options)
+    return sync_sentinel.Sentinel(addresses, sentinel_kwargs=sentinel).master_for(master, **primary)
+
+
+def sentinel_async_client(connection: Mapping[str, Any], **options: Any) -> Any:
+    """The ``redis.asyncio`` client of :func:`sentinel_sync_client` (a trigger's)."""
+    addresses, master, sentinel, primary = sentinel_parts(connection, options)
+    return aio_sentinel.Sentinel(addresses, sentinel_kwargs=sentinel).master_for(master, **primary)

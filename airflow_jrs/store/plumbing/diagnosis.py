@@ -254,8 +254,11 @@ def diagnose(
     )
 
 
-def describe_server(host: object, port: object) -> str:
-    """``host:port`` for messages (never credentials)."""
+def describe_server(host: object, port: object, sentinel_master: object = None) -> str:
+    """``host:port`` for messages (never credentials); behind Sentinel, the primary's name and
+    the sentinel asked (``primary 'mymaster' via sentinel host:port``)."""
+    if sentinel_master:
+        return f"primary {sentinel_master!s} via sentinel {host}:{port}"
     return f"{host}:{port}"
 
 

@@ -1,0 +1,107 @@
+"""A store behind Redis Sentinel: one spelling, every client follows a failover, doctor says what it keeps.
+
+A real Sentinel group on loopback (:class:`jrs_testbench.redis_sentinel.EmbeddedSentinelGroup`:
+a primary, two replicas, three sentinels), started once for the file: the tests share it and
+isolate by namespace. What a DAG run sees across a failover is in
+``tests/airflow/test_sentinel_dag.py``; the long trials are ``benchmarks/sentinel_failover.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+import pytest
+
+from airflow_jrs.cli import main
+from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.hooks.jrs import JrsHook
+from airflow_jrs.protocol.jobs import JobNamespace, settings_for
+from airflow_jrs.store import JobResult, JobStatus
+from airflow_jrs.store.plumbing.clients import async_client, bounded_client, connection_of, sync_client
+from airflow_jrs.store.plumbing.sentinel import parse_sentinels
+from jrs_testbench.redis_sentinel import MASTER, EmbeddedSentinelGroup
+
+pytestmark = [pytest.mark.cluster]
+
+
+@pytest.fixture(scope="module")
+def group(tmp_path_factory):
+    with EmbeddedSentinelGroup(tmp_path_factory.mktemp("sentinel")) as found:
+        yield found
+
+
+@pytest.fixture
+def jobs(group, tmp_path):
+    settings = settings_for(f"s{uuid.uuid4().hex[:8]}", output_root=str(tmp_path / "o"), spec_root=str(tmp_path / "s"),
+                            durability="replicas:1")  # fmt: skip
+    found = JobNamespace.from_url(group.url(), settings)
+    yield found
+    found.close()
+
+
+def served_by(client) -> int:
+    return int(client.info("server")["tcp_port"])
+
+
+def test_the_url_reaches_the_primary_and_its_kwargs_rebuild_the_same_client_in_another_process(group, jobs):
+    assert served_by(jobs.client) == group.primary_port()
+    kwargs = connection_of(jobs.client, "the URL")
+    json.dumps(kwargs)  # what a trigger or the supervisor's environment carries
+    assert kwargs["sentinel_master"] == MASTER and len(kwargs["sentinels"]) == 2
+    for rebuilt in (sync_client(kwargs), bounded_client(kwargs, 2.0)):
+        assert served_by(rebuilt) == group.primary_port()
+        rebuilt.close()
+
+    async def read() -> int:
+        client = async_client(kwargs)
+        try:
+            return int((await client.info("server"))["tcp_port"])
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(read()) == group.primary_port()
+
+
+def test_a_committed_result_and_the_fence_survive_a_failover_through_the_same_client(group, jobs):
+    store = jobs.results
+    store.create_dirty_result(JobResult(job_id="d.t.1", status=JobStatus.SUCCEEDED, fence=1))
+    store.mark_result_as_clean("d.t.1")
+    lease = jobs.lease("d.t.2")
+    before = lease.acquire()
+    lease.release()
+    failover = group.fail_over("kill")
+    assert failover.new_port != failover.old_port
+    # the same client, no restart: it asks the sentinels again and reaches the new primary
+    entry = store.get_entry("d.t.1")
+    assert entry is not None and entry.is_clean and served_by(jobs.client) == failover.new_port
+    after = jobs.lease("d.t.2").acquire()
+    assert after is not None and before is not None and int(after) > int(before)
+
+
+def test_the_jrs_connection_spells_sentinel_the_same_way(group, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_JRS_SENTINEL", f"{group.url()}&namespace=conn")
+    hook = JrsHook("jrs_sentinel")
+    assert hook.get_store().ping() >= 0
+    assert served_by(hook.get_conn()) == group.primary_port()
+    assert hook.server().startswith(f"primary {MASTER} via sentinel 127.0.0.1:")
+    kwargs = hook.connection_kwargs()
+    assert kwargs["sentinel_master"] == MASTER and [p for _, p in kwargs["sentinels"]] == group.sentinel_ports[1:]
+    hook.close()
+
+
+def test_doctor_names_the_primary_and_what_a_failover_keeps(group, capsys):
+    assert main(["--redis-url", group.url(), "--json", "doctor", "--redis-only"]) == 1  # durability none: warn
+    checks = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert checks["failover"]["level"] == "warn" and "durability none" in checks["failover"]["detail"]
+    assert f"primary 127.0.0.1:{group.primary_port()} with 2 healthy replica(s)" in checks["failover"]["detail"]
+    assert "min-replicas-to-write 1" in checks["failover"]["detail"]
+
+
+def test_bad_sentinel_settings_say_what_to_write():
+    with pytest.raises(JrsConfigError, match=r"'h:x' is not a sentinel address; use host:port"):
+        parse_sentinels("a:26379,h:x")
+    assert parse_sentinels("a,b:1") == [("a", 26379), ("b", 1)]
+    with pytest.raises(JrsConfigError, match="both cluster and sentinel_master"):
+        sync_client({"host": "a", "cluster": True, "sentinel_master": "m"})
