@@ -77,6 +77,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from functools import partial
+from time import sleep
 from typing import Any
 
 from airflow_jrs.exceptions import JrsConfigError
@@ -102,6 +103,8 @@ SELF_FENCE_SHARE = 0.7
 LOST_BEFORE_START = 70
 #: Seconds between two reads of the stop/cancel request (each is a beat; never more than ttl/3).
 REQUEST_POLL = 1.0
+#: Seconds between two tries of the first heartbeat while the store does not answer.
+FIRST_BEAT_PAUSE = 0.5
 _PR_SET_PDEATHSIG = 1
 
 
@@ -230,14 +233,25 @@ def supervise(
     ttl_ms = int(ttl * 1000)
     beats = jobs.heartbeats
     host, pid, parent = socket.gethostname(), os.getpid(), os.getppid()
-    try:  # before Spark: the attempt must still hold the job's lease, and Redis must answer
-        beats.beat(job_id, fence, ttl_ms, host=host, pid=pid, child=0, first=True)
-    except StaleHeartbeat:
-        _say(f"job {job_id}: fence {fence} lost the lease before spark-submit started; not starting a second copy")
-        return LOST_BEFORE_START
-    except Exception as exc:
-        _say(f"cannot keep the heartbeat of job {job_id} ({exc}); not starting spark-submit")
-        return LOST_BEFORE_START
+    # Before Spark: the attempt must still hold the job's lease, and Redis must answer. Nothing
+    # runs yet, so a store that does not answer (a failover: a new primary within seconds) is
+    # asked again for up to ttl/3; a lost lease is final at once.
+    first_until, said = clock() + ttl / 3, False
+    while True:
+        try:
+            beats.beat(job_id, fence, ttl_ms, host=host, pid=pid, child=0, first=True)
+            break
+        except StaleHeartbeat:
+            _say(f"job {job_id}: fence {fence} lost the lease before spark-submit started; not starting a second copy")
+            return LOST_BEFORE_START
+        except Exception as exc:
+            if clock() + FIRST_BEAT_PAUSE >= first_until:
+                _say(f"cannot keep the heartbeat of job {job_id} ({exc}); not starting spark-submit")
+                return LOST_BEFORE_START
+            if not said:
+                _say(f"could not write the first heartbeat of job {job_id} (will retry for {ttl / 3:.0f} s): {exc}")
+                said = True
+            sleep(FIRST_BEAT_PAUSE)
     child = subprocess.Popen(
         list(command),
         stdin=subprocess.DEVNULL,

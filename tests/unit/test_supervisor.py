@@ -173,3 +173,34 @@ def test_a_later_beat_never_creates_a_heartbeat(redis_url, namespace, leased):
     assert beats.get(JOB) is None
     beats.beat(JOB, leased.token, 30_000, host="h", pid=1, child=0, first=True)
     assert beats.beat(JOB, leased.token, 30_000, host="h", pid=1, child=2) is None  # renews its own
+
+
+def test_a_store_that_answers_again_within_a_third_of_the_ttl_still_gets_the_first_beat(tmp_path, namespace):
+    """A failover makes the store silent for seconds (a new primary is being promoted); before
+    Spark starts nothing runs, so the first heartbeat is asked again for up to ttl/3 instead of
+    failing the task at once. Silent for longer, the launch is refused (the test just above)."""
+    with EmbeddedRedis(tmp_path / "redis") as server:
+        fence = JobLease(redis.Redis.from_url(server.url), namespace, JOB, ttl=60).acquire()
+        os.kill(server.process.pid, signal.SIGSTOP)  # silent when the supervisor starts
+        try:
+            proc = start(server.url, namespace, fence, tmp_path / "out", 0.1, ttl=12, stdout=subprocess.PIPE)
+            assert proc.stdout is not None
+            said = proc.stdout.readline()  # its first words: the first try failed (nothing else runs yet)
+        finally:
+            os.kill(server.process.pid, signal.SIGCONT)
+        assert b"could not write the first heartbeat" in said and b"will retry for 4 s" in said, said
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, out
+        assert (tmp_path / "out" / "finished").exists()
+
+
+def test_a_store_silent_for_a_third_of_the_ttl_starts_nothing(tmp_path, namespace):
+    with EmbeddedRedis(tmp_path / "redis") as server:
+        fence = JobLease(redis.Redis.from_url(server.url), namespace, JOB, ttl=60).acquire()
+        os.kill(server.process.pid, signal.SIGSTOP)
+        try:
+            proc = start(server.url, namespace, fence, tmp_path / "out", 0.1, ttl=3)
+            assert proc.wait(60) == LOST_BEFORE_START
+        finally:
+            os.kill(server.process.pid, signal.SIGCONT)
+    assert not (tmp_path / "out").exists()
