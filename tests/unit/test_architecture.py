@@ -34,6 +34,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -142,7 +143,7 @@ def test_no_module_imports_relatively():
     # ruff's TID252 bans them too (pyproject.toml); this keeps the suite honest on its own.
     offenders = []
     for name in sorted(MODULES):
-        found = _relative_imports(ast.parse(MODULES[name].read_text()))
+        found = _relative_imports(_tree(MODULES[name].read_text()))
         if found:
             offenders.append(f"{name}: {'; '.join(found)}")
     _offenders(
@@ -160,13 +161,26 @@ def test_the_relative_import_check_sees_one():
 def _edges(name: str, *, type_only: bool = False) -> set[str]:
     """Modules of airflow_jrs that ``name`` imports (``from pkg import submodule`` counts as the submodule)."""
     out = set()
-    for module, names in _imports(ast.parse(MODULES[name].read_text()), type_only=type_only):
+    for module, names in _imports_of(MODULES[name].read_text(), type_only):
         if not module.startswith("airflow_jrs"):
             continue
         subs = {f"{module}.{n}" for n in names if f"{module}.{n}" in MODULES}
         out |= subs or ({module} if module in MODULES else set())
     out.discard(name)
     return out
+
+
+@cache
+def _tree(source: str) -> ast.Module:
+    """A module's text parsed once for every rule (read only: no rule changes a tree)."""
+    return ast.parse(source)
+
+
+@cache
+def _imports_of(source: str, type_only: bool) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """:func:`_imports` of one module's text, kept: the layer rule and each planted variant of it
+    walk the same trees (seconds a walk); a changed or planted text is walked anew."""
+    return tuple((module, tuple(names)) for module, names in _imports(_tree(source), type_only=type_only))
 
 
 def _within(name: str, prefixes: tuple[str, ...]) -> bool:
@@ -343,7 +357,7 @@ def test_a_knot_is_no_licence_for_a_runtime_import(tmp_path: Path, monkeypatch: 
 def _cli_imports(name: str) -> list[str]:
     """Every import of ``airflow_jrs.cli`` in module ``name``: at module level, inside functions, under
     TYPE_CHECKING, relative (``from ..cli import x``) or by name (``importlib.import_module("...")``)."""
-    tree = ast.parse(MODULES[name].read_text())
+    tree = _tree(MODULES[name].read_text())
     package = name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
     found = []
     for node in ast.walk(tree):
@@ -404,7 +418,7 @@ def test_nothing_imports_the_package_root_or_the_provider_entry_point():
 def test_store_lease_rules_and_spark_helpers_import_no_airflow():
     offenders = []
     for name in sorted(n for n in MODULES if _within(n, AIRFLOW_FREE)):
-        tree = ast.parse(MODULES[name].read_text())
+        tree = _tree(MODULES[name].read_text())
         airflow = [m for m, _ in _imports(tree) if m == "airflow" or m.startswith("airflow.")]
         upward = [m for m in _edges(name) if _within(m, AIRFLOW_FACING)]
         if airflow or upward:
@@ -470,7 +484,7 @@ def test_every_lua_script_of_the_store_is_an_internal():
     offenders = []
     for name in sorted(n for n in MODULES if _within(n, ("airflow_jrs.store",))):
         module = importlib.import_module(name)
-        tree = ast.parse(MODULES[name].read_text())
+        tree = _tree(MODULES[name].read_text())
         own = {
             t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)
         }
@@ -575,7 +589,7 @@ def _client_constructions(tree: ast.AST) -> list[str]:
 def test_only_store_clients_builds_a_redis_client():
     offenders = []
     for name in sorted(n for n in MODULES if n != CLIENT_BUILDER):
-        found = _client_constructions(ast.parse(MODULES[name].read_text()))
+        found = _client_constructions(_tree(MODULES[name].read_text()))
         if found:
             offenders.append(f"{name} builds a redis-py client or pool itself: {found}")
     _offenders(
@@ -611,7 +625,7 @@ def _client_reads(tree: ast.AST) -> list[int]:
 def test_nothing_outside_the_store_reaches_for_a_raw_client():
     offenders, stale = [], []
     for name in sorted(n for n in MODULES if not _within(n, ("airflow_jrs.store",))):
-        reads = _client_reads(ast.parse(MODULES[name].read_text()))
+        reads = _client_reads(_tree(MODULES[name].read_text()))
         if name in CLIENT_READERS:
             if not reads:
                 stale.append(f"{name} no longer reads .client")
@@ -644,7 +658,7 @@ def test_nothing_outside_the_store_spells_a_redis_key():
     offenders = [
         f"{name} spells a Redis key (lines {lines})"
         for name in sorted(n for n in MODULES if not _within(n, ("airflow_jrs.store",)))
-        if (lines := _key_spellings(ast.parse(MODULES[name].read_text())))
+        if (lines := _key_spellings(_tree(MODULES[name].read_text())))
     ]
     _offenders(
         "nothing outside store/ names a Redis key (a store part's .keys, KeySpace): the key layout is the "
@@ -676,7 +690,7 @@ def test_the_type_checking_imports_make_no_circle_either():
     # hooks/store_failures.py were one such knot); only the package root's lazy re-exports differ.
     def edges(name: str) -> set[str]:
         out = set()
-        for node in ast.walk(ast.parse(MODULES[name].read_text())):
+        for node in ast.walk(_tree(MODULES[name].read_text())):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 if node.module.startswith("airflow_jrs"):
                     subs = {f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in MODULES}
@@ -917,7 +931,7 @@ def _result_writes(tree: ast.AST) -> list[str]:
 def test_only_the_protocol_and_the_actions_write_a_result():
     offenders, stale = [], []
     for name in sorted(n for n in MODULES if not _within(n, RESULT_WRITE_HOMES)):
-        found = _result_writes(ast.parse(MODULES[name].read_text()))
+        found = _result_writes(_tree(MODULES[name].read_text()))
         if name in RESULT_WRITERS or name in RESULT_WRITE_KNOTS:
             if not found:
                 stale.append(f"{name} no longer writes a result")
@@ -1023,7 +1037,7 @@ def test_only_the_deploy_modes_spell_an_application_id_or_a_master_prefix():
     prefixes, stems = _master_prefixes(), _mode_stems()
     offenders = []
     for name in sorted(n for n in MODULES if not _within(n, (DEPLOY_MODES,))):
-        found = _mode_spellings(ast.parse(MODULES[name].read_text()), prefixes, stems)
+        found = _mode_spellings(_tree(MODULES[name].read_text()), prefixes, stems)
         if found:
             offenders.append(f"{name}: {'; '.join(found)}")
     _offenders(
