@@ -25,11 +25,12 @@ export function useLoad<T>(key: string | null, load: (signal: AbortSignal) => Pr
     const controller = new AbortController();
     load(controller.signal)
       .then((value) => {
+        if (controller.signal.aborted) return; // a newer load is under way: it wins
         setData(value);
         setError(undefined);
       })
       .catch((err: Error) => {
-        if (err.name !== "AbortError") setError(err);
+        if (!controller.signal.aborted && err.name !== "AbortError") setError(err);
       })
       .finally(() => {
         if (!controller.signal.aborted) setEnded(wanted);
