@@ -105,3 +105,25 @@ def test_bad_sentinel_settings_say_what_to_write():
     assert parse_sentinels("a,b:1") == [("a", 26379), ("b", 1)]
     with pytest.raises(JrsConfigError, match="both cluster and sentinel_master"):
         sync_client({"host": "a", "cluster": True, "sentinel_master": "m"})
+
+
+def test_a_durable_write_that_meets_a_server_without_its_script_sends_it_again(jobs, monkeypatch):
+    """A pipeline loads its scripts, then sends them; a failover in between (or redis-py's retry
+    of the pipeline on the new primary) meets a server that never saw them: NOSCRIPT. The trials
+    behind Sentinel saw tasks fail with a bare NoScriptError; the write is now sent once more."""
+    from redis.client import Pipeline
+
+    real, skipped = Pipeline.load_scripts, []
+
+    def as_if_failed_over(self):  # the first load reaches the old primary: the new one lacks the script
+        if not skipped:
+            skipped.append(True)
+            self.immediate_execute_command("SCRIPT", "FLUSH")
+            return None
+        return real(self)
+
+    monkeypatch.setattr(Pipeline, "load_scripts", as_if_failed_over)
+    jobs.results.create_dirty_result(JobResult(job_id="d.t.noscript", status=JobStatus.SUCCEEDED))
+    assert skipped and jobs.results.get_entry("d.t.noscript") is not None
+    fence = jobs.lease("d.t.noscript-lease").acquire()  # the lease's durable write takes the same path
+    assert fence is not None

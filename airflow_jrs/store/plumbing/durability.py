@@ -120,6 +120,25 @@ class Durability:
         else:
             pipe.execute_command("WAIT", self.replicas, timeout_ms)
 
+    def write_and_wait(self, client: Any, script: Any, keys: list[str], args: list[Any], timeout_ms: int) -> Any:
+        """Run ``script`` and :meth:`wait` behind it in one pipeline; returns ``(reply, acked)``.
+
+        A pipeline loads its scripts before it sends them; a failover in between (or redis-py's
+        retry of the pipeline on the new primary after a lost connection) meets a server that
+        never saw them, and the pipeline raises ``NoScriptError``: the script did not run there.
+        It is sent once more in a new pipeline, which loads it again (what redis-py does for a
+        script called outside a pipeline); the store's scripts recognise their own earlier write."""
+        for last in (False, True):
+            pipe = client.pipeline(transaction=False)
+            script(keys=keys, args=args, client=pipe)
+            self.wait(pipe, timeout_ms)
+            try:
+                return pipe.execute()
+            except redis_lib.exceptions.NoScriptError:
+                if last:
+                    raise
+        raise AssertionError("unreachable")
+
     def require(
         self, reply: Any, what: str, namespace: str, job_id: str, timeout_ms: int, *, then: str | None = None
     ) -> None:
@@ -199,10 +218,7 @@ class DurableWrites:
             self.durability.check_server(node, namespace)
             self.checked = True
         timeout_ms = self.timeout_ms(node)
-        pipe = node.pipeline(transaction=False)
-        script(keys=keys, args=args, client=pipe)
-        self.durability.wait(pipe, timeout_ms)
-        reply, acked = pipe.execute()
+        reply, acked = self.durability.write_and_wait(node, script, keys, args, timeout_ms)
         if written(reply):
             try:
                 self.durability.require(acked, what, namespace, job_id, timeout_ms, then=then)

@@ -352,10 +352,7 @@ class RedisJobResultStore(RedisPurge, RedisReads, JobResultStore):
         if not self._durability_checked:
             self.durability.check_server(client, self.namespace)
             self._durability_checked = True
-        pipe = client.pipeline(transaction=False)
-        script(keys=keys, args=args, client=pipe)
-        self.durability.wait(pipe, self.durability_timeout_ms)
-        code, acked = pipe.execute()
+        code, acked = self.durability.write_and_wait(client, script, keys, args, self.durability_timeout_ms)
         if code in (lua.OK, lua.ALREADY_CLEAN):
             self.durability.require(acked, what, self.namespace, job_id, self.durability_timeout_ms)
         return code
