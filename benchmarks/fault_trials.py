@@ -67,6 +67,12 @@ def main() -> int:
     parser.add_argument("--launcher", choices=("standin", "connect"), default="standin",
                         help="standin: the real supervisor and a stand-in application; connect: the product's "
                              "ConnectLauncher on one Spark Connect server started for the run")  # fmt: skip
+    parser.add_argument("--topology", choices=("front", "sentinel"), default="front",
+                        help="front: a primary, a replica and one proxy per host (a virtual IP); sentinel: a real "
+                             "Sentinel group (1 primary, 2 replicas, 3 sentinels) the hosts follow themselves, "
+                             "every run fault a real failover (kill, pause, SENTINEL FAILOVER)")  # fmt: skip
+    parser.add_argument("--durability", default="none", help="[jrs] durability of every try and cleanup")
+    parser.add_argument("--run-fault-every", default=None, help="MIN,MAX seconds between two run faults")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from jrs_testbench.trials.faults import FaultMix
@@ -75,6 +81,9 @@ def main() -> int:
     mix = FaultMix().only(set(args.faults.split(","))) if args.faults else FaultMix()
     if args.shape:  # a fixed plan: no drawn run faults either (a shape asks for the ones it needs)
         mix = dataclasses.replace(mix, shape=args.shape, run_weights={})
+    if args.run_fault_every:
+        low, high = (float(x) for x in args.run_fault_every.split(","))
+        mix = dataclasses.replace(mix, run_fault_every=(low, high))
     env = {k: v for k, v in (("JRS_TRIALS_REVERT", args.revert), ("JRS_TRIALS_BREAK", args.broken)) if v}
     keep = args.workdir is not None
     work = Path(args.workdir) if keep else Path(tempfile.mkdtemp(prefix="jrs-fault-trials-"))
@@ -93,11 +102,14 @@ def main() -> int:
                 time_budget=args.time_budget,
                 launcher=args.launcher,
                 result_documents=args.result_documents,
+                topology=args.topology,
+                durability=args.durability,
             )
         )
         s = outcome.summary()
         where = (f", env {env}" if env else "") + (", result_documents on" if args.result_documents else "")
         where += f", shape {args.shape}" if args.shape else ""
+        where += f", {args.topology}, durability {args.durability}" if args.topology != "front" else ""
         print(f"fault trials: {started:%Y-%m-%d %H:%M} UTC, Python {platform.python_version()}, seed {args.seed}, "
               f"lease TTL {args.lease_ttl:g} s, {args.concurrency} at once, {args.launcher}{where}")  # fmt: skip
         print(f"trials: {s['trials']} of {args.trials} (from trial {args.first_trial})")
@@ -114,6 +126,10 @@ def main() -> int:
         if t["samples"]:
             print(f"takeover (fault on a holder -> next lease holder): median {t['median']:.0f} ms, "
                   f"p95 {t['p95']:.0f} ms, {t['samples']} takeovers")  # fmt: skip
+        u = s["unavailable_s"]
+        if u["samples"]:
+            print(f"failovers {s['failovers_by_how']}: unavailable (primary lost -> first write the new one "
+                  f"acknowledged) median {u['median']:.2f} s, p95 {u['p95']:.2f} s over {u['samples']}")  # fmt: skip
         print(f"wall {s['wall_s']} s, CPU {s['cpu_s']} s (all processes)")
         for note in s["notes"]:
             print(f"note: {note}")

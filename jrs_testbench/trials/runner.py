@@ -35,8 +35,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import redis as redis_lib
-
 from airflow_jrs.store.results.documents import FolderDocuments
 from jrs_testbench.spark_connect import SparkConnectServer
 from jrs_testbench.trials import connect_launcher
@@ -53,6 +51,7 @@ from jrs_testbench.trials.faults import (
 from jrs_testbench.trials.history import HistoryLog, read_history
 from jrs_testbench.trials.hosts import HostLauncher, become_subreaper, start_hosts, stop_hosts
 from jrs_testbench.trials.redis_front import RedisFront
+from jrs_testbench.trials.sentinel_front import SentinelFront, check_client
 from jrs_testbench.trials.trial import DOCUMENTS_FOLDER, Bench, TrialDriver
 
 HOSTS = ("h1", "h2", "h3")
@@ -77,6 +76,11 @@ class RunConfig:
     #: "standin" (spark-submit's shape: the real supervisor, :mod:`.launcher`) or "connect"
     #: (the product's ConnectLauncher on one Spark Connect server, :mod:`.connect_launcher`)
     launcher: str = "standin"
+    #: "front" (a primary, a replica, one proxy per host: :mod:`.redis_front`) or "sentinel" (a
+    #: Sentinel group every host follows itself: :mod:`.sentinel_front`; run faults: failovers only)
+    topology: str = "front"
+    #: ``[jrs] durability`` of every try and cleanup (``replicas:1``: a failover loses nothing acknowledged)
+    durability: str = "none"
     #: a running :class:`jrs_testbench.spark_connect.SparkConnectServer` for "connect"; None: the run starts one
     connect_server: Any = None
     #: ``[jrs] result_documents`` on (the compact clean entry): cleanups write result documents to a
@@ -92,6 +96,8 @@ class RunOutcome:
     wall: float
     cpu: float
     notes: list[str]
+    #: the Sentinel failovers of the run (:class:`jrs_testbench.redis_sentinel.Failover`)
+    failovers: list[Any] = field(default_factory=list)
 
     @property
     def violations(self) -> list[Violation]:
@@ -124,6 +130,8 @@ class RunOutcome:
             "status": dict(Counter(r.status for r in self.reports)),
             "task_errors": dict(sum((r.errors for r in self.reports), Counter())),
             "takeover_ms": {"median": median, "p95": p95, "samples": n},
+            "unavailable_s": _spread([f.took_s for f in self.failovers]),
+            "failovers_by_how": dict(Counter(f.how for f in self.failovers)),
             "wall_s": round(self.wall, 1),
             "cpu_s": round(self.cpu, 1),
             "notes": self.notes,
@@ -131,6 +139,15 @@ class RunOutcome:
 
 
 # -- the pool worker ---------------------------------------------------------------------------
+def _spread(samples: list[float]) -> dict[str, Any]:
+    """Median and p95 (nearest rank) of ``samples``, rounded to ms."""
+    if not samples:
+        return {"median": None, "p95": None, "samples": 0}
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+    return {"median": round(statistics.median(ordered), 3), "p95": round(p95, 3), "samples": len(ordered)}
+
+
 def _init_worker(env: dict[str, str], isolate: bool) -> None:
     become_subreaper()
     os.environ.update(env)
@@ -158,7 +175,7 @@ def _run_one(bench: Bench, plan: TrialPlan) -> TrialReport:
     try:
         TrialDriver(bench, plan).run()
         documents = FolderDocuments(bench.result_documents) if bench.result_documents else None
-        with redis_lib.Redis.from_url(bench.check_url, socket_timeout=5, socket_connect_timeout=5) as client:
+        with check_client(bench.check_url, 5.0) as client:
             return check_trial(read_history(bench.history(plan.trial)), client, bench.namespace,
                                lossy_windows=_lossy_windows(bench.run_history), documents=documents)  # fmt: skip
     except Exception:
@@ -244,7 +261,8 @@ class RunFaults(threading.Thread):
             detail = {"host": f.host, "mode": f.mode}
         elif f.kind == "clock_step":
             detail = {"step_s": f.step_s}
-        log.log("run_fault", kind=f.kind, **detail)
+        kind = "durable_failover" if f.kind == "failover" and not getattr(front, "lossy", True) else f.kind
+        log.log("run_fault", kind=kind, **detail)
         if f.kind == "redis_restart":
             front.restart(f.duration)
         elif f.kind == "redis_crash":
@@ -264,7 +282,7 @@ class RunFaults(threading.Thread):
             self.done.wait(f.duration)
             front.step_clock(-f.step_s)
         self.counts[f"{f.kind}:{f.mode}" if f.kind == "partition" else f.kind] += 1
-        log.log("run_fault_end", kind=f.kind, **detail)
+        log.log("run_fault_end", kind=kind, **detail)
 
 
 def run_trials(config: RunConfig) -> RunOutcome:
@@ -283,6 +301,10 @@ def run_trials(config: RunConfig) -> RunOutcome:
         env[connect_launcher.URL_ENV] = server.url
     elif config.launcher != "standin":
         raise ValueError(f"launcher {config.launcher!r}: the trials know 'standin' and 'connect'")
+    if config.topology == "sentinel":
+        mix = _sentinel_mix(mix, notes)
+    elif config.topology != "front":
+        raise ValueError(f"topology {config.topology!r}: the trials know 'front' and 'sentinel'")
     plans = plan_trials(config.seed, config.trials, mix, ttl=config.lease_ttl, first=config.first_trial)
     requested = {kind for p in plans for tp in p.tries for kind in tp.run_faults_before}
     replica = mix.run_weights.get("failover", 0) > 0 or bool(requested)
@@ -300,12 +322,12 @@ def run_trials(config: RunConfig) -> RunOutcome:
     try:
         if own_server:  # after the fork of the workers: starting it initialises gRPC here
             server.start()
-        with RedisFront(workdir / "redis", replica=replica, clock=clock) as front:
+        with _front(config, workdir, replica, clock) as front:
             namespace = f"trials-{config.seed}-{uuid.uuid4().hex[:6]}"
             documents = str(workdir / DOCUMENTS_FOLDER) if config.result_documents else None
             bench = Bench({h: front.url_for(h) for h in HOSTS}, front.url_for(CHECKER_HOST), namespace, str(workdir),
                           config.lease_ttl, connect_events=str(server.event_log_dir) if server else None,
-                          result_documents=documents)  # fmt: skip
+                          result_documents=documents, durability=config.durability)  # fmt: skip
             bench.create_dirs()
             span = 3600.0 * 24
             injector = RunFaults(front, plan_run_faults(config.seed, span, mix, ttl=config.lease_ttl),
@@ -326,7 +348,22 @@ def run_trials(config: RunConfig) -> RunOutcome:
             server.stop()
     notes += injector.errors
     return RunOutcome(sorted(reports, key=lambda r: r.trial), injector.counts, time.monotonic() - t0,
-                      _cpu() - cpu0, notes)  # fmt: skip
+                      _cpu() - cpu0, notes, failovers=list(getattr(front, "failovers", [])))  # fmt: skip
+
+
+def _front(config: RunConfig, workdir: Path, replica: bool, clock: bool) -> Any:
+    if config.topology == "sentinel":
+        return SentinelFront(workdir / "sentinel", lossy=not config.durability.startswith("replicas"))
+    return RedisFront(workdir / "redis", replica=replica, clock=clock)
+
+
+def _sentinel_mix(mix: FaultMix, notes: list[str]) -> FaultMix:
+    """Behind Sentinel the run faults are real failovers only: no proxy to partition, no clock to
+    step, and a restart or crash of the primary *is* a failover."""
+    dropped = sorted(k for k, w in mix.run_weights.items() if w > 0 and k != "failover")
+    if dropped:
+        notes.append(f"sentinel: run faults {dropped} not drawn (every run fault is a failover)")
+    return replace(mix, run_weights={"failover": 1.0})
 
 
 def _connect_mix(mix: FaultMix, notes: list[str]) -> FaultMix:

@@ -68,7 +68,7 @@ def jobs_for(spec: dict[str, Any]) -> JobNamespace:
     ``[jrs] result_documents`` when the run has it on (``spec["result_documents"]``: the folder)."""
     settings = settings_for(
         spec["namespace"], output_root=spec["output_root"], spec_root=spec["spec_root"], lease_ttl=spec["lease_ttl"],
-        result_documents=spec.get("result_documents") or "",
+        result_documents=spec.get("result_documents") or "", durability=spec.get("durability") or "none",
     )  # fmt: skip
     return JobNamespace.from_url(spec["url"], settings)
 

@@ -34,6 +34,7 @@ from jrs_testbench.trials.cleanup import COMMITTED, NOTHING, run_cleanup
 from jrs_testbench.trials.faults import TrialPlan, TryPlan
 from jrs_testbench.trials.history import HistoryLog, read_history
 from jrs_testbench.trials.hosts import HOST_LAUNCHERS, fork_on
+from jrs_testbench.trials.sentinel_front import check_client
 from jrs_testbench.trials.task import NO_RETRY, OK, run_task
 
 CLEANUP_RUNS = 8
@@ -57,6 +58,8 @@ class Bench:
     connect_events: str | None = None
     #: ``[jrs] result_documents`` of every try and cleanup (the compact clean entry), or None: off
     result_documents: str | None = None
+    #: ``[jrs] durability`` of every try and cleanup
+    durability: str = "none"
 
     @property
     def output_root(self) -> str:
@@ -182,7 +185,7 @@ class TrialDriver:
                          "--fail-at", str(tp.fail_at), "--seed", str(tp.seed),
                          *(["--term-linger", str(tp.term_linger)] if tp.term_linger else [])],
             "hold_after_lease": self._hold(len(self.tries)) if tp.fault == "heartbeat_lost_early" else None,
-            "result_documents": b.result_documents,
+            "result_documents": b.result_documents, "durability": b.durability,
         }  # fmt: skip
 
     def _start_try(self, tp: TryPlan) -> _Try:
@@ -227,7 +230,7 @@ class TrialDriver:
         if now - t.deleted_at >= 0.05:
             key = KeySpace(self.bench.namespace).heartbeat(self.plan.job_id)
             with contextlib.suppress(redis_lib.RedisError):
-                with redis_lib.Redis.from_url(self.bench.check_url, socket_timeout=2) as client:
+                with check_client(self.bench.check_url, 2.0) as client:
                     t.deletes += client.delete(key)
             t.deleted_at = now
         if not t.released and now - t.held_at >= 3 * min(self.bench.lease_ttl / 3, REQUEST_POLL):
@@ -321,7 +324,7 @@ class TrialDriver:
             return
         target = self.tries[index]
         try:  # as the CLI asks: the fence of the running attempt's intent
-            with redis_lib.Redis.from_url(self.bench.check_url, socket_timeout=5) as client:
+            with check_client(self.bench.check_url, 5.0) as client:
                 intent = IntentStore(client, self.bench.namespace, spec_root="").get(self.plan.job_id)
                 if intent is None:
                     # Not recorded yet (the try is still starting: imports, the lease): ask again on
@@ -439,6 +442,7 @@ class TrialDriver:
                 "spec_root": b.spec_root, "lease_ttl": b.lease_ttl, "job_id": p.job_id,
                 "history": b.history(p.trial), "trial": p.trial, "host": p.hosts[0], "crash_at": crash,
                 "stall_s": stall_s, "stall_until_result": stall_until_result, "result_documents": b.result_documents,
+                "durability": b.durability,
                 "documents_unmounted": unmounted and b.result_documents is not None}  # fmt: skip
         pid = fork_on(run_cleanup, spec, self.stderr, HOST_LAUNCHERS.get(p.hosts[0]))
         self.children[pid] = None
