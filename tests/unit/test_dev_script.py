@@ -1,5 +1,5 @@
 """``./dev``: what each command installs (``./dev demo`` installed ``faketime``, which only the
-clock-step fault tests need).
+clock-step fault tests need; Node.js is for the UI's checks, which only ``test`` and ``check`` run).
 
 The script's own functions run under bash, with each ``ensure_*`` replaced by a recorder, so the
 test sees which installs ``setup`` (used by ``demo`` and ``setup``) and the ``test`` command do,
@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).parents[2]
-ENSURES = ("ensure_java", "ensure_redis_server", "ensure_faketime", "ensure_venv", "ensure_chromium")
+ENSURES = ("ensure_java", "ensure_redis_server", "ensure_faketime", "ensure_venv", "ensure_chromium", "ensure_node")
 
 
 def called(body: str) -> list[str]:
@@ -47,3 +47,12 @@ def test_demo_and_setup_do_not_install_faketime():
 
 def test_the_test_command_installs_faketime_for_the_clock_step_faults():
     assert "ensure_faketime" in called(case_arm("test"))
+
+
+def test_the_gate_and_check_need_node_for_the_ui_and_demo_does_not():
+    """The UI's checks (scripts/build_ui --check) never skip in ``test`` or ``check``: both ensure
+    Node.js first; ``demo`` and ``setup`` need none."""
+    for command in ("test", "check"):
+        assert "ensure_node" in called(case_arm(command)), command
+    for command in ("demo", "setup"):
+        assert "ensure_node" not in called(case_arm(command)), command
