@@ -204,3 +204,44 @@ def test_a_store_silent_for_a_third_of_the_ttl_starts_nothing(tmp_path, namespac
         finally:
             os.kill(server.process.pid, signal.SIGCONT)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("guarded", [True, False], ids=["min-replicas-to-write", "unguarded"])
+def test_a_holder_cut_off_with_a_primary_that_lost_its_replicas_stops_its_child(tmp_path, namespace, guarded):
+    """A partition that leaves a holder with the old primary while the sentinels promote a
+    replica: its beats must stop landing, or it keeps running beside the successor the new
+    primary lets in once the heartbeat it has expired. The primary's ``min-replicas-to-write 1``
+    (docs/operations/redis.md) makes it refuse writes once no replica acknowledged it for
+    ``min-replicas-max-lag`` seconds: the beats fail and the supervisor fences itself within
+    that lag plus 70 % of the TTL. Without the guard the cut-off primary takes every beat."""
+    guard = ["--min-replicas-to-write", "1", "--min-replicas-max-lag", "1"] if guarded else []
+    with EmbeddedRedis(tmp_path / "primary", extra_args=guard) as primary:
+        replica = EmbeddedRedis(tmp_path / "replica", extra_args=["--replicaof", "127.0.0.1", str(primary.port)])
+        with replica:
+            client = redis.Redis.from_url(primary.url)
+            wait_until(lambda: client.info("replication").get("connected_slaves") == 1, 30, "the replica")
+            wait_until(lambda: _writes(client), 30, "the primary to take writes")
+            fence = JobLease(client, namespace, JOB, ttl=60).acquire()
+            proc = start(primary.url, namespace, fence, tmp_path / "out", 30, ttl=4)
+            wait_until(lambda: (tmp_path / "out" / "started").exists(), 30, "the child")
+            os.kill(replica.process.pid, signal.SIGSTOP)  # the primary is cut off from its replica
+            try:
+                if guarded:
+                    assert proc.wait(30) == 128 + signal.SIGKILL  # self-fenced: the beats were refused
+                    with pytest.raises(redis.exceptions.ResponseError, match="NOREPLICAS"):
+                        client.set("a", 1)
+                else:
+                    with pytest.raises(subprocess.TimeoutExpired):  # it goes on beating on the cut-off primary
+                        proc.wait(8)
+                    assert Heartbeats(client, namespace).get(JOB).running
+            finally:
+                os.kill(replica.process.pid, signal.SIGCONT)
+                proc.kill()
+                proc.wait()
+
+
+def _writes(client: redis.Redis) -> bool:
+    try:
+        return bool(client.set("jrs-test:probe", 1))
+    except redis.exceptions.ResponseError:
+        return False
