@@ -163,7 +163,9 @@ def test_renewal_against_an_unreachable_redis_marks_the_lease_lost(tmp_path: Pat
     server = EmbeddedRedis(tmp_path / "redis").start()
     try:
         client = redis.Redis.from_url(server.url, socket_timeout=1, socket_connect_timeout=1)
-        lease = JobLease(client, namespace, JOB, ttl=5)
+        # The renewer gives up once a TTL has passed without a renewal: a TTL of twice the
+        # client's 1-s timeout still sees several renewals fail first, and the wait is 2 s, not 5.
+        lease = JobLease(client, namespace, JOB, ttl=2)
         lease.acquire()
         lease.start_renewal(interval=0.05)
         server.stop()
