@@ -46,8 +46,8 @@ def _airflow_home() -> str:
 #: would read ``ssl="false"`` as true (a non-empty string): parse them strictly instead.
 _BOOLEAN_EXTRAS = ("ssl", "cluster", "ssl_check_hostname", "sentinel_ssl")
 #: Extras of a Sentinel-managed primary's connection that reach its client (:mod:`.sentinel`).
-_SENTINEL_EXTRAS = (*sorted(SENTINEL_KEYS), "ssl", "ssl_cert_reqs", "ssl_ca_certs", "ssl_keyfile", "ssl_certfile",
-                    "ssl_check_hostname", "db")  # fmt: skip
+_SENTINEL_EXTRAS = (*sorted(SENTINEL_KEYS), "ssl", "ssl_cert_reqs", "ssl_ca_certs", "ssl_ca_path", "ssl_keyfile",
+                    "ssl_certfile", "ssl_password", "ssl_check_hostname", "db")  # fmt: skip
 
 
 class _JrsRedisHook(RedisHook):

@@ -8,6 +8,7 @@ leases and the trigger through a cluster client, and a primary lost mid-write.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 import uuid
@@ -105,3 +106,21 @@ def test_sensor_trigger_wakes_on_a_result_written_through_the_cluster(cluster_cl
 
 def trigger_nodes(client: redis.RedisCluster) -> list:
     return client.get_nodes()
+
+
+def test_a_url_with_cluster_true_reaches_the_cluster_as_the_connection_does(redis_cluster, namespace, capsys):
+    """``--redis-url`` and ``JobNamespace.from_url`` take the connection's spelling: ``cluster=true``
+    makes a cluster client (redis-py's own URL parser passes it on to a plain connection, which
+    fails at the first command)."""
+    from airflow_jrs.cli import main
+    from airflow_jrs.store.plumbing.clients import client_from_url
+
+    url = f"{redis_cluster.url}?cluster=true"
+    client = client_from_url(url)
+    try:
+        assert isinstance(client, redis.RedisCluster) and client.ping()
+    finally:
+        client.close()
+    main(["--redis-url", url, "--namespace", namespace, "--json", "list"])  # an empty namespace: exit 1
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["entries"] == [] and answer["namespace_empty"] is True and answer["namespace"] == namespace

@@ -142,26 +142,32 @@ def client_from_url(url: str, settings: JrsSettings | None = None) -> redis_lib.
     """A client for ``url`` (``redis://`` or ``rediss://``) with the settings' timeouts and retries
     (redis-py's own defaults without settings): for code that runs without Airflow's connections
     (the protocol's trials, scripts, a store built from a URL). A URL with ``sentinel_master``
-    names a Sentinel-managed primary (:mod:`.sentinel`)."""
+    names a Sentinel-managed primary (:mod:`.sentinel`), one with ``cluster=true`` a node of a
+    Redis Cluster: the same spelling as the jrs connection's extras."""
     parts = urlsplit(url)
     query = parse_qs(parts.query)
-    if "sentinel_master" in query:
-        return _sentinel_from_url(parts, query, settings)
+    if "sentinel_master" in query or "cluster" in query:
+        return _topology_from_url(parts, query, settings)
     client = redis_lib.Redis.from_url(url)
     if settings is not None:
         apply_client_policy(client, settings)
     return client
 
 
-def _sentinel_from_url(parts: SplitResult, query: dict[str, list[str]], settings: JrsSettings | None) -> Any:
-    own: dict[str, Any] = {k: v[-1] for k, v in query.items() if k in SENTINEL_KEYS}
-    rest = urlencode([(k, v) for k, values in query.items() if k not in SENTINEL_KEYS for v in values])
+#: A URL's query keys that say which topology it names (redis-py's own parser knows none).
+_TOPOLOGY_KEYS = SENTINEL_KEYS | {"cluster"}
+
+
+def _topology_from_url(parts: SplitResult, query: dict[str, list[str]], settings: JrsSettings | None) -> Any:
+    own: dict[str, Any] = {k: v[-1] for k, v in query.items() if k in _TOPOLOGY_KEYS}
+    rest = urlencode([(k, v) for k, values in query.items() if k not in _TOPOLOGY_KEYS for v in values])
     given = redis_lib.connection.parse_url(urlunsplit(parts._replace(query=rest)))
     connection_class = given.pop("connection_class", None)
     if isinstance(connection_class, type) and issubclass(connection_class, redis_lib.SSLConnection):
         given["ssl"] = True
-    if "sentinel_ssl" in own:
-        own["sentinel_ssl"] = own["sentinel_ssl"].strip().lower() in ("1", "true", "yes", "on")
+    for flag in ("sentinel_ssl", "cluster"):
+        if flag in own:
+            own[flag] = own[flag].strip().lower() in ("1", "true", "yes", "on")
     connection = {**given, **own}
     return policy_client(connection, settings) if settings is not None else sync_client(connection)
 
