@@ -67,10 +67,11 @@ def main() -> int:
     parser.add_argument("--launcher", choices=("standin", "connect"), default="standin",
                         help="standin: the real supervisor and a stand-in application; connect: the product's "
                              "ConnectLauncher on one Spark Connect server started for the run")  # fmt: skip
-    parser.add_argument("--topology", choices=("front", "sentinel"), default="front",
+    parser.add_argument("--topology", choices=("front", "sentinel", "cluster"), default="front",
                         help="front: a primary, a replica and one proxy per host (a virtual IP); sentinel: a real "
                              "Sentinel group (1 primary, 2 replicas, 3 sentinels) the hosts follow themselves, "
-                             "every run fault a real failover (kill, pause, SENTINEL FAILOVER)")  # fmt: skip
+                             "every run fault a real failover (kill, pause, SENTINEL FAILOVER); cluster: a real "
+                             "3+3 Redis Cluster whose namespace's primary is killed or paused")  # fmt: skip
     parser.add_argument("--durability", default="none", help="[jrs] durability of every try and cleanup")
     parser.add_argument("--run-fault-every", default=None, help="MIN,MAX seconds between two run faults")
     args = parser.parse_args()

@@ -161,7 +161,7 @@ class EmbeddedSentinelGroup:
         elif how == "pause":
             os.kill(server.process.pid, signal.SIGSTOP)
         elif how == "ask":
-            self.sentinel().execute_command("SENTINEL", "FAILOVER", MASTER)
+            self._wait(self._ask, "the sentinels to take a failover request (INPROG: one still ends)", timeout)
         else:
             raise ValueError(f"how must be kill, pause or ask; got {how!r}")
         new = self._wait(lambda: self._new_primary(old), "a new primary that takes writes", timeout)
@@ -178,6 +178,15 @@ class EmbeddedSentinelGroup:
         self._wait(lambda: self._replica_of(old, new), f"the old primary {old} to follow {new}", timeout)
         self._wait(lambda: self._replicas_seen() >= len(self.servers) - 1, "the sentinels to see every replica")
         return Failover(how, old, new, took)
+
+    def _ask(self) -> bool:
+        try:
+            self.sentinel().execute_command("SENTINEL", "FAILOVER", MASTER)
+            return True
+        except redis_lib.exceptions.ResponseError as exc:
+            if "INPROG" not in str(exc):
+                raise
+            return False
 
     def _new_primary(self, old: int) -> int | None:
         try:

@@ -40,6 +40,7 @@ from jrs_testbench.spark_connect import SparkConnectServer
 from jrs_testbench.trials import connect_launcher
 from jrs_testbench.trials.checker import TrialReport, Violation, check_trial
 from jrs_testbench.trials.clock import faketime_missing
+from jrs_testbench.trials.cluster_front import ClusterFront
 from jrs_testbench.trials.faults import (
     REQUESTED_RUN_FAULTS,
     FaultMix,
@@ -301,10 +302,10 @@ def run_trials(config: RunConfig) -> RunOutcome:
         env[connect_launcher.URL_ENV] = server.url
     elif config.launcher != "standin":
         raise ValueError(f"launcher {config.launcher!r}: the trials know 'standin' and 'connect'")
-    if config.topology == "sentinel":
-        mix = _sentinel_mix(mix, notes)
+    if config.topology in ("sentinel", "cluster"):
+        mix = _sentinel_mix(mix, notes, config.topology)
     elif config.topology != "front":
-        raise ValueError(f"topology {config.topology!r}: the trials know 'front' and 'sentinel'")
+        raise ValueError(f"topology {config.topology!r}: the trials know 'front', 'sentinel' and 'cluster'")
     plans = plan_trials(config.seed, config.trials, mix, ttl=config.lease_ttl, first=config.first_trial)
     requested = {kind for p in plans for tp in p.tries for kind in tp.run_faults_before}
     replica = mix.run_weights.get("failover", 0) > 0 or bool(requested)
@@ -324,6 +325,8 @@ def run_trials(config: RunConfig) -> RunOutcome:
             server.start()
         with _front(config, workdir, replica, clock) as front:
             namespace = f"trials-{config.seed}-{uuid.uuid4().hex[:6]}"
+            if isinstance(front, ClusterFront):
+                front.namespace = namespace  # the slot whose primary fails over
             documents = str(workdir / DOCUMENTS_FOLDER) if config.result_documents else None
             bench = Bench({h: front.url_for(h) for h in HOSTS}, front.url_for(CHECKER_HOST), namespace, str(workdir),
                           config.lease_ttl, connect_events=str(server.event_log_dir) if server else None,
@@ -352,17 +355,20 @@ def run_trials(config: RunConfig) -> RunOutcome:
 
 
 def _front(config: RunConfig, workdir: Path, replica: bool, clock: bool) -> Any:
+    lossy = not config.durability.startswith("replicas")
     if config.topology == "sentinel":
-        return SentinelFront(workdir / "sentinel", lossy=not config.durability.startswith("replicas"))
+        return SentinelFront(workdir / "sentinel", lossy=lossy)
+    if config.topology == "cluster":
+        return ClusterFront(workdir / "cluster", lossy=lossy)
     return RedisFront(workdir / "redis", replica=replica, clock=clock)
 
 
-def _sentinel_mix(mix: FaultMix, notes: list[str]) -> FaultMix:
-    """Behind Sentinel the run faults are real failovers only: no proxy to partition, no clock to
-    step, and a restart or crash of the primary *is* a failover."""
+def _sentinel_mix(mix: FaultMix, notes: list[str], topology: str) -> FaultMix:
+    """Behind Sentinel or on a cluster the run faults are real failovers only: no proxy to
+    partition, no clock to step, and a restart or crash of the primary *is* a failover."""
     dropped = sorted(k for k, w in mix.run_weights.items() if w > 0 and k != "failover")
     if dropped:
-        notes.append(f"sentinel: run faults {dropped} not drawn (every run fault is a failover)")
+        notes.append(f"{topology}: run faults {dropped} not drawn (every run fault is a failover)")
     return replace(mix, run_weights={"failover": 1.0})
 
 
