@@ -125,8 +125,12 @@ class EmbeddedSentinelGroup:
             return 0
 
     def _replicas_seen(self) -> int:
+        """Replicas every sentinel sees up and linked (what ``discover_slaves`` hands a client)."""
         try:
-            return min(len(self.sentinel(i).sentinel_slaves(MASTER)) for i in range(len(self.sentinel_ports)))
+            return min(
+                sum(1 for r in self.sentinel(i).sentinel_slaves(MASTER) if _healthy(r))
+                for i in range(len(self.sentinel_ports))
+            )
         except redis_lib.exceptions.RedisError:
             return 0
 
@@ -247,3 +251,10 @@ def _replicate(port: int, primary: int) -> None:
                 time.sleep(0.1)
     finally:
         client.close()
+
+
+def _healthy(replica: dict) -> bool:  # type: ignore[type-arg]
+    flags = str(replica.get("flags", ""))
+    return not any(f in flags for f in ("s_down", "o_down", "disconnected")) and (
+        replica.get("master-link-status") in (None, "ok")
+    )
