@@ -74,10 +74,10 @@ def test_a_committed_result_and_the_fence_survive_a_failover_through_the_same_cl
     failover = group.fail_over("kill")
     assert failover.new_port != failover.old_port
     # the same client, no restart: it asks the sentinels again and reaches the new primary
-    entry = store.get_entry("d.t.1")
-    assert entry is not None and entry.is_clean and served_by(jobs.client) == failover.new_port
     after = jobs.lease("d.t.2").acquire()
     assert after is not None and before is not None and int(after) > int(before)
+    entry = store.get_entry("d.t.1")
+    assert entry is not None and entry.is_clean and served_by(jobs.client) == failover.new_port
 
 
 def test_the_jrs_connection_spells_sentinel_the_same_way(group, monkeypatch):
@@ -127,3 +127,23 @@ def test_a_durable_write_that_meets_a_server_without_its_script_sends_it_again(j
     assert skipped and jobs.results.get_entry("d.t.noscript") is not None
     fence = jobs.lease("d.t.noscript-lease").acquire()  # the lease's durable write takes the same path
     assert fence is not None
+
+
+def test_a_durable_write_on_a_connection_to_the_cut_off_and_demoted_primary_is_sent_again(tmp_path):
+    """Every server behind its own proxy; the primary's proxy blackholes (the server runs on,
+    nobody reaches it), the sentinels promote a replica, the proxy heals and the old primary is
+    demoted. The store's pooled connection still leads there: ``READONLY``. redis-py retried the
+    pipeline on that connection without asking the sentinels again, and the task failed."""
+    with EmbeddedSentinelGroup(tmp_path / "g", proxied=True) as proxied:
+        settings = settings_for("cut", output_root=str(tmp_path / "o"), spec_root=str(tmp_path / "s"),
+                                durability="replicas:2", durability_timeout=1.0, read_timeout=2.5,
+                                connect_timeout=2.0)  # fmt: skip
+        jobs = JobNamespace.from_url(proxied.url(), settings)
+        try:
+            jobs.results.create_dirty_result(JobResult(job_id="d.t.before", status=JobStatus.SUCCEEDED))
+            failover = proxied.fail_over("cut")
+            assert jobs.lease("d.t.after").acquire() is not None  # durable: the lease's pipeline
+            assert served_by(jobs.client) == failover.new_port
+            assert jobs.results.get_entry("d.t.before") is not None
+        finally:
+            jobs.close()

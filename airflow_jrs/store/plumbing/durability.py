@@ -31,6 +31,7 @@ finds (docs/concepts/leases.md).
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +44,10 @@ from airflow_jrs.store.plumbing.clients import read_timeout as client_read_timeo
 
 #: Seconds between the end of the wait and the client's read timeout.
 READ_TIMEOUT_MARGIN = 1.0
+#: Pipelines a durable write sends at most: again after ``NoScriptError`` or a demoted primary's ``READONLY``.
+PIPELINE_TRIES = 3
+#: Seconds before a write refused by a demoted primary is sent again (times the try's number).
+DEMOTED_PAUSE = 0.2
 #: What the task does after a result or a clean was not made durable.
 _RETRY_FINDS_IT = "The task fails so that its retry (which finds the entry) runs once the store is healthy again"
 #: WAITAOF exists from this server version on.
@@ -126,17 +131,25 @@ class Durability:
         A pipeline loads its scripts before it sends them; a failover in between (or redis-py's
         retry of the pipeline on the new primary after a lost connection) meets a server that
         never saw them, and the pipeline raises ``NoScriptError``: the script did not run there.
-        It is sent once more in a new pipeline, which loads it again (what redis-py does for a
-        script called outside a pipeline); the store's scripts recognise their own earlier write."""
-        for last in (False, True):
+        It is sent again in a new pipeline, which loads it again (what redis-py does for a
+        script called outside a pipeline); the store's scripts recognise their own earlier write.
+
+        Behind Sentinel, a pooled connection to the demoted primary answers ``READONLY``: the
+        write was refused, and redis-py drops that connection but retries the pipeline on it
+        without asking the sentinels again. A new pipeline takes a new connection, which does."""
+        for attempt in range(1, PIPELINE_TRIES + 1):
             pipe = client.pipeline(transaction=False)
             script(keys=keys, args=args, client=pipe)
             self.wait(pipe, timeout_ms)
             try:
                 return pipe.execute()
             except redis_lib.exceptions.NoScriptError:
-                if last:
+                if attempt == PIPELINE_TRIES:
                     raise
+            except redis_lib.exceptions.ConnectionError as exc:
+                if attempt == PIPELINE_TRIES or not isinstance(exc.__context__, redis_lib.exceptions.ReadOnlyError):
+                    raise
+                time.sleep(DEMOTED_PAUSE * attempt)  # a sentinel may still name the old primary
         raise AssertionError("unreachable")
 
     def require(
