@@ -73,6 +73,9 @@ def main() -> int:
                              "every run fault a real failover (kill, pause, SENTINEL FAILOVER); cluster: a real "
                              "3+3 Redis Cluster whose namespace's primary is killed or paused")  # fmt: skip
     parser.add_argument("--durability", default="none", help="[jrs] durability of every try and cleanup")
+    parser.add_argument("--cut", action="store_true",
+                        help="sentinel: every server behind its own TCP proxy; some failovers cut the primary off "
+                             "(its proxy blackholes every connection) while it runs on")  # fmt: skip
     parser.add_argument("--run-fault-every", default=None, help="MIN,MAX seconds between two run faults")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
@@ -105,12 +108,14 @@ def main() -> int:
                 result_documents=args.result_documents,
                 topology=args.topology,
                 durability=args.durability,
+                cut_primary=args.cut,
             )
         )
         s = outcome.summary()
         where = (f", env {env}" if env else "") + (", result_documents on" if args.result_documents else "")
         where += f", shape {args.shape}" if args.shape else ""
         where += f", {args.topology}, durability {args.durability}" if args.topology != "front" else ""
+        where += ", primaries cut off by proxy too" if args.cut else ""
         print(f"fault trials: {started:%Y-%m-%d %H:%M} UTC, Python {platform.python_version()}, seed {args.seed}, "
               f"lease TTL {args.lease_ttl:g} s, {args.concurrency} at once, {args.launcher}{where}")  # fmt: skip
         print(f"trials: {s['trials']} of {args.trials} (from trial {args.first_trial})")

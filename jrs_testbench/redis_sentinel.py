@@ -24,6 +24,7 @@ from pathlib import Path
 import redis as redis_lib
 
 from jrs_testbench.helpers import free_port
+from jrs_testbench.lossy_proxy import LossyProxy
 from jrs_testbench.redis_server import EmbeddedRedis, find_redis_server
 
 #: The name the sentinels monitor the primary under.
@@ -48,7 +49,9 @@ class Failover:
 class EmbeddedSentinelGroup:
     """``replicas`` replicas of one primary and ``sentinels`` sentinels (quorum: a majority)."""
 
-    def __init__(self, data_dir: str | os.PathLike[str], *, replicas: int = 2, sentinels: int = 3) -> None:
+    def __init__(
+        self, data_dir: str | os.PathLike[str], *, replicas: int = 2, sentinels: int = 3, proxied: bool = False
+    ) -> None:
         self.data_dir = Path(data_dir)
         guard = [
             "--min-replicas-to-write",
@@ -59,6 +62,14 @@ class EmbeddedSentinelGroup:
             "0",
         ]
         self.servers = [EmbeddedRedis(self.data_dir / f"server-{i}", extra_args=guard) for i in range(1 + replicas)]
+        #: ``proxied``: each server is reached (by clients, sentinels and the other servers) only
+        #: through its own TCP proxy, the address it announces, so a cut of that proxy cuts it off
+        #: while it runs on (``fail_over("cut")``)
+        self.proxies: list[LossyProxy] = []
+        if proxied:
+            self.proxies = [LossyProxy("127.0.0.1", server.port) for server in self.servers]
+            for server, proxy in zip(self.servers, self.proxies, strict=True):
+                server.extra_args += ["--replica-announce-ip", "127.0.0.1", "--replica-announce-port", str(proxy.port)]
         self.sentinel_ports = [free_port() for _ in range(sentinels)]
         self._sentinels: list[subprocess.Popen[bytes]] = []
         self.quorum = sentinels // 2 + 1
@@ -74,36 +85,54 @@ class EmbeddedSentinelGroup:
     def sentinel(self, i: int = 0) -> redis_lib.Redis:
         return redis_lib.Redis(port=self.sentinel_ports[i], socket_timeout=2, decode_responses=True)
 
-    def primary_port(self) -> int:
-        """The primary's port as a majority of sentinels name it now."""
+    def primary_port(self, *, every: bool = False) -> int:
+        """The primary's port as a majority of sentinels name it now (``every``: all of them)."""
         named = []
         for i in range(len(self.sentinel_ports)):
             try:
                 named.append(int(self.sentinel(i).sentinel_get_master_addr_by_name(MASTER)[1]))
             except (redis_lib.exceptions.RedisError, TypeError):
                 continue
+        need = len(self.sentinel_ports) if every else self.quorum
         for port in named:
-            if named.count(port) >= self.quorum:
-                return port
+            if named.count(port) >= need:
+                return next((s.port for s in self.servers if self.address(s) == port), port)
         raise RuntimeError(f"the sentinels do not agree on a primary: {named}")
+
+    def _all_name(self, port: int) -> bool:
+        try:
+            return self.primary_port(every=True) == port
+        except RuntimeError:
+            return False
 
     def server(self, port: int) -> EmbeddedRedis:
         return next(s for s in self.servers if s.port == port)
 
+    def address(self, server: EmbeddedRedis) -> int:
+        """The port everybody reaches ``server`` at: its proxy's when proxied, else its own."""
+        if not self.proxies:
+            return server.port
+        return self.proxies[self.servers.index(server)].port
+
     # -- starting and stopping -------------------------------------------------------------------
     def start(self) -> EmbeddedSentinelGroup:
         primary, *replicas = self.servers
+        for proxy in self.proxies:
+            proxy.__enter__()
         primary.start()
         for replica in replicas:
-            replica.extra_args += ["--replicaof", "127.0.0.1", str(primary.port)]
+            replica.extra_args += ["--replicaof", "127.0.0.1", str(self.address(primary))]
             replica.start()
+        for server, proxy in zip(self.servers, self.proxies, strict=False):
+            if proxy.target[1] != server.port:  # the server moved to another free port
+                proxy.retarget("127.0.0.1", server.port)
         for i, port in enumerate(self.sentinel_ports):
             folder = self.data_dir / f"sentinel-{i}"
             folder.mkdir(parents=True, exist_ok=True)
             conf = folder / "sentinel.conf"
             conf.write_text(
                 f"port {port}\nbind 127.0.0.1\ndir {folder}\nlogfile {folder / 'sentinel.log'}\n"
-                f"sentinel monitor {MASTER} 127.0.0.1 {primary.port} {self.quorum}\n"
+                f"sentinel monitor {MASTER} 127.0.0.1 {self.address(primary)} {self.quorum}\n"
                 f"sentinel down-after-milliseconds {MASTER} {DOWN_AFTER_MS}\n"
                 f"sentinel failover-timeout {MASTER} 4000\n"
                 f"sentinel parallel-syncs {MASTER} 2\n"
@@ -144,6 +173,8 @@ class EmbeddedSentinelGroup:
             if server.process is not None and server.process.poll() is None:
                 os.kill(server.process.pid, signal.SIGCONT)  # a paused one cannot terminate
             server.stop()
+        for proxy in self.proxies:
+            proxy.close()
 
     def __enter__(self) -> EmbeddedSentinelGroup:
         return self.start()
@@ -153,7 +184,8 @@ class EmbeddedSentinelGroup:
 
     # -- failing over ----------------------------------------------------------------------------
     def fail_over(self, how: str = "kill", *, timeout: float = 60.0) -> Failover:
-        """Lose the primary (``kill``: SIGKILL; ``pause``: SIGSTOP; ``ask``: ``SENTINEL FAILOVER``),
+        """Lose the primary (``kill``: SIGKILL; ``pause``: SIGSTOP; ``ask``: ``SENTINEL FAILOVER``;
+        ``cut``: its proxy blackholes every connection, the server runs on: proxied groups only),
         wait until a majority names another primary that takes writes, then bring the old one back
         (it rejoins as a replica). ``took_s`` runs from the loss to that first accepted write."""
         old = self.primary_port()
@@ -166,21 +198,29 @@ class EmbeddedSentinelGroup:
             os.kill(server.process.pid, signal.SIGSTOP)
         elif how == "ask":
             self._wait(self._ask, "the sentinels to take a failover request (INPROG: one still ends)", timeout)
+        elif how == "cut" and self.proxies:
+            self.proxies[self.servers.index(server)].set_mode("blackhole")
         else:
-            raise ValueError(f"how must be kill, pause or ask; got {how!r}")
+            raise ValueError(f"how must be kill, pause, ask or (proxied) cut; got {how!r}")
         new = self._wait(lambda: self._new_primary(old), "a new primary that takes writes", timeout)
         took = time.monotonic() - started
         # The old server back as a replica of the new primary: what the sentinels would make of
         # it within their 10 s INFO period, done at once so a trial fails over every few seconds.
+        new_address = self.address(self.server(new))
         if how == "kill":
-            server.extra_args = [*_without_replicaof(server.extra_args), "--replicaof", "127.0.0.1", str(new)]
+            server.extra_args = [*_without_replicaof(server.extra_args), "--replicaof", "127.0.0.1", str(new_address)]
             server.start()
         else:
             if how == "pause":
                 os.kill(server.process.pid, signal.SIGCONT)
-            _replicate(old, new)
+            elif how == "cut":  # what it held goes on: a command sent during the cut reaches the old primary now
+                self.proxies[self.servers.index(server)].heal()
+            _replicate(old, new_address)
         self._wait(lambda: self._replica_of(old, new), f"the old primary {old} to follow {new}", timeout)
         self._wait(lambda: self._replicas_seen() >= len(self.servers) - 1, "the sentinels to see every replica")
+        # A client asks the first sentinel that answers: one that still names the old server (now
+        # a replica) sends its reads there until a write meets READONLY. Done when none does.
+        self._wait(lambda: self._all_name(new), f"every sentinel to name {new}", timeout)
         return Failover(how, old, new, took)
 
     def _ask(self) -> bool:
@@ -214,7 +254,7 @@ class EmbeddedSentinelGroup:
             info = client.info("replication")
             return (
                 info.get("role") == "slave"
-                and int(info.get("master_port", 0)) == primary
+                and int(info.get("master_port", 0)) == self.address(self.server(primary))
                 and (info.get("master_link_status") == "up")
             )
         except redis_lib.exceptions.RedisError:

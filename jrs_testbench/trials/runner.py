@@ -82,6 +82,8 @@ class RunConfig:
     topology: str = "front"
     #: ``[jrs] durability`` of every try and cleanup (``replicas:1``: a failover loses nothing acknowledged)
     durability: str = "none"
+    #: "sentinel" only: every server behind its own TCP proxy, and some failovers cut the primary off
+    cut_primary: bool = False
     #: a running :class:`jrs_testbench.spark_connect.SparkConnectServer` for "connect"; None: the run starts one
     connect_server: Any = None
     #: ``[jrs] result_documents`` on (the compact clean entry): cleanups write result documents to a
@@ -357,7 +359,7 @@ def run_trials(config: RunConfig) -> RunOutcome:
 def _front(config: RunConfig, workdir: Path, replica: bool, clock: bool) -> Any:
     lossy = not config.durability.startswith("replicas")
     if config.topology == "sentinel":
-        return SentinelFront(workdir / "sentinel", lossy=lossy)
+        return SentinelFront(workdir / "sentinel", lossy=lossy, proxied=config.cut_primary)
     if config.topology == "cluster":
         return ClusterFront(workdir / "cluster", lossy=lossy)
     return RedisFront(workdir / "redis", replica=replica, clock=clock)

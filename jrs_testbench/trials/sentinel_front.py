@@ -3,7 +3,8 @@
 Where :class:`~.redis_front.RedisFront` moves a virtual IP (one proxy per host, re-pointed), here
 every host reaches the store by the one Sentinel spelling (:mod:`airflow_jrs.store.plumbing.sentinel`)
 and finds the new primary itself, as a deployment under Sentinel does. A failover is real: the
-primary is SIGKILLed, SIGSTOPped or asked to step down (``SENTINEL FAILOVER``), the sentinels elect
+primary is SIGKILLed, SIGSTOPped, asked to step down (``SENTINEL FAILOVER``) or, with every
+server behind its own TCP proxy (``proxied``), cut off while it runs on; the sentinels elect
 and promote a replica, and the old server rejoins as a replica
 (:class:`jrs_testbench.redis_sentinel.EmbeddedSentinelGroup`). Nothing holds replication back:
 what a failover loses is what asynchronous replication had not yet carried, as in production.
@@ -27,15 +28,17 @@ from jrs_testbench.trials.redis_front import Failover
 
 #: How the primary is lost, in turn.
 HOWS = ("kill", "pause", "kill", "ask")
+#: With every server behind its own proxy: a cut too (the primary runs on, unreachable).
+PROXIED_HOWS = ("kill", "cut", "pause", "cut", "ask")
 
 
 class SentinelFront:
     """A Sentinel group for one run: ``url_for`` every host is the same Sentinel URL."""
 
-    def __init__(self, data_dir: str | Path, *, lossy: bool, hows: tuple[str, ...] = HOWS) -> None:
-        self.group = EmbeddedSentinelGroup(data_dir)
+    def __init__(self, data_dir: str | Path, *, lossy: bool, proxied: bool = False) -> None:
+        self.group = EmbeddedSentinelGroup(data_dir, proxied=proxied)
         self.lossy = lossy
-        self._hows = itertools.cycle(hows)
+        self._hows = itertools.cycle(PROXIED_HOWS if proxied else HOWS)
         #: every failover of the run: how, old and new primary, seconds to the first acknowledged write
         self.failovers: list[Any] = []
 
