@@ -56,7 +56,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -67,6 +66,7 @@ import psutil
 
 from airflow_jrs.domain.pipeline_spec import fenced_spec, load_spec
 from airflow_jrs.exceptions import JrsConfigError, JrsError
+from airflow_jrs.launch.attempt_sweep import ATTEMPT_ENV, sweep_attempt
 from airflow_jrs.launch.pipelines_fence import datasets_under, spark_conf_dir
 from airflow_jrs.launch.submission import OutputTail, Supervision
 from airflow_jrs.launch.supervisor import LOST_BEFORE_START, SETTINGS_ENV, SUPERVISOR_ENV, supervised_command
@@ -83,13 +83,6 @@ if TYPE_CHECKING:
 WAREHOUSE, STORAGE = "warehouse", "storage"
 #: The prefix of an attempt's temporary folder (the project copy with the fenced spec).
 TEMP_PREFIX = "jrs-pipeline-"
-#: Set to the attempt's folder in the supervisor's environment, which every process of the run
-#: inherits (the JVM, the CLI's Python, the Connect server JVM that Python starts): how
-#: :meth:`PipelinesLauncher._sweep` finds a process whose command line does not name the folder.
-ATTEMPT_ENV = "JRS_PIPELINE_ATTEMPT"
-#: Seconds :meth:`PipelinesLauncher._sweep` waits for the processes it killed to end.
-SWEEP_WAIT = 30.0
-
 
 #: A Java stack frame or its elision (``at org...``, ``... 12 more``).
 _JAVA_FRAME = re.compile(r"^\s+(at |\.\.\. \d+ more)")
@@ -377,32 +370,10 @@ class PipelinesLauncher(Launcher):
         self._sweep()
 
     def _sweep(self) -> None:
-        """Kill what is left of this attempt once its supervisor ended: the CLI's Python is the
-        JVM's child, and a JVM that ended on a signal leaves it to init; the Connect server JVM
-        that Python starts exits on its own only once it reads the end of its stdin, which a JVM
-        still starting up does late (the gate saw one outlive its killed task). Each is found by
-        the attempt's folder on its command line (``--spec <folder>/project/...``) or in its
-        environment (:data:`ATTEMPT_ENV`, inherited from the supervisor). A ``SIGKILL`` is not
-        an exit (a JVM with many threads takes a while under load): it waits up to
-        :data:`SWEEP_WAIT` seconds for them to end, so the task ends with none of them running,
-        and names any that outlived it. Never raises."""
-        folder = self._folder
-        if folder is None:
-            return
-        killed = []
-        for proc in psutil.process_iter(["cmdline", "environ"]):
-            with contextlib.suppress(psutil.Error):
-                cmdline = proc.info.get("cmdline") or []
-                environ = proc.info.get("environ") or {}
-                if environ.get(ATTEMPT_ENV) == folder or any(folder in part for part in cmdline):
-                    proc.kill()
-                    killed.append(proc)
-        survivors = _until_ended(killed, SWEEP_WAIT)
-        if survivors:
-            self.log.warning(
-                "spark-pipelines attempt %s: %d process(es) outlived SIGKILL for %.0f s: pids %s",
-                folder, len(survivors), SWEEP_WAIT, [proc.pid for proc in survivors],
-            )  # fmt: skip
+        """Kill what is left of this attempt once its supervisor ended, and wait for it to end
+        (:func:`~airflow_jrs.launch.attempt_sweep.sweep_attempt`). Never raises."""
+        if self._folder is not None:
+            sweep_attempt(self._folder, self.log)
 
     def kill(self, run: JobRun | None, fence: int | None, *, by: str = "on_kill") -> None:
         cancel_on_kill(run, fence, self.alive, self.log)  # the one stop path: the request says who asked
@@ -411,20 +382,3 @@ class PipelinesLauncher(Launcher):
     def failure(self, error: BaseException) -> Failure:
         process = None if isinstance(error, PipelineRunError) else "spark-pipelines"  # its message says it all
         return Failure(error, process=process, application_id=self.tail.application_id)
-
-
-def _until_ended(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
-    """Those of ``procs`` still running after up to ``timeout`` seconds. A zombie has ended (its
-    parent reaps it); nothing is reaped here: the supervisor is this process's child, and its
-    ``Popen`` must read its own exit code."""
-    deadline = time.monotonic() + timeout
-    while True:
-        running = []
-        for proc in procs:
-            with contextlib.suppress(psutil.Error):  # gone: ended
-                if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
-                    running.append(proc)
-        if not running or time.monotonic() >= deadline:
-            return running
-        procs = running
-        time.sleep(0.05)

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import psutil
 
-from airflow_jrs.launch import pipelines_launcher
-from airflow_jrs.launch.pipelines_launcher import ATTEMPT_ENV, PipelinesLauncher
+from airflow_jrs.launch import attempt_sweep
+from airflow_jrs.launch.attempt_sweep import ATTEMPT_ENV
+from airflow_jrs.launch.pipelines_launcher import PipelinesLauncher
 
 
 def launcher(folder: Path) -> PipelinesLauncher:
@@ -52,7 +53,7 @@ def test_a_process_that_outlives_the_wait_is_named_in_the_log(tmp_path, monkeypa
     folder = tmp_path / "jrs-pipeline-y"
     child = subprocess.Popen(["sleep", "600"], env={**os.environ, ATTEMPT_ENV: str(folder)})
     monkeypatch.setattr(psutil.Process, "kill", lambda self: None)  # a kill that is not obeyed
-    monkeypatch.setattr(pipelines_launcher, "SWEEP_WAIT", 0.2)
+    monkeypatch.setattr(attempt_sweep, "SWEEP_WAIT", 0.2)
     try:
         with caplog.at_level(logging.WARNING):
             launcher(folder)._sweep()
