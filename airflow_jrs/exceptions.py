@@ -37,11 +37,11 @@ Every error carries the identifiers an on-call engineer searches for (``job_id``
 ``namespace``, ``fence``, ``key``) and its message says what to do next.
 
 Redis exceptions never escape: the store, the lease and the intent wrap their I/O in
-:func:`airflow_jrs.store.plumbing.errors.redis_errors`, the one place that maps them to
+:func:`airflow_jrs.store.redis.errors.redis_errors`, the one place that maps them to
 :class:`StoreUnavailableError` (``raise ... from exc``), so callers fail closed on one type
 (docs/architecture.md invariant 7). This module imports the standard library only.
 
-Not an error, so not here: ``NeedsQuarantine`` (:mod:`airflow_jrs.store.results.read_rules`) tells the
+Not an error, so not here: ``NeedsQuarantine`` (:mod:`airflow_jrs.store.redis.read_rules`) tells the
 store's own caller to quarantine bytes it read and never leaves the store.
 """
 
@@ -94,7 +94,7 @@ class StoreUnavailableError(JrsError):
     (wrong password, missing ACL permission, a script error): waiting cannot fix those.
 
     ``what`` completes "could not ..." and ``kind`` names the case of
-    :mod:`airflow_jrs.store.plumbing.diagnosis` (``refused``, ``timeout``, ``auth``, ...) when Redis failed,
+    :mod:`airflow_jrs.store.redis.diagnosis` (``refused``, ``timeout``, ``auth``, ...) when Redis failed,
     or is ``not_durable`` when Redis made a write that ``durability`` could not confirm (a refusal
     of the store that answered, never a reason to run without it).
     """

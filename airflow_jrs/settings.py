@@ -220,7 +220,7 @@ class JrsSettings:
 
 def durability_parts(value: str | None) -> tuple[str, int]:
     """``(mode, replicas)`` of a ``durability`` value: the one grammar of the setting
-    (:class:`airflow_jrs.store.plumbing.durability.Durability` is built from it)."""
+    (:class:`airflow_jrs.store.redis.durability.Durability` is built from it)."""
     text = (value or "none").strip().lower()
     if text in ("none", "aof"):
         return text, 0

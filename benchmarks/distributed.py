@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from airflow_jrs.store import RedisJobResultStore  # noqa: E402
-from airflow_jrs.store.plumbing.keys import KeySpace  # noqa: E402
+from airflow_jrs.store.redis.keys import KeySpace  # noqa: E402
 from jrs_testbench.deployment import LocalDeployment  # noqa: E402
 from jrs_testbench.deployment.celery import DEFAULT_POSTGRES, CeleryDeployment, PostgresDatabase  # noqa: E402
 from jrs_testbench.helpers import SparkLaunches, jrs_env  # noqa: E402

@@ -51,8 +51,8 @@ sys.path.insert(0, str(ROOT))  # jrs_testbench is not installed: it lives beside
 
 from airflow_jrs.domain.model import Attempt, EntryState, JobResult, JobResultEntry, JobStatus  # noqa: E402
 from airflow_jrs.store.leases.lease import JobLease  # noqa: E402
-from airflow_jrs.store.plumbing.keys import KeySpace  # noqa: E402
-from airflow_jrs.store.results.redis import DEFAULT_INDEX_LIMIT, RedisJobResultStore  # noqa: E402
+from airflow_jrs.store.redis.keys import KeySpace  # noqa: E402
+from airflow_jrs.store.redis.results import DEFAULT_INDEX_LIMIT, RedisJobResultStore  # noqa: E402
 from airflow_jrs.store.results.reference import encode_reference  # noqa: E402
 from airflow_jrs.store.results.serde import DIRTY_PREFIX, decode_entry, encode_entry  # noqa: E402
 from jrs_testbench.redis_server import EmbeddedRedis, find_redis_server  # noqa: E402

@@ -49,8 +49,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from store_bench import created_ms, job_id, make_result, pct  # noqa: E402
 
 from airflow_jrs.domain.model import EntryState, JobResult  # noqa: E402
-from airflow_jrs.store.plumbing.keys import KeySpace  # noqa: E402
-from airflow_jrs.store.results.redis import DEFAULT_INDEX_LIMIT  # noqa: E402
+from airflow_jrs.store.redis.keys import KeySpace  # noqa: E402
+from airflow_jrs.store.redis.results import DEFAULT_INDEX_LIMIT  # noqa: E402
 from airflow_jrs.store.results.serde import _templated, compact_fingerprint, encode_entry  # noqa: E402
 from jrs_testbench.redis_server import EmbeddedRedis  # noqa: E402
 

@@ -62,8 +62,8 @@ from store_bench import bulk_load, job_id, pct  # noqa: E402
 
 from airflow_jrs.store.heartbeats import Heartbeats  # noqa: E402
 from airflow_jrs.store.leases.lease import JobLease  # noqa: E402
-from airflow_jrs.store.plumbing.keys import KeySpace  # noqa: E402
-from airflow_jrs.store.results.redis import RedisJobResultStore  # noqa: E402
+from airflow_jrs.store.redis.keys import KeySpace  # noqa: E402
+from airflow_jrs.store.redis.results import RedisJobResultStore  # noqa: E402
 from jrs_testbench.redis_cluster import EmbeddedRedisCluster  # noqa: E402
 from jrs_testbench.redis_server import EmbeddedRedis  # noqa: E402
 

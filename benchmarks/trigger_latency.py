@@ -55,7 +55,7 @@ def main() -> int:
     import redis
 
     from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
-    from airflow_jrs.store.plumbing.keys import KeySpace
+    from airflow_jrs.store.redis.keys import KeySpace
     from airflow_jrs.triggers import JobResultTrigger
     from jrs_testbench.redis_server import EmbeddedRedis
 

@@ -10,7 +10,7 @@ namespace, ``airflow backfill create`` runs every date again, and each guarded t
 scheduled task instance per job and date.
 It asks the store first, with the job ids ``airflow-jrs plan`` derives
 (:func:`airflow_jrs.actions.planning.job_ids.job_ids`: the operator's own rule), one pipelined
-read per batch of dates (:func:`airflow_jrs.store.results.batch_read.read_entries`), and creates
+read per batch of dates (:func:`airflow_jrs.store.redis.batch_read.read_entries`), and creates
 runs only for the dates that need one. A fully committed range costs one store read per job and date and no
 task instance at all.
 
@@ -64,8 +64,8 @@ from airflow_jrs.actions.planning.serialized import NEEDS_DAG_FILE
 from airflow_jrs.domain.decision import decide
 from airflow_jrs.exceptions import JobResultEntryError
 from airflow_jrs.store import RedisJobResultStore
-from airflow_jrs.store.results.batch_read import read_entries
-from airflow_jrs.store.results.read_rules import READ_CHUNK
+from airflow_jrs.store.redis.batch_read import read_entries
+from airflow_jrs.store.redis.read_rules import READ_CHUNK
 from airflow_jrs.views.words import plural, stamp
 
 #: How many of :func:`_trigger`'s REST calls are in flight at once (the API server's workers serve them).

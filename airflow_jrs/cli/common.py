@@ -25,7 +25,7 @@ from airflow_jrs.exceptions import StoreUnavailableError
 from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.settings import BY_NAME, environment, resolve
 from airflow_jrs.store import JobResultEntry, RedisJobResultStore, validate_namespace
-from airflow_jrs.store.plumbing.diagnosis import describe_server, unavailable_line
+from airflow_jrs.store.redis.diagnosis import describe_server, unavailable_line
 from airflow_jrs.views.words import plural, stamp
 
 #: Exit codes, as the help's epilog and the package docstring document them.
@@ -149,7 +149,7 @@ def url_server(url: str) -> str:
 def open_store(args: argparse.Namespace, out: Output) -> Ctx:
     if args.redis_url:
         # The [jrs] defaults' bounded waits and retries, as the connection's client has them
-        # (store/plumbing/clients.py builds every client): a paused server must not hang the terminal.
+        # (store/redis/clients.py builds every client): a paused server must not hang the terminal.
         # AIRFLOW__JRS__* apply as in Airflow's config; the command's options win.
         settings = resolve(
             arguments={"namespace": args.namespace, "result_documents": getattr(args, "result_documents", None)},

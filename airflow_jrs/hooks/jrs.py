@@ -25,15 +25,15 @@ from airflow_jrs.observability.metrics import TASK_METRICS
 from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.settings import BY_NAME, DEFAULT_CONN_ID, JrsSettings, parse_boolean, resolve
 from airflow_jrs.store import AsyncRedisJobResultStore, RedisJobResultStore
-from airflow_jrs.store.plumbing.clients import (
+from airflow_jrs.store.redis.clients import (
     apply_client_policy,
     async_policy_client,
     connection_of,
     policy_client,
     policy_options,
 )
-from airflow_jrs.store.plumbing.diagnosis import describe_server
-from airflow_jrs.store.plumbing.sentinel import SENTINEL_KEYS, SENTINEL_PORT, is_sentinel, parse_sentinels
+from airflow_jrs.store.redis.diagnosis import describe_server
+from airflow_jrs.store.redis.sentinel import SENTINEL_KEYS, SENTINEL_PORT, is_sentinel, parse_sentinels
 
 __all__ = ["JrsHook", "JrsSettings", "async_connection_kwargs"]
 
@@ -96,7 +96,7 @@ def _sentinel_connection(conn: Any) -> dict[str, Any]:
 
 def async_connection_kwargs(client: Any, conn_id: str) -> dict[str, Any]:
     """Plain kwargs equivalent to the sync ``client`` of connection ``conn_id``
-    (:func:`~airflow_jrs.store.plumbing.clients.connection_of`), what a trigger or the supervisor rebuilds
+    (:func:`~airflow_jrs.store.redis.clients.connection_of`), what a trigger or the supervisor rebuilds
     a client from: only what the jrs connection can set is carried (host, port, db, ACL user,
     password, TLS; ``cluster`` for a Redis Cluster, reached through one of its nodes); a Unix
     socket is refused with what to use instead.
@@ -153,7 +153,7 @@ class JrsHook(BaseHook):
 
     def get_conn(self) -> redis_lib.Redis:
         """The redis-py client (built by the Redis provider's hook, cached), with the ``[jrs]``
-        timeouts and retry policy (:func:`~airflow_jrs.store.plumbing.clients.apply_client_policy`)."""
+        timeouts and retry policy (:func:`~airflow_jrs.store.redis.clients.apply_client_policy`)."""
         if self._client is None:
             conn = _JrsRedisHook.get_connection(self.jrs_conn_id)
             if is_sentinel(conn.extra_dejson):  # the Redis provider's hook knows no Sentinel
@@ -190,7 +190,7 @@ class JrsHook(BaseHook):
         another process: a trigger's (``redis.asyncio``); the supervisor beside spark-submit gets
         the same kwargs from the attempt's namespace
         (:meth:`~airflow_jrs.protocol.JobNamespace.connection_kwargs`). Both clients are built from
-        them by :mod:`airflow_jrs.store.plumbing.clients`."""
+        them by :mod:`airflow_jrs.store.redis.clients`."""
         return async_connection_kwargs(self.get_conn(), self.jrs_conn_id)
 
     def async_connection_kwargs(self) -> dict[str, Any]:
@@ -199,7 +199,7 @@ class JrsHook(BaseHook):
 
     def client_policy(self) -> dict[str, Any]:
         """The ``[jrs]`` client policy as plain JSON
-        (:func:`~airflow_jrs.store.plumbing.clients.policy_options`): what a trigger carries next
+        (:func:`~airflow_jrs.store.redis.clients.policy_options`): what a trigger carries next
         to :meth:`async_connection_kwargs` to build its client as :meth:`get_conn` is built."""
         return policy_options(self.settings)
 

@@ -2,7 +2,7 @@
 
 Two halves, one rule (docs/architecture.md invariant 7, docs/operations-store-errors.md):
 
-* :func:`~airflow_jrs.store.plumbing.clients.apply_client_policy` bounds every wait on Redis: a connect
+* :func:`~airflow_jrs.store.redis.clients.apply_client_policy` bounds every wait on Redis: a connect
   timeout, a read timeout and a few retries with exponential backoff (``[jrs] connect_timeout``,
   ``read_timeout``, ``retries``, ``retry_backoff``, ``retry_backoff_max``). A retry only happens after a failed
   or timed-out command, so the happy path costs no extra round trip.
@@ -40,7 +40,7 @@ from airflow_jrs.exceptions import (
     UnsupportedSchemaVersionError,
 )
 from airflow_jrs.observability.metrics import QUARANTINE_ERRORS, TASK_METRICS, current_task
-from airflow_jrs.store.plumbing.diagnosis import unavailable_line
+from airflow_jrs.store.redis.diagnosis import unavailable_line
 
 
 class StoreConnection(Protocol):

@@ -55,12 +55,12 @@ escalation) then ends it and spark-submit with the task, instead of leaving an o
 keeps no try alive once the task process is gone.
 
 The Redis connection comes in the environment (``JRS_SUPERVISOR_REDIS``: the plain kwargs of
-:func:`airflow_jrs.store.plumbing.clients.connection_of`), never on the command line, and so do the task's
+:func:`airflow_jrs.store.redis.clients.connection_of`), never on the command line, and so do the task's
 ``[jrs]`` settings (``JRS_SUPERVISOR_SETTINGS``, JSON, resolved by
 :func:`airflow_jrs.settings.resolve` as arguments; the defaults without it), so that a
 result it records has the configured durability and limits; everything the
 supervisor reads and writes goes through one :class:`~airflow_jrs.protocol.jobs.JobNamespace`
-on a client that :func:`~airflow_jrs.store.plumbing.clients.bounded_client` builds.
+on a client that :func:`~airflow_jrs.store.redis.clients.bounded_client` builds.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ from airflow_jrs.protocol.jobs import JobNamespace, settings_for
 from airflow_jrs.settings import BY_NAME, JrsSettings, resolve
 from airflow_jrs.store.heartbeats import HeartbeatGone, StaleHeartbeat
 from airflow_jrs.store.leases.fence import Fence, fence_arg
-from airflow_jrs.store.plumbing.clients import bounded_client, policy_client
+from airflow_jrs.store.redis.clients import bounded_client, policy_client
 
 SUPERVISOR_ENV = "JRS_SUPERVISOR_REDIS"
 SETTINGS_ENV = "JRS_SUPERVISOR_SETTINGS"

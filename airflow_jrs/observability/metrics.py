@@ -49,8 +49,8 @@ from airflow_jrs.exceptions import CorruptJobResultError, JobResultQuarantinedEr
 from airflow_jrs.protocol import signals
 from airflow_jrs.protocol.signals import run_seconds
 from airflow_jrs.store import JobResult
-from airflow_jrs.store.plumbing.diagnosis import KINDS
-from airflow_jrs.store.plumbing.durability import NOT_DURABLE
+from airflow_jrs.store.redis.diagnosis import KINDS
+from airflow_jrs.store.redis.durability import NOT_DURABLE
 
 __all__ = [
     "METRICS",

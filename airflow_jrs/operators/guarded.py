@@ -39,7 +39,7 @@ from airflow_jrs.protocol import ADOPTED, SKIPPED, AttemptPolicy, JobAttempt, Jo
 from airflow_jrs.protocol.guarded_task import FACTS_ATTR, plan_facts
 from airflow_jrs.protocol.recovery import PREDECESSOR_POLICIES
 from airflow_jrs.store import Attempt, EntryState
-from airflow_jrs.store.plumbing.durability import NOT_DURABLE
+from airflow_jrs.store.redis.durability import NOT_DURABLE
 
 #: The job's parameters every guarded operator takes (and keeps under the same names).
 JOB_PARAMS = (

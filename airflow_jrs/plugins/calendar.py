@@ -6,7 +6,7 @@ encoded. Almost none of it changes between two looks at the page. A date's row d
 
 * the DAG version it is planned with and its runs (what :func:`~airflow_jrs.actions.planning.job_ids.job_ids`
   names: the jobs, their tasks and fingerprints);
-* its jobs' entries: the store announces every write of an entry (:mod:`airflow_jrs.store.results.changes`);
+* its jobs' entries: the store announces every write of an entry (:mod:`airflow_jrs.store.redis.changes`);
 * which of its jobs hold a lease now ("running");
 * when a kept entry's retention ends (its ``PTTL``, read with it).
 
@@ -40,7 +40,7 @@ from airflow_jrs.actions.planning.job_ids import job_ids
 from airflow_jrs.actions.planning.jobs import plan_jobs, planned_date
 from airflow_jrs.actions.planning.runs import ExistingRun, runs_by_date
 from airflow_jrs.protocol.jobs import JobNamespace
-from airflow_jrs.store.results.batch_read import read_entries
+from airflow_jrs.store.redis.batch_read import read_entries
 from airflow_jrs.views.calendar import (
     LEGEND,
     CalendarJob,

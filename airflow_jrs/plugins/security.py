@@ -21,7 +21,7 @@ from airflow_jrs.domain.model import EntryQuery
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.store import Actor, JobResultEntry, JobResultStore, RedisJobResultStore
-from airflow_jrs.store.plumbing.diagnosis import mask_password
+from airflow_jrs.store.redis.diagnosis import mask_password
 from airflow_jrs.views.job import entry_dag, job_dag
 
 

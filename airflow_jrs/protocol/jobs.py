@@ -23,11 +23,13 @@ from airflow_jrs.store import RedisJobResultStore
 from airflow_jrs.store.heartbeats import Heartbeats
 from airflow_jrs.store.intents import IntentStore
 from airflow_jrs.store.leases.lease import JobLease, LeaseHolder, default_owner, held_leases
-from airflow_jrs.store.plumbing.clients import client_from_url, connection_of, fresh_client
-from airflow_jrs.store.plumbing.durability import Durability, DurableWrites
-from airflow_jrs.store.plumbing.errors import redis_errors
-from airflow_jrs.store.plumbing.sentinel import FailoverFacts, failover_facts
-from airflow_jrs.store.plumbing.server import (
+from airflow_jrs.store.recompute_requests import RecomputeRequests
+from airflow_jrs.store.recoveries import Recoveries
+from airflow_jrs.store.redis.clients import client_from_url, connection_of, fresh_client
+from airflow_jrs.store.redis.durability import Durability, DurableWrites
+from airflow_jrs.store.redis.errors import redis_errors
+from airflow_jrs.store.redis.sentinel import FailoverFacts, failover_facts
+from airflow_jrs.store.redis.server import (
     Namespaces,
     ServerFacts,
     find_namespaces,
@@ -35,8 +37,6 @@ from airflow_jrs.store.plumbing.server import (
     ping_latency,
     read_server_facts,
 )
-from airflow_jrs.store.recompute_requests import RecomputeRequests
-from airflow_jrs.store.recoveries import Recoveries
 from airflow_jrs.store.results.documents import FolderDocuments
 from airflow_jrs.store.stop_requests import StopRequests
 

@@ -13,7 +13,7 @@ identity::
     t2  B acquires                  lease{token=7, nonce=c3..}
     t3  A renews, writes, beats     "7:a1.." != "7:c3.."  -> refused: A lost the lease
 
-The fenced scripts compare identities (``fence_ok`` in :mod:`airflow_jrs.store.plumbing.lua`), and
+The fenced scripts compare identities (``fence_ok`` in :mod:`airflow_jrs.store.redis.lua`), and
 so does Python's ``==`` on a :class:`Fence`. (It used to be the integer's, and every check of
 "the same holder?" had to remember a helper, ``same_fence``; one that forgot let A act for B.)
 :class:`Fence` stays an ``int`` so that order, ``int(fence)``, formatting and JSON, all of which

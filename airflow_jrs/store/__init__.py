@@ -24,9 +24,9 @@ from airflow_jrs.domain.model import (
     validate_namespace,
 )
 from airflow_jrs.domain.result_json import result_from_dict, result_to_dict
-from airflow_jrs.store.results.aio import AsyncRedisJobResultStore
+from airflow_jrs.store.redis.results import RedisJobResultStore
+from airflow_jrs.store.redis.results_aio import AsyncRedisJobResultStore
 from airflow_jrs.store.results.base import JobResultStore
-from airflow_jrs.store.results.redis import RedisJobResultStore
 from airflow_jrs.store.results.serde import SCHEMA_VERSION
 
 __all__ = [

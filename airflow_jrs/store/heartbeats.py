@@ -28,12 +28,12 @@ import redis as redis_lib
 
 from airflow_jrs.exceptions import HeartbeatGone, StaleHeartbeat
 from airflow_jrs.store.leases.fence import Fence, fence_arg
-from airflow_jrs.store.plumbing import lua
-from airflow_jrs.store.plumbing.durability import DurableWrites
-from airflow_jrs.store.plumbing.errors import redis_errors
-from airflow_jrs.store.plumbing.keys import KeySpace
-from airflow_jrs.store.plumbing.lua import FENCE_CHECK
-from airflow_jrs.store.plumbing.replies import as_str
+from airflow_jrs.store.redis import lua
+from airflow_jrs.store.redis.durability import DurableWrites
+from airflow_jrs.store.redis.errors import redis_errors
+from airflow_jrs.store.redis.keys import KeySpace
+from airflow_jrs.store.redis.lua import FENCE_CHECK
+from airflow_jrs.store.redis.replies import as_str
 from airflow_jrs.store.stop_requests import ADDRESSING
 
 BEAT = (

@@ -20,7 +20,7 @@ token at or below a recorded counter, so a result of that lease does not meet th
 the job is recomputed once more; and a result written by the lease in flight just before the
 request met the job (its lease not yet released) meets the request.
 
-One hash per job (``jrs:{ns}:recompute:<job id>``, :class:`~airflow_jrs.store.plumbing.keys.KeySpace`), one field per
+One hash per job (``jrs:{ns}:recompute:<job id>``, :class:`~airflow_jrs.store.redis.keys.KeySpace`), one field per
 request key (the caller's name for the request: the operator uses the DAG run's id), valued
 ``{"at_ms": <Redis TIME>, "fence": <counter>, "in_flight": <holder token or null>}``. It expires
 :data:`REQUEST_TTL` after its last write: a run re-run more than that later meets its old request
@@ -34,9 +34,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_jrs.domain.recompute import RequestSeen
-from airflow_jrs.store.plumbing.errors import redis_errors
-from airflow_jrs.store.plumbing.keys import KeySpace
-from airflow_jrs.store.plumbing.replies import as_str
+from airflow_jrs.store.redis.errors import redis_errors
+from airflow_jrs.store.redis.keys import KeySpace
+from airflow_jrs.store.redis.replies import as_str
 
 #: Seconds a job's request marks are kept after the last request was recorded (400 days).
 REQUEST_TTL = 400 * 24 * 3600

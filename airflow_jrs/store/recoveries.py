@@ -13,7 +13,7 @@ writer must hold the job's lease: a holder that lost it records nothing), and st
 Redis server's ``TIME`` (one clock for every host).
 
 One list per job (``jrs:{ns}:recoveries:<job id>``,
-:class:`~airflow_jrs.store.plumbing.keys.KeySpace`), newest first, each item versioned JSON::
+:class:`~airflow_jrs.store.redis.keys.KeySpace`), newest first, each item versioned JSON::
 
     {"v": 1, "at_ms": <Redis TIME>, "event": "adopted", "fence": 12, "predecessor": 11,
      "text": "adopted the finished output of fence 11 (application local-1700000000000)",
@@ -32,10 +32,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_jrs.store.leases.fence import fence_arg
-from airflow_jrs.store.plumbing import lua
-from airflow_jrs.store.plumbing.errors import redis_errors
-from airflow_jrs.store.plumbing.keys import KeySpace
-from airflow_jrs.store.plumbing.replies import as_str
+from airflow_jrs.store.redis import lua
+from airflow_jrs.store.redis.errors import redis_errors
+from airflow_jrs.store.redis.keys import KeySpace
+from airflow_jrs.store.redis.replies import as_str
 
 RECOVERY_VERSION = 1
 #: Items kept per job (a recovery writes two to four).

@@ -33,10 +33,10 @@ from typing import Any
 
 from airflow_jrs.spark.control import CANCEL, KINDS  # the kinds' one definition
 from airflow_jrs.store.leases.fence import Fence, fence_arg, nonce_of
-from airflow_jrs.store.plumbing.errors import redis_errors
-from airflow_jrs.store.plumbing.keys import KeySpace
-from airflow_jrs.store.plumbing.lua import FENCE_CHECK, NOOP
-from airflow_jrs.store.plumbing.replies import as_str
+from airflow_jrs.store.redis.errors import redis_errors
+from airflow_jrs.store.redis.keys import KeySpace
+from airflow_jrs.store.redis.lua import FENCE_CHECK, NOOP
+from airflow_jrs.store.redis.replies import as_str
 
 #: Default seconds a stream gets to stop at a batch boundary (``on_kill``, a successor) before a cancel.
 DEFAULT_STOP_TIMEOUT = 30.0

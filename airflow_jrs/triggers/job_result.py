@@ -49,14 +49,14 @@ from airflow_jrs.exceptions import JobResultEntryError, JrsConfigError, StoreUna
 from airflow_jrs.observability.metrics import TRIGGERER_METRICS, task_of
 from airflow_jrs.settings import BY_NAME
 from airflow_jrs.store import AsyncRedisJobResultStore, validate_job_id
-from airflow_jrs.store.plumbing.clients import async_policy_client
-from airflow_jrs.store.results.aio import ANY_JOB, CONNECTION_KEYS
+from airflow_jrs.store.redis.clients import async_policy_client
+from airflow_jrs.store.redis.results_aio import ANY_JOB, CONNECTION_KEYS
 
 
 class JobResultTrigger(BaseTrigger):
     """Yield one event once ``job_ids`` have results that :func:`evaluate` accepts.
 
-    :param connection: ``redis.asyncio.Redis`` kwargs, see :data:`airflow_jrs.store.results.aio.CONNECTION_KEYS`
+    :param connection: ``redis.asyncio.Redis`` kwargs, see :data:`airflow_jrs.store.redis.results_aio.CONNECTION_KEYS`
     :param namespace: the store's namespace
     :param job_ids: jobs to wait for (all of them)
     :param target_state: ``any``, ``dirty`` or ``clean``
@@ -65,7 +65,7 @@ class JobResultTrigger(BaseTrigger):
     :param poll_interval: seconds between re-reads when no message arrives (the safety net)
     :param max_backoff: longest pause between reconnect attempts, in seconds
     :param client_policy: the ``[jrs]`` client policy of the task's connection, as plain JSON
-        (:func:`~airflow_jrs.store.plumbing.clients.policy_options`); the client is built with it,
+        (:func:`~airflow_jrs.store.redis.clients.policy_options`); the client is built with it,
         so a new client setting needs no change here
     :param connect_timeout: what a trigger serialized before ``client_policy`` carried instead
         (``[jrs] connect_timeout``); used only without ``client_policy``

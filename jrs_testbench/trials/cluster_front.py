@@ -21,7 +21,7 @@ from types import TracebackType
 
 import redis as redis_lib
 
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis.keys import KeySpace
 from jrs_testbench.redis_cluster import EmbeddedRedisCluster
 from jrs_testbench.redis_sentinel import Failover as NamedFailover
 from jrs_testbench.trials.redis_front import Failover

@@ -48,8 +48,7 @@ def _replace_once(text: str, old: str, new: str, where: str) -> str:
 def _swap_script(name: str, edits: Sequence[tuple[str, str]]) -> None:
     """Give the Lua script constant ``<name>`` its pre-fix text (each ``old`` must occur once)."""
     from airflow_jrs.store import heartbeats, intents
-    from airflow_jrs.store.leases import scripts as lease_scripts
-    from airflow_jrs.store.results import scripts as result_scripts
+    from airflow_jrs.store.redis import lease_scripts, result_scripts
 
     scripts = next(m for m in (result_scripts, lease_scripts, intents, heartbeats) if hasattr(m, name))
     text = getattr(scripts, name)
@@ -346,7 +345,7 @@ def revert_11_reference_before_document() -> None:
     a cleanup whose document write fails (a folder not mounted, a full disk, a kill between the
     two) leaves a clean reference pointing at no document, and the dirty entry holding the full
     result is gone; every later cleanup finds the job "already clean"."""
-    from airflow_jrs.store.results.redis import RedisJobResultStore
+    from airflow_jrs.store.redis.results import RedisJobResultStore
 
     _recompile(
         RedisJobResultStore,

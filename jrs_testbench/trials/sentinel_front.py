@@ -1,7 +1,7 @@
 """The Redis of a fault trial behind Sentinel: real failovers the product must follow on its own.
 
 Where :class:`~.redis_front.RedisFront` moves a virtual IP (one proxy per host, re-pointed), here
-every host reaches the store by the one Sentinel spelling (:mod:`airflow_jrs.store.plumbing.sentinel`)
+every host reaches the store by the one Sentinel spelling (:mod:`airflow_jrs.store.redis.sentinel`)
 and finds the new primary itself, as a deployment under Sentinel does. A failover is real: the
 primary is SIGKILLed, SIGSTOPped, asked to step down (``SENTINEL FAILOVER``) or, with every
 server behind its own TCP proxy (``proxied``), cut off while it runs on; the sentinels elect
@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import Any
 
 from airflow_jrs.protocol.jobs import settings_for
-from airflow_jrs.store.plumbing.clients import client_from_url
+from airflow_jrs.store.redis.clients import client_from_url
 from jrs_testbench.redis_sentinel import EmbeddedSentinelGroup
 from jrs_testbench.trials.redis_front import Failover
 

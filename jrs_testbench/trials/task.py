@@ -53,7 +53,7 @@ def break_protocol() -> str | None:
     """Apply ``JRS_TRIALS_BREAK`` (before any store is built: the script is registered then)."""
     broken = os.environ.get(BREAK_ENV) or None
     if broken == "unfenced_result":
-        from airflow_jrs.store.results import scripts
+        from airflow_jrs.store.redis import result_scripts as scripts
 
         if FENCE_CHECK_LINE not in scripts.CREATE_DIRTY_RESULT:
             raise RuntimeError("CREATE_DIRTY_RESULT changed: update FENCE_CHECK_LINE so the broken protocol breaks")
@@ -127,7 +127,7 @@ def _record_writes(jobs: JobNamespace, log: HistoryLog, *, pause_before_forget: 
             nonlocal lose_acquire_reply
             if how == "acquire" and lose_acquire_reply is not None:
                 # the lost reply must be the script's, not a NOSCRIPT
-                from airflow_jrs.store.leases import scripts
+                from airflow_jrs.store.redis import lease_scripts as scripts
 
                 jobs.client.script_load(scripts.ACQUIRE_LEASE)
                 log.log("fault", kind="lose_acquire_reply")

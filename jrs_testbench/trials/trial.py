@@ -27,7 +27,7 @@ import redis as redis_lib
 from airflow_jrs.launch.supervisor import REQUEST_POLL
 from airflow_jrs.protocol.processes import find_job_processes
 from airflow_jrs.store.intents import IntentStore
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis.keys import KeySpace
 from airflow_jrs.store.stop_requests import StopRequests
 from jrs_testbench.trials import connect_launcher
 from jrs_testbench.trials.cleanup import COMMITTED, NOTHING, run_cleanup

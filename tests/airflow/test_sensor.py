@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from airflow_jrs.store import JobResult, JobStatus
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis.keys import KeySpace
 
 pytestmark = pytest.mark.airflow
 

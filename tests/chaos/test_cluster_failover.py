@@ -27,7 +27,7 @@ import pytest
 from airflow_jrs.exceptions import JobResultEntryAlreadyExistsError
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
 from airflow_jrs.store.leases.lease import JobLease
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis.keys import KeySpace
 from jrs_testbench.redis_cluster import EmbeddedRedisCluster
 
 pytestmark = [pytest.mark.chaos, pytest.mark.cluster]

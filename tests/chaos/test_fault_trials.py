@@ -21,8 +21,8 @@ import redis
 
 from airflow_jrs.protocol.steps import STEPS
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
+from airflow_jrs.store.redis.result_scripts import CREATE_DIRTY_RESULT
 from airflow_jrs.store.results.documents import FolderDocuments
-from airflow_jrs.store.results.scripts import CREATE_DIRTY_RESULT
 from jrs_testbench.trials.checker import check_trial
 from jrs_testbench.trials.faults import TRY_FAULTS, FaultMix
 from jrs_testbench.trials.runner import RunConfig, run_trials

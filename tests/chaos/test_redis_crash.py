@@ -18,7 +18,7 @@ import redis
 
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
 from airflow_jrs.store.leases.lease import JobLease
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis.keys import KeySpace
 from jrs_testbench.redis_server import EmbeddedRedis
 
 pytestmark = pytest.mark.chaos

@@ -19,7 +19,7 @@ import redis
 
 from airflow_jrs.store import SCHEMA_VERSION, JobResult, JobResultStore, JobStatus, RedisJobResultStore
 from airflow_jrs.store.leases.lease import JobLease
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis.keys import KeySpace
 from airflow_jrs.store.results.documents import FolderDocuments
 from jrs_testbench.helpers import free_port
 
@@ -176,7 +176,7 @@ class RedisDocumentsHarness(RedisHarness):
 
     def child_store_expr(self, namespace: str) -> str:
         return (
-            f"__import__('airflow_jrs.store.results.redis').store.results.redis.RedisJobResultStore("
+            f"__import__('airflow_jrs.store.redis.results').store.results.redis.RedisJobResultStore("
             f"{self.url!r}, {namespace!r}, result_documents=__import__('airflow_jrs.store.results.documents')"
             f".store.results.documents.FolderDocuments({str(self.documents.root)!r}))"
         )

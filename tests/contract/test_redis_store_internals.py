@@ -22,7 +22,7 @@ from airflow_jrs.exceptions import (
 )
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
 from airflow_jrs.store.leases.lease import JobLease
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis.keys import KeySpace
 
 
 def test_redis_key_names_are_pinned() -> None:

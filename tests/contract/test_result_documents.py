@@ -21,7 +21,7 @@ from airflow_jrs.exceptions import ResultDocumentError
 from airflow_jrs.protocol.jobs import JobNamespace, settings_for
 from airflow_jrs.store import Attempt, EntryState, JobResult, JobStatus, RedisJobResultStore
 from airflow_jrs.store.leases.lease import JobLease
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis.keys import KeySpace
 from airflow_jrs.store.results.documents import FolderDocuments, ResultDocuments
 from airflow_jrs.store.results.reference import decode_reference, document_name, encode_reference
 from airflow_jrs.store.results.serde import decode_history_item

@@ -1059,7 +1059,7 @@ def test_a_batch_read_answers_each_job_as_its_own_read_does(backend: Backend, st
     """A plan's batch read (the calendar, ``plan``, missing-only) must say what each task's own
     read says, on every backend (Redis Cluster included): committed, dirty, none, corrupt
     (quarantined by the read) and already quarantined."""
-    from airflow_jrs.store.results.batch_read import read_entries
+    from airflow_jrs.store.redis.batch_read import read_entries
 
     store.create_dirty_result(ok("clean"))
     store.mark_result_as_clean("clean")

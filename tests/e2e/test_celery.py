@@ -27,7 +27,7 @@ import redis
 
 from airflow_jrs.domain.identity import application_fingerprint
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis.keys import KeySpace
 from jrs_testbench.deployment.celery import CeleryDeployment
 from jrs_testbench.helpers import TINY_APP, SparkLaunches, jrs_env
 from jrs_testbench.redis_server import EmbeddedRedis

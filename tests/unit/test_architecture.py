@@ -14,7 +14,7 @@
 * only ``store/`` (results, leases, intents, heartbeats, recompute and stop requests) talks to
   Redis: nobody else imports the key layout, the Lua scripts or the encoding, builds keys, or sends
   raw commands; every Lua script of the store is one of those internals;
-* Redis has one owner: only ``store/plumbing/clients.py`` constructs a redis-py client or pool, and
+* Redis has one owner: only ``store/redis/clients.py`` constructs a redis-py client or pool, and
   nothing outside ``store/`` reads a store's raw ``.client`` (``JobNamespace`` hands it out);
 * TYPE_CHECKING imports make no circle either;
 * results are written only by ``protocol/``, or on a person's request by the actions that
@@ -80,10 +80,10 @@ AIRFLOW_FACING = (
 #: The key layout, the Lua scripts and the encoding: nobody outside the Redis owners imports them.
 #: A noun in one module keeps its Lua beside it: those scripts are named one by one.
 STORE_INTERNALS = (
-    "airflow_jrs.store.plumbing.keys",
-    "airflow_jrs.store.plumbing.lua",
-    "airflow_jrs.store.results.scripts",
-    "airflow_jrs.store.leases.scripts",
+    "airflow_jrs.store.redis.keys",
+    "airflow_jrs.store.redis.lua",
+    "airflow_jrs.store.redis.result_scripts",
+    "airflow_jrs.store.redis.lease_scripts",
     "airflow_jrs.store.results.serde",
     "airflow_jrs.store.intents.RECORD_INTENT",
     "airflow_jrs.store.intents.AMEND_INTENT",
@@ -534,18 +534,18 @@ def test_importing_the_spark_helpers_loads_no_redis_airflow_psutil_or_store():
 def test_the_checks_see_what_they_check():
     # A check that finds no modules, or no edges, proves nothing.
     assert len(MODULES) > 30
-    assert "airflow_jrs.store.results.redis" in _edges("airflow_jrs.store")
-    assert "airflow_jrs.store.leases.scripts" in _edges("airflow_jrs.store.leases.lease")
+    assert "airflow_jrs.store.redis.results" in _edges("airflow_jrs.store")
+    assert "airflow_jrs.store.redis.lease_scripts" in _edges("airflow_jrs.store.leases.lease")
     assert "airflow_jrs.operators.spark" in _edges("airflow_jrs.operators.start_in_triggerer")
 
 
-#: redis-py's client and pool constructors: only ``store/plumbing/clients.py`` calls them, so the ``[jrs]``
+#: redis-py's client and pool constructors: only ``store/redis/clients.py`` calls them, so the ``[jrs]``
 #: timeouts and retry policy cannot be copied by hand (and drift) anywhere else.
 CLIENT_CONSTRUCTORS = {
     "Redis", "RedisCluster", "ConnectionPool", "BlockingConnectionPool", "from_url", "from_pool",
     "Sentinel", "SentinelConnectionPool",  # a primary's client comes from a Sentinel: that is seen
 }  # fmt: skip
-CLIENT_BUILDER = "airflow_jrs.store.plumbing.clients"
+CLIENT_BUILDER = "airflow_jrs.store.redis.clients"
 
 
 def _redis_aliases(tree: ast.AST) -> tuple[set[str], set[str]]:
@@ -671,7 +671,7 @@ def test_nothing_outside_the_store_spells_a_redis_key():
     "source",
     [
         "def f(jobs):\n    return jobs.stop_requests.keys.control('j')\n",
-        "from airflow_jrs.store.plumbing.keys import KeySpace\n",
+        "from airflow_jrs.store.redis.keys import KeySpace\n",
     ],
 )
 def test_the_key_rule_fails_on_a_planted_key(source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

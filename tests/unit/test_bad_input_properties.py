@@ -28,7 +28,7 @@ from airflow_jrs.exceptions import (
     UnsupportedSchemaVersionError,
 )
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore, validate_job_id
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis.keys import KeySpace
 from airflow_jrs.store.results.serde import encode_entry
 
 SETTINGS = settings(

@@ -23,7 +23,7 @@ from airflow_jrs.plugins import calendar as kept_calendar
 from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.settings import resolve
 from airflow_jrs.store import Attempt, JobResult, JobStatus
-from airflow_jrs.store.results.changes import ResultChanges
+from airflow_jrs.store.redis.changes import ResultChanges
 from airflow_jrs.views.calendar import CalendarJob, calendar_json, cell_state, date_facts, job_detail
 from jrs_testbench.helpers import wait_until
 
@@ -314,7 +314,7 @@ def test_a_forked_child_trusts_no_watcher_it_inherited(jobs):
     thread, so nothing its parent's watcher vouched for may pass for unchanged there."""
     import os
 
-    from airflow_jrs.store.results.changes import result_changes
+    from airflow_jrs.store.redis.changes import result_changes
 
     parent = watching(jobs)
     kept_at = parent.epoch

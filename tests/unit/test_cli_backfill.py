@@ -18,8 +18,8 @@ from redis.connection import AbstractConnection
 from airflow_jrs.cli import main
 from airflow_jrs.exceptions import CorruptJobResultError, JobResultQuarantinedError
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store.results.batch_read import read_entries
-from airflow_jrs.store.results.scripts import READ_ENTRIES
+from airflow_jrs.store.redis.batch_read import read_entries
+from airflow_jrs.store.redis.result_scripts import READ_ENTRIES
 
 DAGS = """
 from datetime import datetime, UTC

@@ -17,7 +17,7 @@ import pytest
 from airflow_jrs.cli import main
 from airflow_jrs.cli.common import plural
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store.plumbing.diagnosis import mask_password
+from airflow_jrs.store.redis.diagnosis import mask_password
 from airflow_jrs.store.results.documents import FolderDocuments
 from jrs_testbench.redis_server import EmbeddedRedis
 from jrs_testbench.secure_redis import require_password

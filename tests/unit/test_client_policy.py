@@ -12,7 +12,7 @@ import pytest
 
 from airflow_jrs.hooks import jrs as hook_module
 from airflow_jrs.hooks.jrs import JrsHook
-from airflow_jrs.store.plumbing import clients
+from airflow_jrs.store.redis import clients
 from airflow_jrs.triggers import JobResultTrigger
 
 #: What the trigger sets for itself (it reconnects itself; a health check at its poll interval).

@@ -22,8 +22,8 @@ from airflow_jrs.protocol import JobAttempt, JobNamespace, JobSpec, settings_for
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
 from airflow_jrs.store.intents import Intent
 from airflow_jrs.store.leases.lease import JobLease
-from airflow_jrs.store.plumbing.durability import WAITAOF_SINCE, Durability, DurableWrites
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis.durability import WAITAOF_SINCE, Durability, DurableWrites
+from airflow_jrs.store.redis.keys import KeySpace
 from jrs_testbench.launchers import Recording
 from jrs_testbench.redis_server import EmbeddedRedis
 

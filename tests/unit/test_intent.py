@@ -17,7 +17,7 @@ from airflow_jrs.exceptions import LeaseLostError
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
 from airflow_jrs.store.intents import Intent, IntentStore
 from airflow_jrs.store.leases.lease import JobLease
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis.keys import KeySpace
 
 JOB = "d.t.2013-01-01"
 

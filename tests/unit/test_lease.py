@@ -17,7 +17,7 @@ import redis
 from airflow_jrs.exceptions import InvalidJobIdError, LeaseHeldError, LeaseLostError, StoreUnavailableError
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
 from airflow_jrs.store.leases.lease import JobLease
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis.keys import KeySpace
 from jrs_testbench.redis_server import EmbeddedRedis
 
 JOB = "dag.task.2013-01-01"

@@ -26,10 +26,10 @@ from airflow_jrs.exceptions import LeaseHeldError, LeaseLostError
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
 from airflow_jrs.store.heartbeats import Heartbeats, StaleHeartbeat
 from airflow_jrs.store.intents import Intent, IntentStore
-from airflow_jrs.store.leases import scripts as lease_scripts
 from airflow_jrs.store.leases.fence import Fence, fence_arg
 from airflow_jrs.store.leases.lease import JobLease
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis import lease_scripts
+from airflow_jrs.store.redis.keys import KeySpace
 from jrs_testbench.lossy_proxy import LossyProxy
 
 JOB = "dag.task.2013-01-01"

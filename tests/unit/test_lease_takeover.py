@@ -24,7 +24,7 @@ from airflow_jrs.protocol.takeover import judge, refusal, take_over_if_dead
 from airflow_jrs.store.heartbeats import Heartbeats
 from airflow_jrs.store.leases.fence import Fence
 from airflow_jrs.store.leases.lease import JobLease, LeaseHolder, default_owner, process_identity
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis.keys import KeySpace
 
 JOB = "dag.task.2013-01-01"
 HOLDER = """

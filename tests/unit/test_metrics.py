@@ -278,7 +278,7 @@ def test_the_table_names_every_metric_once_in_names_statsd_keeps():
 
 
 def test_every_kind_the_diagnosis_can_give_has_a_store_error_metric():
-    source = (PACKAGE / "store" / "plumbing" / "diagnosis.py").read_text()
+    source = (PACKAGE / "store" / "redis" / "diagnosis.py").read_text()
     given = set(re.findall(r'Problem\(\s*"(\w+)"', source))
     assert given and given <= set(metrics.STORE_ERROR_KINDS), given - set(metrics.STORE_ERROR_KINDS)
 

@@ -20,7 +20,7 @@ from airflow_jrs.compat import AIRFLOW_V_3_2_PLUS, AIRFLOW_VERSION_TEXT
 from airflow_jrs.exceptions import JobResultQuarantinedError, StoreUnavailableError
 from airflow_jrs.hooks.store_failures import airflow_failures
 from airflow_jrs.observability import metrics
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis.keys import KeySpace
 from airflow_jrs.triggers import JobResultTrigger
 
 JOB = "dag.task.2013-01-01"

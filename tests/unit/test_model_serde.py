@@ -11,7 +11,7 @@ import pytest
 
 from airflow_jrs.domain.model import Attempt, EntryState, JobResult, JobStatus
 from airflow_jrs.domain.result_json import result_from_dict, result_to_dict
-from airflow_jrs.store.results import scripts
+from airflow_jrs.store.redis import result_scripts as scripts
 from airflow_jrs.store.results.serde import (
     CLEAN_PREFIX,
     DIRTY_PREFIX,

@@ -8,7 +8,7 @@ import redis
 
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.protocol import JobNamespace, settings_for
-from airflow_jrs.store.plumbing.clients import connection_of
+from airflow_jrs.store.redis.clients import connection_of
 
 
 @pytest.fixture

@@ -38,7 +38,7 @@ def test_store_surface_is_pinned():
 @pytest.mark.parametrize("internal", ["KeySpace"])
 def test_the_store_internals_are_not_re_exported(internal: str):
     # Only the store builds Redis keys (docs/architecture.md, "Layers"): a public name would invite
-    # a caller to build them too. Tests and benchmarks import it from airflow_jrs.store.plumbing.keys.
+    # a caller to build them too. Tests and benchmarks import it from airflow_jrs.store.redis.keys.
     assert internal not in airflow_jrs.store.__all__
     assert not hasattr(airflow_jrs.store, internal)
 

@@ -24,7 +24,7 @@ from airflow_jrs.store import (
     RedisJobResultStore,
     result_to_dict,
 )
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis.keys import KeySpace
 
 JOB = "readers.agree.2013-01-01"
 Answer = tuple

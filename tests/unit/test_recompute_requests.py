@@ -12,9 +12,9 @@ import redis.asyncio as aioredis
 from airflow_jrs.domain.recompute import Request, RequestSeen, Verdict, verdict
 from airflow_jrs.store import JobResult, JobResultEntry, JobStatus, RedisJobResultStore
 from airflow_jrs.store.leases.lease import JobLease
-from airflow_jrs.store.plumbing.keys import KeySpace
 from airflow_jrs.store.recompute_requests import REQUEST_TTL, RecomputeRequests, seen_async
-from airflow_jrs.store.results import redis as store_redis
+from airflow_jrs.store.redis import results as store_redis
+from airflow_jrs.store.redis.keys import KeySpace
 
 JOB = "d.t.2013-01-01"
 T0 = datetime(2024, 3, 1, tzinfo=UTC)

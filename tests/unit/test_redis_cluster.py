@@ -20,7 +20,7 @@ from airflow_jrs.exceptions import LeaseHeldError, LeaseLostError
 from airflow_jrs.hooks.jrs import async_connection_kwargs
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
 from airflow_jrs.store.leases.lease import JobLease
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis.keys import KeySpace
 from airflow_jrs.triggers import JobResultTrigger
 
 pytestmark = pytest.mark.cluster
@@ -113,7 +113,7 @@ def test_a_url_with_cluster_true_reaches_the_cluster_as_the_connection_does(redi
     makes a cluster client (redis-py's own URL parser passes it on to a plain connection, which
     fails at the first command)."""
     from airflow_jrs.cli import main
-    from airflow_jrs.store.plumbing.clients import client_from_url
+    from airflow_jrs.store.redis.clients import client_from_url
 
     url = f"{redis_cluster.url}?cluster=true"
     client = client_from_url(url)

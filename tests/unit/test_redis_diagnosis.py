@@ -14,8 +14,8 @@ import redis
 from redis._parsers.base import BaseParser
 
 from airflow_jrs.exceptions import StoreUnavailableError
-from airflow_jrs.store.plumbing.diagnosis import diagnose
-from airflow_jrs.store.plumbing.errors import redis_errors
+from airflow_jrs.store.redis.diagnosis import diagnose
+from airflow_jrs.store.redis.errors import redis_errors
 
 CONN, SERVER = "connection 'jrs_default'", "redis.internal:6380"
 

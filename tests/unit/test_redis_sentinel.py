@@ -20,8 +20,8 @@ from airflow_jrs.exceptions import JrsConfigError, StoreUnavailableError
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.protocol.jobs import JobNamespace, settings_for
 from airflow_jrs.store import JobResult, JobStatus
-from airflow_jrs.store.plumbing.clients import async_client, bounded_client, connection_of, sync_client
-from airflow_jrs.store.plumbing.sentinel import parse_sentinels
+from airflow_jrs.store.redis.clients import async_client, bounded_client, connection_of, sync_client
+from airflow_jrs.store.redis.sentinel import parse_sentinels
 from jrs_testbench.redis_sentinel import MASTER, EmbeddedSentinelGroup
 
 pytestmark = [pytest.mark.cluster]

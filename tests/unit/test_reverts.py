@@ -24,7 +24,7 @@ import pytest
 
 from airflow_jrs.protocol.jobs import JobNamespace, settings_for
 from airflow_jrs.store import Attempt, JobResult, JobStatus
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis.keys import KeySpace
 from jrs_testbench.trials import reverts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +41,7 @@ from jrs_testbench.trials.reverts import apply_from_env
 REVERTED = apply_from_env()
 from airflow_jrs.protocol.jobs import JobNamespace, settings_for
 from airflow_jrs.store import Attempt, JobResult, JobStatus
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis.keys import KeySpace
 JOB = {JOB!r}
 ATTEMPT = Attempt("dag", "task", "run", 1)
 """
@@ -332,7 +332,7 @@ def test_every_fix_of_issue_18_has_a_revert_with_a_docstring_naming_its_commit()
 
 def test_a_revert_whose_code_changed_shape_fails_loudly(monkeypatch):
     """A refactor must break the revert, never make it a silent no-op."""
-    from airflow_jrs.store.results import scripts as result_scripts
+    from airflow_jrs.store.redis import result_scripts
 
     monkeypatch.setattr(result_scripts, "FORGET_RESULT", "-- a rewritten script without the old fence line\nreturn 1\n")
     with pytest.raises(reverts.RevertShapeError, match="FORGET_RESULT"):

@@ -22,7 +22,7 @@ from airflow_jrs.spark.control import CANCEL, STOP
 from airflow_jrs.store import Attempt
 from airflow_jrs.store.intents import Intent
 from airflow_jrs.store.leases.fence import Fence
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis.keys import KeySpace
 from airflow_jrs.store.stop_requests import addresses
 
 JOB = "dag.task.2013-01-01"

@@ -35,7 +35,7 @@ from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.operators import JrsSparkSubmitOperator
 from airflow_jrs.sensors.job_result import JobResultSensor
 from airflow_jrs.store import RedisJobResultStore
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis.keys import KeySpace
 from jrs_testbench.fake_spark import install_fake_spark_submit
 from jrs_testbench.helpers import TINY_APP, SparkLaunches, free_port, spark_env
 from jrs_testbench.redis_server import EmbeddedRedis

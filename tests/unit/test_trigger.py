@@ -18,7 +18,7 @@ import redis
 
 from airflow_jrs.domain.model import utcnow
 from airflow_jrs.store import EntryState, JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis.keys import KeySpace
 from airflow_jrs.store.results.serde import encode_entry
 from airflow_jrs.triggers import JobResultTrigger
 from jrs_testbench.redis_server import EmbeddedRedis

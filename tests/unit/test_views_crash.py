@@ -17,7 +17,7 @@ from airflow_jrs.cli import main
 from airflow_jrs.protocol.jobs import JobNamespace, settings_for
 from airflow_jrs.store.intents import Intent
 from airflow_jrs.store.leases.lease import JobLease, default_owner, process_identity
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis.keys import KeySpace
 from airflow_jrs.views.job import inspect_job
 from airflow_jrs.views.json import job_json
 

@@ -36,7 +36,7 @@ from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.store import JobResultEntry
 from airflow_jrs.store.leases.lease import LeaseHolder
 from airflow_jrs.store.recompute_requests import RecomputeRequests
-from airflow_jrs.store.results.batch_read import Answer, read_entries
+from airflow_jrs.store.redis.batch_read import Answer, read_entries
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def plan_jobs(
     intents: Mapping[str, Any],
 ) -> list[PlannedJob]:
     """Where each of ``found`` (:func:`.job_ids.job_ids`) stands, from what was read of it:
-    ``answers`` (:func:`~airflow_jrs.store.results.batch_read.read_entries`), the held leases and
+    ``answers`` (:func:`~airflow_jrs.store.redis.batch_read.read_entries`), the held leases and
     the intents. The one rule :func:`plan_range` and the page's kept calendar rows
     (:mod:`airflow_jrs.plugins.calendar`) both apply."""
     requests = jobs.recompute_requests

@@ -5,7 +5,7 @@ What a fence *is* (the token, the owner nonce, why a failover makes both necessa
 ``==`` follows) lives in :mod:`airflow_jrs.spark.fence`, because a PySpark driver needs it
 without the store; :class:`Fence` and :func:`nonce_of` are re-exported here for the store's
 modules, so there is one definition. Every fenced script compares identities (``fence_ok`` in
-:mod:`~airflow_jrs.store.plumbing.lua`), and what it receives is :func:`fence_arg`:
+:mod:`~airflow_jrs.store.redis.lua`), and what it receives is :func:`fence_arg`:
 ``"<token>:<nonce>"`` in ONE argument, or the bare token for a lease taken by a version without
 nonces (a rolling upgrade), or ``''`` for no fence.
 """

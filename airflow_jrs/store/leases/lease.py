@@ -37,14 +37,14 @@ import redis as redis_lib
 from airflow_jrs.domain.model import validate_job_id
 from airflow_jrs.exceptions import JrsConfigError, LeaseHeldError, LeaseLostError
 from airflow_jrs.settings import DEFAULT_LEASE_TTL
-from airflow_jrs.store.leases import scripts
 from airflow_jrs.store.leases.fence import Fence, fence_arg, new_nonce
-from airflow_jrs.store.plumbing.clients import fresh_client
-from airflow_jrs.store.plumbing.durability import DurableWrites
-from airflow_jrs.store.plumbing.errors import redis_errors
-from airflow_jrs.store.plumbing.keys import KeySpace
-from airflow_jrs.store.plumbing.lua import ACQUIRED
-from airflow_jrs.store.plumbing.replies import as_str
+from airflow_jrs.store.redis import lease_scripts as scripts
+from airflow_jrs.store.redis.clients import fresh_client
+from airflow_jrs.store.redis.durability import DurableWrites
+from airflow_jrs.store.redis.errors import redis_errors
+from airflow_jrs.store.redis.keys import KeySpace
+from airflow_jrs.store.redis.lua import ACQUIRED
+from airflow_jrs.store.redis.replies import as_str
 
 log = logging.getLogger(__name__)
 

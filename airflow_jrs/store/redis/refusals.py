@@ -1,6 +1,6 @@
 """What a refused result write raises: one exception per reply code, for every write.
 
-The result scripts (:mod:`.scripts`) answer with the codes of :mod:`~airflow_jrs.store.plumbing.lua`; create,
+The result scripts (:mod:`.scripts`) answer with the codes of :mod:`~airflow_jrs.store.redis.lua`; create,
 clean and forget share most of them (a stale fence, an entry changed since it was read, no
 entry, a quarantined one). Each code is turned into its exception here, once, so that the
 three writes cannot drift apart in what they tell the caller to do next.
@@ -14,9 +14,9 @@ from airflow_jrs.exceptions import (
     LeaseLostError,
     NoSuchJobResultError,
 )
-from airflow_jrs.store.plumbing import lua
-from airflow_jrs.store.plumbing.keys import KeySpace
-from airflow_jrs.store.results.read_rules import quarantined_error
+from airflow_jrs.store.redis import lua
+from airflow_jrs.store.redis.keys import KeySpace
+from airflow_jrs.store.redis.read_rules import quarantined_error
 
 #: The writes, by what is said of them when they are refused: (what was not done, what to do).
 _NOT_DONE = {

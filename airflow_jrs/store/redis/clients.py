@@ -27,7 +27,7 @@ from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 
 from airflow_jrs.exceptions import JrsConfigError
-from airflow_jrs.store.plumbing.sentinel import (
+from airflow_jrs.store.redis.sentinel import (
     SENTINEL_KEYS,
     is_sentinel,
     sentinel_connection,
@@ -123,7 +123,7 @@ def _given_kwargs(client: Any) -> dict[str, Any]:
 def read_timeout(client: Any) -> float | None:
     """Seconds ``client`` waits for a reply (``socket_timeout``; ``None``: no limit): what a
     durable write's wait must stay below, or redis-py gives up on the reply first and sends the
-    script again (:mod:`airflow_jrs.store.plumbing.durability`)."""
+    script again (:mod:`airflow_jrs.store.redis.durability`)."""
     timeout = _given_kwargs(client).get("socket_timeout")
     return float(timeout) if timeout is not None else None
 

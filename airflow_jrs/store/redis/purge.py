@@ -1,4 +1,4 @@
-"""Purge for :class:`~airflow_jrs.store.results.redis.RedisJobResultStore`: old clean entries, and their
+"""Purge for :class:`~airflow_jrs.store.redis.results.RedisJobResultStore`: old clean entries, and their
 result documents when ``[jrs] result_documents`` is set.
 
 Maintenance, not the task path: a daily task or a CLI call walks the namespace with SCAN. Kept
@@ -13,12 +13,12 @@ from datetime import timedelta
 from typing import Any
 
 from airflow_jrs.domain.model import utcnow
-from airflow_jrs.store.plumbing import lua
-from airflow_jrs.store.plumbing.errors import redis_errors
-from airflow_jrs.store.plumbing.keys import KeySpace
-from airflow_jrs.store.plumbing.replies import as_bytes, as_str
+from airflow_jrs.store.redis import lua
+from airflow_jrs.store.redis.errors import redis_errors
+from airflow_jrs.store.redis.keys import KeySpace
+from airflow_jrs.store.redis.read_rules import READ_CHUNK
+from airflow_jrs.store.redis.replies import as_bytes, as_str
 from airflow_jrs.store.results.documents import ResultDocuments
-from airflow_jrs.store.results.read_rules import READ_CHUNK
 from airflow_jrs.store.results.reference import document_name, is_reference
 from airflow_jrs.store.results.serde import EntryDecodeError, decode_entry, decode_history_item, event_message
 

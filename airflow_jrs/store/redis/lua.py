@@ -1,8 +1,8 @@
 """What every Lua script of the store shares: its return codes and the fence check.
 
 Every state transition of a job is exactly one script, run atomically by Redis. The scripts
-live beside the noun they serve (:mod:`airflow_jrs.store.results.scripts`,
-:mod:`airflow_jrs.store.leases.scripts`, and in :mod:`~airflow_jrs.store.intents`,
+live beside the noun they serve (:mod:`airflow_jrs.store.redis.result_scripts`,
+:mod:`airflow_jrs.store.redis.lease_scripts`, and in :mod:`~airflow_jrs.store.intents`,
 :mod:`~airflow_jrs.store.heartbeats`, :mod:`~airflow_jrs.store.stop_requests`,
 :mod:`~airflow_jrs.store.recompute_requests`); each is a named constant whose header says
 ``KEYS[n] - ... / ARGV[n] - ... / return ...``. A prelude only one noun uses lives with it

@@ -1,11 +1,11 @@
 """The lease scripts: acquire, take over, renew and release a job's lease (:mod:`airflow_jrs.store.leases.lease`).
 
-Shared codes and the fence check: :mod:`~airflow_jrs.store.plumbing.lua`.
+Shared codes and the fence check: :mod:`~airflow_jrs.store.redis.lua`.
 """
 
 from __future__ import annotations
 
-from airflow_jrs.store.plumbing.lua import FENCE_CHECK
+from airflow_jrs.store.redis.lua import FENCE_CHECK
 
 # Prelude of the two scripts that hand out a lease. ``held_reply``: the lease is held; a lease
 # that carries the caller's nonce is the caller's own (redis-py sent the command again because

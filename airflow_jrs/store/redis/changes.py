@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis.keys import KeySpace
 from airflow_jrs.store.results.serde import event_job_id
 
 log = logging.getLogger(__name__)

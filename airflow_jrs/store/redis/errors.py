@@ -2,7 +2,7 @@
 
 The store, the lease and the intent wrap their I/O in :func:`redis_errors`, so no redis-py
 exception escapes the backend and every caller fails closed on one type (docs/architecture.md invariant 7).
-What the error says comes from :func:`~airflow_jrs.store.plumbing.diagnosis.diagnose`: the case, whether
+What the error says comes from :func:`~airflow_jrs.store.redis.diagnosis.diagnose`: the case, whether
 waiting can fix it, and what to do, in our words (the server's are never shown as they are).
 """
 
@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import redis as redis_lib
 
 from airflow_jrs.exceptions import StoreUnavailableError
-from airflow_jrs.store.plumbing.diagnosis import diagnose
+from airflow_jrs.store.redis.diagnosis import diagnose
 
 #: What redis-py (and the socket layer under it) raises when Redis failed. A cluster client's
 #: ``RedisClusterException`` (no node answers, or none knows the slot) is not a ``RedisError``.

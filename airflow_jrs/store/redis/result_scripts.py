@@ -1,6 +1,6 @@
 """The result scripts: create, clean, forget, quarantine, release, rewrite and purge a job's entry.
 
-Shared codes and the fence check: :mod:`~airflow_jrs.store.plumbing.lua`; the preludes that
+Shared codes and the fence check: :mod:`~airflow_jrs.store.redis.lua`; the preludes that
 read a clean reference and move an entry are the results' own, below. Scripts know nothing of
 the entry encoding: what they compare or rewrite by prefix (the state member, see
 :mod:`~airflow_jrs.store.results.serde`) reaches them through ARGV from serde. Every script that
@@ -10,7 +10,7 @@ with ``to_history``; the note comes through ARGV, built by serde.
 
 from __future__ import annotations
 
-from airflow_jrs.store.plumbing.lua import FENCE_CHECK
+from airflow_jrs.store.redis.lua import FENCE_CHECK
 from airflow_jrs.store.results import reference
 
 # Prelude: a clean reference (format version 3, results/reference.py), recognised by its prefix.

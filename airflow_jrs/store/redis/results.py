@@ -2,8 +2,8 @@
 
 Why Redis: every Airflow deployment that runs Spark already reaches a Redis (or can run one),
 a state change is one round trip, and ``appendonly`` makes entries outlive a restart.
-Key layout: :mod:`airflow_jrs.store.plumbing.keys`; scripts: :mod:`airflow_jrs.store.results.scripts`;
-what a refused write raises: :mod:`airflow_jrs.store.results.refusals`.
+Key layout: :mod:`airflow_jrs.store.redis.keys`; scripts: :mod:`airflow_jrs.store.redis.result_scripts`;
+what a refused write raises: :mod:`airflow_jrs.store.redis.refusals`.
 """
 
 from __future__ import annotations
@@ -25,20 +25,20 @@ from airflow_jrs.exceptions import (
     StoreUnavailableError,
 )
 from airflow_jrs.store.leases.fence import fence_arg
-from airflow_jrs.store.plumbing import lua
-from airflow_jrs.store.plumbing.clients import client_from_url, read_timeout
-from airflow_jrs.store.plumbing.durability import Durability
-from airflow_jrs.store.plumbing.errors import redis_errors
-from airflow_jrs.store.plumbing.keys import KeySpace
-from airflow_jrs.store.plumbing.replies import as_bytes
-from airflow_jrs.store.results import scripts
+from airflow_jrs.store.redis import lua
+from airflow_jrs.store.redis import result_scripts as scripts
+from airflow_jrs.store.redis.changes import ResultChanges, result_changes
+from airflow_jrs.store.redis.clients import client_from_url, read_timeout
+from airflow_jrs.store.redis.durability import Durability
+from airflow_jrs.store.redis.errors import redis_errors
+from airflow_jrs.store.redis.keys import KeySpace
+from airflow_jrs.store.redis.purge import RedisPurge
+from airflow_jrs.store.redis.refusals import refusal
+from airflow_jrs.store.redis.replies import as_bytes
+from airflow_jrs.store.redis.result_reads import RedisReads
 from airflow_jrs.store.results.base import UNSUCCESSFUL_ONLY, JobResultStore, Supersede
-from airflow_jrs.store.results.changes import ResultChanges, result_changes
 from airflow_jrs.store.results.documents import ResultDocuments, read_document, write_document
-from airflow_jrs.store.results.purge import RedisPurge
-from airflow_jrs.store.results.reads import RedisReads
 from airflow_jrs.store.results.reference import encode_reference, is_reference
-from airflow_jrs.store.results.refusals import refusal
 from airflow_jrs.store.results.serde import (
     CLEAN_PREFIX,
     DIRTY_VERSION_PREFIX,
@@ -73,7 +73,7 @@ class RedisJobResultStore(RedisPurge, RedisReads, JobResultStore):
         (the index's size, whatever the number of entries); ``None`` keeps every job in it
     :param durability: ``"none"`` (default), ``"aof"`` (each create and clean waits until the
         server's append-only file has it on disk: ``WAITAOF 1 0``, Redis 7.2+) or
-        ``"replicas:N"`` (waits until N replicas have it: ``WAIT N``); see :mod:`~airflow_jrs.store.plumbing.durability`
+        ``"replicas:N"`` (waits until N replicas have it: ``WAIT N``); see :mod:`~airflow_jrs.store.redis.durability`
     :param durability_timeout: seconds to wait for that acknowledgement before failing; shorter
         than the client's read timeout (else the client gives up first, and retries the write)
     :param result_documents: where full results of clean jobs live (``[jrs] result_documents``,

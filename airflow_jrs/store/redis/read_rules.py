@@ -26,7 +26,7 @@ from typing import Any
 
 from airflow_jrs.domain.model import JobResultEntry
 from airflow_jrs.exceptions import CorruptJobResultError, JobResultQuarantinedError, UnsupportedSchemaVersionError
-from airflow_jrs.store.plumbing.keys import KeySpace
+from airflow_jrs.store.redis.keys import KeySpace
 from airflow_jrs.store.results.serde import EntryDecodeError, decode_entry, event_message
 
 #: How many keys one MGET or pipeline reads at most.

@@ -2,7 +2,7 @@
 
 Triggers run in Airflow's triggerer, one event loop shared by every deferred task: a blocking
 read would stall them all. This class reads with the same keys and the same rules as
-:class:`~airflow_jrs.store.results.redis.RedisJobResultStore` (:mod:`.read_rules`: a corrupt entry is
+:class:`~airflow_jrs.store.redis.results.RedisJobResultStore` (:mod:`.read_rules`: a corrupt entry is
 quarantined and raises, a quarantined one raises, a newer schema raises; never "missing"),
 and errors are the same :mod:`airflow_jrs.exceptions` (``StoreUnavailableError.retryable``
 tells a lost connection from a refusal). It writes nothing but the quarantine move.
@@ -22,13 +22,12 @@ import redis.asyncio as aioredis
 
 from airflow_jrs.domain.model import JobResultEntry, validate_job_id
 from airflow_jrs.domain.recompute import RequestSeen
-from airflow_jrs.store.plumbing.clients import CONNECTION_KEYS, async_client
-from airflow_jrs.store.plumbing.errors import redis_errors
-from airflow_jrs.store.plumbing.keys import KeySpace
-from airflow_jrs.store.plumbing.replies import as_bytes
 from airflow_jrs.store.recompute_requests import seen_async
-from airflow_jrs.store.results import scripts as result_scripts
-from airflow_jrs.store.results.read_rules import (
+from airflow_jrs.store.redis import result_scripts
+from airflow_jrs.store.redis.clients import CONNECTION_KEYS, async_client
+from airflow_jrs.store.redis.errors import redis_errors
+from airflow_jrs.store.redis.keys import KeySpace
+from airflow_jrs.store.redis.read_rules import (
     READ_CHUNK,
     NeedsQuarantine,
     corrupt_error,
@@ -36,6 +35,7 @@ from airflow_jrs.store.results.read_rules import (
     quarantine_call,
     quarantined_error,
 )
+from airflow_jrs.store.redis.replies import as_bytes
 from airflow_jrs.store.results.serde import event_job_id
 
 __all__ = ["ANY_JOB", "CONNECTION_KEYS", "AsyncRedisJobResultStore", "Notifications"]

@@ -1,9 +1,9 @@
-"""The read side of :class:`~airflow_jrs.store.results.redis.RedisJobResultStore`: entries, listings, history.
+"""The read side of :class:`~airflow_jrs.store.redis.results.RedisJobResultStore`: entries, listings, history.
 
 Reads are pipelined and need no script, except the quarantine move of a corrupt entry
-(:data:`~airflow_jrs.store.results.scripts.QUARANTINE_ENTRY`). Every read decodes through
+(:data:`~airflow_jrs.store.redis.result_scripts.QUARANTINE_ENTRY`). Every read decodes through
 :meth:`RedisReads.entry_from` or :meth:`RedisReads._decode_or_quarantine`, by the rules of
-:mod:`~airflow_jrs.store.results.read_rules` that the async store follows too.
+:mod:`~airflow_jrs.store.redis.read_rules` that the async store follows too.
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from typing import Any
 
 from airflow_jrs.domain.model import JobResultEntry
 from airflow_jrs.exceptions import JobResultEntryError
-from airflow_jrs.store.plumbing.errors import redis_errors
-from airflow_jrs.store.plumbing.keys import KeySpace
-from airflow_jrs.store.plumbing.replies import as_bytes, as_str
-from airflow_jrs.store.results.read_rules import (
+from airflow_jrs.store.redis.errors import redis_errors
+from airflow_jrs.store.redis.keys import KeySpace
+from airflow_jrs.store.redis.read_rules import (
     READ_CHUNK,
     NeedsQuarantine,
     corrupt_error,
@@ -24,9 +23,10 @@ from airflow_jrs.store.results.read_rules import (
     quarantine_call,
     quarantined_error,
 )
+from airflow_jrs.store.redis.replies import as_bytes, as_str
 from airflow_jrs.store.results.serde import EntryDecodeError, decode_history_item
 
-log = logging.getLogger("airflow_jrs.store.results.redis")
+log = logging.getLogger("airflow_jrs.store.redis.results")
 
 
 class RedisReads:

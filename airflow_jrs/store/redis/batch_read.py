@@ -2,7 +2,7 @@
 
 ``store.get_entry`` is one round trip per job: right for a task deciding its own job, too slow
 for ten years of a hundred jobs read from one CLI (36,500 round trips instead of 73). Here
-each batch of at most :data:`~airflow_jrs.store.results.read_rules.READ_CHUNK` jobs is one call of
+each batch of at most :data:`~airflow_jrs.store.redis.read_rules.READ_CHUNK` jobs is one call of
 the ``READ_ENTRIES`` script (``GET`` of each result and ``EXISTS`` of each quarantine marker, as
 the task's own read asks them, and the result's ``PTTL``), not two commands per job in a pipeline: packing and parsing
 36,600 replies cost more than Redis's work (the calendar's 18,300 jobs, docs/benchmarks.md).
@@ -10,7 +10,7 @@ Every key of a namespace hashes to one slot, so on Redis Cluster the script runs
 (redis-py refuses a multi-key ``MGET`` in a cluster pipeline).
 
 The bytes are decoded by the store's own decoder (``store.entry_from``, by the rules of
-:mod:`airflow_jrs.store.results.read_rules`), so a job reads the same here as in the task, corrupt
+:mod:`airflow_jrs.store.redis.read_rules`), so a job reads the same here as in the task, corrupt
 entries are quarantined the same way; unlike ``get_entries`` of the async store, one bad
 entry does not hide the others: its error is that job's answer, and the caller decides.
 """
@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING
 
 from airflow_jrs.domain.model import JobResultEntry, validate_job_id
 from airflow_jrs.exceptions import JobResultEntryError
-from airflow_jrs.store.plumbing.errors import redis_errors
-from airflow_jrs.store.results.read_rules import READ_CHUNK
-from airflow_jrs.store.results.scripts import READ_ENTRIES
+from airflow_jrs.store.redis.errors import redis_errors
+from airflow_jrs.store.redis.read_rules import READ_CHUNK
+from airflow_jrs.store.redis.result_scripts import READ_ENTRIES
 
 if TYPE_CHECKING:
-    from airflow_jrs.store.results.redis import RedisJobResultStore
+    from airflow_jrs.store.redis.results import RedisJobResultStore
 
 #: One job's answer: its entry, ``None`` (no result) or why it cannot be read (quarantined,
 #: corrupt, newer schema).

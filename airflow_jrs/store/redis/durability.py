@@ -40,7 +40,7 @@ import redis as redis_lib
 
 from airflow_jrs.exceptions import JrsConfigError, StoreUnavailableError
 from airflow_jrs.settings import durability_parts
-from airflow_jrs.store.plumbing.clients import read_timeout as client_read_timeout
+from airflow_jrs.store.redis.clients import read_timeout as client_read_timeout
 
 #: Seconds between the end of the wait and the client's read timeout.
 READ_TIMEOUT_MARGIN = 1.0

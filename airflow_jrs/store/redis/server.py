@@ -21,9 +21,9 @@ from typing import Any
 
 import redis as redis_lib
 
-from airflow_jrs.store.plumbing.errors import redis_errors
-from airflow_jrs.store.plumbing.keys import PREFIX, KeySpace
-from airflow_jrs.store.plumbing.replies import as_str
+from airflow_jrs.store.redis.errors import redis_errors
+from airflow_jrs.store.redis.keys import PREFIX, KeySpace
+from airflow_jrs.store.redis.replies import as_str
 
 
 @dataclass(frozen=True)
