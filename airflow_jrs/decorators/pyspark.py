@@ -22,6 +22,7 @@ from typing import Any
 
 from airflow.providers.common.compat.sdk import DecoratedOperator, TaskDecorator, task_decorator_factory
 
+from airflow_jrs.operators.job_params import JOB_TEMPLATE_FIELDS
 from airflow_jrs.operators.pyspark import JrsPySparkOperator, with_session_defaults
 
 
@@ -29,7 +30,7 @@ class _JrsPySparkDecoratedOperator(DecoratedOperator, JrsPySparkOperator):  # ty
     custom_operator_name = "@task.jrs_pyspark"
     # DecoratedOperator's ("op_args", "op_kwargs") would win by the MRO: the job's own fields
     # must render at run time (a templated job_id) and be serialized like the operator's.
-    template_fields: Sequence[str] = (*DecoratedOperator.template_fields, "job_id", "job_version", "outputs")
+    template_fields: Sequence[str] = (*DecoratedOperator.template_fields, *JOB_TEMPLATE_FIELDS)
 
     def __init__(
         self,

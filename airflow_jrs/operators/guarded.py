@@ -35,31 +35,18 @@ from airflow_jrs.exceptions import (
 )
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.hooks.store_failures import airflow_failures
+from airflow_jrs.operators.job_params import JOB_PARAM_NAMES, job_param_docs
 from airflow_jrs.protocol import ADOPTED, SKIPPED, AttemptPolicy, JobAttempt, JobNamespace, JobSpec, Launcher, Outcome
 from airflow_jrs.protocol.guarded_task import FACTS_ATTR, plan_facts
 from airflow_jrs.protocol.recovery import PREDECESSOR_POLICIES
 from airflow_jrs.store import Attempt, EntryState
 from airflow_jrs.store.redis.durability import NOT_DURABLE
 
-#: The job's parameters every guarded operator takes (and keeps under the same names).
-JOB_PARAMS = (
-    "job_id",
-    "job_version",
-    "outputs",
-    "skip_when_done",
-    "jrs_conn_id",
-    "jrs_namespace",
-    "lease_ttl",
-    "lease_wait_timeout",
-    "accept_changed_fingerprint",
-    "output_root",
-    "predecessor",
-)
-
 
 class GuardedJob:
-    """The job's parameters on a guarded operator, declared once; the operators still name them
-    in their own signatures (Airflow reads defaults and the docs read ``:param:`` from there)."""
+    """The job's parameters on a guarded operator, as :data:`~.job_params.JOB_PARAMS` defines them
+    (names, annotations, defaults, docs); the operators still name them in their own signatures,
+    since Airflow applies ``default_args`` only to what an ``__init__`` names."""
 
     job_id: str | None
     job_version: str | None
@@ -88,6 +75,10 @@ class GuardedJob:
             return frozenset(inherited()) | {FACTS_ATTR}
 
         cls.get_serialized_fields = classmethod(get_serialized_fields)  # type: ignore[attr-defined,assignment]
+        own_doc = cls.__dict__.get("__doc__")
+        if own_doc and cls.__module__.startswith("airflow_jrs."):  # help() and IDEs show every job parameter
+            own = {name for name in JOB_PARAM_NAMES if f":param {name}:" in own_doc}
+            cls.__doc__ = f"{own_doc.rstrip()}\n\n{job_param_docs(own)}\n"
 
     @property
     def jrs_plan_facts(self) -> str:
@@ -115,7 +106,7 @@ class GuardedJob:
                 f"{getattr(self, 'task_id', '?')}: predecessor must be one of {list(PREDECESSOR_POLICIES)}, "
                 f"got {predecessor!r}"
             )
-        for name in JOB_PARAMS:
+        for name in JOB_PARAM_NAMES:
             setattr(self, name, params[name])
         self._attempt = None
         self._kill_pending = False

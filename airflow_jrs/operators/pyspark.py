@@ -51,6 +51,7 @@ from airflow_jrs.launch.connect_launcher import ConnectLauncher
 from airflow_jrs.launch.session_launcher import JobContext
 from airflow_jrs.observability.lineage import with_spark_lineage
 from airflow_jrs.operators.guarded import GuardedJob, execute_with_store, kill_attempt, run_job
+from airflow_jrs.operators.job_params import JOB_TEMPLATE_FIELDS
 from airflow_jrs.operators.links import JobResultLink
 from airflow_jrs.operators.session_settings import in_process_session
 from airflow_jrs.protocol import JobSpec
@@ -80,25 +81,15 @@ class JrsPySparkOperator(PySparkOperator, GuardedJob):
     :param python_callable: the job: receives ``spark``, ``sc`` and ``jrs`` (the attempt's
         :class:`~.session_launcher.JobContext`) by parameter name, writes under ``jrs.output``;
         its return value (small JSON) becomes the result's metrics
-    :param job_id: the job's id (templated). Default: ``{dag_id}.{task_id}.{date or partition}``
     :param job_version: bump it to recompute although the function and its arguments are unchanged
         (e.g. a helper it imports from another module changed)
-    :param outputs: logical output name -> sub-path of the fenced output folder recorded in the
-        result (default ``{"output": ""}``: the folder itself)
-    :param skip_when_done: raise ``AirflowSkipException`` instead of succeeding when skipping
-    :param jrs_conn_id: the job result store connection (default ``[jrs] conn_id``)
-    :param jrs_namespace: overrides the connection's/config's namespace
-    :param lease_ttl: seconds (default ``[jrs] lease_ttl``)
-    :param lease_wait_timeout: how long to wait for another attempt's lease before failing
-    :param accept_changed_fingerprint: skip on any SUCCEEDED result, even for other code/arguments
-    :param output_root: where fenced output folders live (default ``[jrs] output_root``)
     :param predecessor: ``"wait"`` (default) or ``"stop"``: a predecessor's driver still on this
         host (it dies with its task process; this covers the moment it takes), or, with Spark
         Connect, a dead predecessor's operations still running in its session on the server
         (``"stop"`` interrupts them; ``"wait"`` waits, then adopts its output if it committed)
     """
 
-    template_fields: Sequence[str] = (*PySparkOperator.template_fields, "job_id", "job_version", "outputs")
+    template_fields: Sequence[str] = (*PySparkOperator.template_fields, *JOB_TEMPLATE_FIELDS)
     ui_color = "#fdd9b5"
     operator_extra_links = (JobResultLink(),)
     jrs_guarded = "function"  # what the fingerprint covers; the CLI plans by it (protocol/guarded_task.py)

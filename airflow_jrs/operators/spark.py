@@ -46,6 +46,7 @@ from airflow_jrs.launch.provider_adapter import PreparesSubmitHook
 from airflow_jrs.launch.spark_launcher import SparkSubmitLauncher
 from airflow_jrs.launch.streaming import StreamingLauncher
 from airflow_jrs.operators.guarded import GuardedJob, execute_with_store, kill_attempt, run_job
+from airflow_jrs.operators.job_params import JOB_TEMPLATE_FIELDS
 from airflow_jrs.operators.links import JobResultLink, SparkApplicationLink, submit_links
 from airflow_jrs.operators.unguarded import kill_unguarded, run_unguarded
 from airflow_jrs.protocol import JobSpec, Launcher
@@ -58,20 +59,7 @@ __all__ = ["PLACEHOLDERS", "JrsSparkSubmitOperator"]
 class JrsSparkSubmitOperator(PreparesSubmitHook, SparkSubmitOperator, GuardedJob):
     """Submit a Spark application once per job; later attempts reuse the stored result.
 
-    :param job_id: the job's id (templated). Default: ``{dag_id}.{task_id}.{date or partition}``,
-        stable across scheduled, backfill and cleared runs of one data interval.
-    :param jrs_conn_id: the job result store connection (default ``[jrs] conn_id``, ``jrs_default``)
-    :param jrs_namespace: overrides the connection's/config's namespace
     :param job_version: bump it to recompute although code and arguments are unchanged
-    :param accept_changed_fingerprint: skip on any SUCCEEDED result, even for other code/arguments
-    :param skip_when_done: raise ``AirflowSkipException`` instead of succeeding when skipping
-    :param outputs: logical output name -> sub-path of the staging folder recorded in the result
-        (default ``{"output": ""}``: the staging folder itself)
-    :param output_root: where staging folders live (default ``[jrs] output_root``)
-    :param lease_ttl: seconds (default ``[jrs] lease_ttl``)
-    :param lease_wait_timeout: how long to wait for another attempt's lease before failing
-    :param predecessor: what to do with a predecessor's spark-submit that still runs:
-        ``"wait"`` (default: its work may finish and be adopted) or ``"stop"``
     :param streaming: a Structured Streaming application (:func:`airflow_jrs.spark.streaming_job`):
         its checkpoint and output are stable across attempts and runs of the job (resume, no
         rewind), ``on_kill`` stops it at a batch boundary before it cancels, and a stop or cancel
@@ -88,13 +76,7 @@ class JrsSparkSubmitOperator(PreparesSubmitHook, SparkSubmitOperator, GuardedJob
     and ``spark.jrs.fence`` (see :mod:`airflow_jrs.spark`).
     """
 
-    template_fields: Sequence[str] = (
-        *SparkSubmitOperator.template_fields,
-        "job_id",
-        "job_version",
-        "output_root",
-        "outputs",
-    )
+    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, *JOB_TEMPLATE_FIELDS)
     ui_color = "#fdd9b5"
     #: both links for the docs and the provider's registry; each instance declares only the
     #: ones that can open (``links.submit_links``)

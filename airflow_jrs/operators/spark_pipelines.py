@@ -53,6 +53,7 @@ from airflow_jrs.launch.pipelines_fence import check_fenced
 from airflow_jrs.launch.pipelines_launcher import PipelineRunError, PipelinesLauncher
 from airflow_jrs.observability.lineage import spark_lineage_conf
 from airflow_jrs.operators.guarded import GuardedJob, execute_with_store, kill_attempt, run_job
+from airflow_jrs.operators.job_params import JOB_TEMPLATE_FIELDS
 from airflow_jrs.operators.links import JobResultLink
 from airflow_jrs.protocol import JobSpec
 
@@ -75,19 +76,11 @@ class JrsSparkPipelinesOperator(SparkPipelinesOperator, GuardedJob):
         (``spark.sql.catalog*``, ``hive.*``, ``javax.jdo.*``): the spec's ``catalog`` must be the
         session catalog, and the same keys are refused in its ``configuration`` and the worker's
         ``SPARK_CONF_DIR`` (with a ``hive-site.xml``)
-    :param job_id: the job's id (templated). Default: ``{dag_id}.{task_id}.{date or partition}``
     :param job_version: bump it to recompute although the spec and definitions are unchanged
     :param outputs: logical output name -> sub-path of the fenced folder recorded in the result
         (default ``{"output": "warehouse"}``: the datasets; a table is ``warehouse/<table>``).
         A run that leaves no dataset in the warehouse, or a missing ``outputs`` path, fails and
         records nothing
-    :param skip_when_done: raise ``AirflowSkipException`` instead of succeeding when skipping
-    :param jrs_conn_id: the job result store connection (default ``[jrs] conn_id``)
-    :param jrs_namespace: overrides the connection's/config's namespace
-    :param lease_ttl: seconds (default ``[jrs] lease_ttl``)
-    :param lease_wait_timeout: how long to wait for another attempt's lease before failing
-    :param accept_changed_fingerprint: skip on any SUCCEEDED result, even for other definitions
-    :param output_root: where fenced output folders live (default ``[jrs] output_root``)
     :param predecessor: what to do with a predecessor's spark-pipelines that still runs (its task
         was ``kill -9``-ed): ``"wait"`` (default) for it to end, or ``"stop"`` it; its folder is
         adopted only when its task wrote the commit marker, else the pipeline runs again
@@ -98,13 +91,7 @@ class JrsSparkPipelinesOperator(SparkPipelinesOperator, GuardedJob):
         ``[openlineage] spark_inject_transport_info``
     """
 
-    template_fields: Sequence[str] = (
-        *SparkPipelinesOperator.template_fields,
-        "job_id",
-        "job_version",
-        "output_root",
-        "outputs",
-    )
+    template_fields: Sequence[str] = (*SparkPipelinesOperator.template_fields, *JOB_TEMPLATE_FIELDS)
     ui_color = "#fdd9b5"
     operator_extra_links = (JobResultLink(),)
     jrs_guarded = "pipeline"  # what the fingerprint covers; the CLI plans by it (protocol/guarded_task.py)

@@ -53,6 +53,7 @@ from airflow_jrs.launch.provider_adapter import sql_settings
 from airflow_jrs.launch.session_launcher import JobContext, SessionLauncher
 from airflow_jrs.observability.lineage import with_spark_lineage
 from airflow_jrs.operators.guarded import GuardedJob, execute_with_store, kill_attempt, run_job
+from airflow_jrs.operators.job_params import JOB_TEMPLATE_FIELDS
 from airflow_jrs.operators.links import JobResultLink
 from airflow_jrs.operators.session_settings import in_process_session
 from airflow_jrs.protocol import JobSpec
@@ -91,23 +92,13 @@ class JrsSparkSqlOperator(SparkSqlOperator, GuardedJob):
     :param conf: Spark conf, a dict or ``"key=value,key=value"`` as the provider takes it
     :param tables: tables the statements write, recorded in the result's metrics (they are not
         fenced: see the how-to)
-    :param job_id: the job's id (templated). Default: ``{dag_id}.{task_id}.{date or partition}``
     :param job_version: bump it to recompute although the SQL is unchanged (e.g. a table it reads
         was rebuilt)
-    :param outputs: logical output name -> sub-path of the fenced output folder recorded in the
-        result (default ``{"output": ""}``: the folder itself)
-    :param skip_when_done: raise ``AirflowSkipException`` instead of succeeding when skipping
-    :param jrs_conn_id: the job result store connection (default ``[jrs] conn_id``)
-    :param jrs_namespace: overrides the connection's/config's namespace
-    :param lease_ttl: seconds (default ``[jrs] lease_ttl``)
-    :param lease_wait_timeout: how long to wait for another attempt's lease before failing
-    :param accept_changed_fingerprint: skip on any SUCCEEDED result, even for another SQL
-    :param output_root: where fenced output folders live (default ``[jrs] output_root``)
     :param predecessor: ``"wait"`` (default) or ``"stop"``: a predecessor's driver still on this
         host (it dies with its task process; this covers the moment it takes)
     """
 
-    template_fields: Sequence[str] = (*SparkSqlOperator.template_fields, "job_id", "job_version", "outputs", "tables")
+    template_fields: Sequence[str] = (*SparkSqlOperator.template_fields, *JOB_TEMPLATE_FIELDS, "tables")
     ui_color = "#fdd9b5"
     operator_extra_links = (JobResultLink(),)
     jrs_guarded = "sql"  # what the fingerprint covers; the CLI plans by it (protocol/guarded_task.py)

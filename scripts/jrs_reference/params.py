@@ -1,10 +1,15 @@
-"""A class's parameters, parsed from its source (``ast``): importing it would import Airflow."""
+"""A class's parameters, parsed from its source (``ast``): importing it would import Airflow.
+
+The job's parameters a guarded operator does not document itself read their text from the one
+table, ``airflow_jrs/operators/job_params.py`` (imported: plain data).
+"""
 
 from __future__ import annotations
 
 import ast
 import re
 from pathlib import Path
+from typing import Any
 
 from jrs_reference.text import PACKAGE, ReferenceError_, cell, code, log, rst_to_md
 
@@ -105,10 +110,19 @@ def _template_fields(node: ast.ClassDef) -> list[str]:
             for elt in getattr(value, "elts", []):
                 if isinstance(elt, ast.Constant):
                     fields.append(str(elt.value))
+                elif isinstance(elt, ast.Starred) and ast.unparse(elt.value) == "JOB_TEMPLATE_FIELDS":
+                    fields += _job_params().JOB_TEMPLATE_FIELDS
                 elif isinstance(elt, ast.Starred):
                     fields.append(f"every template field of `{ast.unparse(elt.value).rsplit('.', 1)[0]}`")
             return fields
     return []
+
+
+def _job_params() -> Any:
+    """The guarded operators' one table of the job's parameters (imported: plain data, no Airflow)."""
+    from airflow_jrs.operators import job_params
+
+    return job_params
 
 
 _SHARED_DOCS: dict[str, tuple[str, str]] | None = None
@@ -153,10 +167,11 @@ def render_params(target: str) -> str:
     rows = []
     missing = []
     shared = _shared_param_docs()
+    job_docs = {p.name: p.doc for p in _job_params().JOB_PARAMS}
     for arg, default in pairs:
         if arg.arg in ("self", "cls"):
             continue
-        text = documented.get(arg.arg, "")
+        text = documented.get(arg.arg, "") or job_docs.get(arg.arg, "")
         if not text and arg.arg in shared:
             text, owner = shared[arg.arg]
             text = f"{text} (as for `{owner}`)" if owner != name else text

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from airflow_jrs.operators.job_params import job_param_default
 from airflow_jrs.protocol.guarded_task import FACTS_ATTR, FACTS_VERSION, guarded_kind
 
 #: What the page says for a task it cannot plan from the serialized DAG.
@@ -141,7 +142,7 @@ def _mapped(task: Any, tasks: list[PlanTask], run_time: list[str], unplannable: 
         task.task_id,
         kind,
         job_id if isinstance(job_id, str) else None,
-        bool(partial.get("accept_changed_fingerprint", False)),
+        bool(partial.get("accept_changed_fingerprint", job_param_default("accept_changed_fingerprint"))),
         None,
         "a mapped task's arguments are known per map index only at run time",
     )
