@@ -166,7 +166,7 @@ def cmd_show(ctx: Ctx) -> int:
     if view.problem is not None:
         raise view.problem
     if ctx.out.as_json:
-        ctx.out.json(ctx.located(job_json(view)))
+        ctx.out.json(ctx.located(dict(job_json(view))))
     else:
         _print_job(ctx, view)
     return OK if view.found else NOT_FOUND

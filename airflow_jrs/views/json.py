@@ -2,8 +2,9 @@
 
 The page's API and the CLI once shaped an entry differently (the result flat in one, nested
 under ``result`` in the other) and a script written against one broke on the other. Every
-JSON answer about a job is built here; the page's script (``plugins/static/app.js``) reads
-these members, so a change here is a change there.
+JSON answer about a job is built here, in the shapes :mod:`airflow_jrs.views.shapes` declares
+(mypy holds these functions to them); the page's TypeScript types are generated from the same
+classes (``scripts/ui_shapes.py``), so a member the page reads cannot go missing here unseen.
 
 Entries are flat: the result's members (:func:`~airflow_jrs.store.result_to_dict`) beside
 ``state``, ``created_at``, ``spark_url`` and, for a history item, ``moved`` (why, when, by whom).
@@ -23,7 +24,7 @@ Every fence is its token, a plain ``int`` (the owner nonce is the store's busine
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import Any, cast
 
 from airflow_jrs.exceptions import CorruptIntentError
 from airflow_jrs.store import JobResultEntry, result_to_dict
@@ -34,12 +35,23 @@ from airflow_jrs.store.stop_requests import StopRequest
 from airflow_jrs.views.holder import HolderState, holder_state
 from airflow_jrs.views.job import HeldLease, InFlight, JobView
 from airflow_jrs.views.links import run_url, spark_app_url
+from airflow_jrs.views.shapes import (
+    EntryJson,
+    HolderStateJson,
+    IntentJson,
+    JobJson,
+    LeaseHolderJson,
+    LinksJson,
+    RecoveryJson,
+    RunLinkJson,
+    StopRequestJson,
+)
 from airflow_jrs.views.story import recovery_story
 
 
-def entry_json(entry: JobResultEntry, spark_ui: str | None = None) -> dict[str, Any]:
+def entry_json(entry: JobResultEntry, spark_ui: str | None = None) -> EntryJson:
     """An entry or history item. ``spark_ui``: the ``[jrs] spark_ui_url`` template, for ``spark_url``."""
-    doc = {
+    doc: dict[str, Any] = {
         **result_to_dict(entry.result),
         "state": entry.state.value,
         "created_at": entry.created_at.isoformat() if entry.created_at else None,
@@ -49,44 +61,48 @@ def entry_json(entry: JobResultEntry, spark_ui: str | None = None) -> dict[str, 
         doc["moved"] = entry.moved.to_json()
     if entry.summary:  # a clean reference as Redis holds it: the rest is in its result document
         doc["summary"] = True
-    return doc
+    return cast(EntryJson, doc)  # the result's members come from the store's own serializer
 
 
-def holder_json(holder: LeaseHolder | None) -> dict[str, Any] | None:
+def holder_json(holder: LeaseHolder | None) -> LeaseHolderJson | None:
     """The lease holder: its fencing token, the time left, the TTL each renewal sets (``null`` for
     an older lease) and who it is (host, pid, task)."""
     if holder is None:
         return None
-    return {"token": holder.token, "ttl_ms": holder.ttl_ms, "lease_ttl_ms": holder.lease_ttl_ms, "owner": holder.owner}
+    owner = cast(Any, holder.owner)  # the owner record as the holder wrote it
+    return {"token": holder.token, "ttl_ms": holder.ttl_ms, "lease_ttl_ms": holder.lease_ttl_ms, "owner": owner}
 
 
-def holder_state_json(state: HolderState | None) -> dict[str, Any] | None:
+def holder_state_json(state: HolderState | None) -> HolderStateJson | None:
     """What the lease holder is doing now (:mod:`~airflow_jrs.views.holder`): ``state`` (``running``,
     ``task_gone``: its task process gone while its supervisor runs Spark, ``gone``), ``text``,
     ``next`` and the pids, hosts and seconds they name."""
-    return None if state is None else state.to_json()
+    return None if state is None else cast(HolderStateJson, state.to_json())
 
 
-def intent_json(intent: Intent | CorruptIntentError | None) -> dict[str, Any] | None:
+def intent_json(intent: Intent | CorruptIntentError | None) -> IntentJson | None:
     """The intent's members, or ``{"error": ...}`` for one that cannot be read."""
     if intent is None:
         return None
     if isinstance(intent, CorruptIntentError):
         return {"error": str(intent)}
-    return {**asdict(intent), "fence": int(intent.fence)}
+    return cast(IntentJson, {**asdict(intent), "fence": int(intent.fence)})
 
 
 def heartbeat_json(beat: Heartbeat | None) -> dict[str, Any] | None:
     return None if beat is None else {**asdict(beat), "fence": int(beat.fence)}
 
 
-def stop_request_json(request: StopRequest | None, *, pending: bool) -> dict[str, Any] | None:
+def stop_request_json(request: StopRequest | None, *, pending: bool) -> StopRequestJson | None:
     """The last stop or cancel asked; ``pending``: it names the attempt in flight."""
-    return None if request is None else {**asdict(request), "fence": int(request.fence), "pending": pending}
+    if request is None:
+        return None
+    return cast(StopRequestJson, {**asdict(request), "fence": int(request.fence), "pending": pending})
 
 
-def job_json(view: JobView, spark_ui: str | None = None) -> dict[str, Any]:
-    """Everything known about one job (:func:`~airflow_jrs.views.job.inspect_job`)."""
+def job_json(view: JobView, spark_ui: str | None = None) -> JobJson:
+    """Everything known about one job (:func:`~airflow_jrs.views.job.inspect_job`), in the shape
+    :class:`~airflow_jrs.views.shapes.JobJson` defines for Python and the page's TypeScript alike."""
     problem = view.problem
     return {
         "job_id": view.job_id,
@@ -104,16 +120,16 @@ def job_json(view: JobView, spark_ui: str | None = None) -> dict[str, Any]:
         "streaming": view.streaming,
         "heartbeat": heartbeat_json(view.heartbeat),
         "stop_request": stop_request_json(view.stop_request, pending=view.stop_pending),
-        "recoveries": [step.to_json() for step in view.recoveries],
+        "recoveries": [cast(RecoveryJson, step.to_json()) for step in view.recoveries],
         "recovery_story": recovery_story(view.recoveries),
         "links": links_json(view, spark_ui),
     }
 
 
-def links_json(view: JobView, spark_ui: str | None = None) -> dict[str, Any]:
+def links_json(view: JobView, spark_ui: str | None = None) -> LinksJson:
     """Where to look next: the Airflow runs that wrote the entry and its history (newest first,
     each once) and the entry's Spark application (``spark_ui``: ``[jrs] spark_ui_url``)."""
-    runs: list[dict[str, str]] = []
+    runs: list[RunLinkJson] = []
     for item in [view.entry, *view.history]:
         attempt = item.result.attempt if item is not None else None
         if attempt is None or not attempt.run_id:

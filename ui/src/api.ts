@@ -6,98 +6,15 @@
  * cookie with these same-origin requests; nothing here reads or stores a token.
  */
 
-export type EntryState = "dirty" | "clean";
-export type JobStatus = "SUCCEEDED" | "FAILED" | "CANCELED" | "STOPPED";
+import type { Entry, Job, LeaseHolder } from "./shapes.gen";
 
-export interface Attempt {
-  dag_id: string;
-  task_id: string;
-  run_id: string;
-  try_number: number;
-  map_index?: number;
-}
+// A job's JSON shape is generated from airflow_jrs/views/shapes.py (scripts/ui_shapes.py).
+export type { Actor, Attempt, Entry, HolderState, LeaseHolder, Recovery } from "./shapes.gen";
+export type EntryState = Entry["state"];
+export type JobStatus = Entry["status"];
 
-export interface Actor {
-  via?: string;
-  user?: string;
-  host?: string;
-  attempt?: Attempt | null;
-  text: string;
-}
-
-export interface Entry {
-  job_id: string;
-  status: JobStatus;
-  state: EntryState;
-  application_id?: string;
-  outputs?: Record<string, string>;
-  metrics?: Record<string, unknown>;
-  checkpoint_location?: string;
-  fingerprint?: string;
-  start_time?: string;
-  end_time?: string;
-  attempt?: Attempt;
-  fence?: number;
-  error?: string;
-  created_at: string | null;
-  spark_url: string | null;
-  moved?: { reason: string; moved_at: string | null; by: Actor | null };
-  summary?: boolean;
-}
-
-export interface LeaseHolder {
-  token: number;
-  ttl_ms: number;
-  lease_ttl_ms?: number | null;
-  owner: Record<string, unknown> & { host?: string; pid?: number; dag_id?: string; task_id?: string; run_id?: string };
-}
-
-export interface Recovery {
-  at: string | null;
-  event: string;
-  fence: number | null;
-  predecessor: number | null;
-  text: string;
-  facts?: Record<string, unknown>;
-}
-
-/** What the lease's holder is doing now: running, or its task process gone (``task_gone``: its
- * supervisor still runs Spark; ``gone``: nothing of it runs), in the words ``show`` prints. */
-export interface HolderState {
-  state: "running" | "task_gone" | "gone";
-  text: string;
-  next: string;
-  holder: string;
-  host: string | null;
-  task_pid: number | null;
-  seen_gone: boolean;
-  silent_s: number | null;
-  expires_in_s: number;
-  supervisor_pid: number | null;
-  supervisor_host: string | null;
-  submit_pid: number | null;
-}
-
-export interface JobDetail {
-  job_id: string;
-  namespace: string;
-  summary: string | null;
-  state: EntryState | null;
-  running: boolean;
-  entry: Entry | null;
-  problem: { error: string; detail: string } | null;
-  quarantined: boolean;
-  history: Entry[];
-  lease: LeaseHolder | null;
-  holder_state?: HolderState | null;
-  intent: (Record<string, unknown> & { application_id?: string; app_name?: string; error?: string }) | null;
-  /** the attempt in flight is a stream (null: no intent) */
-  streaming?: boolean | null;
-  heartbeat: Record<string, unknown> | null;
-  stop_request: (Record<string, unknown> & { pending: boolean; kind?: string }) | null;
-  recoveries: Recovery[];
-  recovery_story?: string[];
-  links?: { runs: { dag_id?: string; run_id: string; url: string }[]; spark_ui: string | null };
+/** A job as the page's API answers it: the views' shape, and whether this user may change it. */
+export interface JobDetail extends Job {
   can_edit: boolean;
 }
 
