@@ -9,6 +9,7 @@ in ``views/json.py`` (members another module serializes) are where mypy cannot l
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -74,12 +75,13 @@ def _misfits(doc: Any, hint: Any, where: str) -> list[str]:
 @pytest.fixture
 def jobs(redis_url, namespace, tmp_path):
     try:  # where the namespace lives while it moves into airflow_jrs.store (issue 44)
-        from airflow_jrs.settings import settings_for
-        from airflow_jrs.store.redis.namespace import RedisJobNamespace as Namespace
-    except ImportError:
-        from airflow_jrs.protocol.jobs import JobNamespace as Namespace
-        from airflow_jrs.protocol.jobs import settings_for
-    jobs = Namespace.from_url(redis_url, settings_for(namespace, output_root=str(tmp_path), spec_root=str(tmp_path)))
+        namespace_class = importlib.import_module("airflow_jrs.store.redis.namespace").RedisJobNamespace
+        settings_for = importlib.import_module("airflow_jrs.settings").settings_for
+    except (ImportError, AttributeError):
+        namespace_class = importlib.import_module("airflow_jrs.protocol.jobs").JobNamespace
+        settings_for = importlib.import_module("airflow_jrs.protocol.jobs").settings_for
+    settings = settings_for(namespace, output_root=str(tmp_path), spec_root=str(tmp_path))
+    jobs = namespace_class.from_url(redis_url, settings)
     yield jobs
     jobs.close()
 
