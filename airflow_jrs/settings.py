@@ -346,3 +346,9 @@ def environment(name: str) -> str | None:
 def field_names() -> list[str]:
     """The fields of :class:`JrsSettings` (a test keeps them equal to the table's names)."""
     return [f.name for f in fields(JrsSettings)]
+
+
+def settings_for(namespace: str, *, output_root: str, spec_root: str, **overrides: Any) -> JrsSettings:
+    """Settings for code that runs without Airflow's config: the table's defaults, then these
+    values (:func:`airflow_jrs.settings.resolve` with arguments only)."""
+    return resolve(arguments={"namespace": namespace, "output_root": output_root, "spec_root": spec_root, **overrides})

@@ -10,7 +10,7 @@ namespace, ``airflow backfill create`` runs every date again, and each guarded t
 scheduled task instance per job and date.
 It asks the store first, with the job ids ``airflow-jrs plan`` derives
 (:func:`airflow_jrs.actions.planning.job_ids.job_ids`: the operator's own rule), one pipelined
-read per batch of dates (:func:`airflow_jrs.store.redis.batch_read.read_entries`), and creates
+read per batch of dates (:meth:`~airflow_jrs.store.results.base.JobResultStore.read_many`), and creates
 runs only for the dates that need one. A fully committed range costs one store read per job and date and no
 task instance at all.
 
@@ -63,8 +63,7 @@ from airflow_jrs.actions.planning.job_ids import RENDERABLE, UnrenderableJobId, 
 from airflow_jrs.actions.planning.serialized import NEEDS_DAG_FILE
 from airflow_jrs.domain.decision import decide
 from airflow_jrs.exceptions import JobResultEntryError
-from airflow_jrs.store import RedisJobResultStore
-from airflow_jrs.store.redis.batch_read import read_entries
+from airflow_jrs.store import JobResultStore
 from airflow_jrs.store.redis.read_rules import READ_CHUNK
 from airflow_jrs.views.words import plural, stamp
 
@@ -194,7 +193,7 @@ def derive(dag: Any, start: datetime, end: datetime) -> list[tuple[Any, list[tup
 
 
 def read_dates(
-    store: RedisJobResultStore, dates: list[tuple[Any, list[tuple[Any, str]]]], *, batch_jobs: int = READ_CHUNK
+    store: JobResultStore, dates: list[tuple[Any, list[tuple[Any, str]]]], *, batch_jobs: int = READ_CHUNK
 ) -> list[DatePlan]:
     """Each date's :class:`DatePlan`: one pipelined store read per batch of whole dates
     (at most ``batch_jobs`` jobs, at least one date)."""
@@ -204,7 +203,7 @@ def read_dates(
     for first in range(0, len(dates), step):
         chunk = dates[first : first + step]
         ids = [job_id for _, jobs in chunk for _, job_id in jobs]
-        answers = read_entries(store, ids, batch=len(ids))
+        answers = store.read_many(ids)
         for info, jobs in chunk:
             interval = info.data_interval
             plan = DatePlan(info.logical_date, (interval.start, interval.end) if interval else None)
@@ -248,7 +247,7 @@ def how(todo: list[list[DatePlan]]) -> str:
     return BACKFILL if len(todo) == 1 else RUNS
 
 
-def plan_missing(store: RedisJobResultStore, dag: Any, start: datetime, end: datetime) -> MissingPlan:
+def plan_missing(store: JobResultStore, dag: Any, start: datetime, end: datetime) -> MissingPlan:
     """The preview: each date of ``dag`` from ``start`` to ``end`` as the store sees it, and the
     dates that need a run. Changes nothing."""
     if start > end:

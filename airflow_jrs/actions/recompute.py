@@ -36,7 +36,7 @@ from airflow_jrs.store import JobResultEntry, JobResultStore
 from airflow_jrs.views.job import job_dag
 
 if TYPE_CHECKING:
-    from airflow_jrs.protocol.jobs import JobNamespace
+    from airflow_jrs.store.namespace import JobNamespace
 
 
 @dataclass

@@ -23,7 +23,7 @@ from airflow_jrs.exceptions import JobResultEntryChangedError, NoSuchJobResultEr
 from airflow_jrs.store import Actor, JobResultEntry, JobResultStore
 
 if TYPE_CHECKING:
-    from airflow_jrs.protocol.jobs import JobNamespace
+    from airflow_jrs.store.namespace import JobNamespace
 
 
 class _Unread(enum.Enum):

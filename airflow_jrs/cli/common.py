@@ -22,10 +22,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from airflow_jrs.exceptions import StoreUnavailableError
-from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.settings import BY_NAME, environment, resolve
-from airflow_jrs.store import JobResultEntry, RedisJobResultStore, validate_namespace
+from airflow_jrs.store import JobResultEntry, JobResultStore, validate_namespace
+from airflow_jrs.store.namespace import JobNamespace
 from airflow_jrs.store.redis.diagnosis import describe_server, unavailable_line
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
 from airflow_jrs.views.words import plural, stamp
 
 #: Exit codes, as the help's epilog and the package docstring document them.
@@ -108,7 +109,7 @@ def namespace(text: str) -> str:
 # -- where the store is -------------------------------------------------------------------------
 @dataclass
 class Ctx:
-    """One command's jobs (:class:`~airflow_jrs.protocol.jobs.JobNamespace`: its results, leases,
+    """One command's jobs (:class:`~airflow_jrs.store.namespace.JobNamespace`: its results, leases,
     intents, heartbeats and requests) and where they are, said the same way in every answer."""
 
     args: argparse.Namespace
@@ -118,7 +119,7 @@ class Ctx:
     out: Output
 
     @property
-    def store(self) -> RedisJobResultStore:
+    def store(self) -> JobResultStore:
         return self.jobs.results
 
     @property
@@ -156,7 +157,7 @@ def open_store(args: argparse.Namespace, out: Output) -> Ctx:
             section=environment,
         )
         return Ctx(
-            args, JobNamespace.from_url(args.redis_url, settings), url_server(args.redis_url), "--redis-url", out
+            args, RedisJobNamespace.from_url(args.redis_url, settings), url_server(args.redis_url), "--redis-url", out
         )
     from airflow_jrs.hooks.jrs import JrsHook
 

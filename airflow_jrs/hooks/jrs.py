@@ -22,9 +22,9 @@ from airflow.providers.redis.hooks.redis import RedisHook
 
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.observability.metrics import TASK_METRICS
-from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.settings import BY_NAME, DEFAULT_CONN_ID, JrsSettings, parse_boolean, resolve
 from airflow_jrs.store import AsyncRedisJobResultStore, RedisJobResultStore
+from airflow_jrs.store.namespace import JobNamespace
 from airflow_jrs.store.redis.clients import (
     apply_client_policy,
     async_policy_client,
@@ -33,6 +33,7 @@ from airflow_jrs.store.redis.clients import (
     policy_options,
 )
 from airflow_jrs.store.redis.diagnosis import describe_server
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
 from airflow_jrs.store.redis.sentinel import SENTINEL_KEYS, SENTINEL_PORT, is_sentinel, parse_sentinels
 
 __all__ = ["JrsHook", "JrsSettings", "async_connection_kwargs"]
@@ -183,7 +184,7 @@ class JrsHook(BaseHook):
     def get_store(self) -> RedisJobResultStore:
         """The job result store with the configured settings (:attr:`JobNamespace.results`)."""
         settings = self.settings  # a missing connection: JrsConfigError first
-        return JobNamespace(self.get_conn(), settings).results
+        return RedisJobNamespace(self.get_conn(), settings).results
 
     def connection_kwargs(self) -> dict[str, Any]:
         """Plain kwargs for the same server and credentials as :meth:`get_conn`, for a client in
@@ -223,7 +224,7 @@ class JrsHook(BaseHook):
         counted where it decides. The CLI and the page build their namespace here too, and never
         decide, so they send nothing."""
         settings = self.settings  # a missing connection: JrsConfigError first
-        return JobNamespace(
+        return RedisJobNamespace(
             self.get_conn(), settings, signals=TASK_METRICS, source=f"jrs connection {self.jrs_conn_id!r}"
         )
 

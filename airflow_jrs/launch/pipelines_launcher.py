@@ -76,8 +76,8 @@ from airflow_jrs.spark.commit import MARKER_VERSION, marker_path
 from airflow_jrs.spark.conf import job_conf
 
 if TYPE_CHECKING:
-    from airflow_jrs.protocol.jobs import JobNamespace
     from airflow_jrs.protocol.run import JobRun
+    from airflow_jrs.store.namespace import JobNamespace
 
 #: The folders of the fenced output folder the pipeline writes.
 WAREHOUSE, STORAGE = "warehouse", "storage"

@@ -37,7 +37,7 @@ from airflow_jrs.store import Attempt
 from airflow_jrs.store.intents import Intent
 
 if TYPE_CHECKING:
-    from airflow_jrs.protocol.jobs import JobNamespace
+    from airflow_jrs.store.namespace import JobNamespace
 
 
 class SubmitTask(Protocol):

@@ -21,7 +21,7 @@ from airflow_jrs.spark.control import CANCEL
 from airflow_jrs.store.stop_requests import StopRequest, StopRequests
 
 if TYPE_CHECKING:
-    from airflow_jrs.protocol.jobs import JobNamespace
+    from airflow_jrs.store.namespace import JobNamespace
 
 #: Seconds between SIGTERM and SIGKILL when spark-submit is asked to stop.
 STOP_GRACE = 10.0

@@ -25,7 +25,7 @@ from airflow_jrs.launch.supervisor import SETTINGS_ENV, SUPERVISOR_ENV, supervis
 
 if TYPE_CHECKING:
     from airflow_jrs.launch.deploy_modes.base import DeployMode
-    from airflow_jrs.protocol.jobs import JobNamespace
+    from airflow_jrs.store.namespace import JobNamespace
 
 
 @dataclass(frozen=True)

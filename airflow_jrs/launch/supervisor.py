@@ -59,7 +59,7 @@ The Redis connection comes in the environment (``JRS_SUPERVISOR_REDIS``: the pla
 ``[jrs]`` settings (``JRS_SUPERVISOR_SETTINGS``, JSON, resolved by
 :func:`airflow_jrs.settings.resolve` as arguments; the defaults without it), so that a
 result it records has the configured durability and limits; everything the
-supervisor reads and writes goes through one :class:`~airflow_jrs.protocol.jobs.JobNamespace`
+supervisor reads and writes goes through one :class:`~airflow_jrs.store.namespace.JobNamespace`
 on a client that :func:`~airflow_jrs.store.redis.clients.bounded_client` builds.
 """
 
@@ -80,7 +80,7 @@ from functools import partial
 from time import sleep
 from typing import Any
 
-from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.exceptions import HeartbeatGone, JrsConfigError, StaleHeartbeat
 from airflow_jrs.launch.stop_relay import (
     STOP_GRACE,
     Relay,
@@ -89,11 +89,11 @@ from airflow_jrs.launch.stop_relay import (
     say,
     stop_child,
 )
-from airflow_jrs.protocol.jobs import JobNamespace, settings_for
-from airflow_jrs.settings import BY_NAME, JrsSettings, resolve
-from airflow_jrs.store.heartbeats import HeartbeatGone, StaleHeartbeat
+from airflow_jrs.settings import BY_NAME, JrsSettings, resolve, settings_for
 from airflow_jrs.store.leases.fence import Fence, fence_arg
+from airflow_jrs.store.namespace import JobNamespace
 from airflow_jrs.store.redis.clients import bounded_client, policy_client
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
 
 SUPERVISOR_ENV = "JRS_SUPERVISOR_REDIS"
 SETTINGS_ENV = "JRS_SUPERVISOR_SETTINGS"
@@ -203,19 +203,19 @@ def supervisor_settings(raw: str | None, namespace: str, ttl: float) -> JrsSetti
     return settings
 
 
-def _jobs(connection: dict[str, Any], settings: JrsSettings, ttl: float) -> JobNamespace:
+def _jobs(connection: dict[str, Any], settings: JrsSettings, ttl: float) -> RedisJobNamespace:
     """On a client whose every socket operation ends within ``ttl/6``, without retries of its
     own: the beat loop retries, and must always get back in time to fence itself."""
-    return JobNamespace(bounded_client(connection, ttl / 6), settings, connection)
+    return RedisJobNamespace(bounded_client(connection, ttl / 6), settings, connection)
 
 
 def _settled(jobs: JobNamespace) -> JobNamespace:
     """The namespace on a client with the ``[jrs]`` timeouts and retries (close it after use):
     spark-submit has ended, so no beat must get back in time, and a durable write's wait
     (``durability_timeout``) must fit within the client's read timeout."""
-    if jobs.connection is None:
+    if not isinstance(jobs, RedisJobNamespace) or jobs.connection is None:
         return jobs.fresh()
-    return JobNamespace(policy_client(jobs.connection, jobs.settings), jobs.settings, jobs.connection)
+    return RedisJobNamespace(policy_client(jobs.connection, jobs.settings), jobs.settings, jobs.connection)
 
 
 def supervise(

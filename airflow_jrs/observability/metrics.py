@@ -10,8 +10,8 @@ runner's and the triggerer's own imports on each of them.
 
 Where they are emitted: where the guard decides, i.e. where Airflow runs task code.
 
-* the worker: the attempt's decisions (:mod:`airflow_jrs.protocol.signals`, heard through the
-  :class:`~airflow_jrs.protocol.jobs.JobNamespace` that :meth:`airflow_jrs.hooks.JrsHook.jobs`
+* the worker: the attempt's decisions (:mod:`airflow_jrs.domain.signals`, heard through the
+  :class:`~airflow_jrs.store.namespace.JobNamespace` that :meth:`airflow_jrs.hooks.JrsHook.jobs`
   builds with :data:`TASK_METRICS`), and the store errors and quarantined reads that end a
   task's store call (:func:`airflow_jrs.hooks.store_failures.airflow_failures`);
 * the triggerer: a skip decided there (``start_in_triggerer``) and what its reads meet
@@ -45,9 +45,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from airflow_jrs.domain import signals
+from airflow_jrs.domain.signals import run_seconds
 from airflow_jrs.exceptions import CorruptJobResultError, JobResultQuarantinedError, StoreUnavailableError
-from airflow_jrs.protocol import signals
-from airflow_jrs.protocol.signals import run_seconds
 from airflow_jrs.store import JobResult
 from airflow_jrs.store.redis.diagnosis import KINDS
 from airflow_jrs.store.redis.durability import NOT_DURABLE
@@ -203,7 +203,7 @@ def _tags(dag_id: str | None, task_id: str | None) -> dict[str, str]:
 
 
 class AirflowMetrics:
-    """A :class:`~airflow_jrs.protocol.signals.Signals` sink that counts through Airflow's ``Stats``
+    """A :class:`~airflow_jrs.domain.signals.Signals` sink that counts through Airflow's ``Stats``
     in a ``where`` process (:data:`WORKER` or :data:`TRIGGERER`); never raises."""
 
     def __init__(self, where: str) -> None:
@@ -225,7 +225,7 @@ class AirflowMetrics:
         finally:
             _sending.reset(sending)
 
-    # -- what the protocol tells (protocol/signals.py) -----------------------------------------
+    # -- what the protocol tells (domain/signals.py) -----------------------------------------
     def decided(
         self, decision: str, *, dag_id: str | None, task_id: str | None, reused: JobResult | None = None
     ) -> None:

@@ -39,8 +39,7 @@ from typing import Any
 from airflow_jrs.actions.planning.job_ids import job_ids
 from airflow_jrs.actions.planning.jobs import plan_jobs, planned_date
 from airflow_jrs.actions.planning.runs import ExistingRun, runs_by_date
-from airflow_jrs.protocol.jobs import JobNamespace
-from airflow_jrs.store.redis.batch_read import read_entries
+from airflow_jrs.store.namespace import JobNamespace
 from airflow_jrs.views.calendar import (
     LEGEND,
     CalendarJob,
@@ -260,7 +259,7 @@ def _rebuild(
     """The rows of ``dates`` planned again from one batch read of their entries (read after ``epoch``)."""
     found = [item for d in dates for item in plan.found[d]]
     expiries: dict[str, float] = {}
-    answers = read_entries(jobs.results, [job_id for _, _, job_id in found], expiries=expiries)
+    answers = jobs.results.read_many([job_id for _, _, job_id in found], expiries=expiries)
     planned = plan_jobs(jobs, found, plan.runs, answers, held, jobs.intents.list_intents())
     by_date: dict[datetime | None, list[CalendarJob]] = {d: [] for d in dates}
     for p in planned:

@@ -19,8 +19,8 @@ from fastapi import HTTPException
 
 from airflow_jrs.domain.model import EntryQuery
 from airflow_jrs.hooks.jrs import JrsHook
-from airflow_jrs.protocol.jobs import JobNamespace
-from airflow_jrs.store import Actor, JobResultEntry, JobResultStore, RedisJobResultStore
+from airflow_jrs.store import Actor, JobResultEntry, JobResultStore
+from airflow_jrs.store.namespace import JobNamespace
 from airflow_jrs.store.redis.diagnosis import mask_password
 from airflow_jrs.views.job import entry_dag, job_dag
 
@@ -35,7 +35,7 @@ class Connected:
     password: str | None
 
     @property
-    def store(self) -> RedisJobResultStore:
+    def store(self) -> JobResultStore:
         return self.jobs.results
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi import HTTPException
 
-from airflow_jrs.protocol.jobs import JobNamespace
+from airflow_jrs.store.namespace import JobNamespace
 
 #: What the UI leaves in a task instance view's link when the task is not mapped: Airflow 3.3
 #: fills ``{MAP_INDEX}`` only for mapped tasks and sends the placeholder itself otherwise.

@@ -5,15 +5,20 @@ Decide, lease, recover or adopt, record the intent, launch, record the result, r
 The Airflow operators call it with a launcher for spark-submit; the fault trials call it with
 a stand-in launcher, in real processes, so what they prove holds for this code.
 
-    jobs = JobNamespace.from_url("redis://127.0.0.1:6379/0", settings_for("prod", output_root=..., spec_root=...))
+    jobs = RedisJobNamespace.from_url("redis://127.0.0.1:6379/0", settings_for("prod", output_root=..., spec_root=...))
+
+The attempt takes any :class:`~airflow_jrs.store.namespace.JobNamespace` (the store's services
+contract, re-exported here with ``settings_for``); on Redis it is
+:class:`airflow_jrs.store.redis.namespace.RedisJobNamespace`.
     outcome = JobAttempt(jobs, JobSpec("daily.2024-01-01", fingerprint), attempt, launcher).run()
 """
 
 from airflow_jrs.protocol.attempt import JobAttempt
 from airflow_jrs.protocol.cleanup import LOCAL_OR_FSSPEC, Files, RetryPolicy, commit_job
-from airflow_jrs.protocol.jobs import JobNamespace, settings_for
 from airflow_jrs.protocol.launcher import COMMITTED, ENDED, RUNS, Ended, Failure, Launch, Launcher, Predecessor
 from airflow_jrs.protocol.terms import ADOPTED, COMPUTED, SKIPPED, AttemptPolicy, JobSpec, Outcome
+from airflow_jrs.settings import settings_for
+from airflow_jrs.store.namespace import JobNamespace
 
 __all__ = [
     "ADOPTED",

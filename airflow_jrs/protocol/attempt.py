@@ -36,7 +36,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_jrs.domain import recompute
+from airflow_jrs.domain import recompute, signals
 from airflow_jrs.domain.model import Actor, HistoryReason
 from airflow_jrs.domain.paths import app_name, staging_path, stream_output_path
 from airflow_jrs.domain.recompute import RequestSeen
@@ -47,8 +47,7 @@ from airflow_jrs.exceptions import (
     JobNotStartedError,
     LeaseHeldError,
 )
-from airflow_jrs.protocol import endings, signals
-from airflow_jrs.protocol.jobs import JobNamespace
+from airflow_jrs.protocol import endings
 from airflow_jrs.protocol.launcher import COMMITTED, RUNS, Ended, Launch, Launcher
 from airflow_jrs.protocol.markers import committed_marker
 from airflow_jrs.protocol.recovery import PREDECESSOR_POLICIES, recover
@@ -62,6 +61,7 @@ from airflow_jrs.spark.commit import read_commit_marker
 from airflow_jrs.store import Attempt, JobResult, JobResultEntry
 from airflow_jrs.store.intents import Intent, IntentStore
 from airflow_jrs.store.leases.lease import JobLease
+from airflow_jrs.store.namespace import JobNamespace
 
 
 class JobAttempt:

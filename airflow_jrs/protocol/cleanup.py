@@ -18,7 +18,7 @@ cleanup the operator runs. Files are reached through :class:`Files`: the default
 (:data:`LOCAL_OR_FSSPEC`) handles local paths and fsspec URLs; the operator hands in one built
 on Airflow's ``ObjectStoragePath`` so object-store connections behave as they always did.
 
-    payload = commit_job(JobNamespace.from_url(url, settings), "daily.2024-01-01")
+    payload = commit_job(RedisJobNamespace.from_url(url, settings), "daily.2024-01-01")
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from typing import Any, Protocol
 from airflow_jrs.domain.paths import FENCE_PREFIX, fence_token_of, spec_dir, staging_root
 from airflow_jrs.domain.payload import result_payload
 from airflow_jrs.exceptions import CleanupError, JobResultEntryChangedError, NoSuchJobResultError
-from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.protocol.steps import reached
-from airflow_jrs.store import EntryState, JobResult, JobResultEntry, RedisJobResultStore
+from airflow_jrs.store import EntryState, JobResult, JobResultEntry, JobResultStore
 from airflow_jrs.store.intents import IntentStore
+from airflow_jrs.store.namespace import JobNamespace
 
 #: ``fn(result, context)``: a caller's own cleanup of one dirty job, run before it is marked clean.
 CleanupCallable = Callable[[JobResult, Any], None]
@@ -365,7 +365,7 @@ class CleanupView:
     final clean is a compare-and-set on the entry's bytes (``mark_result_as_clean(expected=)``).
     """
 
-    def __init__(self, intents: IntentStore, store: RedisJobResultStore, entry: JobResultEntry) -> None:
+    def __init__(self, intents: IntentStore, store: JobResultStore, entry: JobResultEntry) -> None:
         self.intents, self.store, self.entry = intents, store, entry
 
     def live(self) -> set[str]:

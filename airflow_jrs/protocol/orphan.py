@@ -27,7 +27,7 @@ from airflow_jrs.store.recoveries import RECORDED, RecoveryStep
 from airflow_jrs.store.stop_requests import StopRequest
 
 if TYPE_CHECKING:
-    from airflow_jrs.protocol.jobs import JobNamespace
+    from airflow_jrs.store.namespace import JobNamespace
 
 #: How the caller says a line (the supervisor prints it on its stderr; it runs as ``__main__``).
 Say = Callable[[str], None]

@@ -32,8 +32,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from airflow_jrs.domain import signals
 from airflow_jrs.exceptions import CorruptCommitMarkerError
-from airflow_jrs.protocol import signals
 from airflow_jrs.protocol.launcher import Launcher, Predecessor
 from airflow_jrs.protocol.markers import names_attempt
 from airflow_jrs.protocol.run import JobRun, succeeded_result
@@ -46,7 +46,7 @@ from airflow_jrs.store.recoveries import ADOPTED, FOUND, RESUBMITTED, STOPPED, W
 from airflow_jrs.store.stop_requests import DEFAULT_STOP_TIMEOUT
 
 if TYPE_CHECKING:
-    from airflow_jrs.protocol.jobs import JobNamespace
+    from airflow_jrs.store.namespace import JobNamespace
 
 #: What a successor does with a predecessor's application that still runs.
 PREDECESSOR_POLICIES = ("wait", "stop")

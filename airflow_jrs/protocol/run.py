@@ -16,13 +16,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow_jrs.exceptions import JobResultEntryAlreadyExistsError
-from airflow_jrs.store import Attempt, JobResult, JobResultEntry, JobStatus, RedisJobResultStore
+from airflow_jrs.store import Attempt, JobResult, JobResultEntry, JobResultStore, JobStatus
 from airflow_jrs.store.intents import IntentStore
 from airflow_jrs.store.leases.lease import JobLease
 from airflow_jrs.store.results.base import UNSUCCESSFUL_ONLY
 
 if TYPE_CHECKING:
-    from airflow_jrs.protocol.jobs import JobNamespace
+    from airflow_jrs.store.namespace import JobNamespace
 
 #: What the protocol stores as an application id: one token of an id's characters, never a path,
 #: a ``namespace:pod`` reference or a log line. The exact shapes are the deploy modes'
@@ -41,7 +41,7 @@ class JobRun:
     """What one attempt that runs (or recovers) a job carries from step to step."""
 
     jobs: JobNamespace
-    store: RedisJobResultStore
+    store: JobResultStore
     intents: IntentStore
     lease: JobLease
     job_id: str

@@ -20,7 +20,7 @@ from airflow_jrs.exceptions import NoRunningStreamError
 from airflow_jrs.spark.control import write_request
 
 if TYPE_CHECKING:
-    from airflow_jrs.protocol.jobs import JobNamespace
+    from airflow_jrs.store.namespace import JobNamespace
 
 
 def request_stream(

@@ -45,8 +45,8 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from airflow_jrs.domain import signals
 from airflow_jrs.exceptions import LeaseHeldError
-from airflow_jrs.protocol import signals
 from airflow_jrs.protocol.processes import find_job_processes
 from airflow_jrs.protocol.recovery import note
 from airflow_jrs.store.heartbeats import Heartbeat
@@ -55,7 +55,7 @@ from airflow_jrs.store.leases.lease import JobLease, LeaseHolder, process_identi
 from airflow_jrs.store.recoveries import TOOK_OVER, RecoveryStep
 
 if TYPE_CHECKING:
-    from airflow_jrs.protocol.jobs import JobNamespace
+    from airflow_jrs.store.namespace import JobNamespace
 
 
 #: What the recovery log keeps of a dead holder (its lease's owner): the try, where it ran.

@@ -1,14 +1,14 @@
-"""The job result store (FLIP-194 for Airflow + Spark). Depends on redis-py and the stdlib only.
+"""The job result store (FLIP-194 for Airflow + Spark): its contracts, and the Redis backend.
 
-One place per noun, each with its Lua beside it, so that a rule about one noun is found in one
-place: :mod:`.results` (entries: the contract, the Redis store, its reads, purge and encoding),
-:mod:`.leases` (one holder per job, and the fence it writes with), :mod:`.intents` (the
-reference to a running job's spec), :mod:`.heartbeats` (whether that submission still runs),
-:mod:`.stop_requests`, :mod:`.recompute_requests` and :mod:`.recoveries` (the recovery log).
-What they share and no noun owns (clients, errors and their diagnosis, keys, the scripts'
-codes and fence check) is :mod:`.plumbing`. This module re-exports the public names; the key
-layout (``plumbing.keys.KeySpace``) is no public name: only the store builds keys
-(docs/architecture.md, "Layers").
+The contracts name no backend, one place per noun: :mod:`.namespace` (the one services object
+every caller gets: :class:`~airflow_jrs.store.namespace.JobNamespace`), :mod:`.results` (entries:
+the state machine, their encoding, result documents), :mod:`.leases` (one holder per job, and the
+fence it writes with), :mod:`.intents` (the reference to a running job's spec),
+:mod:`.heartbeats` (whether that submission still runs), :mod:`.stop_requests`,
+:mod:`.recompute_requests`, :mod:`.recoveries` (the recovery log) and :mod:`.server_facts`. The
+Redis backend implements them all in :mod:`.redis`, the only package that talks to Redis.
+This module re-exports the public names; the key layout (``redis.keys.KeySpace``) is no public
+name: only the store builds keys (docs/architecture.md, "Layers").
 """
 
 from airflow_jrs.domain.model import (
@@ -24,6 +24,8 @@ from airflow_jrs.domain.model import (
     validate_namespace,
 )
 from airflow_jrs.domain.result_json import result_from_dict, result_to_dict
+from airflow_jrs.store.namespace import JobNamespace
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
 from airflow_jrs.store.redis.results import RedisJobResultStore
 from airflow_jrs.store.redis.results_aio import AsyncRedisJobResultStore
 from airflow_jrs.store.results.base import JobResultStore
@@ -37,10 +39,12 @@ __all__ = [
     "EntryState",
     "HistoryNote",
     "HistoryReason",
+    "JobNamespace",
     "JobResult",
     "JobResultEntry",
     "JobResultStore",
     "JobStatus",
+    "RedisJobNamespace",
     "RedisJobResultStore",
     "result_from_dict",
     "result_to_dict",

@@ -50,12 +50,11 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TaskSkippedEvent, TaskSuccessEvent, TriggerEvent
 
-from airflow_jrs.domain import recompute
+from airflow_jrs.domain import recompute, signals
 from airflow_jrs.domain.identity import application_fingerprint, job_id_for
 from airflow_jrs.domain.payload import DECIDED_IN_TRIGGERER, SKIPPED_RESULT_KEY, entry_payload, tasks_job_ids
 from airflow_jrs.exceptions import CleanupError, JobResultEntryError, JrsConfigError
 from airflow_jrs.observability.metrics import TRIGGERER_METRICS, task_of
-from airflow_jrs.protocol import signals
 from airflow_jrs.store import AsyncRedisJobResultStore, JobResultEntry, validate_job_id
 
 #: Seconds to wait for one request through the triggerer's Execution API channel.

@@ -28,7 +28,7 @@ from airflow_jrs.store.stop_requests import StopRequest, addresses
 from airflow_jrs.views.holder import RUNNING, TASK_GONE, HolderState, holder_state
 
 if TYPE_CHECKING:
-    from airflow_jrs.protocol.jobs import JobNamespace
+    from airflow_jrs.store.namespace import JobNamespace
 
 
 def entry_dag(entry: JobResultEntry | None) -> str | None:

@@ -32,11 +32,11 @@ from airflow_jrs.exceptions import (
     JobResultQuarantinedError,
     JrsConfigError,
 )
-from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.store import JobResultEntry
 from airflow_jrs.store.leases.lease import LeaseHolder
+from airflow_jrs.store.namespace import JobNamespace
 from airflow_jrs.store.recompute_requests import RecomputeRequests
-from airflow_jrs.store.redis.batch_read import Answer, read_entries
+from airflow_jrs.store.results.base import Answer
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def plan_range(
     found, notes = job_ids(dag, start, end, runs, versions)
     if runs_note:
         notes.append(runs_note)
-    answers = read_entries(jobs.results, [job_id for _, _, job_id in found])  # one round trip per 500 jobs
+    answers = jobs.results.read_many([job_id for _, _, job_id in found])  # one round trip per 500 jobs
     return plan_jobs(jobs, found, runs, answers, jobs.held_leases(), jobs.intents.list_intents()), notes
 
 
@@ -80,7 +80,7 @@ def plan_jobs(
     intents: Mapping[str, Any],
 ) -> list[PlannedJob]:
     """Where each of ``found`` (:func:`.job_ids.job_ids`) stands, from what was read of it:
-    ``answers`` (:func:`~airflow_jrs.store.redis.batch_read.read_entries`), the held leases and
+    ``answers`` (:meth:`~airflow_jrs.store.results.base.JobResultStore.read_many`), the held leases and
     the intents. The one rule :func:`plan_range` and the page's kept calendar rows
     (:mod:`airflow_jrs.plugins.calendar`) both apply."""
     requests = jobs.recompute_requests

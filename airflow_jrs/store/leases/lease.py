@@ -1,4 +1,4 @@
-"""Fenced leases: at most one attempt works on a job, and a stale one cannot write.
+"""Fenced leases: at most one attempt works on a job, and a stale one cannot write. The contract.
 
 Leadership alone is not mutual exclusion (FLINK-2354): a holder paused past its TTL wakes up
 believing it still holds the job. So every acquisition hands out a *fencing token* from the
@@ -18,33 +18,30 @@ fenced script compares with the token: a counter that went back (a failover that
 ``INCR``, an ``everysec`` crash) can hand token 8 out twice, the nonce tells those two holders
 apart. The nonce also lets a retried ACQUIRE or TAKE_OVER (its first reply lost on the wire)
 recognise the lease it already took.
+
+This module is the contract every backend's lease keeps (:class:`JobLease`: acquire, take over,
+peek, renew, release, revoke; the renewal thread and the loss it notices are the same for all)
+and what a holder is (:class:`LeaseHolder`). The Redis lease is
+:class:`airflow_jrs.store.redis.leases.RedisJobLease`; a namespace hands leases out
+(:meth:`airflow_jrs.store.namespace.JobNamespace.lease`).
 """
 
 from __future__ import annotations
 
-import json
+import abc
 import logging
 import os
 import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-
-import redis as redis_lib
 
 from airflow_jrs.domain.model import validate_job_id
 from airflow_jrs.exceptions import JrsConfigError, LeaseHeldError, LeaseLostError
 from airflow_jrs.settings import DEFAULT_LEASE_TTL
-from airflow_jrs.store.leases.fence import Fence, fence_arg, new_nonce
-from airflow_jrs.store.redis import lease_scripts as scripts
-from airflow_jrs.store.redis.clients import fresh_client
-from airflow_jrs.store.redis.durability import DurableWrites
-from airflow_jrs.store.redis.errors import redis_errors
-from airflow_jrs.store.redis.keys import KeySpace
-from airflow_jrs.store.redis.lua import ACQUIRED
-from airflow_jrs.store.redis.replies import as_str
+from airflow_jrs.store.leases.fence import Fence, new_nonce
 
 log = logging.getLogger(__name__)
 
@@ -102,45 +99,34 @@ class LeaseHolder:
         return {**self.owner, "token": self.token, "ttl_ms": self.ttl_ms}
 
 
-def _holder(token: Any, owner: Any, ttl_ms: Any, nonce: Any = None, lease_ttl_ms: Any = None) -> LeaseHolder:
-    try:
-        parsed = json.loads(owner) if owner else {}
-        if not isinstance(parsed, dict):
-            raise ValueError(owner)
-    except ValueError:
-        parsed = {"owner": repr(owner)}
-    nonce = as_str(nonce) if nonce else None
-    try:
-        full = int(as_str(lease_ttl_ms)) if lease_ttl_ms else None
-    except ValueError:
-        full = None
-    return LeaseHolder(token=int(token), owner=parsed, ttl_ms=int(ttl_ms), nonce=nonce or None, lease_ttl_ms=full)
-
-
 def boot_clock() -> float:
     """Seconds on ``CLOCK_BOOTTIME``: unlike ``time.monotonic()`` it counts a suspend of the host."""
     return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
-@dataclass
-class JobLease:
-    """The lease of one job in one namespace. Not reusable: one ``acquire`` per instance."""
+class JobLease(abc.ABC):
+    """The lease of one job in one namespace. Not reusable: one ``acquire`` per instance.
 
-    client: redis_lib.Redis
-    namespace: str
-    job_id: str
-    ttl: float = DEFAULT_LEASE_TTL
-    owner: dict[str, Any] = field(default_factory=default_owner)
-    on_lost: Callable[[JobLease], None] | None = None
-    #: ``durability`` for acquire and take-over (``None``: acknowledged in memory). A lease lost
-    #: in a failover lets a second attempt start beside this one until its next renewal.
-    durable: DurableWrites | None = None
+    What every backend shares is here: the owner nonce drawn per instance, the renewal thread
+    (every ``ttl/3``, giving up only once a whole TTL passed without a renewal), the loss it
+    notices and :meth:`check`. A backend writes the six transitions, each atomic and compared on
+    the fence identity."""
 
-    def __post_init__(self) -> None:
-        validate_job_id(self.job_id)
-        if self.ttl < 1:
-            raise JrsConfigError(f"lease ttl must be at least 1 second, got {self.ttl}")
-        self.keys = KeySpace(self.namespace)
+    def __init__(
+        self,
+        namespace: str,
+        job_id: str,
+        ttl: float = DEFAULT_LEASE_TTL,
+        owner: dict[str, Any] | None = None,
+        on_lost: Callable[[JobLease], None] | None = None,
+    ) -> None:
+        self.namespace = namespace
+        self.job_id = validate_job_id(job_id)
+        if ttl < 1:
+            raise JrsConfigError(f"lease ttl must be at least 1 second, got {ttl}")
+        self.ttl = ttl
+        self.owner = default_owner() if owner is None else owner
+        self.on_lost = on_lost
         #: This lease's owner nonce: with the token, an identity that cannot repeat (a lost INCR
         #: can re-issue a token, never a nonce). One per instance, so a retried command keeps it.
         self.nonce = new_nonce()
@@ -150,126 +136,43 @@ class JobLease:
         self.lost = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._acquire = self.client.register_script(scripts.ACQUIRE_LEASE)
-        self._take_over = self.client.register_script(scripts.TAKE_OVER_LEASE)
-        self._renew = self.client.register_script(scripts.RENEW_LEASE)
-        self._release = self.client.register_script(scripts.RELEASE_LEASE)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(namespace={self.namespace!r}, job_id={self.job_id!r}, token={self.token})"
 
     @property
     def ttl_ms(self) -> int:
         return int(self.ttl * 1000)
 
-    def _acquire_keys(self) -> list[str]:
-        """The keys of ACQUIRE_LEASE; TAKE_OVER_LEASE uses the same, so both count on one fence."""
-        return [self.keys.lease(self.job_id), self.keys.fence_counter]
-
+    @abc.abstractmethod
     def acquire(self) -> Fence:
         """Take the lease and return its fence (the token, carrying this lease's nonce), or raise
         :class:`LeaseHeldError`. A retry of this call after a lost reply gets the same fence."""
-        sent = boot_clock()
-        with redis_errors(f"acquire the lease of job {self.job_id!r}", self.namespace, self.job_id):
-            reply = self._hand_out(
-                self._acquire, [json.dumps(self.owner), self.ttl_ms, int(time.time() * 1000), self.nonce]
-            )
-        if int(reply[0]) == ACQUIRED:
-            self.token = Fence(int(reply[1]), self.nonce)
-            self.renewed_at = sent
-            return self.token
-        raise self._held(_holder(*reply[1:5]))
 
+    @abc.abstractmethod
     def take_over(self, dead: LeaseHolder) -> Fence | None:
-        """Take the lease from ``dead``, a holder the caller proved dead, before its TTL runs out.
+        """Take the lease from ``dead``, a holder the caller proved dead, before its TTL runs out:
+        a compare-and-set on its token and nonce that hands out a new token. ``None`` when the lease
+        is gone meanwhile (call :meth:`acquire`); raises :class:`LeaseHeldError` naming whoever holds
+        it now. Proving the holder dead is the caller's business: the lease cannot see processes."""
 
-        A compare-and-set on ``dead``'s token and nonce that hands out a new token from the fence counter:
-        whatever ``dead`` left running can no longer write, and of two successors that proved the
-        same holder dead only one gets the lease. Returns the new token; ``None`` when the lease is
-        gone meanwhile (call :meth:`acquire`); raises :class:`LeaseHeldError` naming whoever holds
-        it now. Proving the holder dead is the caller's business: the lease cannot see processes.
-        """
-        sent = boot_clock()
-        with redis_errors(f"take over the lease of job {self.job_id!r}", self.namespace, self.job_id):
-            reply = self._hand_out(
-                self._take_over,
-                [fence_arg(dead.fence), json.dumps(self.owner), self.ttl_ms, int(time.time() * 1000), self.nonce],
-            )
-        if int(reply[0]) == ACQUIRED:
-            self.token = Fence(int(reply[1]), self.nonce)
-            self.renewed_at = sent
-            return self.token
-        if len(reply) < 4:
-            return None
-        raise self._held(_holder(*reply[1:5]))
-
-    def _hand_out(self, script: Any, args: list[Any]) -> Any:
-        """Run ACQUIRE_LEASE or TAKE_OVER_LEASE; with ``durability`` set, the lease counts as taken
-        only once the replicas (or the disk) have it, else it is given back and the call raises
-        :class:`~airflow_jrs.exceptions.StoreUnavailableError` (nothing started: a retry takes it)."""
-        if self.durable is None:
-            return script(keys=self._acquire_keys(), args=args)
-        return self.durable.run(
-            self.client, script, keys=self._acquire_keys(), args=args,
-            written=lambda reply: int(reply[0]) == ACQUIRED,
-            what=f"the lease of job {self.job_id!r}", namespace=self.namespace, job_id=self.job_id,
-            then="The lease was given back and nothing was started; the task's retry takes it again once the "
-            "store is healthy",
-            undo=lambda reply: self._release(
-                keys=[self.keys.lease(self.job_id)], args=[fence_arg(Fence(int(reply[1]), self.nonce))]
-            ),
-        )  # fmt: skip
-
-    def _held(self, holder: LeaseHolder) -> LeaseHeldError:
-        return LeaseHeldError(
-            f"job {self.job_id!r} is being worked on by another attempt ({holder.describe()}); its lease "
-            f"expires in {holder.ttl_ms / 1000:.1f}s unless renewed. Not starting a second copy.",
-            job_id=self.job_id,
-            holder=holder.describe(),
-        )
-
+    @abc.abstractmethod
     def peek(self) -> LeaseHolder | None:
         """The current holder of the job's lease (anyone's, not only ours), or ``None``."""
-        key = self.keys.lease(self.job_id)
-        with redis_errors(f"read the lease of job {self.job_id!r}", self.namespace, self.job_id):
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hmget(key, ["token", "owner", "nonce", "ttl_ms"])
-            pipe.pttl(key)
-            (token, owner, nonce, lease_ttl), ttl_ms = pipe.execute()
-        if token is None:
-            return None
-        return _holder(as_str(token), as_str(owner) if owner is not None else None, ttl_ms, nonce, lease_ttl)
 
-    def revoke(self) -> bool:
-        """Release our lease on a connection of its own; safe inside a signal handler.
-
-        ``on_kill`` runs on the thread that was interrupted, which may be in the middle of a
-        command on a pooled connection: reusing it could read that command's reply. A fresh
-        connection with the same settings cannot. Never raises: the lease's TTL is the
-        fallback, and a kill must not be masked by a Redis error. ``True`` when released.
-        """
-        self.stop_renewal()
-        if self.token is None:
-            return False
-        try:
-            client = fresh_client(self.client)
-            try:
-                release = client.register_script(scripts.RELEASE_LEASE)
-                return bool(release(keys=[self.keys.lease(self.job_id)], args=[fence_arg(self.token)]))
-            finally:
-                client.close()
-        except Exception as exc:
-            log.warning("Could not revoke the lease of job %r (it expires by its TTL): %s", self.job_id, exc)
-            return False
-
+    @abc.abstractmethod
     def renew(self) -> bool:
-        """Extend the lease; ``False`` (and :attr:`lost` set) when it is no longer ours."""
-        token = self._require_token()
-        sent = boot_clock()
-        with redis_errors(f"renew the lease of job {self.job_id!r}", self.namespace, self.job_id):
-            ok = bool(self._renew(keys=[self.keys.lease(self.job_id)], args=[fence_arg(token), self.ttl_ms]))
-        if not ok:
-            self._mark_lost()
-        else:
-            self.renewed_at = sent
-        return ok
+        """Extend the lease; ``False`` (and :attr:`lost` set, through :meth:`_mark_lost`) when it is
+        no longer ours."""
+
+    @abc.abstractmethod
+    def release(self) -> bool:
+        """Give the lease back (no-op when already lost); stops renewal."""
+
+    @abc.abstractmethod
+    def revoke(self) -> bool:
+        """Release our lease on a connection of its own (safe inside a signal handler, whose
+        interrupted thread may hold a pooled one); never raises. ``True`` when released."""
 
     def held_for_sure(self, share: float) -> bool:
         """Has less than ``share`` of the TTL passed since the last acquire or renewal was *sent*?
@@ -279,14 +182,6 @@ class JobLease:
         whole TTL passed, by which time a successor may run): the supervisor's rule, for
         launchers that have no supervisor. On ``CLOCK_BOOTTIME``, which counts a suspend."""
         return self.renewed_at is not None and boot_clock() - self.renewed_at < share * self.ttl
-
-    def release(self) -> bool:
-        """Give the lease back (no-op when already lost); stops renewal."""
-        self.stop_renewal()
-        if self.token is None:
-            return False
-        with redis_errors(f"release the lease of job {self.job_id!r}", self.namespace, self.job_id):
-            return bool(self._release(keys=[self.keys.lease(self.job_id)], args=[fence_arg(self.token)]))
 
     def check(self) -> Fence:
         """Raise :class:`LeaseLostError` when renewal noticed the loss; else return the fence (the
@@ -349,25 +244,10 @@ class JobLease:
             raise RuntimeError(f"the lease of job {self.job_id!r} was never acquired; call acquire() first")
         return self.token
 
-
-def held_leases(client: redis_lib.Redis, namespace: str) -> dict[str, LeaseHolder]:
-    """Every lease held in ``namespace`` now, by job id: what the on-call engineer asks first
-    ("who is running what?"). Leases have no index (they come and go with attempts), so this
-    SCANs (never KEYS: a large keyspace must not block the server); a lease that expires
-    between the SCAN and the read is left out."""
-    keys = KeySpace(namespace)
-    with redis_errors("list held leases", namespace):
-        found = sorted(as_str(k) for k in client.scan_iter(match=keys.job_pattern("lease"), count=1000))
-        pipe = client.pipeline(transaction=False)
-        for key in found:
-            pipe.hmget(key, ["token", "owner", "nonce", "ttl_ms"])
-            pipe.pttl(key)
-        replies = pipe.execute() if found else []
-    held: dict[str, LeaseHolder] = {}
-    for i, key in enumerate(found):
-        (token, owner, nonce, lease_ttl), ttl_ms = replies[2 * i], replies[2 * i + 1]
-        if token is not None:
-            held[keys.job_id_of("lease", key)] = _holder(
-                as_str(token), as_str(owner) if owner is not None else None, ttl_ms, nonce, lease_ttl
-            )
-    return held
+    def _held(self, holder: LeaseHolder) -> LeaseHeldError:
+        return LeaseHeldError(
+            f"job {self.job_id!r} is being worked on by another attempt ({holder.describe()}); its lease "
+            f"expires in {holder.ttl_ms / 1000:.1f}s unless renewed. Not starting a second copy.",
+            job_id=self.job_id,
+            holder=holder.describe(),
+        )

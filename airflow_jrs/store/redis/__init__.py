@@ -1,8 +1,14 @@
-"""The Redis plumbing every noun of the store shares, and nothing a noun owns.
+"""The store on Redis: every contract of :mod:`airflow_jrs.store` kept by one Redis backend.
 
-How a client is built (:mod:`.clients`), how redis-py's errors become ours and what they say
-(:mod:`.errors`, :mod:`.diagnosis`), where every key is spelled (:mod:`.keys`), the return codes
-and the fence check every Lua script shares (:mod:`.lua`), how a reply is read (:mod:`.replies`),
-durable writes on request (:mod:`.durability`) and what the server promises (:mod:`.server`).
-Kept apart so that a noun's module reads as that noun's rules, not as Redis bookkeeping.
+The namespace that hands the nouns out (:mod:`.namespace`); each noun's Redis class with its Lua
+beside it (:mod:`.results` with :mod:`.result_scripts`, :mod:`.result_reads`, :mod:`.purge`,
+:mod:`.refusals`, :mod:`.read_rules`, :mod:`.batch_read`, :mod:`.changes` and the async
+:mod:`.results_aio`; :mod:`.leases` with :mod:`.lease_scripts`; :mod:`.intents`,
+:mod:`.heartbeats`, :mod:`.stop_requests`, :mod:`.recompute_requests`, :mod:`.recoveries`); and what
+they share: how a client is built (:mod:`.clients`, :mod:`.sentinel`), how redis-py's errors
+become ours and what they say (:mod:`.errors`, :mod:`.diagnosis`), where every key is spelled
+(:mod:`.keys`), the scripts' codes and fence check (:mod:`.lua`), how a reply is read
+(:mod:`.replies`), durable writes (:mod:`.durability`) and what the server promises
+(:mod:`.server`). A second backend is a package beside this one that passes the same contract
+suite (``tests/contract/``; docs/architecture.md, "Where a change goes").
 """

@@ -20,22 +20,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from airflow_jrs.domain.model import JobResultEntry, validate_job_id
+from airflow_jrs.domain.model import validate_job_id
 from airflow_jrs.exceptions import JobResultEntryError
 from airflow_jrs.store.redis.errors import redis_errors
 from airflow_jrs.store.redis.read_rules import READ_CHUNK
 from airflow_jrs.store.redis.result_scripts import READ_ENTRIES
+from airflow_jrs.store.results.base import Answer
 
 if TYPE_CHECKING:
-    from airflow_jrs.store.redis.results import RedisJobResultStore
-
-#: One job's answer: its entry, ``None`` (no result) or why it cannot be read (quarantined,
-#: corrupt, newer schema).
-Answer = JobResultEntry | None | JobResultEntryError
+    from airflow_jrs.store.redis.result_reads import RedisReads
 
 
 def read_entries(
-    store: RedisJobResultStore,
+    store: RedisReads,
     job_ids: Sequence[str],
     *,
     batch: int = READ_CHUNK,

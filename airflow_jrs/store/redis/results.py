@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -27,6 +28,7 @@ from airflow_jrs.exceptions import (
 from airflow_jrs.store.leases.fence import fence_arg
 from airflow_jrs.store.redis import lua
 from airflow_jrs.store.redis import result_scripts as scripts
+from airflow_jrs.store.redis.batch_read import read_entries
 from airflow_jrs.store.redis.changes import ResultChanges, result_changes
 from airflow_jrs.store.redis.clients import client_from_url, read_timeout
 from airflow_jrs.store.redis.durability import Durability
@@ -36,7 +38,7 @@ from airflow_jrs.store.redis.purge import RedisPurge
 from airflow_jrs.store.redis.refusals import refusal
 from airflow_jrs.store.redis.replies import as_bytes
 from airflow_jrs.store.redis.result_reads import RedisReads
-from airflow_jrs.store.results.base import UNSUCCESSFUL_ONLY, JobResultStore, Supersede
+from airflow_jrs.store.results.base import UNSUCCESSFUL_ONLY, Answer, JobResultStore, Supersede
 from airflow_jrs.store.results.documents import ResultDocuments, read_document, write_document
 from airflow_jrs.store.results.reference import encode_reference, is_reference
 from airflow_jrs.store.results.serde import (
@@ -138,6 +140,10 @@ class RedisJobResultStore(RedisPurge, RedisReads, JobResultStore):
         with redis_errors("answer PING", self.namespace):
             self.client.ping()
         return time.perf_counter() - started
+
+    def read_many(self, job_ids: Sequence[str], *, expiries: dict[str, float] | None = None) -> dict[str, Answer]:
+        """One ``READ_ENTRIES`` script per 500 jobs (:mod:`.batch_read`)."""
+        return read_entries(self, job_ids, expiries=expiries)
 
     def changes(self) -> ResultChanges:
         """The namespace's entry changes, watched from this process (one watcher per namespace,

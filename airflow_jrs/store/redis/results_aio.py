@@ -22,7 +22,6 @@ import redis.asyncio as aioredis
 
 from airflow_jrs.domain.model import JobResultEntry, validate_job_id
 from airflow_jrs.domain.recompute import RequestSeen
-from airflow_jrs.store.recompute_requests import seen_async
 from airflow_jrs.store.redis import result_scripts
 from airflow_jrs.store.redis.clients import CONNECTION_KEYS, async_client
 from airflow_jrs.store.redis.errors import redis_errors
@@ -35,6 +34,7 @@ from airflow_jrs.store.redis.read_rules import (
     quarantine_call,
     quarantined_error,
 )
+from airflow_jrs.store.redis.recompute_requests import seen_async
 from airflow_jrs.store.redis.replies import as_bytes
 from airflow_jrs.store.results.serde import event_job_id
 

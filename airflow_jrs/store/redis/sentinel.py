@@ -32,13 +32,13 @@ Store-only: redis-py and the standard library.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import redis as redis_lib
 import redis.sentinel as sync_sentinel
 
 from airflow_jrs.exceptions import JrsConfigError
+from airflow_jrs.store.server_facts import FailoverFacts
 
 #: Connection kwargs of a Sentinel-managed store, beside the primary's own (db, user, TLS).
 SENTINEL_KEYS = frozenset({"sentinel_master", "sentinels", "sentinel_username", "sentinel_password", "sentinel_ssl"})
@@ -130,17 +130,6 @@ def sentinel_connection(pool: sync_sentinel.SentinelConnectionPool) -> dict[str,
     if bool(own.get("ssl")) != bool(kwargs.get("ssl")):
         kwargs["sentinel_ssl"] = bool(own.get("ssl"))
     return kwargs
-
-
-@dataclass(frozen=True)
-class FailoverFacts:
-    """What ``doctor`` says of a Sentinel-managed store: the primary the sentinels name now,
-    its healthy replicas, and the primary's write guard (``None``: CONFIG GET refused)."""
-
-    primary: tuple[str, int]
-    replicas: list[tuple[str, int]]
-    min_replicas_to_write: int | None
-    min_replicas_max_lag: int | None
 
 
 def failover_facts(client: Any) -> FailoverFacts | None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import redis as redis_lib
@@ -24,27 +23,7 @@ import redis as redis_lib
 from airflow_jrs.store.redis.errors import redis_errors
 from airflow_jrs.store.redis.keys import PREFIX, KeySpace
 from airflow_jrs.store.redis.replies import as_str
-
-
-@dataclass(frozen=True)
-class ServerFacts:
-    """Settings of the server; ``None`` where the server would not say."""
-
-    version: str | None
-    mode: str | None
-    appendonly: str | None
-    appendfsync: str | None
-    maxmemory_policy: str | None
-    config_readable: bool
-
-    @property
-    def fencing_durable(self) -> bool | None:
-        """Does an acknowledged fence survive a crash? ``None`` when unknown."""
-        if self.appendonly == "no":
-            return False
-        if self.appendonly is None or self.appendfsync is None:
-            return None
-        return self.appendonly == "yes" and self.appendfsync == "always"
+from airflow_jrs.store.server_facts import Namespaces, ServerFacts
 
 
 def _config(client: redis_lib.Redis, name: str) -> str | None:
@@ -103,14 +82,6 @@ def ping_latency(client: redis_lib.Redis, namespace: str, count: int = 5) -> flo
 #: How many keys a namespace listing reads at most: it answers a person's typo, it must not
 #: walk a server holding millions of entries.
 NAMESPACE_SCAN_KEYS = 10_000
-
-
-@dataclass(frozen=True)
-class Namespaces:
-    """The namespaces a bounded SCAN saw on a server; ``complete`` is False when it stopped early."""
-
-    names: list[str]
-    complete: bool
 
 
 def namespace_has_keys(client: redis_lib.Redis, namespace: str) -> bool:

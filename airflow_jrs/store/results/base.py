@@ -39,11 +39,13 @@ Public methods validate arguments and raise; the ``_*`` methods do the I/O.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import timedelta
-from typing import Final, Literal
+from typing import Final, Literal, Protocol
 
 from airflow_jrs.domain.model import Actor, EntryQuery, HistoryReason, JobResult, JobResultEntry, validate_job_id
+from airflow_jrs.exceptions import JobResultEntryError
+from airflow_jrs.store.results.documents import ResultDocuments
 
 #: ``supersede=`` mode of :meth:`JobResultStore.create_dirty_result`: replace only an
 #: unsuccessful entry (FAILED, CANCELED, STOPPED), never a SUCCEEDED one of any fingerprint.
@@ -53,6 +55,22 @@ QUERY_PAGE = 500
 #: What ``supersede=`` accepts: ``False`` never replaces, ``True`` replaces an unsuccessful entry
 #: or one of another fingerprint, :data:`UNSUCCESSFUL_ONLY` replaces an unsuccessful one only.
 Supersede = bool | Literal["unsuccessful"]
+#: One job's answer in a batch read (:meth:`JobResultStore.read_many`): its entry, ``None`` (no
+#: result) or why it cannot be read (quarantined, corrupt: now quarantined, newer schema).
+Answer = JobResultEntry | None | JobResultEntryError
+
+
+class EntryChanges(Protocol):
+    """Which jobs' entries changed since a moment, as this process heard the store announce them
+    (:meth:`JobResultStore.changes`): what lets a reader that keeps entries (the Job calendar's
+    rows) skip reading them again. ``epoch`` counts what was heard; while not :attr:`active` (not
+    yet listening, or a lost connection) nothing may be kept."""
+
+    @property
+    def active(self) -> bool: ...
+    @property
+    def epoch(self) -> int: ...
+    def unchanged_since(self, job_ids: Iterable[str], epoch: int) -> bool: ...
 
 
 def _checked(job_id: str, expected: JobResultEntry | None) -> str:
@@ -71,6 +89,9 @@ class JobResultStore(abc.ABC):
     """Stores job results so that finished jobs are never run again."""
 
     namespace: str
+    #: Where a clean entry's full result lives when the store keeps only its reference
+    #: (``[jrs] result_documents``); ``None``: entries are whole
+    result_documents: ResultDocuments | None = None
 
     # -- writes ---------------------------------------------------------------------------
     def create_dirty_result(
@@ -143,6 +164,27 @@ class JobResultStore(abc.ABC):
         A clean entry committed as a reference (``[jrs] result_documents``) reads as a *summary*:
         what the skip decision needs, in the same one read. :meth:`full_entry` adds the rest."""
         return self._get_entry(validate_job_id(job_id))
+
+    @abc.abstractmethod
+    def read_many(self, job_ids: Sequence[str], *, expiries: dict[str, float] | None = None) -> dict[str, Answer]:
+        """Each job's :data:`Answer`, in few round trips (a backfill's or a calendar's thousands of
+        jobs); one bad entry is that job's answer and hides no other. Decoded by the same rules as
+        :meth:`get_entry`, so a job reads the same here as in its task.
+
+        :param expiries: filled with the seconds left of each entry that expires (a clean entry
+            under ``[jrs] retention``): what a reader that keeps the answers needs to know when
+            one goes without an announcement
+        :raises StoreUnavailableError: the store cannot be read (a partial answer would call
+            unread jobs missing: fail closed)"""
+
+    @abc.abstractmethod
+    def ping(self) -> float:
+        """One round trip to the store; returns the seconds it took. Raises
+        :class:`~airflow_jrs.exceptions.StoreUnavailableError`."""
+
+    @abc.abstractmethod
+    def changes(self) -> EntryChanges:
+        """The namespace's entry changes, watched from this process (one watcher per namespace)."""
 
     def full_entry(self, entry: JobResultEntry) -> JobResultEntry:
         """``entry`` with its full result: itself, or for a summary the entry its result document

@@ -1,11 +1,10 @@
-"""The jobs of one namespace: every Redis-backed thing the protocol touches, from one client.
+"""The namespace on Redis: every noun of :class:`~airflow_jrs.store.namespace.JobNamespace` from one client.
 
-The protocol (:mod:`airflow_jrs.protocol`) needs the job's result, its lease, its intent and
-the heartbeat of what it launched, all in one namespace and with the configured durability and
-limits. Building each from a raw client at every call site is how a result written from
-``on_kill`` once ignored the configured ``durability``; one object hands them all out instead.
-The Airflow hook builds it from the connection (:meth:`airflow_jrs.hooks.JrsHook.jobs`); the
-trials and scripts build it from a URL (:meth:`JobNamespace.from_url`).
+Building each noun from a raw client at every call site is how a result written from ``on_kill``
+once ignored the configured ``durability``; one object hands them all out instead, with the
+settings' limits, TTLs and durability. The Airflow hook builds it from the connection
+(:meth:`airflow_jrs.hooks.JrsHook.jobs`); the CLI, the trials and scripts from a URL
+(:meth:`RedisJobNamespace.from_url`). It is the one place outside a noun that reads the client.
 """
 
 from __future__ import annotations
@@ -16,45 +15,35 @@ from typing import Any
 
 import redis as redis_lib
 
+from airflow_jrs.domain.signals import NO_SIGNALS, Signals
 from airflow_jrs.exceptions import JrsConfigError
-from airflow_jrs.protocol.signals import NO_SIGNALS, Signals
-from airflow_jrs.settings import JrsSettings, resolve
-from airflow_jrs.store import RedisJobResultStore
-from airflow_jrs.store.heartbeats import Heartbeats
-from airflow_jrs.store.intents import IntentStore
-from airflow_jrs.store.leases.lease import JobLease, LeaseHolder, default_owner, held_leases
-from airflow_jrs.store.recompute_requests import RecomputeRequests
-from airflow_jrs.store.recoveries import Recoveries
+from airflow_jrs.settings import JrsSettings
+from airflow_jrs.store.leases.lease import LeaseHolder, default_owner
+from airflow_jrs.store.namespace import JobNamespace
 from airflow_jrs.store.redis.clients import client_from_url, connection_of, fresh_client
 from airflow_jrs.store.redis.durability import Durability, DurableWrites
 from airflow_jrs.store.redis.errors import redis_errors
-from airflow_jrs.store.redis.sentinel import FailoverFacts, failover_facts
-from airflow_jrs.store.redis.server import (
-    Namespaces,
-    ServerFacts,
-    find_namespaces,
-    namespace_has_keys,
-    ping_latency,
-    read_server_facts,
-)
+from airflow_jrs.store.redis.heartbeats import RedisHeartbeats
+from airflow_jrs.store.redis.intents import RedisIntentStore
+from airflow_jrs.store.redis.leases import RedisJobLease, held_leases
+from airflow_jrs.store.redis.recompute_requests import RedisRecomputeRequests
+from airflow_jrs.store.redis.recoveries import RedisRecoveries
+from airflow_jrs.store.redis.results import RedisJobResultStore
+from airflow_jrs.store.redis.sentinel import failover_facts
+from airflow_jrs.store.redis.server import find_namespaces, namespace_has_keys, ping_latency, read_server_facts
+from airflow_jrs.store.redis.stop_requests import RedisStopRequests
 from airflow_jrs.store.results.documents import FolderDocuments
-from airflow_jrs.store.stop_requests import StopRequests
-
-
-def settings_for(namespace: str, *, output_root: str, spec_root: str, **overrides: Any) -> JrsSettings:
-    """Settings for code that runs without Airflow's config: the table's defaults, then these
-    values (:func:`airflow_jrs.settings.resolve` with arguments only)."""
-    return resolve(arguments={"namespace": namespace, "output_root": output_root, "spec_root": spec_root, **overrides})
+from airflow_jrs.store.server_facts import FailoverFacts, Namespaces, ServerFacts
 
 
 @dataclass
-class JobNamespace:
-    """Results, leases, intents, heartbeats and requests of one namespace, on one client.
+class RedisJobNamespace(JobNamespace):
+    """Results, leases, intents, heartbeats and requests of one namespace, on one Redis client.
 
     :param connection: plain redis-py kwargs for the same server (what a supervisor beside
         spark-submit connects with); ``None``: not looked up yet, or they cannot be handed on
         (:meth:`connection_kwargs` takes them from the client, or says why not)
-    :param signals: who hears what the guard decides (:mod:`airflow_jrs.protocol.signals`): the
+    :param signals: who hears what the guard decides (:mod:`airflow_jrs.domain.signals`): the
         Airflow hook hands in its metrics, everybody else hears nothing
     :param source: what the client's connection is called in an error (``jrs connection
         'jrs_default'``, ``the Redis URL``)
@@ -67,7 +56,7 @@ class JobNamespace:
     source: str = field(default="the store's Redis connection", repr=False)
 
     @classmethod
-    def from_url(cls, url: str, settings: JrsSettings) -> JobNamespace:
+    def from_url(cls, url: str, settings: JrsSettings) -> RedisJobNamespace:
         """The jobs of ``settings.namespace`` on the Redis server at ``url``."""
         client = client_from_url(url, settings)
         source = "the Redis URL"
@@ -117,31 +106,31 @@ class JobNamespace:
         return DurableWrites(Durability.parse(s.durability), s.durability_timeout)
 
     @cached_property
-    def intents(self) -> IntentStore:
-        return IntentStore(self.client, self.namespace, self.settings.spec_root, durable=self.durable_writes)
+    def intents(self) -> RedisIntentStore:
+        return RedisIntentStore(self.client, self.namespace, self.settings.spec_root, durable=self.durable_writes)
 
     @cached_property
-    def heartbeats(self) -> Heartbeats:
-        return Heartbeats(self.client, self.namespace, durable=self.durable_writes)
+    def heartbeats(self) -> RedisHeartbeats:
+        return RedisHeartbeats(self.client, self.namespace, durable=self.durable_writes)
 
     @cached_property
-    def stop_requests(self) -> StopRequests:
-        return StopRequests(self.client, self.namespace)
+    def stop_requests(self) -> RedisStopRequests:
+        return RedisStopRequests(self.client, self.namespace)
 
     @cached_property
-    def recompute_requests(self) -> RecomputeRequests:
-        return RecomputeRequests(self.client, self.namespace)
+    def recompute_requests(self) -> RedisRecomputeRequests:
+        return RedisRecomputeRequests(self.client, self.namespace)
 
     @cached_property
-    def recoveries(self) -> Recoveries:
+    def recoveries(self) -> RedisRecoveries:
         """What successors did about dead attempts, per job (for people; nothing decides from it)."""
-        return Recoveries(self.client, self.namespace)
+        return RedisRecoveries(self.client, self.namespace)
 
-    def lease(self, job_id: str, *, ttl: float | None = None, **owner: Any) -> JobLease:
+    def lease(self, job_id: str, *, ttl: float | None = None, **owner: Any) -> RedisJobLease:
         """A new (not yet acquired) lease of ``job_id``; ``owner`` names the attempt (dag_id, task_id,
         run_id, map_index, try_number: for the on-call engineer, and so that a retry knows its own
         earlier try, :mod:`~airflow_jrs.protocol.takeover`), beside this process's host and pid."""
-        return JobLease(
+        return RedisJobLease(
             self.client, self.namespace, job_id, ttl=ttl or self.settings.lease_ttl, owner=default_owner(**owner),
             durable=self.durable_writes,
         )  # fmt: skip
@@ -174,11 +163,11 @@ class JobNamespace:
         """Median seconds of ``count`` PINGs: what every task pays per round trip."""
         return ping_latency(self.client, self.namespace, count)
 
-    def fresh(self) -> JobNamespace:
+    def fresh(self) -> RedisJobNamespace:
         """The same namespace and settings on a client of its own, with none of this one's
         connections (close it after use): for writes from a signal handler, whose interrupted
         thread may hold a pooled connection. Same durability and limits as every other write."""
-        return JobNamespace(fresh_client(self.client), self.settings, self.connection, self.signals, self.source)
+        return RedisJobNamespace(fresh_client(self.client), self.settings, self.connection, self.signals, self.source)
 
     def close(self) -> None:
         self.client.close()

@@ -2,9 +2,10 @@
 
 The protocol stays Airflow-free (docs/architecture.md, "Layers"), yet where it decides is where a
 metric must count: the skip, the launch, each recovery step, a lease taken over. So it tells a
-:class:`Signals` sink, carried by the :class:`~airflow_jrs.protocol.jobs.JobNamespace` every
-caller already has; the Airflow hook hands in the one that emits Airflow metrics
-(:mod:`airflow_jrs.observability.metrics`), everybody else gets :data:`NO_SIGNALS`.
+:class:`Signals` sink, carried by the :class:`~airflow_jrs.store.namespace.JobNamespace` every
+caller already has (so the sink's words sit in the domain, below the store); the Airflow hook
+hands in the one that emits Airflow metrics (:mod:`airflow_jrs.observability.metrics`), everybody
+else gets :data:`NO_SIGNALS`.
 
 A sink is told, never asked: nothing it says changes a decision. :func:`tell` calls it so that a
 sink that raises costs a debug line, never the attempt (a metrics backend that is down must not
