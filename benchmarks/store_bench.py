@@ -50,8 +50,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # jrs_testbench is not installed: it lives beside benchmarks/
 
 from airflow_jrs.domain.model import Attempt, EntryState, JobResult, JobResultEntry, JobStatus  # noqa: E402
-from airflow_jrs.store.leases.lease import JobLease  # noqa: E402
 from airflow_jrs.store.redis.keys import KeySpace  # noqa: E402
+from airflow_jrs.store.redis.leases import RedisJobLease  # noqa: E402
 from airflow_jrs.store.redis.results import DEFAULT_INDEX_LIMIT, RedisJobResultStore  # noqa: E402
 from airflow_jrs.store.results.reference import encode_reference  # noqa: E402
 from airflow_jrs.store.results.serde import DIRTY_PREFIX, decode_entry, encode_entry  # noqa: E402
@@ -167,7 +167,7 @@ def bulk_load(
 def real_write(client: redis_lib.Redis, store: RedisJobResultStore, i: int, clean: bool) -> None:
     """The production path: lease (fence), fenced create, release, then cleanup marks clean."""
     result, _ = make_result(i)
-    lease = JobLease(client, store.namespace, result.job_id)
+    lease = RedisJobLease(client, store.namespace, result.job_id)
     token = lease.acquire()
     store.create_dirty_result(result, fence=token)
     lease.release()
@@ -428,7 +428,7 @@ def main() -> int:
             create_t, clean_t = [], []
             for i in range(n + d, n + d + WRITES):
                 result, _ = make_result(i)
-                lease = JobLease(client, big.namespace, result.job_id)
+                lease = RedisJobLease(client, big.namespace, result.job_id)
                 token = lease.acquire()
                 t = time.perf_counter()
                 big_store.create_dirty_result(result, fence=token)

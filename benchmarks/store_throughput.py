@@ -11,7 +11,7 @@ machine noise hits all of them:
 * ``skip``  - ``RedisJobResultStore.get_entry`` of a random clean entry among ``--entries``
   loaded ones: the one-round-trip read the operator's skip decision does (GET + EXISTS
   pipelined, then decode), asserted clean.
-* ``lease`` - ``JobLease(...).acquire()`` then ``.release()`` on a job of its own (workers
+* ``lease`` - ``RedisJobLease(...).acquire()`` then ``.release()`` on a job of its own (workers
   take different jobs): two Lua scripts, a fenced INCR of the namespace's one counter.
 * ``beat``  - ``Heartbeats.beat`` of a running submission (``--workloads ping,beat``): what each
   running Spark job's supervisor sends every second (supervisor.REQUEST_POLL), a fenced write.
@@ -60,9 +60,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from store_bench import bulk_load, job_id, pct  # noqa: E402
 
-from airflow_jrs.store.heartbeats import Heartbeats  # noqa: E402
-from airflow_jrs.store.leases.lease import JobLease  # noqa: E402
+from airflow_jrs.store.redis.heartbeats import RedisHeartbeats  # noqa: E402
 from airflow_jrs.store.redis.keys import KeySpace  # noqa: E402
+from airflow_jrs.store.redis.leases import RedisJobLease  # noqa: E402
 from airflow_jrs.store.redis.results import RedisJobResultStore  # noqa: E402
 from jrs_testbench.redis_cluster import EmbeddedRedisCluster  # noqa: E402
 from jrs_testbench.redis_server import EmbeddedRedis  # noqa: E402
@@ -118,8 +118,8 @@ def client_loop(target: Target, workload: str, client_no: int, entries: int, sec
     serial = 0
     if workload == "beat":  # a running submission's supervisor: its lease, its first beat
         beat_job = f"beat-bench.{os.getpid()}.c{client_no}"  # a job of its own in every cell
-        beat_fence = JobLease(client, namespace, beat_job, ttl=600).acquire()
-        beats = Heartbeats(client, namespace)
+        beat_fence = RedisJobLease(client, namespace, beat_job, ttl=600).acquire()
+        beats = RedisHeartbeats(client, namespace)
         beats.beat(beat_job, beat_fence, 600_000, host="bench", pid=os.getpid(), child=0, first=True)
 
     def call() -> tuple[float, float]:
@@ -140,7 +140,7 @@ def client_loop(target: Target, workload: str, client_no: int, entries: int, sec
             beats.beat(beat_job, beat_fence, 600_000, host="bench", pid=os.getpid(), child=1)
             return time.perf_counter() - t, 0.0
         serial += 1
-        lease = JobLease(client, namespace, f"lease-bench.c{client_no}.{serial}")
+        lease = RedisJobLease(client, namespace, f"lease-bench.c{client_no}.{serial}")
         t = time.perf_counter()
         lease.acquire()
         t1 = time.perf_counter()

@@ -42,10 +42,12 @@ from airflow_jrs.domain.model import EntryState
 from airflow_jrs.domain.payload import result_payload
 from airflow_jrs.exceptions import CorruptJobResultError
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store.heartbeats import Heartbeats
-from airflow_jrs.store.intents import Intent, IntentStore
-from airflow_jrs.store.leases.lease import JobLease
-from airflow_jrs.store.recoveries import ADOPTED, TOOK_OVER, Recoveries, RecoveryStep
+from airflow_jrs.store.intents import Intent
+from airflow_jrs.store.recoveries import ADOPTED, TOOK_OVER, RecoveryStep
+from airflow_jrs.store.redis.heartbeats import RedisHeartbeats
+from airflow_jrs.store.redis.intents import RedisIntentStore
+from airflow_jrs.store.redis.leases import RedisJobLease
+from airflow_jrs.store.redis.recoveries import RedisRecoveries
 from jrs_testbench.deployment import LocalDeployment
 from jrs_testbench.helpers import ROOT, TINY_APP, jrs_env
 from jrs_testbench.redis_server import EmbeddedRedis
@@ -128,13 +130,13 @@ def seed(store: RedisJobResultStore, client: redis.Redis, spec_root: Path) -> No
     # a running stream (its staging is a stream's output folder: the page offers a stream's stop
     # and cancel; a batch job's gets "Cancel job"): lease held, intent recorded
     running = job_id("tiny", "2013-06-05")
-    lease = JobLease(
+    lease = RedisJobLease(
         client, store.namespace, running, ttl=3600,
         owner={"host": "worker-1", "pid": 4242, "dag_id": DAG, "task_id": "tiny.submit",
                "run_id": run_id("2013-06-05"), "try_number": 1},
     )  # fmt: skip
     fence = lease.acquire()
-    intents = IntentStore(client, store.namespace, str(spec_root))
+    intents = RedisIntentStore(client, store.namespace, str(spec_root))
     intents.record(
         Intent(
             job_id=running, fence=fence, spec_uri=intents.spec_uri(running, fence),
@@ -143,7 +145,7 @@ def seed(store: RedisJobResultStore, client: redis.Redis, spec_root: Path) -> No
         {"application": "tiny.py"},
     )  # fmt: skip
     # its supervisor's heartbeat: a stop or cancel from the page has someone to relay it
-    Heartbeats(client, store.namespace).beat(
+    RedisHeartbeats(client, store.namespace).beat(
         running, fence, 3_600_000, host="worker-1", pid=4242, child=4243, first=True
     )
     # a corrupt entry, quarantined on first read
@@ -158,13 +160,13 @@ def _recovered(store: RedisJobResultStore, client: redis.Redis, job: str) -> Non
     """Try 1 of the job's task died after its Spark application finished; try 2 took over its
     lease and adopted the output (the recovery log, as a successor writes it)."""
     owner = {"dag_id": DAG, "task_id": "tiny.submit", "run_id": run_id("2013-06-04")}
-    dead = JobLease(client, store.namespace, job, ttl=60, owner={**owner, "try_number": 1})
+    dead = RedisJobLease(client, store.namespace, job, ttl=60, owner={**owner, "try_number": 1})
     first = dead.acquire()
     dead.release()  # (a real death lets the lease expire; the log is the same)
-    successor = JobLease(client, store.namespace, job, ttl=60, owner={**owner, "try_number": 2})
+    successor = RedisJobLease(client, store.namespace, job, ttl=60, owner={**owner, "try_number": 2})
     second = successor.acquire()
     facts = {**owner, "try_number": 1}
-    log = Recoveries(client, store.namespace)
+    log = RedisRecoveries(client, store.namespace)
     for event, text in (
         (TOOK_OVER, f"took over the lease from fence {int(first)} (expired: its worker was lost)"),
         (ADOPTED, f"adopted the finished output of fence {int(first)} (application local-1700000004)"),

@@ -71,8 +71,8 @@ import redis as redis_lib
 from airflow_jrs.domain.model import HistoryReason
 from airflow_jrs.exceptions import ResultDocumentError
 from airflow_jrs.store import JobResultEntry, JobStatus, RedisJobResultStore
-from airflow_jrs.store.heartbeats import Heartbeats
-from airflow_jrs.store.intents import IntentStore
+from airflow_jrs.store.redis.heartbeats import RedisHeartbeats
+from airflow_jrs.store.redis.intents import RedisIntentStore
 from airflow_jrs.store.results.documents import ResultDocuments
 from jrs_testbench.invariants import check_outputs
 from jrs_testbench.trials.history import read_history
@@ -284,10 +284,10 @@ def check_trial(
                 violate("clean_document_missing", f"fence {entry.result.fence}'s clean reference: {exc}")
         for problem in check_outputs(full) if full is not None else []:
             violate("clean_output_broken", problem)
-        intent = _retry(lambda: IntentStore(client, namespace, spec_root="").get(job))
+        intent = _retry(lambda: RedisIntentStore(client, namespace, spec_root="").get(job))
         if intent is not None:
             violate("intent_left", f"the job is clean, the intent of fence {intent.fence} is still there")
-        beat = _retry(lambda: Heartbeats(client, namespace).get(job))
+        beat = _retry(lambda: RedisHeartbeats(client, namespace).get(job))
         if beat is not None and beat.ttl_ms < 0:
             violate("heartbeat_left", f"the heartbeat of fence {beat.fence} never expires")
     if entry is None or entry.result.status is not JobStatus.SUCCEEDED:

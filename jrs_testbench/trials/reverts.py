@@ -47,8 +47,7 @@ def _replace_once(text: str, old: str, new: str, where: str) -> str:
 
 def _swap_script(name: str, edits: Sequence[tuple[str, str]]) -> None:
     """Give the Lua script constant ``<name>`` its pre-fix text (each ``old`` must occur once)."""
-    from airflow_jrs.store import heartbeats, intents
-    from airflow_jrs.store.redis import lease_scripts, result_scripts
+    from airflow_jrs.store.redis import heartbeats, intents, lease_scripts, result_scripts
 
     scripts = next(m for m in (result_scripts, lease_scripts, intents, heartbeats) if hasattr(m, name))
     text = getattr(scripts, name)
@@ -242,13 +241,14 @@ def revert_6_token_only_fence() -> None:
     applications at once": after a failover that lost the counter's INCR, two attempts hold the
     same token and the stale one renews, writes, beats and releases the fresh one's lease."""
     from airflow_jrs.store.leases import lease
+    from airflow_jrs.store.redis import leases
 
     _require(lease, ["new_nonce"])
-    if "self.nonce = new_nonce()" not in inspect.getsource(lease.JobLease.__post_init__):
+    if "self.nonce = new_nonce()" not in inspect.getsource(lease.JobLease.__init__):
         raise RevertShapeError("JobLease no longer draws its nonce with new_nonce(): update reverts.py")
     lease.new_nonce = lambda: ""  # type: ignore[assignment]  # the lease scripts store no nonce for ''
     for method in ("acquire", "take_over"):  # the fence handed out is the bare token
-        _recompile(lease.JobLease, method, [("Fence(int(reply[1]), self.nonce)", "Fence(int(reply[1]))")])
+        _recompile(leases.RedisJobLease, method, [("Fence(int(reply[1]), self.nonce)", "Fence(int(reply[1]))")])
 
 
 def revert_7_heartbeat_recreated() -> None:

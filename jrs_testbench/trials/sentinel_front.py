@@ -21,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from airflow_jrs.protocol.jobs import settings_for
+from airflow_jrs.settings import settings_for
 from airflow_jrs.store.redis.clients import client_from_url
 from jrs_testbench.redis_sentinel import EmbeddedSentinelGroup
 from jrs_testbench.trials.redis_front import Failover

@@ -38,6 +38,7 @@ from airflow_jrs.exceptions import JobEndedOnRequestError, LeaseHeldError
 from airflow_jrs.protocol import AttemptPolicy, JobAttempt, JobNamespace, JobSpec, settings_for
 from airflow_jrs.protocol.steps import observe_steps
 from airflow_jrs.store import Attempt
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
 from jrs_testbench.lossy_proxy import LossyProxy
 from jrs_testbench.trials.history import HistoryLog
 from jrs_testbench.trials.launcher import StandInLauncher
@@ -70,7 +71,7 @@ def jobs_for(spec: dict[str, Any]) -> JobNamespace:
         spec["namespace"], output_root=spec["output_root"], spec_root=spec["spec_root"], lease_ttl=spec["lease_ttl"],
         result_documents=spec.get("result_documents") or "", durability=spec.get("durability") or "none",
     )  # fmt: skip
-    return JobNamespace.from_url(spec["url"], settings)
+    return RedisJobNamespace.from_url(spec["url"], settings)
 
 
 def apply_revert() -> str | None:
@@ -246,7 +247,7 @@ def run_task(spec: dict[str, Any]) -> int:
     proxy = _own_proxy(spec) if spec.get("lose_acquire_reply") else None
     if proxy is not None:  # this try's commands go through its own proxy (the supervisor's do not)
         jobs.close()
-        jobs = JobNamespace.from_url(f"redis://127.0.0.1:{proxy.port}/{_db(spec['url'])}", jobs.settings)
+        jobs = RedisJobNamespace.from_url(f"redis://127.0.0.1:{proxy.port}/{_db(spec['url'])}", jobs.settings)
         jobs.connection = {**(jobs.connection or {}), "port": proxy.target[1]}
     _record_writes(jobs, log, pause_before_forget=bool(spec.get("pause_before_forget")),
                    lose_acquire_reply=proxy.drop_next_reply if proxy is not None else None)  # fmt: skip

@@ -26,9 +26,9 @@ import redis as redis_lib
 
 from airflow_jrs.launch.supervisor import REQUEST_POLL
 from airflow_jrs.protocol.processes import find_job_processes
-from airflow_jrs.store.intents import IntentStore
+from airflow_jrs.store.redis.intents import RedisIntentStore
 from airflow_jrs.store.redis.keys import KeySpace
-from airflow_jrs.store.stop_requests import StopRequests
+from airflow_jrs.store.redis.stop_requests import RedisStopRequests
 from jrs_testbench.trials import connect_launcher
 from jrs_testbench.trials.cleanup import COMMITTED, NOTHING, run_cleanup
 from jrs_testbench.trials.faults import TrialPlan, TryPlan
@@ -325,7 +325,7 @@ class TrialDriver:
         target = self.tries[index]
         try:  # as the CLI asks: the fence of the running attempt's intent
             with check_client(self.bench.check_url, 5.0) as client:
-                intent = IntentStore(client, self.bench.namespace, spec_root="").get(self.plan.job_id)
+                intent = RedisIntentStore(client, self.bench.namespace, spec_root="").get(self.plan.job_id)
                 if intent is None:
                     # Not recorded yet (the try is still starting: imports, the lease): ask again on
                     # the next round, as a person would, until the try has ended. Giving up at once
@@ -335,7 +335,7 @@ class TrialDriver:
                         self.log.log("fault_missed", kind=kind, why="no intent while the try ran")
                     return
                 self.stop_sent = True
-                asked = StopRequests(client, self.bench.namespace).ask(
+                asked = RedisStopRequests(client, self.bench.namespace).ask(
                     self.plan.job_id, intent.fence, kind, by="trials", reason="a stop request of the plan"
                 )
             self.log.log("fault", kind=kind, fence=int(intent.fence), asked=asked is not None)

@@ -21,7 +21,7 @@ from dag_runner import DATE
 
 from airflow_jrs.spark.commit import marker_path
 from airflow_jrs.store import JobStatus
-from airflow_jrs.store.intents import IntentStore
+from airflow_jrs.store.redis.intents import RedisIntentStore
 from jrs_testbench.fake_standalone import FakeStandaloneMaster, write_fake_spark_submit
 
 pytestmark = [pytest.mark.airflow, pytest.mark.cluster]
@@ -81,7 +81,7 @@ def test_a_submission_that_fails_while_its_driver_runs_keeps_the_intent_and_the_
     master.submit_exit_code = 1
     monkeypatch.setenv("JRS_TEST_RETRIES", "1")
     store = jrs_env.store
-    intents = IntentStore(store.client, store.namespace, "/unused")
+    intents = RedisIntentStore(store.client, store.namespace, "/unused")
 
     finished = threading.Event()
 

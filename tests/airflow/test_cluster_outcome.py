@@ -14,7 +14,7 @@ from test_cluster_deploy_mode import JOB, _finish_with_marker, master, run_dag  
 
 from airflow_jrs.spark.commit import marker_path
 from airflow_jrs.store import JobStatus
-from airflow_jrs.store.intents import IntentStore
+from airflow_jrs.store.redis.intents import RedisIntentStore
 
 pytestmark = [pytest.mark.airflow, pytest.mark.cluster]
 
@@ -35,7 +35,7 @@ def test_a_failed_submission_whose_driver_committed_is_published_at_once(jrs_env
     assert states["submit"] == "success", "the committed output of this attempt's driver was not published"
     entry = jrs_env.store.get_entry(JOB)
     assert entry is not None and entry.result.status is JobStatus.SUCCEEDED
-    assert IntentStore(jrs_env.store.client, jrs_env.namespace, "/unused").get(JOB) is None
+    assert RedisIntentStore(jrs_env.store.client, jrs_env.namespace, "/unused").get(JOB) is None
     assert len(master.submissions) == 1
 
 
@@ -47,7 +47,7 @@ def test_the_last_try_while_the_driver_runs_names_the_driver_and_what_to_do(jrs_
     driver = master.submissions[0]
     assert master.drivers[driver]["state"] == "RUNNING"
     assert jrs_env.store.get_entry(JOB) is None
-    assert IntentStore(jrs_env.store.client, jrs_env.namespace, "/unused").get(JOB) is not None
+    assert RedisIntentStore(jrs_env.store.client, jrs_env.namespace, "/unused").get(JOB) is not None
     assert "this was the last try" in out and driver in out and "airflow-jrs intents" in out, out[-3000:]
 
 
@@ -59,7 +59,7 @@ def test_a_marker_that_does_not_name_the_predecessor_is_not_adopted(jrs_env, mas
     master.submit_exit_code = 1
     run_dag()
     first = master.submissions[0]
-    assert IntentStore(jrs_env.store.client, jrs_env.namespace, "/unused").get(JOB) is not None
+    assert RedisIntentStore(jrs_env.store.client, jrs_env.namespace, "/unused").get(JOB) is not None
     _finish_with_marker(master, first)
     out = Path(master.drivers[first]["conf"]["spark.jrs.output_dir"])
     doc = json.loads(Path(marker_path(str(out))).read_text())

@@ -17,8 +17,8 @@ from test_cluster_deploy_mode import JOB, _finish_with_marker, master, run_dag  
 
 from airflow_jrs.cli import main
 from airflow_jrs.store import JobStatus
-from airflow_jrs.store.heartbeats import Heartbeats
-from airflow_jrs.store.intents import IntentStore
+from airflow_jrs.store.redis.heartbeats import RedisHeartbeats
+from airflow_jrs.store.redis.intents import RedisIntentStore
 from jrs_testbench.fake_standalone import FakeStandaloneMaster
 
 pytestmark = [pytest.mark.airflow, pytest.mark.cluster]
@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.airflow, pytest.mark.cluster]
 
 def _cancel_once_running(jrs_env, redis_url: str, fake: FakeStandaloneMaster, before_cancel=None) -> threading.Thread:
     """Once the driver was submitted and its spark-submit is supervised: ``airflow-jrs cancel``."""
-    beats = Heartbeats(jrs_env.store.client, jrs_env.namespace)
+    beats = RedisHeartbeats(jrs_env.store.client, jrs_env.namespace)
 
     def cancel() -> None:
         fake.await_request(lambda r: r.startswith("POST /jrs-fake/submit"))
@@ -52,7 +52,7 @@ def test_cancel_of_a_cluster_driver_kills_the_driver_before_canceled_is_recorded
     assert states["submit"] == "failed"
     entry = jrs_env.store.get_entry(JOB)
     assert entry is not None and entry.result.status is JobStatus.CANCELED
-    assert IntentStore(jrs_env.store.client, jrs_env.namespace, "/unused").get(JOB) is None
+    assert RedisIntentStore(jrs_env.store.client, jrs_env.namespace, "/unused").get(JOB) is None
 
 
 def test_cancel_while_the_cluster_cannot_be_asked_keeps_the_intent_and_records_nothing(
@@ -72,7 +72,7 @@ def test_cancel_while_the_cluster_cannot_be_asked_keeps_the_intent_and_records_n
     assert len(master.submissions) == 1
     entry = jrs_env.store.get_entry(JOB)
     assert entry is None or entry.result.status is not JobStatus.CANCELED, "CANCELED recorded; the driver may run"
-    intent = IntentStore(jrs_env.store.client, jrs_env.namespace, "/unused").get(JOB)
+    intent = RedisIntentStore(jrs_env.store.client, jrs_env.namespace, "/unused").get(JOB)
     assert intent is not None and intent.application_id == master.submissions[0], "the intent was dropped"
 
 
@@ -93,5 +93,5 @@ def test_a_driver_that_commits_while_it_is_being_canceled_is_published(jrs_env, 
     assert states["submit"] == "success", "the output the driver committed was not published"
     entry = jrs_env.store.get_entry(JOB)
     assert entry is not None and entry.result.status is JobStatus.SUCCEEDED
-    assert IntentStore(jrs_env.store.client, jrs_env.namespace, "/unused").get(JOB) is None
+    assert RedisIntentStore(jrs_env.store.client, jrs_env.namespace, "/unused").get(JOB) is None
     assert len(master.submissions) == 1

@@ -23,8 +23,10 @@ from airflow_jrs.launch.connect_launcher import session_url
 from airflow_jrs.launch.connect_server import SESSION_GONE, session_state
 from airflow_jrs.operators.pyspark import JrsPySparkOperator
 from airflow_jrs.spark.commit import read_commit_marker
-from airflow_jrs.store.intents import Intent, IntentStore
-from airflow_jrs.store.recoveries import WAITED, Recoveries
+from airflow_jrs.store.intents import Intent
+from airflow_jrs.store.recoveries import WAITED
+from airflow_jrs.store.redis.intents import RedisIntentStore
+from airflow_jrs.store.redis.recoveries import RedisRecoveries
 from jrs_testbench.spark_connect import SparkConnectServer
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark]
@@ -77,7 +79,7 @@ def point_connection_at(monkeypatch: pytest.MonkeyPatch, server: SparkConnectSer
 
 
 def intent_of(env: Any) -> Intent | None:
-    return IntentStore(env.store.client, env.namespace, "unused").get(JOB)
+    return RedisIntentStore(env.store.client, env.namespace, "unused").get(JOB)
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +135,7 @@ def test_a_retry_on_a_server_without_ui_waits_the_bound_for_the_gone_sessions_ta
     assert payload["status"] == "SUCCEEDED" and payload["reused"] is False and payload["metrics"] == {"rows": 3}
     assert calls(control) == [str(failed.fence), str(fence_of(payload))], "the function ran other than twice"
     assert intent_of(jrs_env) is None  # the result's write dropped it
-    waited = [s for s in Recoveries(jrs_env.store.client, jrs_env.namespace).get(JOB) if s.event == WAITED]
+    waited = [s for s in RedisRecoveries(jrs_env.store.client, jrs_env.namespace).get(JOB) if s.event == WAITED]
     assert len(waited) == 1 and waited[0].predecessor == int(failed.fence), waited  # a step keeps the token
     assert f"session {failed.session_id} (gone; its cancelled tasks unseen, waited for 2s)" in waited[0].text
 

@@ -25,7 +25,9 @@ import pytest
 from airflow_jrs.launch.connect_launcher import job_tag
 from airflow_jrs.operators.pyspark import JrsPySparkOperator
 from airflow_jrs.spark.commit import read_commit_marker
-from airflow_jrs.store.intents import Intent, IntentStore
+from airflow_jrs.store.intents import Intent
+from airflow_jrs.store.redis.intents import RedisIntentStore
+from airflow_jrs.store.redis.leases import RedisJobLease
 from jrs_testbench.helpers import wait_until
 from jrs_testbench.spark_connect import SparkConnectServer
 
@@ -155,7 +157,7 @@ def connect_env(jrs_env: Any, connect_server: SparkConnectServer, monkeypatch: p
 
 
 def intent_of(env: Any) -> Intent | None:
-    return IntentStore(env.store.client, env.namespace, "unused").get(JOB)
+    return RedisIntentStore(env.store.client, env.namespace, "unused").get(JOB)
 
 
 def kill_mid_query(env: Any, server: SparkConnectServer, control: Path, seconds: int) -> tuple[Intent, str]:
@@ -457,8 +459,6 @@ def test_a_stopped_attempt_interrupts_its_functions_own_threads_and_ends_only_af
     execute returns (failure recorded, lease let go) only once the server shows none of its tasks."""
     import threading
 
-    from airflow_jrs.store.leases.lease import JobLease
-
     fifo = blocking_fifo(control)
     op = operator(control, predecessor="stop", python_callable=threaded_rows, lease_ttl=6)
     raised: list[BaseException] = []
@@ -481,7 +481,7 @@ def test_a_stopped_attempt_interrupts_its_functions_own_threads_and_ends_only_af
         if how == "on_kill":
             op.on_kill()
         else:  # a successor proved the holder dead and took the lease: the renewer finds it lost
-            successor = JobLease(connect_env.store.client, connect_env.namespace, JOB, ttl=60, owner={"test": how})
+            successor = RedisJobLease(connect_env.store.client, connect_env.namespace, JOB, ttl=60, owner={"test": how})
             holder = successor.peek()
             assert holder is not None and successor.take_over(holder) is not None
         wait_until(

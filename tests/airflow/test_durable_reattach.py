@@ -30,6 +30,7 @@ from airflow_jrs.protocol.steps import observe_steps
 from airflow_jrs.spark.commit import marker_path
 from airflow_jrs.store import JobStatus
 from airflow_jrs.store.intents import IntentStore
+from airflow_jrs.store.redis.intents import RedisIntentStore
 from jrs_testbench.fake_standalone import FakeStandaloneMaster
 from jrs_testbench.helpers import free_port
 
@@ -127,7 +128,7 @@ def fake(master, monkeypatch):
 
 
 def intents(jrs_env) -> IntentStore:
-    return IntentStore(jrs_env.store.client, jrs_env.store.namespace, "/unused")
+    return RedisIntentStore(jrs_env.store.client, jrs_env.store.namespace, "/unused")
 
 
 def test_a_retry_reattaches_to_the_running_driver_and_adopts_it_without_a_second_submission(jrs_env, fake, retry_step):

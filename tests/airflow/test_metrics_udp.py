@@ -28,8 +28,8 @@ import pytest
 
 from airflow_jrs.compat import AIRFLOW_V_3_2_PLUS, AIRFLOW_V_3_3_PLUS
 from airflow_jrs.domain.identity import application_fingerprint
+from airflow_jrs.domain.signals import run_seconds
 from airflow_jrs.observability import metrics
-from airflow_jrs.protocol.signals import run_seconds
 from airflow_jrs.store import Attempt, JobResult, JobStatus
 from jrs_testbench.fake_spark import install_fake_spark_submit, launches
 

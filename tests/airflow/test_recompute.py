@@ -19,7 +19,8 @@ from airflow_jrs.domain.identity import fingerprint
 from airflow_jrs.domain.paths import fence_token_of
 from airflow_jrs.operators import JrsSparkSubmitOperator
 from airflow_jrs.store import Attempt, JobResult, JobStatus
-from airflow_jrs.store.leases.lease import JobLease, default_owner
+from airflow_jrs.store.leases.lease import default_owner
+from airflow_jrs.store.redis.leases import RedisJobLease
 
 pytestmark = pytest.mark.airflow
 
@@ -101,7 +102,7 @@ def test_a_retry_of_a_run_carrying_a_request_reuses_what_another_run_computed_af
         task_id="t", application=str(app), application_args=args, conn_id="spark_local", conf=jrs_env.spark_conf()
     )
     conf, s_run = {"jrs_recompute": True}, "backfill__2013-01-01T00:00:00+00:00"
-    other = JobLease(jrs_env.store.client, jrs_env.namespace, JOB, owner=default_owner(run_id="manual__m"))
+    other = RedisJobLease(jrs_env.store.client, jrs_env.namespace, JOB, owner=default_owner(run_id="manual__m"))
     other.acquire()
     with pytest.raises(AirflowException, match="lease held by"):
         op.execute(context(conf, run_id=s_run))  # S's first try: M holds the job

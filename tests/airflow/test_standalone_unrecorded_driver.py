@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from test_cluster_deploy_mode import JOB, master, run_dag  # noqa: F401  (master: the fixture)
 
-from airflow_jrs.store.intents import IntentStore
+from airflow_jrs.store.redis.intents import RedisIntentStore
 
 pytestmark = [pytest.mark.airflow, pytest.mark.cluster]
 HERE = Path(__file__).parent
@@ -38,7 +38,7 @@ def test_a_driver_whose_id_was_never_recorded_is_not_run_twice(jrs_env, master, 
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the task, its supervisor and spark-submit: nothing printed the id
         proc.wait(timeout=60)
-    intents = IntentStore(jrs_env.store.client, jrs_env.namespace, "/unused")
+    intents = RedisIntentStore(jrs_env.store.client, jrs_env.namespace, "/unused")
     assert intents.get(JOB) is not None and intents.get(JOB).application_id is None
     master.hang_before_id = False
     driver = master.submissions[0]

@@ -26,7 +26,7 @@ import pytest
 from airflow_jrs.cli import main
 from airflow_jrs.spark.commit import MARKER_NAME, read_commit_marker
 from airflow_jrs.store import JobStatus
-from airflow_jrs.store.heartbeats import Heartbeats
+from airflow_jrs.store.redis.heartbeats import RedisHeartbeats
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
 
@@ -41,7 +41,7 @@ def ask_while_it_runs(
     and ``ready()``, ``airflow-jrs <kind> JOB``. The task states and the run's output."""
     code = "from dag_runner import run_dag; import json; print('STATES=' + json.dumps(run_dag()))"
     log = tmp_path / "dag-run.log"
-    beats = Heartbeats(redis_client, jrs_env.namespace)
+    beats = RedisHeartbeats(redis_client, jrs_env.namespace)
     with open(log, "w") as sink:
         proc = subprocess.Popen(
             [sys.executable, "-c", code], cwd=HERE, stdout=sink, stderr=subprocess.STDOUT, text=True,
@@ -69,7 +69,7 @@ def test_cli_stop_of_a_running_batch_job_terminates_it_records_canceled_and_does
     monkeypatch.setenv("JRS_TEST_SPARK_CONF", json.dumps(jrs_env.spark_conf()))
     monkeypatch.setenv("JRS_TEST_APP_ARGS", json.dumps(["--sleep", "120"]))
     monkeypatch.setenv("JRS_TEST_RETRIES", "1")
-    beats = Heartbeats(redis_client, jrs_env.namespace)
+    beats = RedisHeartbeats(redis_client, jrs_env.namespace)
     states, out = ask_while_it_runs(jrs_env, redis_client, redis_url, tmp_path, "stop", lambda: True)
     assert states["submit"] == "failed", out[-3000:]
     entry = jrs_env.store.get_entry(JOB)
@@ -102,7 +102,7 @@ def test_a_cancel_after_the_commit_marker_keeps_the_output_as_succeeded(
         states, out = ask_while_it_runs(jrs_env, redis_client, redis_url, tmp_path, "cancel", lambda: bool(markers()))
     finally:
         end_lingering_drivers(jrs_env.output_root)
-    ended = Heartbeats(redis_client, jrs_env.namespace).get(JOB).exit_code
+    ended = RedisHeartbeats(redis_client, jrs_env.namespace).get(JOB).exit_code
     assert ended in (128 + signal.SIGTERM, 128 + signal.SIGKILL), f"the cancel did not end spark-submit ({ended})"
     assert states["submit"] == "success", out[-3000:]
     (marker,) = markers()

@@ -28,9 +28,10 @@ DAY = datetime(2013, 1, 1, tzinfo=UTC)
 JOB = "d.t.2013-01-01"
 HOLDER = """
 import sys, time, redis
-from airflow_jrs.store.leases.lease import JobLease, default_owner
+from airflow_jrs.store.leases.lease import default_owner
+from airflow_jrs.store.redis.leases import RedisJobLease
 owner = default_owner(dag_id="d", task_id="t", run_id="scheduled__2013-01-01", try_number=1)
-lease = JobLease(redis.Redis.from_url(sys.argv[1]), sys.argv[2], sys.argv[3], ttl=60, owner=owner)
+lease = RedisJobLease(redis.Redis.from_url(sys.argv[1]), sys.argv[2], sys.argv[3], ttl=60, owner=owner)
 print(lease.acquire(), flush=True)
 time.sleep(600)
 """

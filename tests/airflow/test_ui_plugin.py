@@ -24,8 +24,9 @@ import redis
 from airflow_jrs.compat import AIRFLOW_V_3_2_PLUS
 from airflow_jrs.exceptions import CorruptJobResultError
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store.intents import Intent, IntentStore
-from airflow_jrs.store.leases.lease import JobLease
+from airflow_jrs.store.intents import Intent
+from airflow_jrs.store.redis.intents import RedisIntentStore
+from airflow_jrs.store.redis.leases import RedisJobLease
 from airflow_jrs.views.links import job_page_url, spark_app_url
 from jrs_testbench.deployment import LocalDeployment
 from jrs_testbench.helpers import pyspark_env
@@ -105,13 +106,13 @@ def _seed(store: RedisJobResultStore, client: redis.Redis, spec_root: Path) -> N
     with pytest.raises(CorruptJobResultError):
         store.get_entry("dag_c.submit.2024-01-01")
     # a running attempt: lease held, intent recorded
-    lease = JobLease(
+    lease = RedisJobLease(
         client, store.namespace, "dag_a.submit.2024-01-09", ttl=600,
         owner={"host": "worker-1", "pid": 4242, "dag_id": "dag_a", "task_id": "submit",
                "run_id": "scheduled__2024-01-09", "try_number": 1},
     )  # fmt: skip
     fence = lease.acquire()
-    intents = IntentStore(client, store.namespace, str(spec_root))
+    intents = RedisIntentStore(client, store.namespace, str(spec_root))
     intents.record(
         Intent(
             job_id="dag_a.submit.2024-01-09", fence=fence, spec_uri=intents.spec_uri("dag_a.submit.2024-01-09", fence),
@@ -323,7 +324,8 @@ def test_the_task_instance_tab_answers_for_unmapped_tasks_whose_link_leaves_map_
 def test_the_tab_of_a_running_mapped_task_finds_the_lease_of_its_own_map_index(site: Site):
     owner = {"host": "worker-2", "pid": 77, "dag_id": "dag_m", "task_id": "submit", "run_id": "r-m", "try_number": 1}
     leases = [
-        JobLease(site.client, site.namespace, f"dag_m.submit.2024-01-01.map-{i}", ttl=600, owner=owner) for i in (0, 1)
+        RedisJobLease(site.client, site.namespace, f"dag_m.submit.2024-01-01.map-{i}", ttl=600, owner=owner)
+        for i in (0, 1)
     ]
     for lease in leases:
         lease.acquire()

@@ -22,8 +22,8 @@ from test_cluster_deploy_mode import JOB, run_dag
 
 from airflow_jrs.cli import main
 from airflow_jrs.store import JobStatus
-from airflow_jrs.store.heartbeats import Heartbeats
-from airflow_jrs.store.intents import IntentStore
+from airflow_jrs.store.redis.heartbeats import RedisHeartbeats
+from airflow_jrs.store.redis.intents import RedisIntentStore
 from jrs_testbench.fake_yarn import FakeResourceManager, write_fake_yarn_cli, write_fake_yarn_spark_submit
 
 pytestmark = [pytest.mark.airflow, pytest.mark.cluster]
@@ -54,7 +54,7 @@ def rm(request, jrs_env, monkeypatch, tmp_path):
 
 def _await_running(jrs_env, rm: FakeResourceManager, alive=lambda: True) -> str:
     """The application id once it runs on YARN and its spark-submit is supervised."""
-    beats = Heartbeats(jrs_env.store.client, jrs_env.namespace)
+    beats = RedisHeartbeats(jrs_env.store.client, jrs_env.namespace)
     deadline = time.monotonic() + 180
     while not (rm.submissions and (b := beats.get(JOB)) is not None and b.running and b.child):
         assert alive() and time.monotonic() < deadline, "the application never ran"
@@ -97,7 +97,7 @@ def test_cancel_kills_the_yarn_application_before_canceled_is_recorded(jrs_env, 
         assert entry is not None and entry.result.status is JobStatus.CANCELED
     else:  # it cannot tell whether the application runs: nothing recorded, the intent stays
         assert entry is None or entry.result.status is not JobStatus.CANCELED, "CANCELED recorded; it may run"
-        intent = IntentStore(jrs_env.store.client, jrs_env.namespace, "/unused").get(JOB)
+        intent = RedisIntentStore(jrs_env.store.client, jrs_env.namespace, "/unused").get(JOB)
         assert intent is not None and intent.application_id == rm.submissions[0], "the intent was dropped"
 
 

@@ -26,8 +26,8 @@ import pytest
 
 from airflow_jrs.exceptions import JobResultEntryAlreadyExistsError
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store.leases.lease import JobLease
 from airflow_jrs.store.redis.keys import KeySpace
+from airflow_jrs.store.redis.leases import RedisJobLease
 from jrs_testbench.redis_cluster import EmbeddedRedisCluster
 
 pytestmark = [pytest.mark.chaos, pytest.mark.cluster]
@@ -76,7 +76,7 @@ def test_primary_killed_mid_write_failover_serves_the_namespace_and_loses_only_u
         namespace = f"t-{uuid.uuid4().hex[:12]}"
         keys = KeySpace(namespace)
         store = RedisJobResultStore(client, namespace)
-        lease = JobLease(client, namespace, "fenced.job", ttl=30)
+        lease = RedisJobLease(client, namespace, "fenced.job", ttl=30)
         tokens_before = [lease.acquire()]
         lease.release()
         writer = Writer(store)
@@ -119,7 +119,7 @@ def test_primary_killed_mid_write_failover_serves_the_namespace_and_loses_only_u
             assert entry.is_dirty == (job_id in dirty_index)
             if job_id in cleaned and job_id in after:
                 assert entry.is_clean
-        lease_again = JobLease(client, namespace, "fenced.job", ttl=30)
+        lease_again = RedisJobLease(client, namespace, "fenced.job", ttl=30)
         token_after = lease_again.acquire()
         print(
             f"\nfailover: unavailable {gap:.2f} s, {writer.errors} failed calls; "

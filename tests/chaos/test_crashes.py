@@ -21,6 +21,7 @@ import pytest
 
 from airflow_jrs.spark.commit import read_commit_marker
 from airflow_jrs.store import JobStatus, RedisJobResultStore
+from airflow_jrs.store.redis.intents import RedisIntentStore
 from jrs_testbench.helpers import SparkLaunches, connection_env, spark_env, wait_until
 from jrs_testbench.invariants import assert_clean_outputs_exist
 from jrs_testbench.redis_server import EmbeddedRedis
@@ -95,9 +96,7 @@ class Chaos:
         """The spark-submit pid the running attempt amended its intent with (a live SparkSubmit JVM)."""
         import psutil
 
-        from airflow_jrs.store.intents import IntentStore
-
-        intents = IntentStore(self.store.client, self.namespace, str(self.tmp / "specs"))
+        intents = RedisIntentStore(self.store.client, self.namespace, str(self.tmp / "specs"))
         deadline = time.monotonic() + timeout
         while (intent := intents.get(JOB)) is None or intent.submit_pid is None:
             assert time.monotonic() < deadline, f"the intent never named its spark-submit: {intent}"

@@ -24,7 +24,7 @@ import psutil
 import pytest
 
 from airflow_jrs.store import JobStatus, RedisJobResultStore
-from airflow_jrs.store.heartbeats import Heartbeats
+from airflow_jrs.store.redis.heartbeats import RedisHeartbeats
 from jrs_testbench.helpers import ROOT, SparkLaunches, connection_env, spark_env
 from jrs_testbench.redis_server import EmbeddedRedis
 
@@ -103,7 +103,7 @@ class Hosts:
 
     def wait_computing(self, timeout: float = 120) -> None:
         """Until the application holds the lock (it computes) and its supervisor beats."""
-        heartbeats = Heartbeats(self.store.client, self.store.namespace)
+        heartbeats = RedisHeartbeats(self.store.client, self.store.namespace)
         deadline = time.monotonic() + timeout
         while not (self.lock.exists() and (beat := heartbeats.get(JOB)) is not None and beat.child):
             assert time.monotonic() < deadline, "Spark never started"

@@ -17,8 +17,8 @@ import pytest
 import redis
 
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store.leases.lease import JobLease
 from airflow_jrs.store.redis.keys import KeySpace
+from airflow_jrs.store.redis.leases import RedisJobLease
 from jrs_testbench.redis_server import EmbeddedRedis
 
 pytestmark = pytest.mark.chaos
@@ -46,7 +46,7 @@ def test_acknowledged_results_and_fences_survive_a_sigkill_of_redis(tmp_path):
                 if i % 2 == 0:
                     store.mark_result_as_clean(job_id)
                     acked.append((job_id, "clean"))
-                lease = JobLease(client, NAMESPACE, FENCED, ttl=30)
+                lease = RedisJobLease(client, NAMESPACE, FENCED, ttl=30)
                 tokens.append(lease.acquire())
                 lease.release()
                 i += 1
@@ -84,7 +84,7 @@ def test_acknowledged_results_and_fences_survive_a_sigkill_of_redis(tmp_path):
             # The kill may have landed between an acquire and its release: that lease survives
             # (as it should) until its TTL; let it expire, then the next token must be newer.
             client.delete(KeySpace(NAMESPACE).lease(FENCED))
-            assert JobLease(client, NAMESPACE, FENCED, ttl=30).acquire() > last_token
+            assert RedisJobLease(client, NAMESPACE, FENCED, ttl=30).acquire() > last_token
             # Every dirty entry is still indexed, so the cleanup can find it. (A clean whose reply
             # the kill swallowed may have landed: such a job is clean now, which is fine.)
             indexed = {r.job_id for r in store.get_dirty_results()}

@@ -12,14 +12,25 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
 import redis
 
-from airflow_jrs.store import SCHEMA_VERSION, JobResult, JobResultStore, JobStatus, RedisJobResultStore
+from airflow_jrs.settings import JrsSettings, settings_for
+from airflow_jrs.store import (
+    SCHEMA_VERSION,
+    JobNamespace,
+    JobResult,
+    JobResultStore,
+    JobStatus,
+    RedisJobNamespace,
+    RedisJobResultStore,
+)
 from airflow_jrs.store.leases.lease import JobLease
 from airflow_jrs.store.redis.keys import KeySpace
+from airflow_jrs.store.redis.leases import RedisJobLease
 from airflow_jrs.store.results.documents import FolderDocuments
 from jrs_testbench.helpers import free_port
 
@@ -43,6 +54,7 @@ class Backend(Protocol):
     def put_intent(self, store: JobResultStore, job_id: str, value: bytes) -> None: ...
     def has_intent(self, store: JobResultStore, job_id: str) -> bool: ...
     def events(self, store: JobResultStore) -> AbstractContextManager[Callable[[float], list[dict[str, Any]]]]: ...
+    def make_namespace(self, namespace: str, root: Path) -> JobNamespace: ...
 
 
 class RedisHarness:
@@ -56,6 +68,13 @@ class RedisHarness:
 
     def make_store(self, namespace: str, **options: Any) -> JobResultStore:
         return RedisJobResultStore(self.client, namespace, **options)
+
+    def make_namespace(self, namespace: str, root: Path) -> JobNamespace:
+        """Every noun of ``namespace``, with specs (and any documents) under ``root``."""
+        return RedisJobNamespace(self.client, self._settings(namespace, root))
+
+    def _settings(self, namespace: str, root: Path) -> JrsSettings:
+        return settings_for(namespace, output_root=str(root / "out"), spec_root=str(root / "specs"))
 
     def unreachable_store(self, namespace: str) -> JobResultStore:
         return RedisJobResultStore(f"redis://127.0.0.1:{free_port()}/0", namespace)
@@ -84,7 +103,7 @@ class RedisHarness:
         return int(self.client.pttl(self.result_location(store, job_id)))
 
     def new_lease(self, store: JobResultStore, job_id: str, ttl: float = 10.0) -> JobLease:
-        return JobLease(self.client, store.namespace, job_id, ttl=ttl)
+        return RedisJobLease(self.client, store.namespace, job_id, ttl=ttl)
 
     def put_intent(self, store: JobResultStore, job_id: str, value: bytes) -> None:
         self.client.set(KeySpace(store.namespace).intent(job_id), value)
@@ -174,9 +193,15 @@ class RedisDocumentsHarness(RedisHarness):
             options.setdefault("result_documents", self.documents)
         return RedisJobResultStore(self.client, namespace, **options)
 
+    def _settings(self, namespace: str, root: Path) -> JrsSettings:
+        return settings_for(
+            namespace, output_root=str(root / "out"), spec_root=str(root / "specs"),
+            result_documents=str(self.documents.root),
+        )  # fmt: skip
+
     def child_store_expr(self, namespace: str) -> str:
         return (
-            f"__import__('airflow_jrs.store.redis.results').store.results.redis.RedisJobResultStore("
+            f"__import__('airflow_jrs.store.redis.results').store.redis.results.RedisJobResultStore("
             f"{self.url!r}, {namespace!r}, result_documents=__import__('airflow_jrs.store.results.documents')"
             f".store.results.documents.FolderDocuments({str(self.documents.root)!r}))"
         )

@@ -21,8 +21,8 @@ from airflow_jrs.exceptions import (
     JrsConfigError,
 )
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store.leases.lease import JobLease
 from airflow_jrs.store.redis.keys import KeySpace
+from airflow_jrs.store.redis.leases import RedisJobLease
 
 
 def test_redis_key_names_are_pinned() -> None:
@@ -56,7 +56,7 @@ def test_redis_store_writes_at_the_pinned_keys(redis_client: redis.Redis, namesp
 def test_every_redis_key_a_job_touches_shares_the_namespace_slot(redis_client: redis.Redis, namespace: str) -> None:
     store = RedisJobResultStore(redis_client, namespace)
     job = "d.t.2013-01-01"
-    lease = JobLease(redis_client, namespace, job, ttl=10)
+    lease = RedisJobLease(redis_client, namespace, job, ttl=10)
     token = lease.acquire()
     redis_client.set(KeySpace(namespace).intent(job), b"{}")
     store.create_dirty_result(JobResult(job_id=job, status=JobStatus.FAILED), fence=token)
@@ -139,7 +139,7 @@ def test_purge_leaves_no_key_of_the_job_and_its_next_token_stays_above_the_old_o
 
     store = RedisJobResultStore(redis_client, namespace)
     k = KeySpace(namespace)
-    lease = JobLease(redis_client, namespace, "j", ttl=10)
+    lease = RedisJobLease(redis_client, namespace, "j", ttl=10)
     first = lease.acquire()
     store.create_dirty_result(JobResult(job_id="j", status=JobStatus.FAILED), fence=first)
     store.create_dirty_result(ok("j"), fence=first, supersede=True)  # history
@@ -149,7 +149,7 @@ def test_purge_leaves_no_key_of_the_job_and_its_next_token_stays_above_the_old_o
     left = sorted(key.decode() for key in redis_client.scan_iter(match=f"jrs:{{{namespace}}}:*"))
     assert left == [k.fence_counter], left  # nothing per job, no index member, no set member
     assert redis_client.zcard(k.index) == 0
-    again = JobLease(redis_client, namespace, "j", ttl=10).acquire()
+    again = RedisJobLease(redis_client, namespace, "j", ttl=10).acquire()
     assert again > first  # a purged-then-recreated job never meets an old token
 
 

@@ -18,10 +18,11 @@ from redis.connection import AbstractConnection
 from airflow_jrs.cli import main
 from airflow_jrs.domain.decision import decide
 from airflow_jrs.exceptions import ResultDocumentError
-from airflow_jrs.protocol.jobs import JobNamespace, settings_for
+from airflow_jrs.settings import settings_for
 from airflow_jrs.store import Attempt, EntryState, JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store.leases.lease import JobLease
 from airflow_jrs.store.redis.keys import KeySpace
+from airflow_jrs.store.redis.leases import RedisJobLease
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
 from airflow_jrs.store.results.documents import FolderDocuments, ResultDocuments
 from airflow_jrs.store.results.reference import decode_reference, document_name, encode_reference
 from airflow_jrs.store.results.serde import decode_history_item
@@ -56,7 +57,7 @@ def store(redis_client: redis.Redis, namespace: str, folder: FolderDocuments) ->
 
 def committed(store: RedisJobResultStore, redis_client: redis.Redis, fence: int = 7) -> bytes:
     redis_client.set(KeySpace(store.namespace).fence_counter, fence - 1)  # the next token is ``fence``
-    lease = JobLease(redis_client, store.namespace, JOB, ttl=30)
+    lease = RedisJobLease(redis_client, store.namespace, JOB, ttl=30)
     token = lease.acquire()
     assert int(token) == fence
     store.create_dirty_result(full(), fence=token)
@@ -240,7 +241,7 @@ def test_show_and_the_job_view_read_the_document(redis_client, redis_url, namesp
     documents = str(tmp_path / "documents")
     Path(documents).mkdir()
     settings = settings_for(namespace, output_root=str(tmp_path), spec_root=str(tmp_path), result_documents=documents)
-    jobs = JobNamespace.from_url(redis_url, settings)
+    jobs = RedisJobNamespace.from_url(redis_url, settings)
     try:
         committed(jobs.results, redis_client)
         view = inspect_job(jobs, JOB)
@@ -325,7 +326,7 @@ def test_a_skipped_attempt_returns_the_full_result_from_the_document(redis_url, 
         namespace, output_root=str(tmp_path / "out"), spec_root=str(tmp_path / "specs"),
         result_documents=f"file://{tmp_path / 'documents'}",
     )  # fmt: skip
-    jobs = JobNamespace.from_url(redis_url, settings)
+    jobs = RedisJobNamespace.from_url(redis_url, settings)
     try:
         launcher = Recording()
         first = JobAttempt(jobs, JobSpec(JOB, FP), Attempt("d", "t", "r1", 1), launcher).run()
@@ -384,7 +385,7 @@ def test_a_fence_counter_that_went_back_never_blocks_a_commit(store, redis_clien
         redis_client.delete(key)  # the restore: this job's entry and the counter are gone
     new = full(metrics={"rows": 99})
     redis_client.set(KeySpace(namespace).fence_counter, 6)
-    lease = JobLease(redis_client, namespace, JOB, ttl=30)
+    lease = RedisJobLease(redis_client, namespace, JOB, ttl=30)
     token = lease.acquire()
     assert int(token) == 7
     store.create_dirty_result(new, fence=token)

@@ -18,7 +18,8 @@ import uuid
 import psutil
 import pytest
 
-from airflow_jrs.protocol.jobs import JobNamespace, settings_for
+from airflow_jrs.settings import settings_for
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
 from jrs_testbench.helpers import wait_until
 
 pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.spark, pytest.mark.xdist_group("deployment")]
@@ -33,7 +34,7 @@ def test_a_retry_before_the_lease_expires_takes_over_from_its_killed_try_and_ado
     gate = tmp_path / "gate"
     launched = e2e.launches()
     run_id = e2e.client.trigger(DAG_ID, "2013-03-01", conf={"job_id": job_id, "gate": str(gate)})["dag_run_id"]
-    jobs = JobNamespace.from_url(e2e.redis_url, settings_for(e2e.namespace, output_root="", spec_root=""))
+    jobs = RedisJobNamespace.from_url(e2e.redis_url, settings_for(e2e.namespace, output_root="", spec_root=""))
     try:
         beat = wait_until(
             lambda: (b := jobs.heartbeats.get(job_id)) is not None and b.running and b.child and b,

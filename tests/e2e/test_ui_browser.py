@@ -20,7 +20,7 @@ import pytest
 
 from airflow_jrs.domain.model import EntryQuery
 from airflow_jrs.store import EntryState
-from airflow_jrs.store.stop_requests import StopRequests
+from airflow_jrs.store.redis.stop_requests import RedisStopRequests
 from airflow_jrs.views.links import job_page_url
 from jrs_testbench.browser import Tab, chromium, missing_browser
 from jrs_testbench.ui_site import DAG, QUARANTINED, UiSite, job_id, run_id, ui_site
@@ -234,7 +234,7 @@ def test_stop_and_cancel_a_running_job(tab: Tab, site: UiSite):
     detail.locator("[data-action=stop]").click()
     confirm(page, running, "Stop stream")
     expect(page.get_by_test_id("notice-success")).to_contain_text("Stop stream: stop")
-    requests = StopRequests(site.client, site.namespace)
+    requests = RedisStopRequests(site.client, site.namespace)
     assert requests.get(running).kind == "stop"
     detail.locator("[data-action=cancel]").click()
     confirm(page, running, "Cancel stream")

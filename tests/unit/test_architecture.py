@@ -85,15 +85,15 @@ STORE_INTERNALS = (
     "airflow_jrs.store.redis.result_scripts",
     "airflow_jrs.store.redis.lease_scripts",
     "airflow_jrs.store.results.serde",
-    "airflow_jrs.store.intents.RECORD_INTENT",
-    "airflow_jrs.store.intents.AMEND_INTENT",
-    "airflow_jrs.store.intents.CLEAR_INTENT",
-    "airflow_jrs.store.heartbeats.BEAT",
-    "airflow_jrs.store.heartbeats.END_HEARTBEAT",
-    "airflow_jrs.store.stop_requests.ADDRESSING",
-    "airflow_jrs.store.stop_requests.REQUEST_CONTROL",
-    "airflow_jrs.store.recompute_requests.RECORD_REQUEST",
-    "airflow_jrs.store.recoveries.RECORD_RECOVERY",
+    "airflow_jrs.store.redis.intents.RECORD_INTENT",
+    "airflow_jrs.store.redis.intents.AMEND_INTENT",
+    "airflow_jrs.store.redis.intents.CLEAR_INTENT",
+    "airflow_jrs.store.redis.heartbeats.BEAT",
+    "airflow_jrs.store.redis.heartbeats.END_HEARTBEAT",
+    "airflow_jrs.store.redis.stop_requests.ADDRESSING",
+    "airflow_jrs.store.redis.stop_requests.REQUEST_CONTROL",
+    "airflow_jrs.store.redis.recompute_requests.RECORD_REQUEST",
+    "airflow_jrs.store.redis.recoveries.RECORD_RECOVERY",
 )
 RAW_COMMANDS = {
     "eval", "evalsha", "register_script", "hget", "hgetall", "hmget", "hset", "smembers", "sadd", "srem",
@@ -535,7 +535,7 @@ def test_the_checks_see_what_they_check():
     # A check that finds no modules, or no edges, proves nothing.
     assert len(MODULES) > 30
     assert "airflow_jrs.store.redis.results" in _edges("airflow_jrs.store")
-    assert "airflow_jrs.store.redis.lease_scripts" in _edges("airflow_jrs.store.leases.lease")
+    assert "airflow_jrs.store.redis.lease_scripts" in _edges("airflow_jrs.store.redis.leases")
     assert "airflow_jrs.operators.spark" in _edges("airflow_jrs.operators.start_in_triggerer")
 
 
@@ -611,10 +611,9 @@ def test_the_client_check_sees_a_construction():
 
 #: Where a ``.client`` attribute may be read outside the store (each says why). The check is by
 #: name: an import of a ``...client`` module (``pyspark.sql.connect.client``) is no attribute read.
-CLIENT_READERS = {
-    # JobNamespace builds every store part from its client, and closes it.
-    "airflow_jrs.protocol.jobs": "hands the namespace's parts out",
-}
+#: None is left: the namespace that builds every noun from its client moved into the store
+#: (``store/redis/namespace.py``, issue 44 item 1).
+CLIENT_READERS: dict[str, str] = {}
 
 
 def _client_reads(tree: ast.AST) -> list[int]:
@@ -633,7 +632,7 @@ def test_nothing_outside_the_store_reaches_for_a_raw_client():
             offenders.append(f"{name} reads a store's raw client (.client, lines {reads})")
     _offenders(
         "nothing outside store/ reads a store's raw .client: ask the store or "
-        "airflow_jrs.protocol.jobs.JobNamespace (results, intents, heartbeats, lease, server_facts, ...) instead",
+        "airflow_jrs.store.namespace.JobNamespace (results, intents, heartbeats, lease, server_facts, ...) instead",
         offenders,
     )
     _offenders("CLIENT_READERS names only modules that read .client: drop these from it", stale)
@@ -1081,4 +1080,69 @@ def test_the_deploy_mode_rule_fails_on_a_planted_spelling(
     _assert_rule_catches(
         test_only_the_deploy_modes_spell_an_application_id_or_a_master_prefix, "airflow_jrs.protocol.planted",
         source, "airflow_jrs.protocol.planted", tmp_path, monkeypatch,
+    )  # fmt: skip
+
+
+#: The store's Redis backend (docs/architecture.md, "A new store backend").
+REDIS_BACKEND = "airflow_jrs.store.redis"
+#: Outside the store, who may import the Redis backend, each saying why: where a backend is chosen
+#: from an Airflow connection or a URL, rebuilt from handed-on settings, or adapted (an async read,
+#: its error words). Everything else gets a :class:`~airflow_jrs.store.namespace.JobNamespace`.
+REDIS_BACKEND_USERS = {
+    "airflow_jrs.hooks.jrs": "picks the backend for an Airflow connection (clients, Sentinel extras)",
+    "airflow_jrs.cli.common": "picks the backend for --redis-url, and words an unreachable server",
+    "airflow_jrs.launch.supervisor": "rebuilds the namespace from the kwargs the task handed on",
+    "airflow_jrs.triggers.job_result": "the triggerer's async reads and wake-ups",
+    "airflow_jrs.hooks.store_failures": "words an unreachable server in a task's error",
+    "airflow_jrs.plugins.security": "masks a password in a connection the page names",
+    "airflow_jrs.observability.metrics": "the error kinds a metric counts, and durability's 'none'",
+    "airflow_jrs.operators.guarded": "durability's 'none' (a setting's value, spelled by the backend)",
+    "airflow_jrs.actions.backfill": "the batch size the backend reads in",
+}
+
+
+def test_the_store_contracts_import_nothing_of_the_redis_backend():
+    # A second backend implements the contracts; a contract that imported Redis would drag it in.
+    offenders = []
+    for name in sorted(n for n in MODULES if _within(n, ("airflow_jrs.store",)) and not _within(n, (REDIS_BACKEND,))):
+        if name == "airflow_jrs.store":
+            continue  # the package front re-exports the Redis store for DAG authors
+        tree = _tree(MODULES[name].read_text())
+        bad = sorted(
+            {m for m, _ in _imports(tree) if m == "redis" or m.startswith("redis.") or _within(m, (REDIS_BACKEND,))}
+        )
+        if bad:
+            offenders.append(f"{name} imports {bad}")
+    _offenders(
+        "a store contract (store/*.py, store/results/, store/leases/) imports neither redis nor store/redis/: "
+        "move the Redis part into airflow_jrs/store/redis/",
+        offenders,
+    )
+
+
+def test_only_the_backend_choosers_import_the_redis_backend():
+    offenders, stale = [], []
+    for name in sorted(n for n in MODULES if not _within(n, ("airflow_jrs.store",))):
+        uses = sorted({m for m, _ in _imports(_tree(MODULES[name].read_text())) if _within(m, (REDIS_BACKEND,))})
+        if uses and name not in REDIS_BACKEND_USERS:
+            offenders.append(f"{name} imports {uses}")
+        elif not uses and name in REDIS_BACKEND_USERS:
+            stale.append(f"{name} no longer imports the Redis backend")
+    _offenders(
+        "outside the store only REDIS_BACKEND_USERS import airflow_jrs.store.redis: take a JobNamespace "
+        "(airflow_jrs.store.namespace) instead",
+        offenders,
+    )
+    _offenders("REDIS_BACKEND_USERS names only importers of the Redis backend: drop these", stale)
+
+
+def test_the_backend_rules_fail_on_planted_violations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _assert_rule_catches(
+        test_the_store_contracts_import_nothing_of_the_redis_backend, "airflow_jrs.store.planted",
+        "import redis\n", "airflow_jrs.store.planted imports ['redis']", tmp_path, monkeypatch,
+    )  # fmt: skip
+    _assert_rule_catches(
+        test_only_the_backend_choosers_import_the_redis_backend, "airflow_jrs.views.planted",
+        "from airflow_jrs.store.redis.leases import RedisJobLease\n", "airflow_jrs.views.planted imports", tmp_path,
+        monkeypatch,
     )  # fmt: skip

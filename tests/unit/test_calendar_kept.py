@@ -20,10 +20,11 @@ import pytest
 from airflow_jrs.actions.planning.dags import load_dag
 from airflow_jrs.actions.planning.jobs import plan_range
 from airflow_jrs.plugins import calendar as kept_calendar
-from airflow_jrs.protocol.jobs import JobNamespace
 from airflow_jrs.settings import resolve
 from airflow_jrs.store import Attempt, JobResult, JobStatus
+from airflow_jrs.store.namespace import JobNamespace
 from airflow_jrs.store.redis.changes import ResultChanges
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
 from airflow_jrs.views.calendar import CalendarJob, calendar_json, cell_state, date_facts, job_detail
 from jrs_testbench.helpers import wait_until
 
@@ -43,7 +44,7 @@ DAYS = [f"2024-01-{d:02d}" for d in range(1, 11)]
 
 @pytest.fixture
 def jobs(redis_url: str, namespace: str) -> Iterator[JobNamespace]:
-    found = JobNamespace.from_url(redis_url, resolve(arguments={"namespace": namespace}))
+    found = RedisJobNamespace.from_url(redis_url, resolve(arguments={"namespace": namespace}))
     kept_calendar.forget_kept()
     yield found
     found.results.changes().stop(timeout=0)
@@ -211,7 +212,7 @@ def test_a_lost_subscription_makes_everything_read_before_it_stale(jobs):
 def test_nothing_is_kept_before_the_notifications_are_confirmed(redis_url, namespace, dag):
     """A watcher that never subscribed (a server without pub/sub, a lost connection): every
     request plans from the store, so it is never wrong, only as slow as before."""
-    jobs = JobNamespace.from_url(redis_url, resolve(arguments={"namespace": namespace}))
+    jobs = RedisJobNamespace.from_url(redis_url, resolve(arguments={"namespace": namespace}))
     kept_calendar.forget_kept()
     idle = ResultChanges(jobs.client, namespace)  # never started
     jobs.results.changes = lambda: idle  # type: ignore[method-assign]

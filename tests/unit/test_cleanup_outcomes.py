@@ -17,7 +17,7 @@ from airflow_jrs.exceptions import CleanupError
 from airflow_jrs.operators import JrsCleanupOperator
 from airflow_jrs.protocol.steps import observe_steps
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store.leases.lease import JobLease
+from airflow_jrs.store.redis.leases import RedisJobLease
 from jrs_testbench.helpers import connection_env
 
 DATA = Asset("file:///data/totals")
@@ -64,7 +64,7 @@ def test_late_cleanup_keeps_the_staging_of_the_attempt_holding_the_lease(store, 
         (job_root / f"fence-{fence}").mkdir(parents=True)
     store.create_dirty_result(JobResult(job_id="j", status=JobStatus.SUCCEEDED, outputs={"o": "x"}), fence=None)
     store.client.set(store.keys.fence_counter, 2)  # fences 1 and 2 were handed out before
-    lease = JobLease(store.client, store.namespace, "j", ttl=30)
+    lease = RedisJobLease(store.client, store.namespace, "j", ttl=30)
     assert int(lease.acquire()) == 3  # an attempt recomputing the job (e.g. after a code change) runs now
     try:
         JrsCleanupOperator(task_id="cleanup", jobs=["j"]).execute(context())
@@ -80,7 +80,7 @@ OLD_FP, NEW_FP = "a" * 64, "b" * 64
 
 def _write_result(store, fingerprint: str, outputs: dict[str, str], *, supersede: bool = False) -> int:
     """Write a SUCCEEDED result as an attempt does: under a lease of its own, then release it."""
-    lease = JobLease(store.client, store.namespace, "j", ttl=30)
+    lease = RedisJobLease(store.client, store.namespace, "j", ttl=30)
     token = lease.acquire()
     try:
         result = JobResult(job_id="j", status=JobStatus.SUCCEEDED, fingerprint=fingerprint, outputs=outputs)
@@ -183,7 +183,7 @@ def test_a_staging_folder_started_after_the_cleanups_read_is_kept(store, tmp_pat
     started: dict[str, object] = {}
 
     def recompute_starts() -> None:
-        lease = JobLease(store.client, store.namespace, "j", ttl=30)
+        lease = RedisJobLease(store.client, store.namespace, "j", ttl=30)
         started["lease"] = lease
         started["folder"] = _staging(store, tmp_path, lease.acquire())
 

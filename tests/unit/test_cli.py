@@ -17,8 +17,9 @@ import pytest
 from airflow_jrs.cli import main
 from airflow_jrs.exceptions import CorruptJobResultError
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store.intents import Intent, IntentStore
-from airflow_jrs.store.leases.lease import JobLease
+from airflow_jrs.store.intents import Intent
+from airflow_jrs.store.redis.intents import RedisIntentStore
+from airflow_jrs.store.redis.leases import RedisJobLease
 from jrs_testbench.redis_server import EmbeddedRedis
 
 CLI = str(Path(sys.executable).parent / "airflow-jrs")
@@ -130,10 +131,10 @@ def test_an_empty_namespace_names_the_namespaces_that_exist_on_the_server(tmp_pa
 
 
 def test_show_running_job_with_lease_and_intent(base, store, namespace, capsys):
-    lease = JobLease(store.client, namespace, "r.t.2013-01-01", owner={"host": "h1", "pid": 42, "run_id": "r1"})
+    lease = RedisJobLease(store.client, namespace, "r.t.2013-01-01", owner={"host": "h1", "pid": 42, "run_id": "r1"})
     token = lease.acquire()
     intent = Intent("r.t.2013-01-01", token, "file:///spec", "/staging", "app", "h1", 42, 0.0)
-    IntentStore(store.client, namespace, spec_root="/tmp").update(intent)
+    RedisIntentStore(store.client, namespace, spec_root="/tmp").update(intent)
 
     assert main([*base, "show", "--json", "r.t.2013-01-01"]) == 0
     doc = jout(capsys)
@@ -249,7 +250,7 @@ def test_plan_shows_what_a_backfill_would_compute(base, store, namespace, dags, 
     store.mark_result_as_clean("jrs_plan.daily.2013-01-01")
     store.create_dirty_result(ok("jrs_plan.daily.2013-01-02", dag="jrs_plan"))
     store.create_dirty_result(ok("flights.20130101", dag="jrs_plan", status=JobStatus.FAILED))
-    JobLease(store.client, namespace, "flights.20130102").acquire()
+    RedisJobLease(store.client, namespace, "flights.20130102").acquire()
     rng = ["--dag-id", "jrs_plan", "--from-date", "2013-01-01", "--to-date", "2013-01-03", "--dags-folder", dags]
 
     assert main([*base, "--json", "plan", *rng]) == 0

@@ -14,6 +14,8 @@ import pytest
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.launch.connect_launcher import job_tag, redacted, session_url
 from airflow_jrs.launch.connect_tasks import LingeringTasks, ServerUi, TasksUnknown, proceeds_unseen, ui_from
+from airflow_jrs.store.redis.leases import RedisJobLease
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
 
 SID = "5f0c2a9e-1111-4222-8333-444455556666"
 
@@ -200,10 +202,10 @@ JOB = "d.t.2013-01-01"
 
 @pytest.fixture
 def jobs(redis_url, namespace, tmp_path):
-    from airflow_jrs.protocol import JobNamespace, settings_for
+    from airflow_jrs.protocol import settings_for
 
     settings = settings_for(namespace, output_root=str(tmp_path / "out"), spec_root=str(tmp_path / "specs"))
-    jobs = JobNamespace.from_url(redis_url, settings)
+    jobs = RedisJobNamespace.from_url(redis_url, settings)
     yield jobs
     jobs.close()
 
@@ -248,7 +250,6 @@ def test_a_failed_attempt_whose_cancelled_tasks_may_still_run_records_nothing_an
     from airflow_jrs.exceptions import DriverMayStillRunError
     from airflow_jrs.protocol import JobAttempt, JobSpec
     from airflow_jrs.store import Attempt
-    from airflow_jrs.store.leases.lease import JobLease
 
     monkeypatch.setattr(connect_launcher, "interrupt_session", lambda url: [])
     monkeypatch.setattr(connect_tasks, "TASKS_TIMEOUT", 0.5)
@@ -262,7 +263,7 @@ def test_a_failed_attempt_whose_cancelled_tasks_may_still_run_records_nothing_an
         answer = handler.do_GET
 
         def looked(self):  # the lease, each time the attempt looks at the tasks
-            holders.append(JobLease(jobs.client, jobs.namespace, JOB).peek())
+            holders.append(RedisJobLease(jobs.client, jobs.namespace, JOB).peek())
             answer(self)
 
         handler.do_GET = looked

@@ -21,9 +21,10 @@ from airflow_jrs.exceptions import JrsConfigError, StoreUnavailableError
 from airflow_jrs.protocol import JobAttempt, JobNamespace, JobSpec, settings_for
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
 from airflow_jrs.store.intents import Intent
-from airflow_jrs.store.leases.lease import JobLease
 from airflow_jrs.store.redis.durability import WAITAOF_SINCE, Durability, DurableWrites
 from airflow_jrs.store.redis.keys import KeySpace
+from airflow_jrs.store.redis.leases import RedisJobLease
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
 from jrs_testbench.launchers import Recording
 from jrs_testbench.redis_server import EmbeddedRedis
 
@@ -136,7 +137,7 @@ def test_replicas_durability_through_a_cluster_client(redis_cluster, namespace: 
         entry = store.get_entry("j")
         assert entry is not None and entry.is_clean
         # the lease's wait goes to the primary of the namespace's slot, on the script's connection
-        lease = JobLease(client, namespace, JOB, durable=DurableWrites(Durability.parse("replicas:1")))
+        lease = RedisJobLease(client, namespace, JOB, durable=DurableWrites(Durability.parse("replicas:1")))
         assert lease.acquire() and lease.peek() is not None
     finally:
         client.close()
@@ -162,7 +163,7 @@ def durable_jobs(url: str, namespace: str, tmp_path: Path, timeout: float = 3.0)
         namespace, output_root=str(tmp_path / "out"), spec_root=str(tmp_path / "specs"), durability="replicas:1",
         durability_timeout=timeout,
     )  # fmt: skip
-    return JobNamespace.from_url(url, settings)
+    return RedisJobNamespace.from_url(url, settings)
 
 
 def intent_of(jobs: JobNamespace, fence: int) -> Intent:
@@ -201,7 +202,7 @@ def test_a_lease_the_replica_did_not_acknowledge_is_given_back(
         message = str(info.value)
         assert "the lease of job" in message and "0 of 1 replicas" in message and "given back" in message
         assert jobs.lease(JOB).peek() is None, "a lease a failover may lose was kept"
-        holder = JobLease(jobs.client, namespace, JOB, ttl=30)  # no durability: proved dead by the caller
+        holder = RedisJobLease(jobs.client, namespace, JOB, ttl=30)  # no durability: proved dead by the caller
         holder.acquire()
         dead = holder.peek()
         assert dead is not None
@@ -244,18 +245,18 @@ def test_an_attempt_whose_lease_is_not_durable_launches_nothing(redis_url: str, 
 
 #: Where a :class:`JobLease` may be built: the lease's own package, and the one factory that gives
 #: it the namespace's ``durability`` (``JobNamespace.lease``).
-LEASE_BUILDERS = ("airflow_jrs.store.leases", "airflow_jrs.protocol.jobs")
+LEASE_BUILDERS = ("airflow_jrs.store.redis.leases", "airflow_jrs.store.redis.namespace")
 PACKAGE = Path(__file__).parents[2] / "airflow_jrs"
 
 
 def _lease_constructions(source: str) -> list[int]:
-    """Lines of ``source`` that call ``JobLease(...)`` (by name or attribute)."""
+    """Lines of ``source`` that call ``RedisJobLease(...)`` (by name or attribute)."""
     return [
         node.lineno
         for node in ast.walk(ast.parse(source))
         if isinstance(node, ast.Call)
-        and ((isinstance(node.func, ast.Name) and node.func.id == "JobLease")
-             or (isinstance(node.func, ast.Attribute) and node.func.attr == "JobLease"))
+        and ((isinstance(node.func, ast.Name) and node.func.id == "RedisJobLease")
+             or (isinstance(node.func, ast.Attribute) and node.func.attr == "RedisJobLease"))
     ]  # fmt: skip
 
 
@@ -269,7 +270,10 @@ def test_every_lease_is_built_by_the_namespace_with_its_durability() -> None:
         if lines := _lease_constructions(path.read_text()):
             offenders.append(f"{module} (lines {lines})")
     assert not offenders, (
-        f"JobLease(...) built outside {LEASE_BUILDERS}: {offenders}. Take the lease from "
+        f"RedisJobLease(...) built outside {LEASE_BUILDERS}: {offenders}. Take the lease from "
         "JobNamespace.lease (hook.jobs().lease(job_id)), which gives it the configured durability."
     )
-    assert _lease_constructions("JobLease(c, 'n', 'j')\nlease.JobLease(c, 'n', 'j')\nJobLease\n") == [1, 2]
+    assert _lease_constructions("RedisJobLease(c, 'n', 'j')\nleases.RedisJobLease(c, 'n', 'j')\nRedisJobLease\n") == [
+        1,
+        2,
+    ]

@@ -16,6 +16,7 @@ from airflow_jrs.domain.model import HistoryReason
 from airflow_jrs.protocol import COMPUTED, SKIPPED, AttemptPolicy, JobAttempt, JobNamespace, JobSpec, settings_for
 from airflow_jrs.protocol.launcher import Launch
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
 from jrs_testbench.launchers import Recording
 from jrs_testbench.trials.checker import check_trial
 
@@ -33,7 +34,7 @@ class FailingOnce(Recording):
 @pytest.fixture
 def jobs(redis_url, namespace, tmp_path):
     settings = settings_for(namespace, output_root=str(tmp_path / "out"), spec_root=str(tmp_path / "specs"))
-    jobs = JobNamespace.from_url(redis_url, settings)
+    jobs = RedisJobNamespace.from_url(redis_url, settings)
     yield jobs
     jobs.close()
 

@@ -16,8 +16,9 @@ import redis
 from airflow_jrs.exceptions import LeaseLostError
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
 from airflow_jrs.store.intents import Intent, IntentStore
-from airflow_jrs.store.leases.lease import JobLease
+from airflow_jrs.store.redis.intents import RedisIntentStore
 from airflow_jrs.store.redis.keys import KeySpace
+from airflow_jrs.store.redis.leases import RedisJobLease
 
 JOB = "d.t.2013-01-01"
 
@@ -31,9 +32,9 @@ def make_intent(intents: IntentStore, fence: int) -> Intent:
 
 @pytest.fixture
 def held(redis_client: redis.Redis, namespace: str, tmp_path):
-    lease = JobLease(redis_client, namespace, JOB, ttl=30)
+    lease = RedisJobLease(redis_client, namespace, JOB, ttl=30)
     token = lease.acquire()
-    intents = IntentStore(redis_client, namespace, str(tmp_path / "specs"))
+    intents = RedisIntentStore(redis_client, namespace, str(tmp_path / "specs"))
     intent = intents.record(make_intent(intents, token), {"application": "app.py"})
     yield lease, intents, intent
     lease.release()
@@ -66,7 +67,7 @@ def test_amend_after_a_clear_does_not_revive_the_intent(held):
 def test_amend_by_a_stale_fence_writes_nothing(held, redis_client, namespace):
     _, intents, intent = held
     redis_client.delete(KeySpace(namespace).lease(JOB))  # expired while the holder slept
-    newer = JobLease(redis_client, namespace, JOB, ttl=30)
+    newer = RedisJobLease(redis_client, namespace, JOB, ttl=30)
     newer.acquire()
     try:
         with pytest.raises(LeaseLostError, match="no longer holds the lease"):

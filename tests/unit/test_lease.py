@@ -18,6 +18,7 @@ from airflow_jrs.exceptions import InvalidJobIdError, LeaseHeldError, LeaseLostE
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
 from airflow_jrs.store.leases.lease import JobLease
 from airflow_jrs.store.redis.keys import KeySpace
+from airflow_jrs.store.redis.leases import RedisJobLease
 from jrs_testbench.redis_server import EmbeddedRedis
 
 JOB = "dag.task.2013-01-01"
@@ -38,7 +39,7 @@ def lease_token(client: redis.Redis, namespace: str) -> int | None:
 def test_tokens_strictly_increase_across_acquisitions(redis_client: redis.Redis, namespace: str) -> None:
     tokens = []
     for _ in range(5):
-        lease = JobLease(redis_client, namespace, JOB, ttl=5)
+        lease = RedisJobLease(redis_client, namespace, JOB, ttl=5)
         tokens.append(int(lease.acquire()))
         assert lease.release() is True
     assert tokens == sorted(set(tokens)) and tokens[0] >= 1
@@ -47,10 +48,10 @@ def test_tokens_strictly_increase_across_acquisitions(redis_client: redis.Redis,
 
 
 def test_tokens_are_counted_per_namespace_and_leave_no_key_per_job(redis_client: redis.Redis, namespace: str) -> None:
-    a = JobLease(redis_client, namespace, "job.a", ttl=5).acquire()
-    b = JobLease(redis_client, namespace, "job.b", ttl=5).acquire()
+    a = RedisJobLease(redis_client, namespace, "job.a", ttl=5).acquire()
+    b = RedisJobLease(redis_client, namespace, "job.b", ttl=5).acquire()
     assert (int(a), int(b)) == (1, 2)
-    other = JobLease(redis_client, f"{namespace}-other", "job.a", ttl=5).acquire()
+    other = RedisJobLease(redis_client, f"{namespace}-other", "job.a", ttl=5).acquire()
     assert int(other) == 1  # namespaces stay apart
     keys = {k.decode() for k in redis_client.scan_iter(match=f"jrs:{{{namespace}}}:fence*")}
     assert keys == {KeySpace(namespace).fence_counter}
@@ -59,9 +60,9 @@ def test_tokens_are_counted_per_namespace_and_leave_no_key_per_job(redis_client:
 def test_second_acquire_while_held_raises_lease_held_naming_the_holder(
     redis_client: redis.Redis, namespace: str
 ) -> None:
-    first = JobLease(redis_client, namespace, JOB, ttl=30)
+    first = RedisJobLease(redis_client, namespace, JOB, ttl=30)
     token = first.acquire()
-    second = JobLease(redis_client, namespace, JOB, ttl=30)
+    second = RedisJobLease(redis_client, namespace, JOB, ttl=30)
     with pytest.raises(LeaseHeldError) as info:
         second.acquire()
     holder = info.value.holder
@@ -75,18 +76,18 @@ def test_second_acquire_while_held_raises_lease_held_naming_the_holder(
     assert lease_token(redis_client, namespace) == int(token)  # the holder is untouched
     # a refused acquisition does not burn a token
     first.release()
-    assert int(JobLease(redis_client, namespace, JOB, ttl=5).acquire()) == token + 1
+    assert int(RedisJobLease(redis_client, namespace, JOB, ttl=5).acquire()) == token + 1
 
 
 def test_expired_lease_is_taken_over_and_the_old_holder_learns_it_lost(
     redis_client: redis.Redis, namespace: str
 ) -> None:
     lost: list[JobLease] = []
-    old = JobLease(redis_client, namespace, JOB, ttl=1, on_lost=lost.append)
+    old = RedisJobLease(redis_client, namespace, JOB, ttl=1, on_lost=lost.append)
     old_token = old.acquire()
     assert old.check() == old_token
     time.sleep(1.2)
-    new = JobLease(redis_client, namespace, JOB, ttl=10)
+    new = RedisJobLease(redis_client, namespace, JOB, ttl=10)
     new_token = new.acquire()
     assert new_token > old_token
     assert old.renew() is False
@@ -101,10 +102,10 @@ def test_expired_lease_is_taken_over_and_the_old_holder_learns_it_lost(
 def test_release_by_a_stale_token_does_not_delete_the_new_holders_lease(
     redis_client: redis.Redis, namespace: str
 ) -> None:
-    old = JobLease(redis_client, namespace, JOB, ttl=1)
+    old = RedisJobLease(redis_client, namespace, JOB, ttl=1)
     old.acquire()
     time.sleep(1.2)
-    new = JobLease(redis_client, namespace, JOB, ttl=10)
+    new = RedisJobLease(redis_client, namespace, JOB, ttl=10)
     new_token = new.acquire()
     assert old.release() is False
     assert lease_token(redis_client, namespace) == int(new_token)
@@ -114,7 +115,7 @@ def test_release_by_a_stale_token_does_not_delete_the_new_holders_lease(
 
 
 def test_background_renewal_keeps_a_short_lease_alive(redis_client: redis.Redis, namespace: str) -> None:
-    lease = JobLease(redis_client, namespace, JOB, ttl=3)
+    lease = RedisJobLease(redis_client, namespace, JOB, ttl=3)
     token = lease.acquire()
     lease.start_renewal(interval=0.2)  # a renewal may slip by 2.8 s on a loaded machine
     try:
@@ -123,14 +124,14 @@ def test_background_renewal_keeps_a_short_lease_alive(redis_client: redis.Redis,
         assert lease_token(redis_client, namespace) == int(token)
         assert redis_client.pttl(KeySpace(namespace).lease(JOB)) > 0
         with pytest.raises(LeaseHeldError):
-            JobLease(redis_client, namespace, JOB, ttl=3).acquire()
+            RedisJobLease(redis_client, namespace, JOB, ttl=3).acquire()
     finally:
         assert lease.release() is True
 
 
 def test_release_stops_renewal(redis_client: redis.Redis, namespace: str) -> None:
     lost: list[JobLease] = []
-    lease = JobLease(redis_client, namespace, JOB, ttl=5, on_lost=lost.append)
+    lease = RedisJobLease(redis_client, namespace, JOB, ttl=5, on_lost=lost.append)
     lease.acquire()
     lease.start_renewal(interval=0.05)
     time.sleep(0.2)
@@ -144,12 +145,12 @@ def test_release_stops_renewal(redis_client: redis.Redis, namespace: str) -> Non
 
 def test_renewal_notices_a_takeover_by_itself(redis_client: redis.Redis, namespace: str) -> None:
     lost: list[JobLease] = []
-    lease = JobLease(redis_client, namespace, JOB, ttl=5, on_lost=lost.append)
+    lease = RedisJobLease(redis_client, namespace, JOB, ttl=5, on_lost=lost.append)
     token = lease.acquire()
     lease.start_renewal(interval=0.05)
     try:
         redis_client.delete(KeySpace(namespace).lease(JOB))  # as if it expired while we slept
-        newer = JobLease(redis_client, namespace, JOB, ttl=5).acquire()
+        newer = RedisJobLease(redis_client, namespace, JOB, ttl=5).acquire()
         wait_for(lease.lost.is_set, 10, "the renewer to notice the takeover")
         assert lost == [lease]
         with pytest.raises(LeaseLostError):
@@ -165,7 +166,7 @@ def test_renewal_against_an_unreachable_redis_marks_the_lease_lost(tmp_path: Pat
         client = redis.Redis.from_url(server.url, socket_timeout=1, socket_connect_timeout=1)
         # The renewer gives up once a TTL has passed without a renewal: a TTL of twice the
         # client's 1-s timeout still sees several renewals fail first, and the wait is 2 s, not 5.
-        lease = JobLease(client, namespace, JOB, ttl=2)
+        lease = RedisJobLease(client, namespace, JOB, ttl=2)
         lease.acquire()
         lease.start_renewal(interval=0.05)
         server.stop()
@@ -173,7 +174,7 @@ def test_renewal_against_an_unreachable_redis_marks_the_lease_lost(tmp_path: Pat
         with pytest.raises(LeaseLostError):
             lease.check()
         with pytest.raises(StoreUnavailableError):
-            JobLease(client, namespace, "other.job", ttl=5).acquire()
+            RedisJobLease(client, namespace, "other.job", ttl=5).acquire()
         lease.stop_renewal()
         client.close()
     finally:
@@ -182,10 +183,10 @@ def test_renewal_against_an_unreachable_redis_marks_the_lease_lost(tmp_path: Pat
 
 def test_lease_arguments_are_validated(redis_client: redis.Redis, namespace: str) -> None:
     with pytest.raises(ValueError, match="at least 1 second"):
-        JobLease(redis_client, namespace, JOB, ttl=0.5)
+        RedisJobLease(redis_client, namespace, JOB, ttl=0.5)
     with pytest.raises(InvalidJobIdError):
-        JobLease(redis_client, namespace, "bad job", ttl=5)
-    never = JobLease(redis_client, namespace, JOB, ttl=5)
+        RedisJobLease(redis_client, namespace, "bad job", ttl=5)
+    never = RedisJobLease(redis_client, namespace, JOB, ttl=5)
     for call in (never.renew, never.check, never.start_renewal):
         with pytest.raises(RuntimeError, match="never acquired"):
             call()
@@ -195,13 +196,13 @@ def test_lease_arguments_are_validated(redis_client: redis.Redis, namespace: str
 _PAUSED_HOLDER = """
 import os, signal, sys
 import redis
-from airflow_jrs.store.leases.lease import JobLease
+from airflow_jrs.store.redis.leases import RedisJobLease
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
 
 url, namespace, job_id = sys.argv[1:4]
 client = redis.Redis.from_url(url)
 store = RedisJobResultStore(client, namespace)
-lease = JobLease(client, namespace, job_id, ttl=1)
+lease = RedisJobLease(client, namespace, job_id, ttl=1)
 token = lease.acquire()
 lease.start_renewal()
 print(token, flush=True)
@@ -240,7 +241,7 @@ def test_a_holder_paused_past_its_ttl_cannot_write_after_a_takeover(
         wait_for(lambda: _process_state(child.pid) == "T", 5, "the holder to stop itself")
         wait_for(lambda: not redis_client.exists(KeySpace(namespace).lease(JOB)), 3, "the lease to expire")
 
-        new = JobLease(redis_client, namespace, JOB, ttl=10)
+        new = RedisJobLease(redis_client, namespace, JOB, ttl=10)
         new_token = new.acquire()
         assert int(new_token) == old_token + 1
 

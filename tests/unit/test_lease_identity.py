@@ -22,14 +22,15 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from airflow_jrs.domain.paths import fence_name, fence_token_of, spec_path, staging_path
-from airflow_jrs.exceptions import LeaseHeldError, LeaseLostError
+from airflow_jrs.exceptions import LeaseHeldError, LeaseLostError, StaleHeartbeat
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store.heartbeats import Heartbeats, StaleHeartbeat
 from airflow_jrs.store.intents import Intent, IntentStore
 from airflow_jrs.store.leases.fence import Fence, fence_arg
-from airflow_jrs.store.leases.lease import JobLease
 from airflow_jrs.store.redis import lease_scripts
+from airflow_jrs.store.redis.heartbeats import RedisHeartbeats
+from airflow_jrs.store.redis.intents import RedisIntentStore
 from airflow_jrs.store.redis.keys import KeySpace
+from airflow_jrs.store.redis.leases import RedisJobLease
 from jrs_testbench.lossy_proxy import LossyProxy
 
 JOB = "dag.task.2013-01-01"
@@ -53,14 +54,14 @@ def intent_of(intents: IntentStore, fence: int) -> Intent:
 def test_a_reissued_token_does_not_let_the_stale_holder_renew_write_or_beat(
     redis_client: redis.Redis, namespace: str, tmp_path
 ) -> None:
-    stale = JobLease(redis_client, namespace, JOB, ttl=30)
+    stale = RedisJobLease(redis_client, namespace, JOB, ttl=30)
     token = int(stale.acquire())  # the bare token; the fence (token and nonce) is stale.token
     stale_fence = stale.token
-    beats = Heartbeats(redis_client, namespace)
+    beats = RedisHeartbeats(redis_client, namespace)
     beats.beat(JOB, stale_fence, 30_000, host="a", pid=1, child=0, first=True)  # its supervisor runs
 
     lose_the_lease_and_the_incr(redis_client, namespace, token)
-    fresh = JobLease(redis_client, namespace, JOB, ttl=30)
+    fresh = RedisJobLease(redis_client, namespace, JOB, ttl=30)
     assert int(fresh.acquire()) == token  # the same token, handed out twice: two holders, unequal fences
     fresh_fence = fresh.token
     assert fresh_fence != stale_fence and len({stale_fence, fresh_fence}) == 2
@@ -75,7 +76,7 @@ def test_a_reissued_token_does_not_let_the_stale_holder_renew_write_or_beat(
     store = RedisJobResultStore(redis_client, namespace)
     with pytest.raises(LeaseLostError, match="no longer holds the lease"):
         store.create_dirty_result(JobResult(job_id=JOB, status=JobStatus.SUCCEEDED), fence=stale_fence)
-    intents = IntentStore(redis_client, namespace, str(tmp_path / "specs"))
+    intents = RedisIntentStore(redis_client, namespace, str(tmp_path / "specs"))
     with pytest.raises(LeaseLostError):
         intents.update(intent_of(intents, stale_fence))
     assert stale.renew() is False and stale.lost.is_set()
@@ -98,15 +99,15 @@ def test_a_reissued_token_does_not_let_the_stale_holder_renew_write_or_beat(
 def test_the_stale_holder_cannot_clear_or_amend_or_be_taken_over_for_the_fresh_one(
     redis_client: redis.Redis, namespace: str, tmp_path
 ) -> None:
-    stale = JobLease(redis_client, namespace, JOB, ttl=30)
+    stale = RedisJobLease(redis_client, namespace, JOB, ttl=30)
     token = int(stale.acquire())
-    successor = JobLease(redis_client, namespace, JOB, ttl=30)
+    successor = RedisJobLease(redis_client, namespace, JOB, ttl=30)
     judged_dead = successor.peek()  # a successor judges the stale holder dead (its pid is gone)
     assert judged_dead is not None and judged_dead.fence == stale.token
     lose_the_lease_and_the_incr(redis_client, namespace, token)
-    fresh = JobLease(redis_client, namespace, JOB, ttl=30)
+    fresh = RedisJobLease(redis_client, namespace, JOB, ttl=30)
     assert int(fresh.acquire()) == token and fresh.token != stale.token  # the token again, another holder
-    intents = IntentStore(redis_client, namespace, str(tmp_path / "specs"))
+    intents = RedisIntentStore(redis_client, namespace, str(tmp_path / "specs"))
     intents.update(intent_of(intents, fresh.token))
     with pytest.raises(LeaseLostError):
         intents.clear(JOB, stale.token)
@@ -133,7 +134,7 @@ def lossy(redis_url: str):
 
 def test_a_lost_reply_to_acquire_is_retried_into_the_lease_it_took(lossy, namespace: str) -> None:
     proxy, client = lossy
-    lease = JobLease(client, namespace, JOB, ttl=30)
+    lease = RedisJobLease(client, namespace, JOB, ttl=30)
     proxy.drop_next_reply()
     token = lease.acquire()  # before the fix: LeaseHeldError naming this very attempt
     assert proxy.dropped == 1
@@ -144,9 +145,9 @@ def test_a_lost_reply_to_acquire_is_retried_into_the_lease_it_took(lossy, namesp
 
 def test_a_lost_reply_to_take_over_is_retried_into_the_lease_it_took(lossy, namespace: str) -> None:
     proxy, client = lossy
-    dead = JobLease(client, namespace, JOB, ttl=30)
+    dead = RedisJobLease(client, namespace, JOB, ttl=30)
     dead.acquire()
-    successor = JobLease(client, namespace, JOB, ttl=30)
+    successor = RedisJobLease(client, namespace, JOB, ttl=30)
     holder = successor.peek()
     assert holder is not None
     proxy.drop_next_reply()
@@ -159,7 +160,7 @@ def test_a_lost_reply_to_take_over_is_retried_into_the_lease_it_took(lossy, name
 def test_users_see_the_integer_token_while_the_nonce_travels_with_the_fence(
     redis_client: redis.Redis, namespace: str, tmp_path
 ) -> None:
-    lease = JobLease(redis_client, namespace, JOB, ttl=30)
+    lease = RedisJobLease(redis_client, namespace, JOB, ttl=30)
     fence = lease.acquire()
     assert re.fullmatch(r"[0-9a-f]{16}", lease.nonce) and fence.nonce == lease.nonce
     assert f"fence {fence}" == f"fence {int(fence)}" and json.dumps({"fence": fence}) == f'{{"fence": {int(fence)}}}'
@@ -172,7 +173,7 @@ def test_users_see_the_integer_token_while_the_nonce_travels_with_the_fence(
         int(fence), int(fence), 5, None, None,
     ]  # fmt: skip
     # an intent keeps it, so a successor addresses this attempt and no other holder of its token
-    intents = IntentStore(redis_client, namespace, str(tmp_path / "specs"))
+    intents = RedisIntentStore(redis_client, namespace, str(tmp_path / "specs"))
     intents.record(intent_of(intents, fence), {"application": "app.py"})
     read = intents.get(JOB)
     assert read is not None and read.fence == fence and read.fence.nonce == lease.nonce  # type: ignore[attr-defined]

@@ -12,13 +12,13 @@ import threading
 
 import redis
 
-from airflow_jrs.store.leases.lease import JobLease
+from airflow_jrs.store.redis.leases import RedisJobLease
 
 
 def test_revoke_releases_the_lease_when_the_renewal_thread_was_created_but_not_started(
     redis_client: redis.Redis, namespace: str
 ) -> None:
-    lease = JobLease(redis_client, namespace, "job-1", ttl=30)
+    lease = RedisJobLease(redis_client, namespace, "job-1", ttl=30)
     lease.acquire()
     lease._thread = threading.Thread(target=lambda: None)  # created, the kill lands before start()
     assert lease.revoke() is True

@@ -21,17 +21,20 @@ import redis
 from airflow_jrs.exceptions import LeaseHeldError
 from airflow_jrs.protocol import JobNamespace, settings_for
 from airflow_jrs.protocol.takeover import judge, refusal, take_over_if_dead
-from airflow_jrs.store.heartbeats import Heartbeats
 from airflow_jrs.store.leases.fence import Fence
-from airflow_jrs.store.leases.lease import JobLease, LeaseHolder, default_owner, process_identity
+from airflow_jrs.store.leases.lease import LeaseHolder, default_owner, process_identity
+from airflow_jrs.store.redis.heartbeats import RedisHeartbeats
 from airflow_jrs.store.redis.keys import KeySpace
+from airflow_jrs.store.redis.leases import RedisJobLease
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
 
 JOB = "dag.task.2013-01-01"
 HOLDER = """
 import sys, time, redis
-from airflow_jrs.store.leases.lease import JobLease, default_owner
+from airflow_jrs.store.leases.lease import default_owner
+from airflow_jrs.store.redis.leases import RedisJobLease
 owner = default_owner(dag_id="dag", task_id="task", run_id="scheduled__2013-01-01", try_number=1)
-lease = JobLease(redis.Redis.from_url(sys.argv[1]), sys.argv[2], sys.argv[3], ttl=60, owner=owner)
+lease = RedisJobLease(redis.Redis.from_url(sys.argv[1]), sys.argv[2], sys.argv[3], ttl=60, owner=owner)
 print(lease.acquire().identity, flush=True)  # <token>:<nonce>, what fenced scripts compare
 time.sleep(600)
 """
@@ -71,7 +74,7 @@ def sleeper() -> Iterator[subprocess.Popen[bytes]]:
 
 
 def peek(client: redis.Redis, namespace: str) -> LeaseHolder:
-    found = JobLease(client, namespace, JOB).peek()
+    found = RedisJobLease(client, namespace, JOB).peek()
     assert found is not None
     return found
 
@@ -79,14 +82,14 @@ def peek(client: redis.Redis, namespace: str) -> LeaseHolder:
 def hook(client: redis.Redis, namespace: str, tmp_path) -> JobNamespace:
     """What take_over_if_dead reads: the namespace's intents and heartbeats."""
     settings = settings_for(namespace, output_root=str(tmp_path / "out"), spec_root=str(tmp_path / "specs"))
-    return JobNamespace(client, settings)
+    return RedisJobNamespace(client, settings)
 
 
 def test_a_killed_holder_on_this_host_is_taken_over_at_once_with_a_newer_fence(
     redis_client, namespace, holder, tmp_path, capfd
 ):
     holder.kill()
-    successor = JobLease(redis_client, namespace, JOB, ttl=60)
+    successor = RedisJobLease(redis_client, namespace, JOB, ttl=60)
     with pytest.raises(LeaseHeldError):
         successor.acquire()  # the dead holder's lease has ~60 s left
     log = SimpleNamespace(warning=lambda msg, *args: print(msg % args))
@@ -103,7 +106,10 @@ def test_a_killed_holder_on_this_host_is_taken_over_at_once_with_a_newer_fence(
 def test_two_successors_of_one_dead_holder_cannot_both_take_over(redis_client, namespace, holder):
     holder.kill()
     dead = peek(redis_client, namespace)
-    first, second = JobLease(redis_client, namespace, JOB, ttl=60), JobLease(redis_client, namespace, JOB, ttl=60)
+    first, second = (
+        RedisJobLease(redis_client, namespace, JOB, ttl=60),
+        RedisJobLease(redis_client, namespace, JOB, ttl=60),
+    )
     token = first.take_over(dead)
     with pytest.raises(LeaseHeldError) as info:
         second.take_over(dead)  # it saw the same dead holder, but the token changed under it
@@ -112,20 +118,20 @@ def test_two_successors_of_one_dead_holder_cannot_both_take_over(redis_client, n
 
 
 def test_a_taken_over_holder_that_was_alive_after_all_loses_its_lease_and_cannot_renew(redis_client, namespace):
-    alive = JobLease(redis_client, namespace, JOB, ttl=60)
+    alive = RedisJobLease(redis_client, namespace, JOB, ttl=60)
     old = alive.acquire()
-    new = JobLease(redis_client, namespace, JOB, ttl=60).take_over(peek(redis_client, namespace))
+    new = RedisJobLease(redis_client, namespace, JOB, ttl=60).take_over(peek(redis_client, namespace))
     assert new is not None and new > old
     assert alive.renew() is False and alive.lost.is_set()
 
 
 def test_take_over_of_a_lease_that_expired_meanwhile_asks_for_a_plain_acquire(redis_client, namespace):
     gone = LeaseHolder(token=7, owner={}, ttl_ms=0)
-    assert JobLease(redis_client, namespace, JOB, ttl=60).take_over(gone) is None
+    assert RedisJobLease(redis_client, namespace, JOB, ttl=60).take_over(gone) is None
 
 
 def test_a_live_holder_is_not_dead_and_the_wait_names_its_pid_and_time_left(redis_client, namespace, holder, tmp_path):
-    successor = JobLease(redis_client, namespace, JOB, ttl=60)
+    successor = RedisJobLease(redis_client, namespace, JOB, ttl=60)
     taken, waiting_for = take_over_if_dead(hook(redis_client, namespace, tmp_path), successor, log=None)
     assert not taken and successor.token is None
     assert f"pid {holder.process.pid} on host" in waiting_for and f"fence {holder.token}" in waiting_for
@@ -134,11 +140,11 @@ def test_a_live_holder_is_not_dead_and_the_wait_names_its_pid_and_time_left(redi
 
 
 def test_a_dead_holder_whose_supervisor_still_runs_is_waited_for(redis_client, namespace, holder, sleeper, tmp_path):
-    Heartbeats(redis_client, namespace).beat(
+    RedisHeartbeats(redis_client, namespace).beat(
         JOB, holder.token, 60_000, host=default_owner()["host"], pid=sleeper.pid, child=0, first=True
     )
     holder.kill()
-    successor = JobLease(redis_client, namespace, JOB, ttl=60)
+    successor = RedisJobLease(redis_client, namespace, JOB, ttl=60)
     taken, waiting_for = take_over_if_dead(hook(redis_client, namespace, tmp_path), successor, log=None)
     assert not taken and f"its supervisor (pid {sleeper.pid}) still runs" in waiting_for
     assert peek(redis_client, namespace).fence == holder.token
@@ -149,7 +155,7 @@ def test_a_dead_holder_whose_local_spark_submit_still_runs_is_waited_for(redis_c
     orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", *marks])
     try:
         holder.kill()
-        successor = JobLease(redis_client, namespace, JOB, ttl=60)
+        successor = RedisJobLease(redis_client, namespace, JOB, ttl=60)
         taken, waiting_for = take_over_if_dead(hook(redis_client, namespace, tmp_path), successor, log=None)
         assert not taken and f"spark-submit of this job runs (pids [{orphan.pid}])" in waiting_for
     finally:
@@ -245,12 +251,12 @@ def test_a_retry_takes_over_from_its_own_earlier_try_at_once_while_that_try_stil
     """Airflow starts try 2 only after try 1 ended: a lease that try 1 left (its task process
     gone, its supervisor still running spark-submit) is taken over at once, not after its TTL;
     recovery then waits for that spark-submit and adopts its output."""
-    first = JobLease(redis_client, namespace, JOB, ttl=60, owner=default_owner(**TASK_INSTANCE, try_number=1))
+    first = RedisJobLease(redis_client, namespace, JOB, ttl=60, owner=default_owner(**TASK_INSTANCE, try_number=1))
     first.acquire()
-    Heartbeats(redis_client, namespace).beat(
+    RedisHeartbeats(redis_client, namespace).beat(
         JOB, first.token, 60_000, host=default_owner()["host"], pid=sleeper.pid, child=0, first=True
     )
-    retry = JobLease(redis_client, namespace, JOB, ttl=60, owner=default_owner(**TASK_INSTANCE, try_number=2))
+    retry = RedisJobLease(redis_client, namespace, JOB, ttl=60, owner=default_owner(**TASK_INSTANCE, try_number=2))
     log = SimpleNamespace(warning=lambda msg, *args: print(msg % args))
     taken, waiting_for = take_over_if_dead(hook(redis_client, namespace, tmp_path), retry, log)
     assert (taken, waiting_for) == (True, "")
@@ -280,16 +286,16 @@ def test_a_retry_takes_over_from_its_own_earlier_try_at_once_while_that_try_stil
 def test_a_live_holder_that_is_not_an_earlier_try_of_the_same_task_instance_is_waited_for(
     redis_client, namespace, tmp_path, theirs, ours
 ):
-    held = JobLease(redis_client, namespace, JOB, ttl=60, owner=default_owner(**theirs))
+    held = RedisJobLease(redis_client, namespace, JOB, ttl=60, owner=default_owner(**theirs))
     held.acquire()
-    successor = JobLease(redis_client, namespace, JOB, ttl=60, owner=default_owner(**ours))
+    successor = RedisJobLease(redis_client, namespace, JOB, ttl=60, owner=default_owner(**ours))
     taken, waiting_for = take_over_if_dead(hook(redis_client, namespace, tmp_path), successor, log=None)
     assert not taken and f"its pid {os.getpid()} is alive" in waiting_for
     assert peek(redis_client, namespace).fence == held.token and held.renew()
 
 
 def test_a_lease_says_its_ttl_so_a_reader_tells_how_long_ago_it_was_renewed(redis_client, namespace):
-    lease = JobLease(redis_client, namespace, JOB, ttl=60)
+    lease = RedisJobLease(redis_client, namespace, JOB, ttl=60)
     lease.acquire()
     redis_client.pexpire(KeySpace(namespace).lease(JOB), 35_000)  # as if 25 s passed without a renewal
     seen = peek(redis_client, namespace)

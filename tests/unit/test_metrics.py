@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from airflow_jrs.domain import signals
+from airflow_jrs.domain.signals import DECISIONS, run_seconds
 from airflow_jrs.exceptions import (
     CorruptJobResultError,
     JobResultQuarantinedError,
@@ -36,12 +38,11 @@ from airflow_jrs.protocol import (
     JobSpec,
     Predecessor,
     settings_for,
-    signals,
 )
-from airflow_jrs.protocol.signals import DECISIONS, run_seconds
 from airflow_jrs.spark.commit import marker_path
 from airflow_jrs.store import Attempt, JobResult, JobStatus
 from airflow_jrs.store.intents import Intent
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
 from jrs_testbench.launchers import Recording
 
 JOB = "d.t.2013-01-01"
@@ -80,8 +81,8 @@ def heard() -> Heard:
 @pytest.fixture
 def jobs(redis_url, namespace, tmp_path, heard):
     settings = settings_for(namespace, output_root=str(tmp_path / "out"), spec_root=str(tmp_path / "specs"))
-    plain = JobNamespace.from_url(redis_url, settings)
-    jobs = JobNamespace(plain.client, settings, signals=heard)
+    plain = RedisJobNamespace.from_url(redis_url, settings)
+    jobs = RedisJobNamespace(plain.client, settings, signals=heard)
     yield jobs
     jobs.close()
 
@@ -162,8 +163,8 @@ def test_a_predecessor_still_running_is_waited_for_or_stopped_as_the_policy_says
 
 def test_a_sink_that_raises_changes_nothing_the_attempt_does(redis_url, namespace, tmp_path):
     settings = settings_for(namespace, output_root=str(tmp_path / "out"), spec_root=str(tmp_path / "specs"))
-    plain = JobNamespace.from_url(redis_url, settings)
-    jobs = JobNamespace(plain.client, settings, signals=Exploding())
+    plain = RedisJobNamespace.from_url(redis_url, settings)
+    jobs = RedisJobNamespace(plain.client, settings, signals=Exploding())
     try:
         _dead_earlier_try(jobs, tmp_path, finished=False)
         launcher = Recording()

@@ -9,7 +9,8 @@ import pytest
 from airflow_jrs.exceptions import JobKilledError, JobNotStartedError
 from airflow_jrs.protocol import COMPUTED, SKIPPED, JobAttempt, JobNamespace, JobSpec, Launcher, settings_for
 from airflow_jrs.store import Attempt
-from airflow_jrs.store.leases.lease import JobLease
+from airflow_jrs.store.redis.leases import RedisJobLease
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
 from jrs_testbench.launchers import Recording
 
 JOB = "d.t.2013-01-01"
@@ -18,7 +19,7 @@ JOB = "d.t.2013-01-01"
 @pytest.fixture
 def jobs(redis_url, namespace, tmp_path):
     settings = settings_for(namespace, output_root=str(tmp_path / "out"), spec_root=str(tmp_path / "specs"))
-    jobs = JobNamespace.from_url(redis_url, settings)
+    jobs = RedisJobNamespace.from_url(redis_url, settings)
     yield jobs
     jobs.close()
 
@@ -37,7 +38,7 @@ def test_a_kill_before_the_attempt_runs_holds_and_nothing_launches(jobs):
         killed.run()
     assert launcher.launched == 0
     assert jobs.results.get_entry(JOB) is None
-    assert JobLease(jobs.client, jobs.namespace, JOB).peek() is None, "the lease was not released"
+    assert RedisJobLease(jobs.client, jobs.namespace, JOB).peek() is None, "the lease was not released"
 
 
 def test_a_computed_job_is_skipped_by_the_next_attempt(jobs):

@@ -20,13 +20,14 @@ from airflow_jrs.protocol import JobNamespace, RetryPolicy, commit_job, settings
 from airflow_jrs.protocol.cleanup import LOCAL_OR_FSSPEC, folders_named_by
 from airflow_jrs.protocol.steps import observe_steps
 from airflow_jrs.store import JobResult, JobStatus
-from airflow_jrs.store.leases.lease import JobLease
+from airflow_jrs.store.redis.leases import RedisJobLease
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
 
 NO_WAIT = RetryPolicy(attempts=3, initial_delay=0.0, max_delay=0.0)
 
 
 def _jobs(redis_url: str, namespace: str, output_root: str, spec_root: str) -> JobNamespace:
-    return JobNamespace.from_url(redis_url, settings_for(namespace, output_root=output_root, spec_root=spec_root))
+    return RedisJobNamespace.from_url(redis_url, settings_for(namespace, output_root=output_root, spec_root=spec_root))
 
 
 @pytest.fixture
@@ -76,7 +77,7 @@ def test_commit_job_of_a_job_without_result_says_what_to_check(jobs):
 
 def test_commit_job_keeps_the_staging_of_an_attempt_holding_the_lease(jobs):
     _write(jobs, {"output": str(_staging(jobs, 1))})
-    lease = JobLease(jobs.client, jobs.namespace, "j", ttl=30)
+    lease = RedisJobLease(jobs.client, jobs.namespace, "j", ttl=30)
     live = _staging(jobs, lease.acquire())  # a recompute runs now
     try:
         commit_job(jobs, "j", retry=NO_WAIT)

@@ -7,8 +7,9 @@ import pytest
 import redis
 
 from airflow_jrs.exceptions import JrsConfigError
-from airflow_jrs.protocol import JobNamespace, settings_for
+from airflow_jrs.protocol import settings_for
 from airflow_jrs.store.redis.clients import connection_of
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
 
 
 @pytest.fixture
@@ -17,7 +18,7 @@ def jobs(redis_url, namespace, tmp_path):
         namespace, output_root=str(tmp_path / "out"), spec_root=str(tmp_path / "specs"), durability="aof",
         index_limit=7, history_limit=3, lease_ttl=4.0,
     )  # fmt: skip
-    jobs = JobNamespace.from_url(redis_url, settings)
+    jobs = RedisJobNamespace.from_url(redis_url, settings)
     yield jobs
     jobs.close()
 
@@ -55,7 +56,7 @@ def test_the_connection_it_hands_a_supervisor_names_the_same_server(jobs, redis_
 def test_a_namespace_handed_no_connection_takes_it_from_its_client_when_first_asked(redis_url, namespace, tmp_path):
     # what the hook builds (JrsHook.jobs): nothing looked up until a launch asks
     client = redis.Redis.from_url(redis_url)
-    jobs = JobNamespace(client, settings_for(namespace, output_root=str(tmp_path), spec_root=str(tmp_path)))
+    jobs = RedisJobNamespace(client, settings_for(namespace, output_root=str(tmp_path), spec_root=str(tmp_path)))
     try:
         assert jobs.connection is None
         handed = jobs.connection_kwargs()
@@ -72,7 +73,7 @@ def test_a_namespace_handed_no_connection_takes_it_from_its_client_when_first_as
 def test_a_unix_socket_cannot_be_handed_on_and_the_error_names_where_the_client_came_from(namespace, tmp_path):
     client = redis.Redis(unix_socket_path=str(tmp_path / "redis.sock"))
     settings = settings_for(namespace, output_root=str(tmp_path), spec_root=str(tmp_path))
-    jobs = JobNamespace(client, settings, source="jrs connection 'prod'")
+    jobs = RedisJobNamespace(client, settings, source="jrs connection 'prod'")
     with pytest.raises(JrsConfigError, match=r"^jrs connection 'prod' uses a Unix socket; .*Use a TCP address"):
         jobs.connection_kwargs()
     assert jobs.connection is None  # nothing that could be handed on was kept

@@ -30,7 +30,8 @@ def test_public_surface_is_pinned():
 def test_store_surface_is_pinned():
     assert set(airflow_jrs.store.__all__) == {
         "SCHEMA_VERSION", "Actor", "AsyncRedisJobResultStore", "Attempt", "EntryState", "HistoryNote",
-        "HistoryReason", "JobResult", "JobResultEntry", "JobResultStore", "JobStatus", "RedisJobResultStore",
+        "HistoryReason", "JobNamespace", "JobResult", "JobResultEntry", "JobResultStore", "JobStatus",
+        "RedisJobNamespace", "RedisJobResultStore",
         "result_from_dict", "result_to_dict", "validate_job_id", "validate_namespace",
     }  # fmt: skip
 

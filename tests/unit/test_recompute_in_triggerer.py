@@ -12,8 +12,8 @@ import pytest
 
 from airflow_jrs.domain.identity import application_fingerprint
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store.leases.lease import JobLease
-from airflow_jrs.store.recompute_requests import RecomputeRequests
+from airflow_jrs.store.redis.leases import RedisJobLease
+from airflow_jrs.store.redis.recompute_requests import RedisRecomputeRequests
 from airflow_jrs.triggers.start_in_triggerer import StartInTriggererSubmitTrigger, _GoToWorker
 
 JOB = "d.t.2013-01-01"
@@ -38,7 +38,9 @@ def test_a_due_request_sends_a_done_job_to_a_worker_a_met_one_does_not(
 ):
     monkeypatch.setenv("AIRFLOW_CONN_JRS_DEFAULT", f"{redis_url}?namespace={namespace}")
     if conf.pop("met", False):
-        RecomputeRequests(RedisJobResultStore(redis_url, namespace).client, namespace).first_seen(JOB, "manual__now")
+        RedisRecomputeRequests(RedisJobResultStore(redis_url, namespace).client, namespace).first_seen(
+            JOB, "manual__now"
+        )
     app = tmp_path / "app.py"
     app.write_text("print('hi')\n")
     store = RedisJobResultStore(redis_url, namespace)
@@ -76,13 +78,13 @@ def test_a_result_fenced_after_the_request_ends_the_task_in_the_triggerer_whatev
     a worker to recompute it a second time."""
     monkeypatch.setenv("AIRFLOW_CONN_JRS_DEFAULT", f"{redis_url}?namespace={namespace}")
     store = RedisJobResultStore(redis_url, namespace)
-    RecomputeRequests(store.client, namespace).first_seen(JOB, "manual__now")
+    RedisRecomputeRequests(store.client, namespace).first_seen(JOB, "manual__now")
     key = store.keys.recompute_requests(JOB)
     mark = json.loads(store.client.hget(key, "manual__now"))
     store.client.hset(key, "manual__now", json.dumps({**mark, "at_ms": mark["at_ms"] + 24 * 3600 * 1000}))
     app = tmp_path / "app.py"
     app.write_text("print('hi')\n")
-    lease = JobLease(store.client, namespace, JOB)
+    lease = RedisJobLease(store.client, namespace, JOB)
     lease.acquire()
     store.create_dirty_result(
         JobResult(job_id=JOB, status=JobStatus.SUCCEEDED, fingerprint=application_fingerprint(str(app), [], None)),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from airflow_jrs.domain.recompute import ClearedJob, knock_on, moving_outputs
 from airflow_jrs.store import JobResult, JobStatus
+from airflow_jrs.store.redis.leases import RedisJobLease
 
 ROOT = "/data/ns"
 
@@ -156,10 +157,9 @@ def test_a_decorated_downstream_task_is_found_when_the_dry_run_renders_nothing(s
     read from the serialized DAG; arguments that cannot be seen make it "may compute"."""
     from airflow_jrs.actions.planning.dags import load_dag
     from airflow_jrs.actions.recompute import Target, add_downstream
-    from airflow_jrs.store.leases.lease import JobLease
 
     dag = load_dag("d", dag_folder("d.py", PYSPARK_CHAIN))
-    lease = JobLease(store.client, store.namespace, INGEST.job_id, ttl=30)
+    lease = RedisJobLease(store.client, store.namespace, INGEST.job_id, ttl=30)
     token = lease.acquire()  # its output folder carries its fence: a recompute moves it
     flights = f"{ROOT}/{INGEST.job_id}/fence-{int(token)}-ab/flights"
     store.create_dirty_result(JobResult(job_id=INGEST.job_id, status=JobStatus.SUCCEEDED, outputs={"flights": flights}),

@@ -12,9 +12,11 @@ import redis.asyncio as aioredis
 from airflow_jrs.domain.recompute import Request, RequestSeen, Verdict, verdict
 from airflow_jrs.store import JobResult, JobResultEntry, JobStatus, RedisJobResultStore
 from airflow_jrs.store.leases.lease import JobLease
-from airflow_jrs.store.recompute_requests import REQUEST_TTL, RecomputeRequests, seen_async
+from airflow_jrs.store.recompute_requests import REQUEST_TTL
 from airflow_jrs.store.redis import results as store_redis
 from airflow_jrs.store.redis.keys import KeySpace
+from airflow_jrs.store.redis.leases import RedisJobLease
+from airflow_jrs.store.redis.recompute_requests import RedisRecomputeRequests, seen_async
 
 JOB = "d.t.2013-01-01"
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
@@ -26,10 +28,10 @@ def test_the_key_is_pinned():
 
 def test_the_first_meeting_wins_and_expires_with_a_ttl(redis_url, namespace):
     store = RedisJobResultStore(redis_url, namespace)
-    requests = RecomputeRequests(store.client, namespace)
+    requests = RedisRecomputeRequests(store.client, namespace)
     assert requests.seen(JOB, "run-1") is None
     first = requests.first_seen(JOB, "run-1")
-    JobLease(store.client, namespace, "d.t.other").acquire()  # the namespace's counter moves on
+    RedisJobLease(store.client, namespace, "d.t.other").acquire()  # the namespace's counter moves on
     assert requests.first_seen(JOB, "run-1") == first  # a retry: the mark never moves
     second = requests.first_seen(JOB, "run-2")
     assert (first.fence, second.fence) == (0, 1) and first.at <= second.at
@@ -49,12 +51,12 @@ def test_the_first_meeting_wins_and_expires_with_a_ttl(redis_url, namespace):
 def test_the_mark_is_the_fence_counter_the_lease_in_flight_and_the_servers_time(redis_url, namespace):
     """Pinned literally: what the worker, the triggerer and ``plan`` of any host read back."""
     store = RedisJobResultStore(redis_url, namespace)
-    JobLease(store.client, namespace, "d.t.other").acquire()
-    m = JobLease(store.client, namespace, JOB)
+    RedisJobLease(store.client, namespace, "d.t.other").acquire()
+    m = RedisJobLease(store.client, namespace, JOB)
     m.acquire()
     seconds, micros = store.client.time()
     before = seconds * 1000 + micros // 1000
-    seen = RecomputeRequests(store.client, namespace).first_seen(JOB, "run-1")
+    seen = RedisRecomputeRequests(store.client, namespace).first_seen(JOB, "run-1")
     doc = json.loads(store.client.hget(f"jrs:{{{namespace}}}:recompute:{JOB}", "run-1"))
     assert (doc["fence"], doc["in_flight"]) == (2, 2) == (seen.fence, seen.in_flight)
     seconds, micros = store.client.time()
@@ -66,7 +68,7 @@ def test_an_unreadable_mark_counts_as_not_seen_and_is_replaced_so_the_request_ac
     store = RedisJobResultStore(redis_url, namespace)
     store.client.hset(store.keys.recompute_requests(JOB), "run-1", "garbage")
     store.client.hset(store.keys.recompute_requests(JOB), "run-2", T0.isoformat())  # a draft's time-only row
-    requests = RecomputeRequests(store.client, namespace)
+    requests = RedisRecomputeRequests(store.client, namespace)
     assert requests.seen(JOB, "run-1") is None
     first = requests.first_seen(JOB, "run-1")
     assert first.fence == 0 and requests.first_seen(JOB, "run-1") == first == requests.seen(JOB, "run-1")
@@ -84,13 +86,13 @@ def _skewed(entry: JobResultEntry) -> JobResultEntry:
 
 
 def _request_verdict(store: RedisJobResultStore, namespace: str, request_key: str) -> Verdict:
-    seen = RecomputeRequests(store.client, namespace).seen(JOB, request_key)
+    seen = RedisRecomputeRequests(store.client, namespace).seen(JOB, request_key)
     entry = _skewed(store.get_entry(JOB))
     return verdict(Request(everything=True), task_id="t", job_id=JOB, entry=entry, first_seen=seen)
 
 
 def _commit(store: RedisJobResultStore, namespace: str, lease: JobLease | None = None) -> None:
-    lease = lease or JobLease(store.client, namespace, JOB)
+    lease = lease or RedisJobLease(store.client, namespace, JOB)
     if lease.token is None:
         lease.acquire()
     store.create_dirty_result(JobResult(job_id=JOB, status=JobStatus.SUCCEEDED), fence=lease.token)
@@ -103,7 +105,7 @@ def test_a_result_fenced_after_the_request_meets_it_whatever_the_clocks_say(redi
     request is met; a retry of the run must not recompute a second time."""
     store = RedisJobResultStore(redis_url, namespace)
     _commit(store, namespace)  # the result the request is about
-    RecomputeRequests(store.client, namespace).first_seen(JOB, "run-1")
+    RedisRecomputeRequests(store.client, namespace).first_seen(JOB, "run-1")
     assert _request_verdict(store, namespace, "run-1").recompute is True  # not met yet: acts
     store.forget_result(JOB)
     _commit(store, namespace)  # the recompute, stamped by a host whose clock is behind
@@ -117,17 +119,17 @@ def test_a_result_the_request_met_in_flight_meets_it_one_finished_before_does_no
     after the request, meets it, even when M's host stamps it with an earlier time. A result
     whose lease was taken and released before the request does not, even when stamped later."""
     store = RedisJobResultStore(redis_url, namespace)
-    m = JobLease(store.client, namespace, JOB)
+    m = RedisJobLease(store.client, namespace, JOB)
     m.acquire()
-    RecomputeRequests(store.client, namespace).first_seen(JOB, "run-s")
+    RedisRecomputeRequests(store.client, namespace).first_seen(JOB, "run-s")
     _commit(store, namespace, m)
     assert _request_verdict(store, namespace, "run-s").recompute is False
 
     store.forget_result(JOB)
     _commit(store, namespace)  # finished before run-t's request
-    RecomputeRequests(store.client, namespace).first_seen(JOB, "run-t")
+    RedisRecomputeRequests(store.client, namespace).first_seen(JOB, "run-t")
     entry = replace(store.get_entry(JOB), created_at=datetime(2999, 1, 1, tzinfo=UTC))  # a fast writer clock
-    seen = RecomputeRequests(store.client, namespace).seen(JOB, "run-t")
+    seen = RedisRecomputeRequests(store.client, namespace).seen(JOB, "run-t")
     assert verdict(Request(everything=True), task_id="t", job_id=JOB, entry=entry, first_seen=seen).recompute
 
 

@@ -11,9 +11,10 @@ import json
 import pytest
 
 from airflow_jrs.cli import main
-from airflow_jrs.protocol.jobs import JobNamespace, settings_for
+from airflow_jrs.settings import settings_for
 from airflow_jrs.store.leases.fence import Fence
 from airflow_jrs.store.recoveries import ADOPTED, FOUND, RECOVERY_LIMIT, RECOVERY_TTL, RecoveryStep
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
 from airflow_jrs.views.job import inspect_job
 from airflow_jrs.views.json import job_json
 
@@ -22,7 +23,9 @@ JOB = "d.t.2013-01-01"
 
 @pytest.fixture
 def jobs(redis_url, namespace, tmp_path):
-    jobs = JobNamespace.from_url(redis_url, settings_for(namespace, output_root=str(tmp_path), spec_root=str(tmp_path)))
+    jobs = RedisJobNamespace.from_url(
+        redis_url, settings_for(namespace, output_root=str(tmp_path), spec_root=str(tmp_path))
+    )
     yield jobs
     jobs.close()
 

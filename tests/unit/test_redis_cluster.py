@@ -19,8 +19,8 @@ import redis
 from airflow_jrs.exceptions import LeaseHeldError, LeaseLostError
 from airflow_jrs.hooks.jrs import async_connection_kwargs
 from airflow_jrs.store import JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store.leases.lease import JobLease
 from airflow_jrs.store.redis.keys import KeySpace
+from airflow_jrs.store.redis.leases import RedisJobLease
 from airflow_jrs.triggers import JobResultTrigger
 
 pytestmark = pytest.mark.cluster
@@ -62,13 +62,13 @@ def test_each_namespace_lives_on_one_primary_and_namespaces_spread_over_primarie
 
 def test_lease_fences_and_revokes_through_a_cluster_client(cluster_client, namespace):
     store = RedisJobResultStore(cluster_client, namespace)
-    first = JobLease(cluster_client, namespace, "j.lease", ttl=30)
+    first = RedisJobLease(cluster_client, namespace, "j.lease", ttl=30)
     token = first.acquire()
     with pytest.raises(LeaseHeldError):
-        JobLease(cluster_client, namespace, "j.lease", ttl=30).acquire()
+        RedisJobLease(cluster_client, namespace, "j.lease", ttl=30).acquire()
     assert first.peek().fence == token and first.renew()
     assert first.revoke()  # on a fresh cluster client of its own
-    second = JobLease(cluster_client, namespace, "j.lease", ttl=30)
+    second = RedisJobLease(cluster_client, namespace, "j.lease", ttl=30)
     fresh = second.acquire()  # the token and the second holder's nonce (a bare int is not its identity)
     assert int(fresh) == token + 1
     with pytest.raises(LeaseLostError):  # the first holder's fence is stale now

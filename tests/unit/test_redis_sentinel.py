@@ -18,9 +18,10 @@ import pytest
 from airflow_jrs.cli import main
 from airflow_jrs.exceptions import JrsConfigError, StoreUnavailableError
 from airflow_jrs.hooks.jrs import JrsHook
-from airflow_jrs.protocol.jobs import JobNamespace, settings_for
+from airflow_jrs.settings import settings_for
 from airflow_jrs.store import JobResult, JobStatus
 from airflow_jrs.store.redis.clients import async_client, bounded_client, connection_of, sync_client
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
 from airflow_jrs.store.redis.sentinel import parse_sentinels
 from jrs_testbench.redis_sentinel import MASTER, EmbeddedSentinelGroup
 
@@ -37,7 +38,7 @@ def group(tmp_path_factory):
 def jobs(group, tmp_path):
     settings = settings_for(f"s{uuid.uuid4().hex[:8]}", output_root=str(tmp_path / "o"), spec_root=str(tmp_path / "s"),
                             durability="replicas:1")  # fmt: skip
-    found = JobNamespace.from_url(group.url(), settings)
+    found = RedisJobNamespace.from_url(group.url(), settings)
     yield found
     found.close()
 
@@ -152,7 +153,7 @@ def test_a_durable_write_on_a_connection_to_the_cut_off_and_demoted_primary_is_s
         settings = settings_for("cut", output_root=str(tmp_path / "o"), spec_root=str(tmp_path / "s"),
                                 durability="replicas:2", durability_timeout=1.0, read_timeout=2.5,
                                 connect_timeout=2.0)  # fmt: skip
-        jobs = JobNamespace.from_url(proxied.url(), settings)
+        jobs = RedisJobNamespace.from_url(proxied.url(), settings)
         try:
             jobs.results.create_dirty_result(JobResult(job_id="d.t.before", status=JobStatus.SUCCEEDED))
             failover = proxied.fail_over("cut")

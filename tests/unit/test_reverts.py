@@ -22,9 +22,11 @@ from typing import Any
 
 import pytest
 
-from airflow_jrs.protocol.jobs import JobNamespace, settings_for
+from airflow_jrs.settings import settings_for
 from airflow_jrs.store import Attempt, JobResult, JobStatus
+from airflow_jrs.store.namespace import JobNamespace
 from airflow_jrs.store.redis.keys import KeySpace
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
 from jrs_testbench.trials import reverts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +41,8 @@ from pathlib import Path
 from typing import Any
 from jrs_testbench.trials.reverts import apply_from_env
 REVERTED = apply_from_env()
-from airflow_jrs.protocol.jobs import JobNamespace, settings_for
+from airflow_jrs.settings import settings_for
+from airflow_jrs.store import JobNamespace, RedisJobNamespace
 from airflow_jrs.store import Attempt, JobResult, JobStatus
 from airflow_jrs.store.redis.keys import KeySpace
 JOB = {JOB!r}
@@ -48,7 +51,7 @@ ATTEMPT = Attempt("dag", "task", "run", 1)
 
 
 def jobs_for(url: str, ns: str, tmp: str) -> JobNamespace:
-    return JobNamespace.from_url(url, settings_for(ns, output_root=f"{tmp}/out", spec_root=f"{tmp}/specs"))
+    return RedisJobNamespace.from_url(url, settings_for(ns, output_root=f"{tmp}/out", spec_root=f"{tmp}/specs"))
 
 
 def write_result(jobs: JobNamespace, folder: str, rows: str = "3") -> int:

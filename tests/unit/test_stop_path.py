@@ -29,11 +29,12 @@ from airflow_jrs.domain.paths import checkpoint_path, control_path, staging_path
 from airflow_jrs.launch.supervisor import SUPERVISOR_ENV
 from airflow_jrs.spark.control import CANCEL, STOP, STOPPED, outcome_path, read_outcome
 from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobResultStore
-from airflow_jrs.store.heartbeats import Heartbeats
-from airflow_jrs.store.intents import IntentStore
 from airflow_jrs.store.leases.fence import Fence
-from airflow_jrs.store.leases.lease import JobLease
-from airflow_jrs.store.stop_requests import StopRequests
+from airflow_jrs.store.redis.heartbeats import RedisHeartbeats
+from airflow_jrs.store.redis.intents import RedisIntentStore
+from airflow_jrs.store.redis.leases import RedisJobLease
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
+from airflow_jrs.store.redis.stop_requests import RedisStopRequests
 
 JOB = "d.stream.2013-01-01"
 ROOT = Path(__file__).parents[2]
@@ -82,14 +83,15 @@ while True:
 TASK = """
 import json, os, socket, subprocess, sys, time
 import redis
-from airflow_jrs.store.intents import Intent, IntentStore
-from airflow_jrs.store.leases.lease import JobLease
+from airflow_jrs.store.intents import Intent
+from airflow_jrs.store.redis.intents import RedisIntentStore
+from airflow_jrs.store.redis.leases import RedisJobLease
 from airflow_jrs.launch.supervisor import supervised_command
 url, ns, job, staging, specs, stop_timeout, log = sys.argv[1:8]
 command = json.loads(sys.argv[8])
 client = redis.Redis.from_url(url)
-fence = JobLease(client, ns, job, ttl=30).acquire()
-intents = IntentStore(client, ns, specs)
+fence = RedisJobLease(client, ns, job, ttl=30).acquire()
+intents = RedisIntentStore(client, ns, specs)
 intent = Intent(job_id=job, fence=fence, spec_uri=intents.spec_uri(job, fence), staging=staging, app_name="a",
                 host=socket.gethostname(), pid=os.getpid(), started_at=time.time(), fingerprint="fp",
                 application_id=os.environ.get("TEST_APPLICATION_ID"))
@@ -187,26 +189,26 @@ def cli(redis_url: str, namespace: str, *args: str) -> int:
 def test_a_successor_with_predecessor_stop_asks_a_stream_to_stop_at_a_batch_boundary(
     redis_client, redis_url, namespace, task, tmp_path
 ):
-    from airflow_jrs.protocol import JobNamespace, settings_for
+    from airflow_jrs.protocol import settings_for
     from airflow_jrs.protocol.recovery import _settle_supervised_predecessor
     from airflow_jrs.protocol.run import JobRun
 
     t = task(stream=True)
     t.kill()
-    successor = JobLease(redis_client, namespace, JOB, ttl=30)
+    successor = RedisJobLease(redis_client, namespace, JOB, ttl=30)
     successor.take_over(successor.peek())  # the task is dead: its successor takes the job
     store = RedisJobResultStore(redis_client, namespace)
-    intents = IntentStore(redis_client, namespace, str(tmp_path / "specs"))
-    jobs = JobNamespace(
+    intents = RedisIntentStore(redis_client, namespace, str(tmp_path / "specs"))
+    jobs = RedisJobNamespace(
         redis_client, settings_for(namespace, output_root=str(tmp_path), spec_root=str(tmp_path / "specs"))
     )
     run = JobRun(jobs, store, intents, successor, JOB, "fp", Attempt("d", "stream", "r", 2), True, {})
     log = SimpleNamespace(warning=lambda *a: None, info=lambda *a: None)
     beat = _settle_supervised_predecessor(run, t.identity, "stop", log)  # the dead attempt's intent's fence
     assert beat is not None and beat.fence == t.identity
-    request = StopRequests(redis_client, namespace).get(JOB, t.identity)
+    request = RedisStopRequests(redis_client, namespace).get(JOB, t.identity)
     assert request.kind == STOP and "successor" in request.by and 'predecessor="stop"' in request.reason
-    ended = Heartbeats(redis_client, namespace).get(JOB)
+    ended = RedisHeartbeats(redis_client, namespace).get(JOB)
     assert ended.state == "ended" and ended.exit_code == 0, "the driver was killed, not stopped"
     assert (t.out / "stopped-at-boundary").exists()
     assert read_outcome(t.control, t.identity)["ended"] == STOPPED
@@ -219,7 +221,7 @@ def test_cli_stop_of_an_orphaned_stream_ends_with_a_stopped_result(redis_client,
     assert cli(redis_url, namespace, "stop", JOB) == 0
     assert f"fence {t.fence}" in capsys.readouterr().out
     wait_until(t.ended, 60, "the supervisor to end")
-    ended = Heartbeats(redis_client, namespace).get(JOB)
+    ended = RedisHeartbeats(redis_client, namespace).get(JOB)
     assert ended.exit_code == 0 and (t.out / "stopped-at-boundary").exists(), "the driver was killed, not stopped"
     store = RedisJobResultStore(redis_client, namespace)
     result = store.get_entry(JOB).result
@@ -238,9 +240,9 @@ def test_a_cancel_while_a_stop_is_stuck_kills_and_records_canceled(redis_client,
     assert cli(redis_url, namespace, "stop", JOB) == 0  # asked again: still a stop
     assert cli(redis_url, namespace, "cancel", JOB) == 0
     assert cli(redis_url, namespace, "stop", JOB) == 0  # never downgrades the cancel
-    assert StopRequests(redis_client, namespace).get(JOB, t.fence).kind == CANCEL
+    assert RedisStopRequests(redis_client, namespace).get(JOB, t.fence).kind == CANCEL
     wait_until(t.ended, 60, "the supervisor to end")
-    ended = Heartbeats(redis_client, namespace).get(JOB)
+    ended = RedisHeartbeats(redis_client, namespace).get(JOB)
     assert ended.exit_code in (128 + signal.SIGTERM, 128 + signal.SIGKILL), "the stuck driver was not killed"
     result = RedisJobResultStore(redis_client, namespace).get_entry(JOB).result
     assert result.status is JobStatus.CANCELED and "cancel requested by airflow-jrs cancel" in result.error
@@ -251,7 +253,7 @@ def test_a_batch_stop_through_the_same_path_terminates_with_a_grace_period(redis
     assert cli(redis_url, namespace, "stop", JOB) == 0  # a batch job, its task alive
     wait_until(t.ended, 60, "the supervisor to end")
     assert (t.out / "terminated").read_text() == "SIGTERM", "spark-submit got no SIGTERM before the kill"
-    ended = Heartbeats(redis_client, namespace).get(JOB)
+    ended = RedisHeartbeats(redis_client, namespace).get(JOB)
     assert ended.state == "ended" and ended.exit_code == 143  # it shut down in its grace period
     # The task is alive: it, not the supervisor, records the outcome (nothing written here).
     assert RedisJobResultStore(redis_client, namespace).get_entry(JOB) is None
@@ -354,19 +356,19 @@ def test_an_orphan_cancel_that_came_after_the_commit_records_nothing_and_the_nex
 ):
     # Finding 5: this fence's commit marker is there, whatever spark-submit's exit code: the output
     # is complete. The supervisor records nothing; the next attempt adopts it, launching nothing.
-    from airflow_jrs.protocol import ADOPTED, JobAttempt, JobNamespace, JobSpec, settings_for
+    from airflow_jrs.protocol import ADOPTED, JobAttempt, JobSpec, settings_for
     from jrs_testbench.launchers import Recording
 
     t = task(stream=False, batch=BATCH_COMMITS.replace("sys.exit(0)", f"sys.exit({exit_code})"))
     t.kill()
     assert cli(redis_url, namespace, "cancel", JOB) == 0
     wait_until(t.ended, 60, "the supervisor to end")
-    assert Heartbeats(redis_client, namespace).get(JOB).exit_code == exit_code
+    assert RedisHeartbeats(redis_client, namespace).get(JOB).exit_code == exit_code
     store = RedisJobResultStore(redis_client, namespace)
     assert store.get_entry(JOB) is None, "CANCELED was recorded over complete output"
     assert redis_client.exists(store.keys.intent(JOB)) == 1, "the next attempt adopts the output from the intent"
 
-    jobs = JobNamespace(redis_client, settings_for(namespace, output_root=str(tmp_path / "out"),
+    jobs = RedisJobNamespace(redis_client, settings_for(namespace, output_root=str(tmp_path / "out"),
                                                    spec_root=str(tmp_path / "specs")))  # fmt: skip
     launcher = Recording()
     outcome = JobAttempt(jobs, JobSpec(JOB, "fp"), Attempt("d", "stream", "r", 2), launcher).run()

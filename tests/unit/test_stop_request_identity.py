@@ -23,6 +23,7 @@ from airflow_jrs.store import Attempt
 from airflow_jrs.store.intents import Intent
 from airflow_jrs.store.leases.fence import Fence
 from airflow_jrs.store.redis.keys import KeySpace
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
 from airflow_jrs.store.stop_requests import addresses
 
 JOB = "dag.task.2013-01-01"
@@ -58,7 +59,7 @@ def test_an_on_kill_of_one_attempt_never_cancels_another_holding_the_same_token(
     redis_url, redis_client, namespace, tmp_path
 ) -> None:
     settings = settings_for(namespace, output_root=str(tmp_path / "out"), spec_root=str(tmp_path / "specs"))
-    jobs = JobNamespace.from_url(redis_url, settings)
+    jobs = RedisJobNamespace.from_url(redis_url, settings)
     try:
         a = start(jobs, "a")
         lose_the_lease_and_its_writes(redis_client, namespace, a.lease.token)

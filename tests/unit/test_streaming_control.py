@@ -32,9 +32,11 @@ from airflow_jrs.spark.control import (
     write_request,
 )
 from airflow_jrs.store import Attempt, EntryState, JobResult, JobResultEntry, JobStatus, RedisJobResultStore
-from airflow_jrs.store.intents import Intent, IntentStore
+from airflow_jrs.store.intents import Intent
 from airflow_jrs.store.leases.fence import Fence
-from airflow_jrs.store.leases.lease import JobLease
+from airflow_jrs.store.redis.intents import RedisIntentStore
+from airflow_jrs.store.redis.leases import RedisJobLease
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
 
 JOB = "d.stream.2013-01-01"
 
@@ -101,9 +103,9 @@ def test_a_waiting_sensor_never_takes_a_stopped_or_canceled_stream_for_success(s
 
 @pytest.fixture
 def running_stream(redis_client: redis.Redis, namespace: str, tmp_path: Path):
-    lease = JobLease(redis_client, namespace, JOB, ttl=30)
+    lease = RedisJobLease(redis_client, namespace, JOB, ttl=30)
     token = lease.acquire()
-    intents = IntentStore(redis_client, namespace, str(tmp_path / "specs"))
+    intents = RedisIntentStore(redis_client, namespace, str(tmp_path / "specs"))
     output = stream_output_path(str(tmp_path / "out"), namespace, JOB)
     intent = Intent(
         job_id=JOB, fence=token, spec_uri=intents.spec_uri(JOB, token), staging=output, app_name="a",
@@ -129,12 +131,12 @@ def test_cli_stop_and_cancel_reach_the_running_attempt_only(redis_url, namespace
 
 def _attempt(redis_client, namespace, lease, intents, tmp_path, *, alive):
     from airflow_jrs.launch.streaming import StreamAttempt, prepare
-    from airflow_jrs.protocol import JobNamespace, settings_for
+    from airflow_jrs.protocol import settings_for
     from airflow_jrs.protocol.run import JobRun
 
     store = RedisJobResultStore(redis_client, namespace)
     paths = prepare(str(tmp_path / "out"), namespace, JOB)
-    jobs = JobNamespace(
+    jobs = RedisJobNamespace(
         redis_client, settings_for(namespace, output_root=str(tmp_path / "out"), spec_root=intents.spec_root)
     )
     run = JobRun(jobs, store, intents, lease, JOB, "fp", Attempt("d", "stream", "r", 1), True, {"output": ""})

@@ -18,7 +18,8 @@ import redis
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.launch.pipelines_launcher import PipelinesLauncher
 from airflow_jrs.launch.submission import Supervision
-from airflow_jrs.protocol import JobNamespace, settings_for
+from airflow_jrs.protocol import settings_for
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
 
 SOURCE = "jrs connection 'jrs_default'"
 
@@ -31,13 +32,13 @@ def settings(namespace, tmp_path):
 
 @pytest.fixture
 def socket_jobs(settings, tmp_path):
-    jobs = JobNamespace(redis.Redis(unix_socket_path=str(tmp_path / "redis.sock")), settings, source=SOURCE)
+    jobs = RedisJobNamespace(redis.Redis(unix_socket_path=str(tmp_path / "redis.sock")), settings, source=SOURCE)
     yield jobs
     jobs.close()
 
 
 def test_the_supervisor_gets_the_namespaces_connection_and_settings(redis_url, settings, caplog):
-    jobs = JobNamespace(redis.Redis.from_url(redis_url), settings, source=SOURCE)  # as the hook builds it
+    jobs = RedisJobNamespace(redis.Redis.from_url(redis_url), settings, source=SOURCE)  # as the hook builds it
     try:
         supervision = Supervision.for_attempt(jobs, "j.1", 5, logging.getLogger("jrs-test"))
         assert supervision is not None

@@ -20,9 +20,9 @@ import pytest
 import redis
 
 from airflow_jrs.launch.supervisor import LOST_BEFORE_START, SUPERVISOR_ENV, supervised_command
-from airflow_jrs.store.heartbeats import Heartbeats
-from airflow_jrs.store.leases.lease import JobLease
-from airflow_jrs.store.stop_requests import StopRequests
+from airflow_jrs.store.redis.heartbeats import RedisHeartbeats
+from airflow_jrs.store.redis.leases import RedisJobLease
+from airflow_jrs.store.redis.stop_requests import RedisStopRequests
 from jrs_testbench.redis_server import EmbeddedRedis
 
 JOB = "sup.job.2013-01-01"
@@ -67,13 +67,13 @@ def wait_until(condition, timeout: float, what: str) -> None:
 @pytest.fixture
 def leased(redis_url, namespace):
     """The job's lease held by fence 1 (the attempt that starts the supervisor)."""
-    lease = JobLease(redis.Redis.from_url(redis_url), namespace, JOB, ttl=30)
+    lease = RedisJobLease(redis.Redis.from_url(redis_url), namespace, JOB, ttl=30)
     assert int(lease.acquire()) == 1
     return lease
 
 
 def test_it_beats_while_the_child_runs_and_records_how_it_ended(redis_url, namespace, leased, tmp_path):
-    beats = Heartbeats(redis.Redis.from_url(redis_url), namespace)
+    beats = RedisHeartbeats(redis.Redis.from_url(redis_url), namespace)
     proc = start(redis_url, namespace, leased.token, tmp_path / "out", 1.5)
     wait_until(lambda: (b := beats.get(JOB)) is not None and b.child, 30, "a heartbeat naming the child")
     beat = beats.get(JOB)
@@ -85,7 +85,7 @@ def test_it_beats_while_the_child_runs_and_records_how_it_ended(redis_url, names
 
 def test_a_successor_stop_request_stops_the_child(redis_url, namespace, leased, tmp_path):
     client = redis.Redis.from_url(redis_url)
-    beats, requests = Heartbeats(client, namespace), StopRequests(client, namespace)
+    beats, requests = RedisHeartbeats(client, namespace), RedisStopRequests(client, namespace)
     proc = start(redis_url, namespace, leased.token, tmp_path / "out", 120)
     wait_until(lambda: (tmp_path / "out" / "started").exists(), 30, "the child")
     assert requests.ask(JOB, 2, "stop", by="test") is None  # only the running fence's
@@ -97,18 +97,18 @@ def test_a_successor_stop_request_stops_the_child(redis_url, namespace, leased, 
 def test_an_attempt_that_lost_its_lease_before_the_launch_starts_nothing(redis_url, namespace, leased, tmp_path):
     fence = leased.token
     leased.release()
-    JobLease(redis.Redis.from_url(redis_url), namespace, JOB, ttl=30).acquire()  # a successor: fence 2
+    RedisJobLease(redis.Redis.from_url(redis_url), namespace, JOB, ttl=30).acquire()  # a successor: fence 2
     proc = start(redis_url, namespace, fence, tmp_path / "out", 120)
     assert proc.wait(60) == LOST_BEFORE_START
     assert not (tmp_path / "out").exists()  # the child never ran
-    assert Heartbeats(redis.Redis.from_url(redis_url), namespace).get(JOB) is None
+    assert RedisHeartbeats(redis.Redis.from_url(redis_url), namespace).get(JOB) is None
 
 
 def test_a_newer_fences_heartbeat_stops_the_older_supervisors_child(redis_url, namespace, leased, tmp_path):
-    beats = Heartbeats(redis.Redis.from_url(redis_url), namespace)
+    beats = RedisHeartbeats(redis.Redis.from_url(redis_url), namespace)
     proc = start(redis_url, namespace, leased.token, tmp_path / "out", 120, ttl=1.5)
     wait_until(lambda: (tmp_path / "out" / "started").exists(), 30, "the child")
-    successor = JobLease(redis.Redis.from_url(redis_url), namespace, JOB, ttl=30)
+    successor = RedisJobLease(redis.Redis.from_url(redis_url), namespace, JOB, ttl=30)
     assert int(successor.take_over(leased.peek()) or 0) == 2
     beats.beat(JOB, successor.token, 30_000, host="elsewhere", pid=1, child=0, first=True)  # the successor's
     assert proc.wait(60) == 128 + signal.SIGTERM
@@ -128,7 +128,7 @@ def test_killing_the_supervisor_kills_the_child_and_the_task_dying_does_not(redi
 
 def test_a_supervisor_cut_off_from_redis_stops_its_child_before_its_heartbeat_expires(tmp_path, namespace):
     with EmbeddedRedis(tmp_path / "redis") as server:
-        fence = JobLease(redis.Redis.from_url(server.url), namespace, JOB, ttl=30).acquire()
+        fence = RedisJobLease(redis.Redis.from_url(server.url), namespace, JOB, ttl=30).acquire()
         proc = start(server.url, namespace, fence, tmp_path / "out", 120, ttl=3)
         wait_until(lambda: (tmp_path / "out" / "started").exists(), 30, "the child")
         os.kill(server.process.pid, signal.SIGSTOP)  # a partition: Redis answers nothing
@@ -145,7 +145,7 @@ def test_a_supervisor_whose_heartbeat_expired_early_stops_its_child_instead_of_r
     """A clock step on the Redis host (or a failover to a replica with another clock) expires the
     heartbeat before its TTL: a successor may already run. The next beat must not bring the key back."""
     client = redis.Redis.from_url(redis_url)
-    beats = Heartbeats(client, namespace)
+    beats = RedisHeartbeats(client, namespace)
     proc = start(redis_url, namespace, leased.token, tmp_path / "out", 120, ttl=3)
     wait_until(lambda: (tmp_path / "out" / "started").exists(), 30, "the child")
     wait_until(lambda: (b := beats.get(JOB)) is not None and b.child, 30, "a heartbeat naming the child")
@@ -165,9 +165,9 @@ def test_a_supervisor_whose_heartbeat_expired_early_stops_its_child_instead_of_r
 
 
 def test_a_later_beat_never_creates_a_heartbeat(redis_url, namespace, leased):
-    from airflow_jrs.store.heartbeats import StaleHeartbeat
+    from airflow_jrs.exceptions import StaleHeartbeat
 
-    beats = Heartbeats(redis.Redis.from_url(redis_url), namespace)
+    beats = RedisHeartbeats(redis.Redis.from_url(redis_url), namespace)
     with pytest.raises(StaleHeartbeat):
         beats.beat(JOB, leased.token, 30_000, host="h", pid=1, child=2)  # no first beat: nothing to renew
     assert beats.get(JOB) is None
@@ -180,7 +180,7 @@ def test_a_store_that_answers_again_within_a_third_of_the_ttl_still_gets_the_fir
     Spark starts nothing runs, so the first heartbeat is asked again for up to ttl/3 instead of
     failing the task at once. Silent for longer, the launch is refused (the test just above)."""
     with EmbeddedRedis(tmp_path / "redis") as server:
-        fence = JobLease(redis.Redis.from_url(server.url), namespace, JOB, ttl=60).acquire()
+        fence = RedisJobLease(redis.Redis.from_url(server.url), namespace, JOB, ttl=60).acquire()
         os.kill(server.process.pid, signal.SIGSTOP)  # silent when the supervisor starts
         try:
             proc = start(server.url, namespace, fence, tmp_path / "out", 0.1, ttl=12, stdout=subprocess.PIPE)
@@ -196,7 +196,7 @@ def test_a_store_that_answers_again_within_a_third_of_the_ttl_still_gets_the_fir
 
 def test_a_store_silent_for_a_third_of_the_ttl_starts_nothing(tmp_path, namespace):
     with EmbeddedRedis(tmp_path / "redis") as server:
-        fence = JobLease(redis.Redis.from_url(server.url), namespace, JOB, ttl=60).acquire()
+        fence = RedisJobLease(redis.Redis.from_url(server.url), namespace, JOB, ttl=60).acquire()
         os.kill(server.process.pid, signal.SIGSTOP)
         try:
             proc = start(server.url, namespace, fence, tmp_path / "out", 0.1, ttl=3)
@@ -221,7 +221,7 @@ def test_a_holder_cut_off_with_a_primary_that_lost_its_replicas_stops_its_child(
             client = redis.Redis.from_url(primary.url)
             wait_until(lambda: client.info("replication").get("connected_slaves") == 1, 30, "the replica")
             wait_until(lambda: _writes(client), 30, "the primary to take writes")
-            fence = JobLease(client, namespace, JOB, ttl=60).acquire()
+            fence = RedisJobLease(client, namespace, JOB, ttl=60).acquire()
             proc = start(primary.url, namespace, fence, tmp_path / "out", 30, ttl=4)
             wait_until(lambda: (tmp_path / "out" / "started").exists(), 30, "the child")
             os.kill(replica.process.pid, signal.SIGSTOP)  # the primary is cut off from its replica
@@ -233,7 +233,7 @@ def test_a_holder_cut_off_with_a_primary_that_lost_its_replicas_stops_its_child(
                 else:
                     with pytest.raises(subprocess.TimeoutExpired):  # it goes on beating on the cut-off primary
                         proc.wait(8)
-                    assert Heartbeats(client, namespace).get(JOB).running
+                    assert RedisHeartbeats(client, namespace).get(JOB).running
             finally:
                 os.kill(replica.process.pid, signal.SIGCONT)
                 proc.kill()

@@ -20,7 +20,7 @@ import psutil
 import redis
 
 from airflow_jrs.launch.supervisor import SUPERVISOR_ENV, supervised_command
-from airflow_jrs.store.leases.lease import JobLease
+from airflow_jrs.store.redis.leases import RedisJobLease
 
 JOB = "sup.detach.2013-01-01"
 
@@ -38,7 +38,7 @@ def _wait(condition, what: str, timeout: float = 30.0) -> None:
 
 def test_a_supervisor_started_on_the_tasks_stdin_socket_keeps_none_of_it(redis_url, namespace):
     client = redis.Redis.from_url(redis_url)
-    fence = JobLease(client, namespace, JOB, ttl=30).acquire()
+    fence = RedisJobLease(client, namespace, JOB, ttl=30).acquire()
     kw = client.connection_pool.connection_kwargs
     # Every credential of the test server's URL (JRS_TEST_REDIS_URL may carry a password).
     fields = ("host", "port", "db", "username", "password")

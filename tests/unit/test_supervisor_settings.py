@@ -17,8 +17,7 @@ import pytest
 
 from airflow_jrs.exceptions import JrsConfigError
 from airflow_jrs.launch.supervisor import SETTINGS_ENV, SUPERVISOR_ENV, supervisor_settings
-from airflow_jrs.protocol.jobs import settings_for
-from airflow_jrs.settings import JrsSettings, field_names
+from airflow_jrs.settings import JrsSettings, field_names, settings_for
 
 
 def test_the_settings_the_launcher_hands_in_are_the_supervisors():

@@ -25,7 +25,8 @@ from airflow_jrs.exceptions import StoreUnavailableError
 from airflow_jrs.hooks.jrs import JrsHook
 from airflow_jrs.operators import JrsCleanupOperator, JrsSparkSubmitOperator
 from airflow_jrs.store import JobResult, JobStatus
-from airflow_jrs.store.intents import Intent, IntentStore
+from airflow_jrs.store.intents import Intent
+from airflow_jrs.store.redis.intents import RedisIntentStore
 from airflow_jrs.triggers.job_result import JobResultTrigger
 from jrs_testbench.fake_spark import install_fake_spark_submit, launches
 from jrs_testbench.helpers import TINY_APP, free_port, spark_env
@@ -133,7 +134,7 @@ def test_store_lease_intent_and_cleanup_work_through_tls_and_the_acl_user(secure
     lease = hook.jobs().lease(job)
     token = lease.acquire()
     assert lease.renew() and lease.peek() is not None
-    intents = IntentStore(hook.get_conn(), hook.namespace, hook.settings.spec_root)
+    intents = RedisIntentStore(hook.get_conn(), hook.namespace, hook.settings.spec_root)
     intent = Intent(
         job_id=job, fence=token, spec_uri=intents.spec_uri(job, token), staging="/s", app_name="a",
         host="h", pid=1, started_at=0.0,

@@ -20,6 +20,7 @@ from airflow_jrs.actions.airflow_api import AirflowApi
 from airflow_jrs.actions.planning import dags
 from airflow_jrs.protocol import JobNamespace, settings_for
 from airflow_jrs.store import Actor, Attempt, JobResult, JobStatus
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
 
 COUNTED_DAG = """
 from datetime import datetime, UTC
@@ -65,7 +66,7 @@ def test_a_dag_its_file_no_longer_defines_is_refused_by_name(counted: tuple[str,
 def jobs(redis_url: str, namespace: str, tmp_path: Path) -> Iterator[JobNamespace]:
     client = redis.Redis.from_url(redis_url)
     settings = settings_for(namespace, output_root=str(tmp_path / "out"), spec_root=str(tmp_path / "specs"))
-    yield JobNamespace(client, settings)
+    yield RedisJobNamespace(client, settings)
     client.close()
 
 

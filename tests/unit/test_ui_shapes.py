@@ -9,7 +9,6 @@ in ``views/json.py`` (members another module serializes) are where mypy cannot l
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 from pathlib import Path
@@ -17,7 +16,8 @@ from typing import Any, NotRequired, Union, get_args, get_origin, get_type_hints
 
 import pytest
 
-from airflow_jrs.store import Attempt, JobResult, JobStatus
+from airflow_jrs.settings import settings_for
+from airflow_jrs.store import Attempt, JobResult, JobStatus, RedisJobNamespace
 from airflow_jrs.store.intents import Intent
 from airflow_jrs.views import shapes
 from airflow_jrs.views.job import inspect_job
@@ -74,14 +74,8 @@ def _misfits(doc: Any, hint: Any, where: str) -> list[str]:
 
 @pytest.fixture
 def jobs(redis_url, namespace, tmp_path):
-    try:  # where the namespace lives while it moves into airflow_jrs.store (issue 44)
-        namespace_class = importlib.import_module("airflow_jrs.store.redis.namespace").RedisJobNamespace
-        settings_for = importlib.import_module("airflow_jrs.settings").settings_for
-    except (ImportError, AttributeError):
-        namespace_class = importlib.import_module("airflow_jrs.protocol.jobs").JobNamespace
-        settings_for = importlib.import_module("airflow_jrs.protocol.jobs").settings_for
     settings = settings_for(namespace, output_root=str(tmp_path), spec_root=str(tmp_path))
-    jobs = namespace_class.from_url(redis_url, settings)
+    jobs = RedisJobNamespace.from_url(redis_url, settings)
     yield jobs
     jobs.close()
 

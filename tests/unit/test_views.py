@@ -8,10 +8,12 @@ import json
 import pytest
 
 from airflow_jrs.cli import main
-from airflow_jrs.protocol.jobs import JobNamespace, settings_for
+from airflow_jrs.settings import settings_for
 from airflow_jrs.store import Attempt, JobResult, JobStatus
 from airflow_jrs.store.intents import Intent
 from airflow_jrs.store.leases.lease import JobLease
+from airflow_jrs.store.namespace import JobNamespace
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
 from airflow_jrs.views.job import held_leases, in_flight, inspect_job
 from airflow_jrs.views.json import entry_json, job_json
 
@@ -20,7 +22,9 @@ JOB = "v.t.2013-01-01"
 
 @pytest.fixture
 def jobs(redis_url, namespace, tmp_path):
-    jobs = JobNamespace.from_url(redis_url, settings_for(namespace, output_root=str(tmp_path), spec_root=str(tmp_path)))
+    jobs = RedisJobNamespace.from_url(
+        redis_url, settings_for(namespace, output_root=str(tmp_path), spec_root=str(tmp_path))
+    )
     yield jobs
     jobs.close()
 

@@ -14,10 +14,13 @@ from collections.abc import Iterator
 import pytest
 
 from airflow_jrs.cli import main
-from airflow_jrs.protocol.jobs import JobNamespace, settings_for
+from airflow_jrs.settings import settings_for
 from airflow_jrs.store.intents import Intent
 from airflow_jrs.store.leases.lease import JobLease, default_owner, process_identity
+from airflow_jrs.store.namespace import JobNamespace
 from airflow_jrs.store.redis.keys import KeySpace
+from airflow_jrs.store.redis.leases import RedisJobLease
+from airflow_jrs.store.redis.namespace import RedisJobNamespace
 from airflow_jrs.views.job import inspect_job
 from airflow_jrs.views.json import job_json
 
@@ -27,7 +30,9 @@ TRY_1 = {"dag_id": "v", "task_id": "t", "run_id": "r1", "map_index": -1, "try_nu
 
 @pytest.fixture
 def jobs(redis_url, namespace, tmp_path) -> Iterator[JobNamespace]:
-    jobs = JobNamespace.from_url(redis_url, settings_for(namespace, output_root=str(tmp_path), spec_root=str(tmp_path)))
+    jobs = RedisJobNamespace.from_url(
+        redis_url, settings_for(namespace, output_root=str(tmp_path), spec_root=str(tmp_path))
+    )
     yield jobs
     jobs.close()
 
@@ -52,7 +57,7 @@ def killed_task() -> dict:
 
 def crash(jobs: JobNamespace, owner: dict, supervisor_pid: int) -> JobLease:
     """What a kill -9 of try 1 leaves: its lease (60 s TTL), its intent, its supervisor's heartbeat."""
-    lease = JobLease(jobs.client, jobs.namespace, JOB, ttl=60, owner=owner)
+    lease = RedisJobLease(jobs.client, jobs.namespace, JOB, ttl=60, owner=owner)
     token = lease.acquire()
     jobs.intents.update(Intent(JOB, token, "file:///spec", "/staging", "app", owner["host"], owner["pid"], 0.0,
                                submit_pid=supervisor_pid + 1))  # fmt: skip
