@@ -71,6 +71,16 @@ def test_guarded_job_keeps_the_parameters_under_the_table_annotations() -> None:
     assert kept == {p.name: p.annotation for p in JOB_PARAMS}
 
 
+def test_what_planning_reads_of_a_guarded_task_is_typed_as_the_table_says() -> None:
+    """The Airflow-free protocol cannot import the operators' table; it names the few job
+    parameters planning reads (``GuardedTask``), under the same annotations."""
+    from airflow_jrs.protocol.guarded_task import GuardedTask
+
+    table = {p.name: p.annotation for p in JOB_PARAMS}
+    read = {n: a for n, a in GuardedTask.__annotations__.items() if n in table}
+    assert read and read == {n: table[n] for n in read}
+
+
 @pytest.mark.parametrize("cls", _guarded_classes(), ids=lambda c: c.__name__)
 def test_every_documented_guarded_operator_documents_every_job_parameter(cls: type) -> None:
     """``help()`` shows each job parameter: the operator's own line, else the table's."""
