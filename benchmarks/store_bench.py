@@ -501,7 +501,7 @@ def main() -> int:
             )
             rows = [
                 ("reference length (STRLEN)", f"median {med(compact['lengths']):.0f} B, max {max(compact['lengths'])}"),
-                ("used_memory delta / N, schema 2", f"{delta / n:.1f} B"),
+                ("used_memory delta / N, JSON entry", f"{delta / n:.1f} B"),
                 ("used_memory delta / N, reference", f"{compact['delta'] / n:.1f} B  ({compact['delta'] / delta:.0%})"),
                 ("PER FINISHED JOB, in all", f"{(compact['delta'] + check['fence_usage']) / n:.1f} B"),
                 ("MEMORY USAGE result key", f"mean {compact['mean_usage']:.1f} B, {compact['encoding']}"),

@@ -42,7 +42,7 @@ from airflow_jrs.store.results.refusals import refusal
 from airflow_jrs.store.results.serde import (
     CLEAN_PREFIX,
     DIRTY_VERSION_PREFIX,
-    SCHEMA_VERSION,
+    READ_VERSIONS_ARG,
     EntryDecodeError,
     compact_fingerprint,
     decode_entry,
@@ -185,7 +185,7 @@ class RedisJobResultStore(RedisPurge, RedisReads, JobResultStore):
                     self.history_limit,
                     k.events,
                     event,
-                    SCHEMA_VERSION,
+                    READ_VERSIONS_ARG,
                     "1" if result.status.is_success else "0",
                     self.index_limit or 0,
                     compact_fingerprint(result.fingerprint),
