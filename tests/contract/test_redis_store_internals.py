@@ -50,7 +50,7 @@ def test_redis_store_writes_at_the_pinned_keys(redis_client: redis.Redis, namesp
     store.mark_result_as_clean("d.t.2013-01-01")
     assert redis_client.smembers(f"jrs:{{{namespace}}}:dirty") == set()
     raw = redis_client.get(f"jrs:{{{namespace}}}:result:d.t.2013-01-01")
-    assert raw is not None and raw.startswith(b'{"s":"c","v":2,')
+    assert raw is not None and raw.startswith(b'{"s":"c","v":4,')
 
 
 def test_every_redis_key_a_job_touches_shares_the_namespace_slot(redis_client: redis.Redis, namespace: str) -> None:
@@ -177,3 +177,58 @@ def test_an_index_past_a_lowered_limit_shrinks_in_bounded_steps(redis_client: re
 def test_invalid_index_limit_is_rejected(redis_client: redis.Redis, namespace: str) -> None:
     with pytest.raises(JrsConfigError):
         RedisJobResultStore(redis_client, namespace, index_limit=0)
+
+
+# -- entries written before format version 4 ---------------------------------------------------
+
+_V2_JOB = "d.t.2013-01-01"
+_V2_FP = "ab" * 32
+
+
+def _v2(state: str = "d", fingerprint: str = _V2_FP) -> bytes:
+    """A version-2 entry as airflow-jrs wrote it before version 4 (SUCCEEDED, fenced, attempt)."""
+    import base64
+
+    fp = base64.urlsafe_b64encode(bytes.fromhex(fingerprint)).rstrip(b"=").decode()
+    return (
+        f'{{"s":"{state}","v":2,"c":1357095600000000,"a":"local-1","O":{{"o":"/out/{{j}}/fence-3"}},'
+        f'"F":"{fp}","b0":5000000,"b1":1000,"at":["d","t","scheduled__2013-01-01T00:00:00+00:00",1],"n":3}}'
+    ).encode()
+
+
+def test_a_version_2_entry_reads_as_done_and_a_create_of_the_same_code_leaves_it(
+    redis_client: redis.Redis, namespace: str
+) -> None:
+    from airflow_jrs.domain.decision import decide
+    from airflow_jrs.exceptions import JobResultEntryAlreadyExistsError
+
+    store, k = RedisJobResultStore(redis_client, namespace), KeySpace(namespace)
+    redis_client.set(k.result(_V2_JOB), _v2("c"))
+    entry = store.get_entry(_V2_JOB)
+    assert entry is not None and entry.is_clean and decide(entry, _V2_FP).skip
+    assert entry.result.outputs == {"o": f"/out/{_V2_JOB}/fence-3"} and entry.result.attempt is not None
+    assert entry.result.attempt.run_id == "scheduled__2013-01-01T00:00:00+00:00"
+    with pytest.raises(JobResultEntryAlreadyExistsError):
+        store.create_dirty_result(ok(_V2_JOB, fingerprint=_V2_FP), supersede=True)
+    assert redis_client.get(k.result(_V2_JOB)) == _v2("c") and not redis_client.exists(k.quarantine(_V2_JOB))
+
+
+def test_a_version_2_entry_of_other_code_is_superseded_into_history(redis_client: redis.Redis, namespace: str) -> None:
+    store, k = RedisJobResultStore(redis_client, namespace), KeySpace(namespace)
+    redis_client.set(k.result(_V2_JOB), _v2("c"))
+    store.create_dirty_result(ok(_V2_JOB, fingerprint="cd" * 32), supersede=True)
+    assert redis_client.get(k.result(_V2_JOB)).startswith(b'{"s":"d","v":4,')
+    (old,) = store.get_history(_V2_JOB)
+    assert old.result.fingerprint == _V2_FP and old.result.fence == 3
+
+
+def test_a_dirty_version_2_entry_is_committed_as_the_same_result(redis_client: redis.Redis, namespace: str) -> None:
+    store, k = RedisJobResultStore(redis_client, namespace), KeySpace(namespace)
+    redis_client.set(k.result(_V2_JOB), _v2("d"))
+    redis_client.sadd(k.dirty, _V2_JOB)
+    before = store.get_entry(_V2_JOB)
+    assert before is not None and before.is_dirty
+    assert store.mark_result_as_clean(_V2_JOB, expected=before) is True
+    after = store.get_entry(_V2_JOB)
+    assert after is not None and after.is_clean and after.result == before.result
+    assert after.created_at == before.created_at and not redis_client.sismember(k.dirty, _V2_JOB)

@@ -2,7 +2,7 @@
 cannot see from outside. A committed entry is a reference of at most 44 B that Redis keeps
 embedded; its document is written before it; the skip decision reads the reference alone in one
 round trip; readers that need the full result read the document, and a missing one is an error
-naming its path and the fix. Without the setting, entries stay schema-2 JSON."""
+naming its path and the fix. Without the setting, entries stay JSON (schema 4)."""
 
 from __future__ import annotations
 
@@ -95,12 +95,12 @@ def test_a_reference_stays_within_44_bytes_up_to_a_fence_of_36_to_the_7th_until_
     )
 
 
-def test_without_result_documents_the_entry_stays_schema_2_json(redis_client, namespace):
+def test_without_result_documents_the_entry_stays_json(redis_client, namespace):
     plain = RedisJobResultStore(redis_client, namespace)
     plain.create_dirty_result(full(fence=None))
     plain.mark_result_as_clean(JOB)
     raw = redis_client.get(KeySpace(namespace).result(JOB))
-    assert raw.startswith(b'{"s":"c","v":2,') and json.loads(raw)["O"] == {"flights": "/out/{j}/fence-7"}
+    assert raw.startswith(b'{"s":"c","v":4,') and json.loads(raw)["O"] == {"flights": "/out/{j}/fence-7"}
 
 
 def test_the_skip_decision_of_a_reference_is_one_round_trip_and_reads_no_document(

@@ -81,7 +81,7 @@ def test_entry_round_trips_through_bytes_and_text() -> None:
         assert entry.state is EntryState.DIRTY and entry.is_dirty and not entry.is_clean
         assert entry.created_at == CREATED and entry.created_at.tzinfo is not None
         assert entry.job_id == "dag.task.2013-01-01"
-    assert json.loads(raw)["v"] == SCHEMA_VERSION == 2
+    assert json.loads(raw)["v"] == SCHEMA_VERSION == 4
 
 
 def test_result_dict_round_trip_keeps_timezones() -> None:
@@ -96,7 +96,7 @@ def test_empty_fields_are_omitted() -> None:
     raw = encode_entry(minimal, EntryState.DIRTY, CREATED)
     assert "null" not in raw and '"o"' not in raw and '"m"' not in raw
     created_us = (CREATED - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
-    assert json.loads(raw) == {"s": "d", "v": 2, "c": created_us, "st": "FAILED"}
+    assert json.loads(raw) == {"s": "d", "v": 4, "c": created_us, "st": "FAILED"}
     assert decode_entry(raw, "x").result == minimal
 
 
@@ -240,8 +240,9 @@ def test_decode_rejects_an_invalid_version_2_entry(raw: str) -> None:
 
 
 def test_the_realistic_entry_of_the_memory_benchmark_stays_small() -> None:
-    """docs/benchmarks.md: up to 314 B of JSON (+ a 6-B sds header) fit the 320-B allocation
-    class, which keeps a clean entry under 500 B at a million entries; version 1 needed 768 B."""
+    """docs/benchmarks.md: up to 252 B of JSON (+ a 4-B sds header) fit the 256-B allocation
+    class, which keeps a finished job under 500 B at 20,000 jobs, index included (version 2
+    needed the 320-B class, version 1 768 B)."""
     job = "flights_daily.ingest.submit.2013-01-01-123456"
     result = JobResult(
         job_id=job,
@@ -256,7 +257,7 @@ def test_the_realistic_entry_of_the_memory_benchmark_stays_small() -> None:
         fence=1_000_000,
     )
     created = datetime(2026, 11, 24, 1, 20, 51, 916961, tzinfo=UTC)
-    assert len(encode_entry(result, EntryState.CLEAN, created)) <= 314
+    assert len(encode_entry(result, EntryState.CLEAN, created)) <= 252
 
 
 @pytest.mark.parametrize(

@@ -83,7 +83,8 @@ CREATE_DIRTY_RESULT = (
 --           '0' never replaces
 -- ARGV[6] - fingerprint of the new result ('' when none)
 -- ARGV[7] - history length cap  ARGV[8] - events channel   ARGV[9] - event message
--- ARGV[10] - the caller's schema version (an entry of another version is never replaced: -3)
+-- ARGV[10] - the JSON schema versions the caller reads, comma-separated (serde.READ_VERSIONS_ARG;
+--            an entry of another version is never replaced: -3). Every one keeps 'st', 'f', 'F'.
 -- ARGV[11] - '1' the new result is SUCCEEDED (its job joins the dirty set: cleanup pending),
 --            '0' it is not (the job joins the unsuccessful set instead, and leaves the dirty one)
 -- ARGV[12] - most recent creations the index keeps ('0': all); at most 100 older ones are
@@ -111,7 +112,11 @@ if existing then
   else
     local ok, doc = pcall(cjson.decode, existing)
     if not ok or type(doc) ~= 'table' then return -3 end
-    if doc['v'] ~= tonumber(ARGV[10]) then return -3 end
+    local readable = false
+    for version in string.gmatch(ARGV[10], '[0-9]+') do
+      if doc['v'] == tonumber(version) then readable = true end
+    end
+    if not readable then return -3 end
     -- status is left out when SUCCEEDED; a SHA-256 hex fingerprint is stored (and compared) as 'F'
     old_status, old_fp, new_fp = doc['st'] or 'SUCCEEDED', doc['f'], ARGV[6]
     if doc['F'] ~= nil then old_fp, new_fp = doc['F'], ARGV[13] end

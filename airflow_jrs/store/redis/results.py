@@ -44,7 +44,7 @@ from airflow_jrs.store.results.reference import encode_reference, is_reference
 from airflow_jrs.store.results.serde import (
     CLEAN_PREFIX,
     DIRTY_VERSION_PREFIX,
-    SCHEMA_VERSION,
+    READ_VERSIONS_ARG,
     EntryDecodeError,
     compact_fingerprint,
     decode_entry,
@@ -191,7 +191,7 @@ class RedisJobResultStore(RedisPurge, RedisReads, JobResultStore):
                     self.history_limit,
                     k.events,
                     event,
-                    SCHEMA_VERSION,
+                    READ_VERSIONS_ARG,
                     "1" if result.status.is_success else "0",
                     self.index_limit or 0,
                     compact_fingerprint(result.fingerprint),

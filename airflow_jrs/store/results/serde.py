@@ -2,12 +2,20 @@
 
 An entry is one JSON object whose first member is the state, so that the Lua script that
 marks an entry clean can flip the dirty prefix to the clean one without decoding (both are
-equally long; the entry stays valid JSON and keeps its length). Version 2, written today::
+equally long; the entry stays valid JSON and keeps its length). Version 4, written today::
 
-    {"s":"d","v":2,"c":1795483251916961,"a":"local-17","O":{"flights":"/out/{j}/fence-1"},"b0":37089953,...}
+    {"s":"d","v":4,"c":1795483251916961,"a":"local-17","O":{"flights":"/out/{j}/fence-{n}"},"b":[37089953,4321],
+     "at":[13,13,[0,1477526400]],"n":1,...}
 
-Version 2 exists to keep a million entries small (docs/benchmarks.md: a realistic entry must
-fit the 320-B allocation class, version 1 took 768 B): short member names; the creation time
+Version 4 is version 2 with what the entry repeats written once (:mod:`.compact`: a realistic
+entry fits the 256-B allocation class instead of 320): start and end as one ``b`` pair, the
+attempt's DAG and task ids as lengths of the job id's prefix, a generated run id as its type and
+time, the try number left out when 1, ``fence-{n}`` for the attempt's staging folder in ``O``.
+Every other member means what it means in version 2, and a version-2 entry (written before)
+is still read, by version 2's rules.
+
+Version 2 keeps a million entries small (docs/benchmarks.md: a realistic entry must fit the
+320-B allocation class, version 1 took 768 B): short member names; the creation time
 in UTC as integer microseconds since the epoch, and start and end as microseconds before it
 (``b0``/``b1``: a duration needs 8 digits, not 16); other offsets stay ISO text (``t0``/``t1``)
 so they round-trip; the status left out when it is SUCCEEDED; a SHA-256 hex fingerprint as
@@ -22,10 +30,11 @@ member appended by the script that moved it: ``"h":{"v":1,"r":"forgotten","t":<m
 :func:`decode_history_item`). Appended rather than wrapped, so an item still starts with its
 state prefix and a reader that does not know ``h`` (an older airflow-jrs) still reads the entry.
 
-Version 2 is the only JSON version read: no released airflow-jrs wrote another (the version-1
-drafts never left development). Version 3 is not JSON: a clean *reference* that a store with
-``[jrs] result_documents`` writes in place of a committed entry (:mod:`.reference`); both are
-read here, so every reader accepts either. Nothing here ever unpickles: unknown data raises
+Versions 2 and 4 are the JSON versions read (:data:`READ_VERSIONS`): stores written before
+version 4 hold version-2 entries, and their jobs must not run again; the version-1 drafts
+never left development. Version 3 is not JSON: a clean *reference* that a store with
+``[jrs] result_documents`` writes in place of a committed entry (:mod:`.reference`); all are
+read here, so every reader accepts any. Nothing here ever unpickles: unknown data raises
 :class:`EntryDecodeError`, and the caller quarantines it (an older or malformed version) or
 leaves it for the newer airflow-jrs that wrote it (a newer version).
 """
@@ -43,9 +52,14 @@ from typing import Any
 
 from airflow_jrs.domain.model import Actor, Attempt, EntryState, HistoryNote, JobResult, JobResultEntry, JobStatus
 from airflow_jrs.exceptions import JrsError
-from airflow_jrs.store.results import reference
+from airflow_jrs.store.results import compact, reference
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 4
+#: The JSON versions this reader decodes (3 is the reference, not JSON): a lower or missing one
+#: is corrupt (quarantined), a higher one a newer airflow-jrs's (left where it is).
+READ_VERSIONS = (2, SCHEMA_VERSION)
+#: :data:`READ_VERSIONS` as the create script receives it (it compares an entry it may replace).
+READ_VERSIONS_ARG = ",".join(map(str, READ_VERSIONS))
 DIRTY_PREFIX = '{"s":"d"'
 CLEAN_PREFIX = '{"s":"c"'
 #: What every dirty entry of this schema version starts with: the clean script flips only these.
@@ -123,26 +137,25 @@ def encode_entry(result: JobResult, state: EntryState, created_at: datetime) -> 
         doc["st"] = result.status.value
     doc["a"] = result.application_id
     if result.outputs:
-        templated, outputs = _templated(dict(result.outputs), job_id)
-        doc["O" if templated else "o"] = outputs
+        outputs = compact.templated(dict(result.outputs), job_id, result.fence, JOB_ID_MARK)
+        doc["O" if outputs is not None else "o"] = dict(result.outputs) if outputs is None else outputs
     doc["m"] = dict(result.metrics) or None
     if result.checkpoint_location is not None:
         templated, chk = _templated({"k": result.checkpoint_location}, job_id)
         doc["K" if templated else "k"] = chk["k"]
-    compact = compact_fingerprint(result.fingerprint)
-    doc["F" if compact else "f"] = compact or result.fingerprint
-    for name, value in (("0", result.start_time), ("1", result.end_time)):
-        t = _time(value)
-        if isinstance(created, int) and isinstance(t, int):
-            doc[f"b{name}"] = created - t  # microseconds before the creation
-        else:
-            doc[f"t{name}"] = t
+    short_fp = compact_fingerprint(result.fingerprint)
+    doc["F" if short_fp else "f"] = short_fp or result.fingerprint
+    times = [_time(result.start_time), _time(result.end_time)]
+    if isinstance(created, int) and all(isinstance(t, int) for t in times):
+        doc["b"] = [created - t for t in times]  # type: ignore[operator]  # microseconds before the creation
+    else:
+        for name, t in zip(("0", "1"), times, strict=True):
+            if isinstance(created, int) and isinstance(t, int):
+                doc[f"b{name}"] = created - t
+            else:
+                doc[f"t{name}"] = t
     if result.attempt is not None:
-        a = result.attempt
-        at: list[Any] = [a.dag_id, a.task_id, a.run_id, a.try_number]
-        if a.map_index != -1:
-            at.append(a.map_index)
-        doc["at"] = at
+        doc["at"] = compact.compact_attempt(result.attempt, job_id)
     doc["n"] = result.fence
     doc["e"] = result.error
     doc = {k: v for k, v in doc.items() if v is not None}
@@ -168,21 +181,29 @@ def _optional_str(doc: dict[str, Any], name: str) -> str | None:
     return value
 
 
-def _decode(doc: dict[str, Any], job_id: str) -> JobResultEntry:
+def _decode(doc: dict[str, Any], job_id: str, version: int) -> JobResultEntry:
     state = {"d": EntryState.DIRTY, "c": EntryState.CLEAN}[doc["s"]]
-    outputs = _untemplated(doc["O"], job_id) if "O" in doc else dict(doc.get("o") or {})
-    checkpoint = _optional_str(doc, "K")
-    checkpoint = checkpoint.replace(JOB_ID_MARK, job_id) if checkpoint is not None else _optional_str(doc, "k")
-    at = doc.get("at")
-    if at is not None and not isinstance(at, list):
-        raise TypeError(f"attempt must be a JSON array, got {type(at).__name__}")
-    metrics = doc.get("m") or {}
-    if not isinstance(metrics, dict):
-        raise TypeError(f"metrics must be a JSON object, got {type(metrics).__name__}")
     fence = doc.get("n")
     if fence is not None and (not isinstance(fence, int) or isinstance(fence, bool)):
         raise TypeError(f"fence must be an integer, got {fence!r}")
+    if "O" in doc and version >= 4:  # fence-{n} too; version 2 wrote it verbatim
+        outputs = compact.untemplated(doc["O"], job_id, fence, JOB_ID_MARK)
+    elif "O" in doc:
+        outputs = _untemplated(doc["O"], job_id)
+    else:
+        outputs = dict(doc.get("o") or {})
+    checkpoint = _optional_str(doc, "K")
+    checkpoint = checkpoint.replace(JOB_ID_MARK, job_id) if checkpoint is not None else _optional_str(doc, "k")
+    attempt = compact.attempt_of(doc.get("at"), job_id, version)
+    metrics = doc.get("m") or {}
+    if not isinstance(metrics, dict):
+        raise TypeError(f"metrics must be a JSON object, got {type(metrics).__name__}")
     created_at = _read_time(doc.get("c"))
+    pair = doc.get("b") if version >= 4 else None
+    if pair is not None:
+        if not (isinstance(pair, list) and len(pair) == 2) or any(f"b{n}" in doc or f"t{n}" in doc for n in "01"):
+            raise TypeError(f"'b' must be [start, end] in microseconds before 'c', alone, got {pair!r}")
+        doc = {**doc, "b0": pair[0], "b1": pair[1]}
     times = []
     for name in ("0", "1"):
         before = doc.get(f"b{name}")
@@ -202,7 +223,7 @@ def _decode(doc: dict[str, Any], job_id: str) -> JobResultEntry:
         fingerprint=_fingerprint_from_compact(doc["F"]) if "F" in doc else _optional_str(doc, "f"),
         start_time=times[0],
         end_time=times[1],
-        attempt=Attempt(*at) if at else None,
+        attempt=attempt,
         fence=fence,
         error=_optional_str(doc, "e"),
     )
@@ -249,10 +270,10 @@ def _decode_doc(doc: Any, job_id: str) -> JobResultEntry:
             f"schema version {version} is newer than this airflow-jrs understands ({SCHEMA_VERSION})",
             version=version,
         )
-    if version < SCHEMA_VERSION:
+    if version not in READ_VERSIONS:
         raise EntryDecodeError(f"schema version {version} was never written by a released airflow-jrs")
     try:
-        return _decode(doc, job_id)
+        return _decode(doc, job_id, version)
     except (KeyError, TypeError, ValueError) as exc:
         raise EntryDecodeError(f"invalid entry content: {exc!r}") from None
 
@@ -335,7 +356,7 @@ def decode_history_item(raw: bytes | str, job_id: str) -> JobResultEntry:
 
 
 def encode_document(entry: JobResultEntry) -> bytes:
-    """A clean entry's result document: its full schema-2 JSON, clean (what the reference
+    """A clean entry's result document: its full JSON (schema 4; older documents hold 2), clean (what the reference
     replaces in Redis; :func:`decode_document` reads it back)."""
     return encode_entry(entry.result, EntryState.CLEAN, entry.created_at or _EPOCH).encode()
 
@@ -345,7 +366,7 @@ def decode_document(raw: bytes, summary: JobResultEntry) -> JobResultEntry:
     when the document is not that entry's (another fence, another creation time)."""
     entry = decode_entry(raw, summary.job_id)
     if entry.summary or not entry.is_clean:
-        raise EntryDecodeError("a result document holds a clean schema-2 entry")
+        raise EntryDecodeError("a result document holds a clean JSON entry")
     if entry.result.fence != summary.result.fence or entry.created_at != summary.created_at:
         raise EntryDecodeError(
             f"the document is the result of fence {entry.result.fence} created {entry.created_at}, "
