@@ -50,6 +50,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # jrs_testbench is not installed: it lives beside benchmarks/
 
 from airflow_jrs.domain.model import Attempt, EntryState, JobResult, JobResultEntry, JobStatus  # noqa: E402
+from airflow_jrs.domain.paths import staging_path  # noqa: E402
+from airflow_jrs.spark.fence import Fence  # noqa: E402
 from airflow_jrs.store.redis.keys import KeySpace  # noqa: E402
 from airflow_jrs.store.redis.leases import RedisJobLease  # noqa: E402
 from airflow_jrs.store.redis.results import DEFAULT_INDEX_LIMIT, RedisJobResultStore  # noqa: E402
@@ -70,17 +72,30 @@ def job_id(i: int) -> str:
     return f"flights_daily.ingest.submit.2013-01-01-{i}"
 
 
-def make_result(i: int) -> tuple[JobResult, datetime]:
-    """A SUCCEEDED result as the Spark operator writes it, and its creation time. Its fencing token
-    is ``i + 1``: what the namespace's counter hands out when every job is leased once in order."""
+def nonce(i: int) -> str:
+    """The bulk load's owner nonce of job ``i``'s lease: 16 hex digits, as a lease draws them."""
+    return hashlib.sha256(f"nonce-{i}".encode()).hexdigest()[:16]
+
+
+def make_result(i: int, fence: Fence | None = None) -> tuple[JobResult, datetime]:
+    """A SUCCEEDED result as the Spark operator writes it, and its creation time.
+
+    Its fence is the lease's (``fence``: token and owner nonce), by default token ``i + 1``
+    (what the namespace's counter hands out when every job is leased once in order) with
+    :func:`nonce`. The output lies in the attempt's staging folder as the operator names it
+    (``paths.staging_path``: ``<root>/<namespace>/<job dir>/fence-<token>-<nonce>``), so the
+    nonce's 17 characters are counted. The application id is Spark local mode's
+    (``local-<the SparkContext's start in ms>``), a few seconds after the operator's start."""
     job = job_id(i)
+    fence = Fence(i + 1, nonce(i)) if fence is None else fence
     start = T0 + timedelta(microseconds=i * 1_234_567)
     end = start + timedelta(seconds=37, microseconds=(i * 997) % 1_000_000)
+    start_ms = (start - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
     result = JobResult(
         job_id=job,
         status=JobStatus.SUCCEEDED,
-        application_id=f"local-{1_763_794_800_000 + i * 37:013d}",
-        outputs={"flights": f"/data/jrs/output/prod/{job}/fence-{i + 1}/flights"},
+        application_id=f"local-{start_ms + 2_000 + (i * 7_919) % 3_000}",
+        outputs={"flights": f"{staging_path('/data/jrs/output', 'prod', job, fence)}/flights"},
         metrics={"rows": 842},
         fingerprint=hashlib.sha256(f"spec-of-{job}".encode()).hexdigest(),
         start_time=start,
@@ -91,7 +106,7 @@ def make_result(i: int) -> tuple[JobResult, datetime]:
             run_id=f"scheduled__{(DAY0 + timedelta(days=i % 3650)).isoformat()}",
             try_number=1,
         ),
-        fence=i + 1,
+        fence=int(fence),
     )
     return result, end + timedelta(microseconds=4_321)
 
@@ -134,9 +149,11 @@ def bulk_load(
     indices: Iterable[int],
     created_for: Callable[[int], datetime] | None = None,
     encode: Callable[[JobResult, datetime], str] = clean_json,
+    fence_for: Callable[[int], Fence] | None = None,
 ) -> int:
     """Write clean entries exactly as CREATE + CLEAN leave them: MSET of entries, ZADD of the index
-    (trimmed to the store's ``index_limit`` at the end, as the create script keeps it)."""
+    (trimmed to the store's ``index_limit`` at the end, as the create script keeps it). ``created_for``
+    and ``fence_for`` replace job ``i``'s creation time and lease with those the real path had."""
     pipe = client.pipeline(transaction=False)
     count = 0
 
@@ -148,7 +165,7 @@ def bulk_load(
     values: dict[str, str] = {}
     scores: dict[str, int] = {}
     for i in indices:
-        result, created = make_result(i)
+        result, created = make_result(i, fence_for(i) if fence_for is not None else None)
         if created_for is not None:
             created = created_for(i)
         values[keys.result(result.job_id)] = encode(result, created)
@@ -164,15 +181,19 @@ def bulk_load(
     return count
 
 
-def real_write(client: redis_lib.Redis, store: RedisJobResultStore, i: int, clean: bool) -> None:
-    """The production path: lease (fence), fenced create, release, then cleanup marks clean."""
-    result, _ = make_result(i)
-    lease = RedisJobLease(client, store.namespace, result.job_id)
+def real_write(client: redis_lib.Redis, store: RedisJobResultStore, i: int, clean: bool) -> Fence:
+    """The production path: lease (fence), fenced create, release, then cleanup marks clean.
+    The result is made after the lease, as the operator makes it: its output folder is named
+    after the fence the lease drew (token and nonce), which is returned."""
+    lease = RedisJobLease(client, store.namespace, job_id(i))
     token = lease.acquire()
+    assert isinstance(token, Fence) and token.nonce, f"a lease hands out a fence with a nonce, got {token!r}"
+    result, _ = make_result(i, token)
     store.create_dirty_result(result, fence=token)
     lease.release()
     if clean:
         store.mark_result_as_clean(result.job_id)
+    return token
 
 
 def scan_keys(client: redis_lib.Redis, keys: KeySpace) -> Iterator[str]:
@@ -231,16 +252,14 @@ def verify_bulk_path(client: redis_lib.Redis, compact: bool = False) -> dict:
     real, bulk = KeySpace(f"verify-real{suffix}"), KeySpace(f"verify-bulk{suffix}")
     documents = DiscardedDocuments() if compact else None
     store = RedisJobResultStore(client, real.namespace, result_documents=documents)
-    for i in range(SAMPLE):
-        real_write(client, store, i, clean=True)
+    fences = {i: real_write(client, store, i, clean=True) for i in range(SAMPLE)}
     created = {}
     for i in range(SAMPLE):
         entry = decode_entry(client.get(real.result(job_id(i))), job_id(i))
         assert entry.is_clean and entry.created_at is not None
         created[i] = entry.created_at
-    bulk_load(
-        client, bulk, range(SAMPLE), created_for=created.__getitem__, encode=clean_reference if compact else clean_json
-    )
+    encode = clean_reference if compact else clean_json
+    bulk_load(client, bulk, range(SAMPLE), created_for=created.__getitem__, encode=encode, fence_for=fences.__getitem__)
 
     mismatches = []
     for i in range(SAMPLE):
@@ -430,9 +449,9 @@ def main() -> int:
                     assert entry is not None and entry.summary and entry.is_clean
             create_t, clean_t = [], []
             for i in range(n + d, n + d + WRITES):
-                result, _ = make_result(i)
-                lease = RedisJobLease(client, big.namespace, result.job_id)
+                lease = RedisJobLease(client, big.namespace, job_id(i))
                 token = lease.acquire()
+                result, _ = make_result(i, token)
                 t = time.perf_counter()
                 big_store.create_dirty_result(result, fence=token)
                 create_t.append(time.perf_counter() - t)
