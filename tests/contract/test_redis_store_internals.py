@@ -50,7 +50,7 @@ def test_redis_store_writes_at_the_pinned_keys(redis_client: redis.Redis, namesp
     store.mark_result_as_clean("d.t.2013-01-01")
     assert redis_client.smembers(f"jrs:{{{namespace}}}:dirty") == set()
     raw = redis_client.get(f"jrs:{{{namespace}}}:result:d.t.2013-01-01")
-    assert raw is not None and raw.startswith(b'{"s":"c","v":4,')
+    assert raw is not None and raw.startswith(b'{"s":"c","v":5,')
 
 
 def test_every_redis_key_a_job_touches_shares_the_namespace_slot(redis_client: redis.Redis, namespace: str) -> None:
@@ -217,7 +217,7 @@ def test_a_version_2_entry_of_other_code_is_superseded_into_history(redis_client
     store, k = RedisJobResultStore(redis_client, namespace), KeySpace(namespace)
     redis_client.set(k.result(_V2_JOB), _v2("c"))
     store.create_dirty_result(ok(_V2_JOB, fingerprint="cd" * 32), supersede=True)
-    assert redis_client.get(k.result(_V2_JOB)).startswith(b'{"s":"d","v":4,')
+    assert redis_client.get(k.result(_V2_JOB)).startswith(b'{"s":"d","v":5,')
     (old,) = store.get_history(_V2_JOB)
     assert old.result.fingerprint == _V2_FP and old.result.fence == 3
 
@@ -231,4 +231,35 @@ def test_a_dirty_version_2_entry_is_committed_as_the_same_result(redis_client: r
     assert store.mark_result_as_clean(_V2_JOB, expected=before) is True
     after = store.get_entry(_V2_JOB)
     assert after is not None and after.is_clean and after.result == before.result
+    assert after.created_at == before.created_at and not redis_client.sismember(k.dirty, _V2_JOB)
+
+
+def _v4(state: str = "d") -> bytes:
+    """The same result as version 4 wrote it (airflow-jrs before version 5): ``a`` verbatim."""
+    import base64
+
+    fp = base64.urlsafe_b64encode(bytes.fromhex(_V2_FP)).rstrip(b"=").decode()
+    return (
+        f'{{"s":"{state}","v":4,"c":1357095600000000,"a":"local-1","O":{{"o":"/out/{{j}}/fence-{{n}}"}},'
+        f'"F":"{fp}","b":[5000000,1000],"at":[1,1,[0,1356998400]],"n":3}}'
+    ).encode()
+
+
+def test_a_version_4_entry_skips_and_a_dirty_one_commits_as_the_same_result(
+    redis_client: redis.Redis, namespace: str
+) -> None:
+    """Stores written before version 5 hold version-4 entries: their jobs stay done, their
+    cleanups still commit them (the clean script's prefix flip is version 5's, so Python does it)."""
+    from airflow_jrs.domain.decision import decide
+    from airflow_jrs.store.results.serde import decode_entry
+
+    store, k = RedisJobResultStore(redis_client, namespace), KeySpace(namespace)
+    redis_client.set(k.result(_V2_JOB), _v4("d"))
+    redis_client.sadd(k.dirty, _V2_JOB)
+    before = store.get_entry(_V2_JOB)
+    assert before is not None and before.is_dirty
+    assert before.result == decode_entry(_v2("d"), _V2_JOB).result  # the same result as version 2 wrote it
+    assert store.mark_result_as_clean(_V2_JOB, expected=before) is True
+    after = store.get_entry(_V2_JOB)
+    assert after is not None and after.is_clean and after.result == before.result and decide(after, _V2_FP).skip
     assert after.created_at == before.created_at and not redis_client.sismember(k.dirty, _V2_JOB)

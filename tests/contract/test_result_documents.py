@@ -100,7 +100,7 @@ def test_without_result_documents_the_entry_stays_json(redis_client, namespace):
     plain.create_dirty_result(full(fence=None))
     plain.mark_result_as_clean(JOB)
     raw = redis_client.get(KeySpace(namespace).result(JOB))
-    assert raw.startswith(b'{"s":"c","v":4,') and json.loads(raw)["O"] == {"flights": "/out/{j}/fence-7"}
+    assert raw.startswith(b'{"s":"c","v":5,') and json.loads(raw)["O"] == {"flights": "/out/{j}/fence-7"}
 
 
 def test_the_skip_decision_of_a_reference_is_one_round_trip_and_reads_no_document(

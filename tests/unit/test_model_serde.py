@@ -81,7 +81,7 @@ def test_entry_round_trips_through_bytes_and_text() -> None:
         assert entry.state is EntryState.DIRTY and entry.is_dirty and not entry.is_clean
         assert entry.created_at == CREATED and entry.created_at.tzinfo is not None
         assert entry.job_id == "dag.task.2013-01-01"
-    assert json.loads(raw)["v"] == SCHEMA_VERSION == 4
+    assert json.loads(raw)["v"] == SCHEMA_VERSION == 5
 
 
 def test_result_dict_round_trip_keeps_timezones() -> None:
@@ -96,7 +96,7 @@ def test_empty_fields_are_omitted() -> None:
     raw = encode_entry(minimal, EntryState.DIRTY, CREATED)
     assert "null" not in raw and '"o"' not in raw and '"m"' not in raw
     created_us = (CREATED - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
-    assert json.loads(raw) == {"s": "d", "v": 4, "c": created_us, "st": "FAILED"}
+    assert json.loads(raw) == {"s": "d", "v": SCHEMA_VERSION, "c": created_us, "st": "FAILED"}
     assert decode_entry(raw, "x").result == minimal
 
 

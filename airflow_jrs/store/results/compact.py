@@ -15,6 +15,14 @@ in the entry, so version 4 writes it once:
 * in the outputs, the attempt's ``fence-<token>`` staging folder as ``fence-{n}`` beside
   :data:`~.serde.JOB_ID_MARK` (the fence is the entry's ``n``).
 
+Version 5 adds one: Spark local mode's application id, ``local-<the SparkContext's start in
+ms>``, as ``A``, its milliseconds after the result's start time (``"A":2345``, not
+``"a":"local-1763794802345"``: 8 characters instead of 25). The operator takes the start time
+just before it launches, so the offset is the driver's few seconds of start-up. Version 4's
+reader does not know ``A`` and would read the id as missing, so it is a version of its own.
+A realistic entry with its staging folder's owner nonce (``fence-{n}-<16 hex>``) needs it to
+fit 252 B.
+
 Every shorter spelling is written only when it reads back to exactly what it stands for (each
 ``compact_*`` decodes its own output before returning it); anything else stays as version 2 wrote
 it, and the reader takes either. Nothing is lost: ``show``, the page, the calendar and the
@@ -34,8 +42,11 @@ from airflow_jrs.domain.model import Attempt
 RUN_TYPES = ("scheduled", "manual", "backfill", "asset_triggered", "dataset_triggered")
 #: Stands for ``fence-<the entry's fence>`` inside version-4 outputs.
 FENCE_MARK = "fence-{n}"
+#: What a Spark local-mode application id starts with (milliseconds since the epoch follow).
+LOCAL_APP_PREFIX = "local-"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SECOND = 1_000_000
+_MILLI = timedelta(milliseconds=1)
 
 
 def _int(value: object) -> bool:
@@ -77,6 +88,38 @@ def compact_run_id(run_id: str) -> str | list[Any]:
         return compact if run_id_of(compact) == run_id else run_id
     except (OverflowError, ValueError):
         return run_id
+
+
+# -- the application id ---------------------------------------------------------------------
+def application_id_of(offset: object, start: datetime | None) -> str:
+    """The application id a version-5 ``A`` holds: ``local-<start in ms + offset>``."""
+    if not isinstance(offset, int) or isinstance(offset, bool):
+        raise TypeError(f"'A' must be an integer of milliseconds, got {offset!r}")
+    if start is None or start.utcoffset() != timedelta(0):
+        raise ValueError("'A' is milliseconds after the start time: the entry needs a UTC start")
+    return f"{LOCAL_APP_PREFIX}{(start - _EPOCH) // _MILLI + offset}"
+
+
+def application_id_in(doc: dict[str, Any], start: datetime | None, version: int) -> str | None:
+    """The application id of a version-5 entry's ``A``; ``None`` when it has none (its ``a``, if
+    any, is the id as written; version 4 never wrote ``A``, there it is an unknown member)."""
+    if "A" not in doc or version < 5:
+        return None
+    if "a" in doc:
+        raise ValueError("an entry names its application id as 'a' or as 'A', not both")
+    return application_id_of(doc["A"], start)
+
+
+def compact_application_id(application_id: str | None, start: datetime | None) -> int | None:
+    """``A`` of ``application_id`` (a local-mode id, milliseconds after ``start``), or ``None``
+    when it is another id, there is no UTC start, or the offset would not read back exactly."""
+    if application_id is None or start is None or start.tzinfo is None or start.utcoffset() != timedelta(0):
+        return None
+    millis = application_id.removeprefix(LOCAL_APP_PREFIX)
+    if millis == application_id or not millis.isascii() or not millis.isdigit():
+        return None
+    offset = int(millis) - (start - _EPOCH) // _MILLI
+    return offset if application_id_of(offset, start) == application_id else None
 
 
 # -- the attempt ------------------------------------------------------------------------------

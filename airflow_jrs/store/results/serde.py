@@ -2,10 +2,15 @@
 
 An entry is one JSON object whose first member is the state, so that the Lua script that
 marks an entry clean can flip the dirty prefix to the clean one without decoding (both are
-equally long; the entry stays valid JSON and keeps its length). Version 4, written today::
+equally long; the entry stays valid JSON and keeps its length). Version 5, written today::
 
-    {"s":"d","v":4,"c":1795483251916961,"a":"local-17","O":{"flights":"/out/{j}/fence-{n}"},"b":[37089953,4321],
-     "at":[13,13,[0,1477526400]],"n":1,...}
+    {"s":"d","v":5,"c":1795483251916961,"A":2345,"O":{"flights":"/out/{j}/fence-{n}-5e1f0c2b9a7d4e61"},
+     "b":[37089953,4321],"at":[13,13,[0,1477526400]],"n":1,...}
+
+Version 5 is version 4 with a local-mode application id as ``A``, its milliseconds after the
+start (:mod:`.compact`): with its staging folder's owner nonce a realistic entry needs it to
+fit the 256-B allocation class. A version-4 reader would not see the id, hence a version; a
+version-4 entry (written before) is still read, by version 4's rules.
 
 Version 4 is version 2 with what the entry repeats written once (:mod:`.compact`: a realistic
 entry fits the 256-B allocation class instead of 320): start and end as one ``b`` pair, the
@@ -30,13 +35,14 @@ member appended by the script that moved it: ``"h":{"v":1,"r":"forgotten","t":<m
 :func:`decode_history_item`). Appended rather than wrapped, so an item still starts with its
 state prefix and a reader that does not know ``h`` (an older airflow-jrs) still reads the entry.
 
-Versions 2 and 4 are the JSON versions read (:data:`READ_VERSIONS`): stores written before
-version 4 hold version-2 entries, and their jobs must not run again; the version-1 drafts
-never left development. Version 3 is not JSON: a clean *reference* that a store with
-``[jrs] result_documents`` writes in place of a committed entry (:mod:`.reference`); all are
-read here, so every reader accepts any. Nothing here ever unpickles: unknown data raises
-:class:`EntryDecodeError`, and the caller quarantines it (an older or malformed version) or
-leaves it for the newer airflow-jrs that wrote it (a newer version).
+Versions 2, 4 and 5 are the JSON versions read (:data:`READ_VERSIONS`): stores written before
+version 4 hold version-2 entries (before version 5, version-4 ones), and their jobs must not
+run again; the version-1 drafts never left development. Version 3 is not JSON: a clean
+*reference* that a store with ``[jrs] result_documents`` writes in place of a committed entry
+(:mod:`.reference`); all are read here, so every reader accepts any. Nothing here ever
+unpickles: unknown data raises :class:`EntryDecodeError`, and the caller quarantines it (an
+older or malformed version) or leaves it for the newer airflow-jrs that wrote it (a newer
+version: a version-4 reader leaves a version-5 entry alone, it does not quarantine it).
 """
 
 from __future__ import annotations
@@ -54,10 +60,10 @@ from airflow_jrs.domain.model import Actor, Attempt, EntryState, HistoryNote, Jo
 from airflow_jrs.exceptions import JrsError
 from airflow_jrs.store.results import compact, reference
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: The JSON versions this reader decodes (3 is the reference, not JSON): a lower or missing one
 #: is corrupt (quarantined), a higher one a newer airflow-jrs's (left where it is).
-READ_VERSIONS = (2, SCHEMA_VERSION)
+READ_VERSIONS = (2, 4, SCHEMA_VERSION)
 #: :data:`READ_VERSIONS` as the create script receives it (it compares an entry it may replace).
 READ_VERSIONS_ARG = ",".join(map(str, READ_VERSIONS))
 DIRTY_PREFIX = '{"s":"d"'
@@ -135,7 +141,8 @@ def encode_entry(result: JobResult, state: EntryState, created_at: datetime) -> 
     doc: dict[str, Any] = {"s": _STATE_CODE[state], "v": SCHEMA_VERSION, "c": created}
     if not result.status.is_success:
         doc["st"] = result.status.value
-    doc["a"] = result.application_id
+    app = compact.compact_application_id(result.application_id, result.start_time)
+    doc["A" if app is not None else "a"] = result.application_id if app is None else app
     if result.outputs:
         outputs = compact.templated(dict(result.outputs), job_id, result.fence, JOB_ID_MARK)
         doc["O" if outputs is not None else "o"] = dict(result.outputs) if outputs is None else outputs
@@ -216,7 +223,7 @@ def _decode(doc: dict[str, Any], job_id: str, version: int) -> JobResultEntry:
     result = JobResult(
         job_id=job_id,
         status=JobStatus(doc.get("st", JobStatus.SUCCEEDED.value)),
-        application_id=_optional_str(doc, "a"),
+        application_id=compact.application_id_in(doc, times[0], version) or _optional_str(doc, "a"),
         outputs=outputs,
         metrics=dict(metrics),
         checkpoint_location=checkpoint,
@@ -356,7 +363,7 @@ def decode_history_item(raw: bytes | str, job_id: str) -> JobResultEntry:
 
 
 def encode_document(entry: JobResultEntry) -> bytes:
-    """A clean entry's result document: its full JSON (schema 4; older documents hold 2), clean (what the reference
+    """A clean entry's result document: its full JSON (schema 5; older documents hold 2 or 4), clean (what the reference
     replaces in Redis; :func:`decode_document` reads it back)."""
     return encode_entry(entry.result, EntryState.CLEAN, entry.created_at or _EPOCH).encode()
 
