@@ -2,8 +2,9 @@
 
 Starts its own redis-server (``EmbeddedRedis``, append-only on) in a temporary directory and:
 
-1. bulk-loads N realistic clean entries exactly as ``CREATE_DIRTY_RESULT`` + ``MARK_RESULT_AS_CLEAN``
-   leave them (a string at ``keys.result(job_id)`` from ``serde.encode_entry(..., CLEAN, created)``
+1. bulk-loads N realistic clean entries (``make_result``: the output in the staging folder the
+   operator names after the lease's token and nonce) exactly as ``CREATE_DIRTY_RESULT`` +
+   ``MARK_RESULT_AS_CLEAN`` leave them (a string at ``keys.result(job_id)`` from ``serde.encode_entry(..., CLEAN, created)``
    and the job id in ``keys.index`` scored by the creation time in ms), after checking on a
    sample of 1,000 jobs that the real ``create_dirty_result`` + ``mark_result_as_clean`` path
    leaves byte-identical values, equal index scores, equal ``MEMORY USAGE`` and the same key
@@ -20,7 +21,7 @@ Starts its own redis-server (``EmbeddedRedis``, append-only on) in a temporary d
    22), loaded through the product's own encoder (``reference.encode_reference``) after the same
    kind of check against ``create_dirty_result`` + ``mark_result_as_clean`` on a store with
    documents (sent to a :class:`DiscardedDocuments`: Redis memory is what is measured), into a
-   namespace of their own in the same server: ``used_memory`` delta / N against today's schema-2
+   namespace of their own in the same server: ``used_memory`` delta / N against the JSON entry's
    delta of the same run, and the skip decision's read of a reference against a PING.
 
     .venv/bin/python benchmarks/store_bench.py                 # 1,000,000 clean entries
@@ -116,7 +117,7 @@ def created_ms(created: datetime) -> int:
 
 
 def clean_json(result: JobResult, created: datetime) -> str:
-    """What MARK_RESULT_AS_CLEAN leaves without result documents: schema-2 JSON, clean."""
+    """What MARK_RESULT_AS_CLEAN leaves without result documents: the JSON entry, clean."""
     return encode_entry(result, EntryState.CLEAN, created)
 
 
