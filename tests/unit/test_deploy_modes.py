@@ -177,3 +177,25 @@ def test_the_deploy_modes_import_no_airflow():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_every_deploy_mode_is_in_the_lists_people_read():
+    # The README's layout and docs/recovery.md's "What each deploy mode supports" are written by
+    # hand (a table of guarantees is no generated list); a new mode must not be missing from them.
+    import re
+    import sys
+    from pathlib import Path
+
+    from airflow_jrs.launch.deploy_modes.registry import MODES
+
+    root = Path(__file__).resolve().parents[2]
+    layout = (root / "README.md").read_text()
+    recovery = (root / "docs" / "recovery.md").read_text()
+    table = recovery.split("## What each deploy mode supports", 1)[1].split("\n\n", 2)[1]
+    rows = [line.split("|")[1].strip().lower() for line in table.splitlines()[2:] if line.startswith("|")]
+    for mode in MODES:
+        module = Path(sys.modules[mode.__module__].__file__ or "").name
+        assert re.search(rf"\b{re.escape(module)}\b", layout), f"README's layout names no {module} ({mode.__name__})"
+        assert any(row.startswith(mode.kind) for row in rows), (
+            f"docs/recovery.md's 'What each deploy mode supports' has no row for {mode.kind!r}: {rows}"
+        )
