@@ -4,13 +4,14 @@ Starts its own redis-server (``EmbeddedRedis``, append-only on) in a temporary d
 
 1. bulk-loads N realistic clean entries (``make_result``: the output in the staging folder the
    operator names after the lease's token and nonce) exactly as ``CREATE_DIRTY_RESULT`` +
-   ``MARK_RESULT_AS_CLEAN`` leave them (a string at ``keys.result(job_id)`` from ``serde.encode_entry(..., CLEAN, created)``
-   and the job id in ``keys.index`` scored by the creation time in ms), after checking on a
-   sample of 1,000 jobs that the real ``create_dirty_result`` + ``mark_result_as_clean`` path
-   leaves byte-identical values, equal index scores, equal ``MEMORY USAGE`` and the same key
-   set. ``appendonly`` is switched off for the bulk load only (``CONFIG SET appendonly no``) and
-   back on, with its rewrite finished, before anything is timed. Reports ``used_memory`` delta
-   per entry, ``MEMORY USAGE`` of entry keys and the index sorted set's share.
+   ``MARK_RESULT_AS_CLEAN`` leave them (a string at ``keys.result(job_id)`` from
+   ``serde.encode_entry(..., CLEAN, created)`` and the job id in ``keys.index`` scored by the
+   creation time in ms), after checking on a sample of 1,000 jobs that the real
+   ``create_dirty_result`` + ``mark_result_as_clean`` path leaves byte-identical values, equal
+   index scores, equal ``MEMORY USAGE`` and the same key set. ``appendonly`` is switched off for
+   the bulk load only (``CONFIG SET appendonly no``) and back on, with its rewrite finished,
+   before anything is timed. Reports ``used_memory`` delta per entry, ``MEMORY USAGE`` of entry
+   keys and the index sorted set's share.
 2. ``get_dirty_results()`` with N clean + D dirty entries against a namespace holding only the
    same D dirty entries (baseline, calls alternate); a naive SCAN + MGET listing for contrast.
 3. The skip-path decision read, ``get_entry`` of a clean entry, against a ``PING`` round trip on
