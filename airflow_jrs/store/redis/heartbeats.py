@@ -98,15 +98,6 @@ class RedisHeartbeats(Heartbeats):
     def beat(
         self, job_id: str, fence: int, ttl_ms: int, *, host: str, pid: int, child: int, first: bool = False
     ) -> str | None:
-        """Renew; returns the request in force for ``fence`` (``"stop"``, ``"cancel"``) or ``None``.
-
-        Raises :class:`StaleHeartbeat` when a newer fence owns the job's heartbeat (this
-        supervisor's attempt lost the job), or, on the ``first`` beat (before spark-submit
-        starts), when the fence no longer holds the lease; :class:`HeartbeatGone` when a later
-        beat finds its heartbeat gone (it expired early: a successor may run). Only the first
-        beat creates the heartbeat. With ``durability`` set the first beat returns only once the
-        replicas (or the disk) have it: spark-submit starts after it, and a successor after a
-        failover must see it running."""
         keys = [self.keys.heartbeat(job_id), self.keys.lease(job_id), self.keys.control(job_id)]
         with redis_errors(f"renew the heartbeat of job {job_id!r}", self.namespace, job_id):
             args: list[str | int] = [fence_arg(fence), ttl_ms, host, pid, child, "1" if first else "0"]
@@ -129,13 +120,11 @@ class RedisHeartbeats(Heartbeats):
         return as_str(request) or None
 
     def end(self, job_id: str, fence: int, exit_code: int) -> bool:
-        """Record how spark-submit ended; ``False`` when another fence owns the heartbeat."""
         with redis_errors(f"record the end of job {job_id!r}'s submission", self.namespace, job_id):
             args: list[str | int] = [fence_arg(fence), exit_code, ENDED_KEEP_MS]
             return bool(self._end(keys=[self.keys.heartbeat(job_id)], args=args))
 
     def get(self, job_id: str) -> Heartbeat | None:
-        """The job's heartbeat, or ``None`` (never started, or expired: nothing runs)."""
         key = self.keys.heartbeat(job_id)
         with redis_errors(f"read the heartbeat of job {job_id!r}", self.namespace, job_id):
             pipe = self.client.pipeline(transaction=False)

@@ -83,9 +83,6 @@ class RedisIntentStore(IntentStore):
         self._amend = client.register_script(AMEND_INTENT)
 
     def update(self, intent: Intent) -> None:
-        """Record ``intent`` (fenced). With ``durability`` set it returns only once the replicas (or
-        the disk) have it: Spark is submitted after this, and a successor that took the lease
-        after a failover must find what it has to recover."""
         keys = [self.keys.lease(intent.job_id), self.keys.intent(intent.job_id)]
         args = [fence_arg(intent.fence), intent.to_json()]
         with redis_errors(f"record the intent of job {intent.job_id!r}", self.namespace, intent.job_id):
@@ -107,7 +104,6 @@ class RedisIntentStore(IntentStore):
             )
 
     def get(self, job_id: str) -> Intent | None:
-        """The job's intent, or ``None``; raises :class:`CorruptIntentError` when unreadable."""
         with redis_errors(f"read the intent of job {job_id!r}", self.namespace, job_id):
             raw = self.client.get(self.keys.intent(job_id))
         return self._parse(job_id, raw)
@@ -128,11 +124,6 @@ class RedisIntentStore(IntentStore):
             ) from None
 
     def list_intents(self) -> dict[str, Intent | CorruptIntentError]:
-        """Every recorded intent of the namespace, by job id: the jobs that may need recovery.
-
-        Intents have no index (one exists only while a job is in flight), so this SCANs, never
-        KEYS. An unreadable intent is returned as its :class:`CorruptIntentError` rather than
-        raised: one bad reference must not hide the others from the on-call engineer."""
         with redis_errors("list intents", self.namespace):
             found = sorted(as_str(k) for k in self.client.scan_iter(match=self.keys.job_pattern("intent"), count=1000))
             raws = [raw for start in range(0, len(found), 500) for raw in self.client.mget(found[start : start + 500])]
@@ -149,12 +140,6 @@ class RedisIntentStore(IntentStore):
         return out
 
     def live_fences(self, job_id: str) -> set[str]:
-        """Is a live attempt working on this job? The ``fence-N`` names it owns, in one round trip.
-
-        An attempt owns its fence's staging folder and spec while it holds the job's lease
-        (it may be computing) or while its intent is recorded (it died mid-flight and its
-        successor may adopt its output): cleanup must leave those alone.
-        """
         with redis_errors(f"read the lease and intent of job {job_id!r}", self.namespace, job_id):
             pipe = self.client.pipeline(transaction=False)
             pipe.hmget(self.keys.lease(job_id), ["token", "nonce"])
@@ -167,7 +152,6 @@ class RedisIntentStore(IntentStore):
         return live
 
     def amend(self, intent: Intent) -> bool:
-        """Replace the recorded intent by ``intent`` (fenced); False when there is none any more."""
         with redis_errors(f"amend the intent of job {intent.job_id!r}", self.namespace, intent.job_id):
             code = self._amend(
                 keys=[self.keys.lease(intent.job_id), self.keys.intent(intent.job_id)],
@@ -183,7 +167,6 @@ class RedisIntentStore(IntentStore):
         return bool(code == lua.OK)
 
     def clear(self, job_id: str, fence: int) -> None:
-        """Drop the intent of an attempt that ends without a result (fenced)."""
         with redis_errors(f"clear the intent of job {job_id!r}", self.namespace, job_id):
             code = self._clear(keys=[self.keys.lease(job_id), self.keys.intent(job_id)], args=[fence_arg(fence)])
         if code == lua.STALE_FENCE:

@@ -75,8 +75,6 @@ class RedisJobLease(JobLease):
         return [self.keys.lease(self.job_id), self.keys.fence_counter]
 
     def acquire(self) -> Fence:
-        """Take the lease and return its fence (the token, carrying this lease's nonce), or raise
-        :class:`LeaseHeldError`. A retry of this call after a lost reply gets the same fence."""
         sent = boot_clock()
         with redis_errors(f"acquire the lease of job {self.job_id!r}", self.namespace, self.job_id):
             reply = self._hand_out(
@@ -129,7 +127,6 @@ class RedisJobLease(JobLease):
         )  # fmt: skip
 
     def peek(self) -> LeaseHolder | None:
-        """The current holder of the job's lease (anyone's, not only ours), or ``None``."""
         key = self.keys.lease(self.job_id)
         with redis_errors(f"read the lease of job {self.job_id!r}", self.namespace, self.job_id):
             pipe = self.client.pipeline(transaction=False)
@@ -175,7 +172,6 @@ class RedisJobLease(JobLease):
         return ok
 
     def release(self) -> bool:
-        """Give the lease back (no-op when already lost); stops renewal."""
         self.stop_renewal()
         if self.token is None:
             return False

@@ -76,8 +76,6 @@ class RedisRecomputeRequests(RecomputeRequests):
         self._record = client.register_script(RECORD_REQUEST)
 
     def first_seen(self, job_id: str, request_key: str) -> RequestSeen:
-        """When ``request_key`` first met ``job_id``: now, if this is the first time (or if the
-        stored mark is unreadable: it is replaced, so the request still acts once)."""
         keys = [self.keys.recompute_requests(job_id), self.keys.fence_counter, self.keys.lease(job_id)]
         with redis_errors("record the recompute request", namespace=self.keys.namespace, job_id=job_id):
             seen = _seen(self._record(keys=keys, args=[request_key, REQUEST_TTL, "0"]))
@@ -88,6 +86,5 @@ class RedisRecomputeRequests(RecomputeRequests):
         return seen
 
     def seen(self, job_id: str, request_key: str) -> RequestSeen | None:
-        """When ``request_key`` first met ``job_id``, ``None`` if it has not (it is still due)."""
         with redis_errors("read the recompute request", namespace=self.keys.namespace, job_id=job_id):
             return _seen(self.client.hget(self.keys.recompute_requests(job_id), request_key))

@@ -68,9 +68,6 @@ class RedisRecoveries(Recoveries):
         self._record = client.register_script(RECORD_RECOVERY)
 
     def record(self, job_id: str, fence: int, step: RecoveryStep) -> bool:
-        """Append ``step`` as the holder of ``fence`` (the job's lease); ``False`` when that fence
-        no longer holds it (nothing written). Redis errors raise
-        (:class:`~airflow_jrs.exceptions.JrsStoreUnavailableError`): the caller logs and goes on."""
         doc = {
             "v": RECOVERY_VERSION,
             "event": step.event,
@@ -85,7 +82,6 @@ class RedisRecoveries(Recoveries):
             return int(self._record(keys=keys, args=args)) == lua.OK
 
     def get(self, job_id: str) -> list[RecoveryStep]:
-        """The job's recovery steps, newest first (empty when it never recovered, or long ago)."""
         with redis_errors("read the recovery log", namespace=self.keys.namespace, job_id=job_id):
             raw = self.client.lrange(self.keys.recoveries(job_id), 0, RECOVERY_LIMIT - 1)
         return [_step(item) for item in raw]

@@ -100,14 +100,6 @@ class RedisStopRequests(StopRequests):
     def ask(
         self, job_id: str, fence: int, kind: str, *, by: str, reason: str = "", stop_timeout: float | None = None
     ) -> StopRequest | None:
-        """Ask the running attempt of ``fence`` to stop or cancel; returns the request in force
-        (a cancel when one was asked before a stop), or ``None`` when no attempt of that fence
-        runs (no intent of it and no running heartbeat). ``stop_timeout``: how long a stream's
-        stop may take before its supervisor kills it (``None``: until the batch boundary).
-
-        A :class:`~airflow_jrs.store.leases.fence.Fence` with its nonce (``on_kill``, a successor) asks
-        that attempt only, never another one a failover handed the same token; a plain integer
-        (a person at the CLI or the UI) asks whichever attempt holds that token."""
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {list(KINDS)}, got {kind!r}")
         keys = [self.keys.control(job_id), self.keys.intent(job_id), self.keys.heartbeat(job_id)]
@@ -120,13 +112,9 @@ class RedisStopRequests(StopRequests):
         return self.get(job_id, fence)
 
     def location(self, job_id: str) -> str:
-        """Where a stop or cancel request of ``job_id`` is kept, for a person to look (``redis-cli
-        HGETALL``): the store names its keys, nobody above it spells one."""
         return self.keys.control(job_id)
 
     def get(self, job_id: str, fence: int | None = None) -> StopRequest | None:
-        """The request kept for the job (only one that addresses ``fence``, when given: see
-        :func:`addresses`), or ``None``."""
         with redis_errors(f"read the stop request of job {job_id!r}", self.namespace, job_id):
             values = self.client.hmget(self.keys.control(job_id), _FIELDS)
         doc = {f: as_str(v) for f, v in zip(_FIELDS, values, strict=True) if v is not None}
