@@ -55,6 +55,16 @@ def retried(call, seconds: float = 30.0):
             time.sleep(0.5)
 
 
+def until(check, seconds: float = 30.0) -> bool:
+    """``check()`` until it is true, for at most ``seconds`` (a lagging sentinel's time to agree)."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
 def served_by(client) -> int:
     return int(client.info("server")["tcp_port"])
 
@@ -92,7 +102,15 @@ def test_a_committed_result_and_the_fence_survive_a_failover_through_the_same_cl
     after = retried(lambda: jobs.lease("d.t.2").acquire())
     assert after is not None and before is not None and int(after) > int(before)
     entry = store.get_entry("d.t.1")
-    assert entry is not None and entry.is_clean and served_by(jobs.client) == failover.new_port
+    assert entry is not None and entry.is_clean
+    # A new pooled connection goes where the first sentinel that answers says: one that lags still
+    # names the old primary, back as a replica (its reads are a replica's; its writes fail READONLY
+    # and are sent again), so the client reaches the primary once the sentinels agree. Under load
+    # the sentinels may even fail over again (a 600-ms down-after): the primary is the one they
+    # name now, never the killed one.
+    assert until(lambda: served_by(jobs.client) == group.primary_port() != failover.old_port), (
+        served_by(jobs.client), group.primary_port(), failover,
+    )  # fmt: skip
 
 
 def test_the_jrs_connection_spells_sentinel_the_same_way(group, monkeypatch):
