@@ -7,8 +7,8 @@ whether Airflow renders it (:data:`JOB_TEMPLATE_FIELDS`) and what it means. An o
 ``:param:`` line for one of them only where the meaning is its own (what ``job_version`` or
 ``predecessor`` is about for it); every other line comes from here: in its ``__doc__``
 (:func:`job_param_docs`, added by :class:`~airflow_jrs.operators.guarded.GuardedJob`) and in the
-generated reference (``scripts/jrs_reference/params.py``). ``tests/unit/test_job_params.py``
-fails when a signature, an annotation of ``GuardedJob`` or a ``template_fields`` drifts from it.
+generated reference (``scripts/jrs_reference/params.py``). A test of the job parameters fails
+when a signature, an annotation of ``GuardedJob`` or a ``template_fields`` drifts from it.
 
 Plain data, no Airflow: the reference script and planning import it.
 """

@@ -5,8 +5,8 @@ a noun of one namespace: its results, leases, intents, heartbeats, stop and reco
 recoveries, and what the server behind it promises. Flink hands its job manager one
 ``HighAvailabilityServices`` per deployment for the same reason: a caller names the services,
 never the client under them, so that a second backend is one package that implements this
-contract (and each noun's, beside it) and passes the one contract suite (``tests/contract/``),
-not an edit of every caller. The Redis backend is :class:`airflow_jrs.store.redis.namespace.RedisJobNamespace`.
+contract (and each noun's, beside it) and passes the one contract suite, not an edit of every
+caller. The Redis backend is :class:`airflow_jrs.store.redis.namespace.RedisJobNamespace`.
 
 Each noun has its own small contract: :class:`~airflow_jrs.store.results.base.JobResultStore`,
 :class:`~airflow_jrs.store.leases.lease.JobLease`, :class:`~airflow_jrs.store.intents.IntentStore`,

@@ -2,8 +2,8 @@
 
 :mod:`airflow_jrs.views.json` builds these documents (mypy checks its members against these
 classes), and the page's types are generated from them: ``scripts/ui_shapes.py`` writes
-``ui/src/shapes.gen.ts`` (committed; ``scripts/build_ui --check`` and
-``tests/unit/test_ui_shapes.py`` fail when it differs from what these classes generate). A new
+``ui/src/shapes.gen.ts`` (committed; ``scripts/build_ui --check`` and the shapes' test fail when
+it differs from what these classes generate). A new
 field of the job detail is a member here, its value in ``views/json.py``, then
 ``scripts/ui_shapes.py`` (or ``scripts/build_ui``) for the page.
 

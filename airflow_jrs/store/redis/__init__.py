@@ -10,5 +10,5 @@ become ours and what they say (:mod:`.errors`, :mod:`.diagnosis`), where every k
 (:mod:`.keys`), the scripts' codes and fence check (:mod:`.lua`), how a reply is read
 (:mod:`.replies`), durable writes (:mod:`.durability`) and what the server promises
 (:mod:`.server`). A second backend is a package beside this one that passes the same contract
-suite (``tests/contract/``; docs/architecture.md, "Where a change goes").
+suite (docs/architecture.md, "Where a change goes").
 """
