@@ -111,7 +111,29 @@ TIER_FOLDERS = ("spark", "airflow", "chaos", "e2e")
 TIER_TIMEOUTS = {"chaos": 600, "e2e": 600}
 
 
+#: The heavy tiers' longest files, longest first (``--durations`` of a gate, docs/benchmarks.md "The
+#: gate's time"). ``./dev`` runs those tiers with ``--dist loadfile --no-loadscope-reorder``, so a
+#: worker takes the files in this order: without it xdist sends the files with the most tests first,
+#: and tests/airflow's one-test lineage file (about 6 minutes) came last, one worker idle beside it.
+LONGEST_FIRST = (
+    "tests/airflow/test_lineage.py",
+    "tests/airflow/test_streaming_operator.py",
+    "tests/airflow/test_spark_operator.py",
+    "tests/airflow/test_ui_views_load.py",
+    "tests/airflow/test_standalone_cluster.py",
+    "tests/spark/test_streaming.py",
+    "tests/spark/test_flights_apps.py",
+)
+
+
+def longest_first(rootpath: Path, items: list[pytest.Item]) -> None:
+    """Stable: the listed files' tests move to the front in the list's order, the rest keep theirs."""
+    rank = {str(rootpath / path): i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(str(item.path), len(rank)))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    longest_first(config.rootpath, items)
     tests = os.path.join(str(config.rootpath), "tests")
     for item in items:
         folder = os.path.relpath(str(item.path), tests).split(os.sep)[0]

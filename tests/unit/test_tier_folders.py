@@ -3,6 +3,7 @@ that needs a JVM, an Airflow process or fault injection would slow (or break) th
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -33,3 +34,20 @@ def test_every_folder_of_tests_is_a_tier_the_gate_runs() -> None:
     folders = sorted(p.name for p in TESTS.iterdir() if p.is_dir() and any(p.glob("test_*.py")))
     missing = [f"tests/{f}" for f in folders if not re.search(rf"\btests/{f}\b", tiers)]
     assert len(folders) >= 6 and not missing, f"name these in ./dev's FAST_TIER or HEAVY_TIERS: {missing}"
+
+
+def test_the_longest_first_files_exist_and_their_tiers_keep_that_order() -> None:
+    # A renamed file would drop out of LONGEST_FIRST silently and go back to the tail of its tier;
+    # and xdist's own reorder (most tests first) would undo the order unless ./dev turns it off.
+    tree = ast.parse((TESTS / "conftest.py").read_text())
+    listed = next(
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "LONGEST_FIRST" for t in node.targets)
+    )
+    dev = (TESTS.parent / "dev").read_text()
+    missing = [path for path in listed if not (TESTS.parent / path).is_file()]
+    assert listed and not missing and len(set(listed)) == len(listed), missing
+    for folder in sorted({path.split("/")[1] for path in listed}):
+        entry = re.search(rf'"tests/{folder}\|([^"]*)"', dev)
+        assert entry and "--no-loadscope-reorder" in entry.group(1), f"tests/{folder}: {entry}"
