@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
-from jrs_testbench.deployment.rest import TERMINAL_RUN_STATES, AirflowClient, ApiError, DeploymentError, iso
+from jrs_testbench.deployment.rest import TERMINAL_RUN_STATES, AirflowClient, DeploymentError, iso, sqlite_locked
 
 
 @dataclass
@@ -116,7 +116,7 @@ class Backfills:
                 leftovers = [
                     b for b in self.client.backfills(dag_id) if b["id"] not in known and not b.get("completed_at")
                 ]
-                locked = (isinstance(exc, ApiError) and exc.status == 503) or "database is locked" in str(exc).lower()
+                locked = sqlite_locked(exc)
                 if not (locked or leftovers) or attempt == 10:
                     raise
                 for leftover in leftovers:

@@ -21,6 +21,9 @@ from typing import Any
 #: failing at once with "database is locked" (the scheduler, api-server, triggerer and task
 #: processes all write; with the 5 s default a busy scheduler loop makes API calls fail).
 SQLITE_CONNECT_ARGS: dict[str, Any] = {"timeout": 30}
+#: The same wait for the API server's async engine (aiosqlite hands it to :func:`sqlite3.connect`):
+#: ``[database] sql_alchemy_connect_args_async``, whose default is SQLite's 5 s.
+SQLITE_ASYNC_CONNECT_ARGS: dict[str, Any] = {"timeout": 30}
 SIMPLE_AUTH_MANAGER = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
 LOCAL_BUNDLE = "airflow.dag_processing.bundles.local.LocalDagBundle"
 
@@ -88,6 +91,9 @@ def component_env(
         "AIRFLOW__API__PORT": str(api_port),
         "AIRFLOW__API__BASE_URL": url,
         "AIRFLOW__API__WORKERS": "1",
+        # A database error's text in the API's answer, not just a lookup id into the api-server's
+        # log (gone with the home): the client retries exactly "database is locked" (rest.py).
+        "AIRFLOW__API__EXPOSE_STACKTRACE": "True",
         "AIRFLOW__API__SECRET_KEY": keys["api_secret_key"],
         "AIRFLOW__API_AUTH__JWT_SECRET": keys["jwt_secret"],
         "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundle_list),
@@ -100,6 +106,7 @@ def component_env(
         airflow_env[f"AIRFLOW__LOGGING__{kind.upper()}_LOG_SERVER_PORT"] = str(port)
     if sql_alchemy_conn.startswith("sqlite"):
         airflow_env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS"] = f"{__name__}.SQLITE_CONNECT_ARGS"
+        airflow_env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC"] = f"{__name__}.SQLITE_ASYNC_CONNECT_ARGS"
     elif sql_alchemy_conn.startswith("postgresql+psycopg:") and not os.environ.get(
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC"
     ):

@@ -9,6 +9,7 @@ exchange and the backfill body. (It imports no Airflow either.)
 
 from __future__ import annotations
 
+import sys
 import time
 import urllib.error
 import urllib.parse
@@ -66,6 +67,13 @@ class ApiError(DeploymentError):
         self.body = body
 
 
+def sqlite_locked(exc: BaseException) -> bool:
+    """Whether an API call failed on SQLite's lock: rolled back, so the same call may be made again."""
+    if isinstance(exc, ApiError):
+        return exc.status in (500, 503) and "database is locked" in exc.body.lower()
+    return "database is locked" in str(exc).lower()
+
+
 class AirflowClient:
     """The REST API v2 calls the UI makes, with a SimpleAuthManager token (renewed on 401)."""
 
@@ -94,7 +102,13 @@ class AirflowClient:
         return self._token
 
     def request(self, method: str, path: str, body: Any = None) -> Any:
-        """One call; renews the token on 401 and retries while SQLite is locked (HTTP 503, rolled back)."""
+        """One call; renews the token on 401 and retries while SQLite is locked (rolled back).
+
+        A lock that no busy timeout waits out (WAL's read-to-write upgrade after another write)
+        comes back as HTTP 500 "Database error" (3.2 and later) or 503; the deployment exposes the
+        error's text (``[api] expose_stacktrace``), so only "database is locked" is retried, and
+        each retry is said on stderr.
+        """
         for attempt in range(1, 9):
             try:
                 return self._raw(method, path, body, token=self.token())
@@ -102,8 +116,9 @@ class AirflowClient:
                 if exc.status == 401:
                     self._token = None
                     return self._raw(method, path, body, token=self.token())
-                if exc.status != 503 or "locked" not in exc.body.lower() or attempt == 8:
+                if not sqlite_locked(exc) or attempt == 8:
                     raise
+                print(f"[jrs-deployment] {method} {path}: SQLite locked, retry {attempt}", file=sys.stderr)
                 time.sleep(0.5 * attempt)
         raise AssertionError("unreachable")
 

@@ -3,15 +3,19 @@ its ports, and what every DAG it runs gets. No Airflow process is started here."
 
 from __future__ import annotations
 
+import http.server
+import json
 import logging
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from jrs_testbench.deployment import DeploymentError, LocalDeployment
+from jrs_testbench.deployment.rest import AirflowClient, ApiError
 from jrs_testbench.helpers import ROOT, free_port
 
 
@@ -123,3 +127,62 @@ def test_the_demo_connection_has_no_value_too_short_to_mask(script: str):
     finally:
         secrets_masker.log.removeHandler(handler)
     assert not [w for w in warned if "too short" in w], f"{script}: namespace {namespace!r}"
+
+
+class _Airflow33(http.server.BaseHTTPRequestHandler):
+    """Answers as Airflow 3.3's API does with ``expose_stacktrace`` on: a token, then each queued
+    (status, orig_error) for ``/api/v2/dags/d``, then 200."""
+
+    answers: list[tuple[int, str]] = []
+    calls = 0
+
+    def do_POST(self) -> None:
+        self._send(200, {"access_token": "t"})
+
+    def do_GET(self) -> None:
+        type(self).calls += 1
+        if self.answers:
+            status, orig = self.answers.pop(0)
+            self._send(status, {"detail": {"reason": "Database error", "orig_error": orig, "message": "..."}})
+        else:
+            self._send(200, {"dag_id": "d"})
+
+    def _send(self, status: int, doc: dict[str, object]) -> None:
+        body = json.dumps(doc).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def airflow_api() -> Iterator[str]:
+    _Airflow33.answers, _Airflow33.calls = [], 0
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Airflow33)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_client_retries_sqlites_lock_and_says_so(airflow_api: str, capsys: pytest.CaptureFixture[str]):
+    # WAL's read-to-write upgrade fails at once, past any busy timeout: 3.3 answers 500, older 503
+    _Airflow33.answers = [(500, "(sqlite3.OperationalError) database is locked"), (503, "database is locked")]
+    assert AirflowClient(airflow_api, "admin", "pw").dag("d") == {"dag_id": "d"}
+    assert _Airflow33.calls == 3
+    assert capsys.readouterr().err.count("SQLite locked, retry") == 2
+
+
+def test_the_client_raises_any_other_database_error_at_once(airflow_api: str):
+    _Airflow33.answers = [(500, "(sqlite3.IntegrityError) NOT NULL constraint failed: dag_run.run_id")]
+    with pytest.raises(ApiError) as caught:
+        AirflowClient(airflow_api, "admin", "pw").dag("d")
+    assert caught.value.status == 500 and "NOT NULL constraint" in str(caught.value)
+    assert _Airflow33.calls == 1
