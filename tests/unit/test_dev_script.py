@@ -56,3 +56,24 @@ def test_the_gate_and_check_need_node_for_the_ui_and_demo_does_not():
         assert "ensure_node" in called(case_arm(command)), command
     for command in ("demo", "setup"):
         assert "ensure_node" not in called(case_arm(command)), command
+
+
+def test_a_stage_run_beside_the_next_is_recorded_with_its_exit_and_output():
+    """mypy, the docs and the UI run beside the fast tier in the gate: a failure among them still
+    fails the summary, with its own output printed once, after the stage it ran beside."""
+    script = (ROOT / "dev").read_text()
+    prelude = script.split("\ncmd=${1:-help}", 1)[0]
+    body = (
+        "beside ok bash -c 'echo said-by-ok'\n"
+        "beside bad bash -c 'echo said-by-bad; exit 3'\n"
+        "stage next true\n"
+        "joined\n"
+        'for i in "${!stage_names[@]}"; do echo "${stage_names[$i]}=${stage_results[$i]}"; done\n'
+    )
+    done = subprocess.run(["bash", "-c", f"{prelude}\n{body}"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines.count("said-by-ok") == 1 and lines.count("said-by-bad") == 1
+    results = [line for line in lines if "=" in line]
+    assert [r.split("=")[0] for r in results] == ["next", "ok", "bad"]
+    assert results[1].startswith("ok=ok in ") and results[2].startswith("bad=FAILED (exit 3) in ")
