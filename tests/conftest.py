@@ -125,6 +125,9 @@ LONGEST_FIRST = (
     "tests/airflow/test_standalone_cluster.py",
     "tests/spark/test_streaming.py",
     "tests/spark/test_flights_apps.py",
+    "tests/chaos/test_crashes.py",
+    "tests/chaos/test_fault_trials.py",
+    "tests/chaos/test_other_host.py",
 )
 
 
