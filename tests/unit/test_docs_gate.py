@@ -53,7 +53,7 @@ def test_dev_test_runs_the_gate():
     case = re.search(r"^gate\(\) \{\n(.*?)^\}", dev, re.MULTILINE | re.DOTALL)  # the stages of the gate
     assert case, "./dev has no gate() function"
     stages = case.group(1)
-    assert re.search(r"^\s*stage \S+ (env )?(\S+=\S+\s+)?scripts/docs_gate\b", stages, re.MULTILINE), stages
+    assert re.search(r"^\s*(stage|beside) \S+ (env )?(\S+=\S+\s+)?scripts/docs_gate\b", stages, re.MULTILINE), stages
     assert not re.search(r"^\s*\S*mkdocs\"?\s+build", stages, re.MULTILINE), "a second, ungated mkdocs build"
 
 
