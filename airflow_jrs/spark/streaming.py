@@ -224,12 +224,16 @@ class StreamingJob:
         cannot be reached (another Spark version), the fallback waits for a moment without an
         active trigger, which in a busy stream may never come before the queue of data ends.
         """
-        # Seen with Spark 4.3.0: the state change aborts the *first* batch of a run (it is
-        # interrupted while it broadcasts its plan), not later ones. So a stop that arrives
-        # during the first batch lets it commit, and ends the query after the next one at most.
+        # Seen with Spark 4.3.0: the state change aborts a batch that is still planning (its
+        # thread is interrupted while it broadcasts its reader's configuration), most often the
+        # *first* batch of a run, whose planning is longest, and any batch on a loaded machine
+        # (a stop just after batch 3's offsets were logged cut batch 3 in 1 of 6 runs). So a stop that
+        # arrives during the first batch lets it commit, and ends the query after the next one
+        # at most; during a later batch, it waits until that batch's Spark job runs.
         while query.lastProgress is None and self._in_flight() is not None and query.exception() is None:
             if query.awaitTermination(0.05):
                 break
+        self._wait_past_planning(query)
         terminated = self._terminate_after_this_batch(query, self._files.jvm)
         if terminated:
             # query.isActive and awaitTermination() read the state we just set: watch the
@@ -249,6 +253,29 @@ class StreamingJob:
                 time.sleep(0.01)
         query.stop()
         return self._in_flight() is None
+
+    def _wait_past_planning(self, query: Any, *, at_most: float = 60.0) -> None:
+        """Wait while a batch is in flight and none of the driver's Spark jobs runs yet.
+
+        A batch's write job is submitted once its plan is broadcast, so a running job means the
+        batch is past the phase the state change interrupts. Bounded: a batch that runs no job
+        (or a driver whose other jobs keep the tracker busy) only costs the old behaviour.
+        """
+        tracker = self.spark.sparkContext.statusTracker()
+        deadline = time.monotonic() + at_most
+        while time.monotonic() < deadline and query.exception() is None:
+            if self._in_flight() is None or tracker.getActiveJobsIds():
+                return
+            if query.awaitTermination(0.05):
+                return
+        if query.exception() is None:
+            log.warning(
+                "Stop for job %s (fence %s): batch %s ran no Spark job within %.0f s; ending the query after it anyway",
+                self.job_id,
+                self.fence,
+                self._in_flight(),
+                at_most,
+            )
 
     def _in_flight(self) -> int | None:
         """The batch whose offsets are logged but not committed, per the checkpoint, or None."""
