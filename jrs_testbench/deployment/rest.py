@@ -105,7 +105,7 @@ class AirflowClient:
         """One call; renews the token on 401 and retries while SQLite is locked (rolled back).
 
         A lock that no busy timeout waits out (WAL's read-to-write upgrade after another write)
-        comes back as HTTP 500 "Database error" (3.2 and later) or 503; the deployment exposes the
+        comes back as HTTP 500 "Database error" (3.3's handler of SQLAlchemy errors) or 503; the deployment exposes the
         error's text (``[api] expose_stacktrace``), so only "database is locked" is retried, and
         each retry is said on stderr.
         """
