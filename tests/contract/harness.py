@@ -93,14 +93,21 @@ class RedisHarness:
         self.client.set(self.result_location(store, job_id), raw)
 
     def raw_entry(self, store: JobResultStore, job_id: str) -> bytes | None:
-        return self.client.get(self.result_location(store, job_id))
+        """The job's key, else its field in its reference bucket (a clean reference that does
+        not expire: docs/architecture.md, "Redis key layout")."""
+        raw = self.client.get(self.result_location(store, job_id))
+        return raw if raw is not None else self.client.hget(KeySpace(store.namespace).reference_bucket(job_id), job_id)
 
     def raw_quarantined(self, store: JobResultStore, job_id: str) -> bytes | None:
         return self.client.get(self.quarantine_location(store, job_id))
 
     def entry_ttl_ms(self, store: JobResultStore, job_id: str) -> int:
-        """Remaining life of the entry: ``-1`` kept forever, ``-2`` no entry."""
-        return int(self.client.pttl(self.result_location(store, job_id)))
+        """Remaining life of the entry: ``-1`` kept forever, ``-2`` no entry. A bucket's field
+        never expires."""
+        ttl = int(self.client.pttl(self.result_location(store, job_id)))
+        if ttl == -2 and self.client.hexists(KeySpace(store.namespace).reference_bucket(job_id), job_id):
+            return -1
+        return ttl
 
     def new_lease(self, store: JobResultStore, job_id: str, ttl: float = 10.0) -> JobLease:
         return RedisJobLease(self.client, store.namespace, job_id, ttl=ttl)

@@ -39,6 +39,11 @@ def test_redis_key_names_are_pinned() -> None:
     assert k.unsuccessful == "jrs:{prod}:unsuccessful"
     assert k.intent(job) == "jrs:{prod}:intent:d.t.2013-01-01"
     assert k.events == "jrs:{prod}:events"
+    # a job's reference bucket is crc32(job id) % 1024: another count or hash moves every
+    # committed reference out of reach (the job would run again), so only with a migration
+    assert k.reference_bucket(job) == "jrs:{prod}:refs:193"
+    assert k.reference_bucket("flights_daily.ingest.submit.2013-01-01-12345") == "jrs:{prod}:refs:969"
+    assert len(k.reference_buckets()) == 1024 and k.reference_buckets()[193] == "jrs:{prod}:refs:193"
 
 
 def test_redis_store_writes_at_the_pinned_keys(redis_client: redis.Redis, namespace: str) -> None:

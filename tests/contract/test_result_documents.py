@@ -1,8 +1,9 @@
 """The compact clean entry (opt-in ``[jrs] result_documents``): what the contract suite
-cannot see from outside. A committed entry is a reference of at most 44 B that Redis keeps
-embedded; its document is written before it; the skip decision reads the reference alone in one
-round trip; readers that need the full result read the document, and a missing one is an error
-naming its path and the fix. Without the setting, entries stay JSON (schema 4)."""
+cannot see from outside. A committed entry is a reference of at most 44 B, a field of its
+reference bucket (or, with ``clean_ttl``, its own key, kept embedded); its document is written
+before it; the skip decision reads the reference alone in one round trip; readers that need the
+full result read the document, and a missing one is an error naming its path and the fix.
+Without the setting, entries stay JSON (schema 4)."""
 
 from __future__ import annotations
 
@@ -63,7 +64,15 @@ def committed(store: RedisJobResultStore, redis_client: redis.Redis, fence: int 
     store.create_dirty_result(full(), fence=token)
     lease.release()
     store.mark_result_as_clean(JOB, expected=store.get_entry(JOB))
-    return redis_client.get(KeySpace(store.namespace).result(JOB))
+    return stored(redis_client, store.namespace)
+
+
+def stored(redis_client: redis.Redis, namespace: str, job_id: str = JOB) -> bytes | None:
+    """The job's stored bytes wherever the store keeps them: its key, else its reference bucket
+    (a clean reference that does not expire, docs/architecture.md "Redis key layout")."""
+    keys = KeySpace(namespace)
+    raw = redis_client.get(keys.result(job_id))
+    return raw if raw is not None else redis_client.hget(keys.reference_bucket(job_id), job_id)
 
 
 def document_path(store: RedisJobResultStore, folder: FolderDocuments) -> Path:
@@ -75,10 +84,100 @@ def document_path(store: RedisJobResultStore, folder: FolderDocuments) -> Path:
     return where
 
 
-def test_a_committed_entry_is_a_reference_of_at_most_44_bytes_kept_embedded(store, redis_client):
+def test_a_committed_entry_is_a_reference_field_of_its_bucket_and_no_key_of_its_own(store, redis_client):
+    """Without ``clean_ttl`` a reference is a field of its bucket's hash (about 90 B in Redis's
+    compact encoding where a key of its own costs about 170 B); the dirty entry's key is gone."""
+    keys = KeySpace(store.namespace)
     raw = committed(store, redis_client)
     assert raw.startswith(b"c3;") and len(raw) <= 44, raw
-    assert redis_client.object("encoding", KeySpace(store.namespace).result(JOB)) in (b"embstr", "embstr")
+    assert redis_client.exists(keys.result(JOB)) == 0
+    bucket = keys.reference_bucket(JOB)
+    assert redis_client.hget(bucket, JOB) == raw
+    assert redis_client.object("encoding", bucket) in (b"listpack", "listpack")
+
+
+def test_a_reference_that_expires_keeps_its_key_embedded(redis_client, namespace, folder):
+    """A bucket's field cannot expire on Redis 7.0 (``HEXPIRE`` is 7.4's): with ``clean_ttl`` the
+    reference stays in the job's key, kept embedded, with the TTL."""
+    store = RedisJobResultStore(redis_client, namespace, result_documents=folder, clean_ttl=3600)
+    keys = KeySpace(namespace)
+    raw = committed(store, redis_client)
+    assert raw == redis_client.get(keys.result(JOB)) and raw.startswith(b"c3;")
+    assert redis_client.object("encoding", keys.result(JOB)) in (b"embstr", "embstr")
+    assert 0 < redis_client.pttl(keys.result(JOB)) <= 3_600_000
+    assert redis_client.exists(keys.reference_bucket(JOB)) == 0
+
+
+def test_a_reference_in_its_own_key_is_read_as_one_in_its_bucket(store, redis_client, namespace):
+    """References committed before buckets (or with a TTL) live in the job's key: every reader
+    and every script reads them as before."""
+    from datetime import timedelta
+
+    keys = KeySpace(namespace)
+    raw = committed(store, redis_client)
+    redis_client.hdel(keys.reference_bucket(JOB), JOB)
+    redis_client.set(keys.result(JOB), raw)
+    entry = store.get_entry(JOB)
+    assert entry is not None and entry.summary and decide(entry, FP).skip
+    assert store.read_many([JOB])[JOB] == entry and [e.job_id for e in store.list_entries()] == [JOB]
+    assert store.mark_result_as_clean(JOB) is False  # already clean
+    assert store.purge_clean_entries(timedelta(0)) == 1 and stored(redis_client, namespace) is None
+
+
+def test_every_reader_and_write_finds_a_reference_in_its_bucket(store, redis_client, namespace):
+    """The task's read, the batch read, a listing, the async read, a forget and a purge all see
+    the bucket's field as the job's entry, and a forget or a purge leaves no field behind."""
+    import asyncio
+    from datetime import timedelta
+
+    from airflow_jrs.store.redis.results_aio import AsyncRedisJobResultStore
+
+    keys = KeySpace(namespace)
+    committed(store, redis_client)
+    entry = store.get_entry(JOB)
+    assert entry is not None and entry.summary
+    assert store.read_many([JOB])[JOB] == entry
+    assert [e.job_id for e in store.list_entries()] == [JOB]
+
+    async def read_async():
+        given = redis_client.connection_pool.connection_kwargs
+        aio = AsyncRedisJobResultStore({k: given[k] for k in ("host", "port", "db")}, namespace)
+        try:
+            return await aio.get_entry(JOB)
+        finally:
+            await aio.aclose()
+
+    assert asyncio.run(read_async()) == entry
+    assert store.forget_result(JOB) is not None
+    assert stored(redis_client, namespace) is None and redis_client.exists(keys.reference_bucket(JOB)) == 0
+    assert store.get_entry(JOB) is None and store.list_entries() == []
+
+    store.create_dirty_result(full(fence=None))
+    store.mark_result_as_clean(JOB)
+    assert redis_client.hexists(keys.reference_bucket(JOB), JOB)
+    assert store.purge_clean_entries(timedelta(0)) == 1
+    assert stored(redis_client, namespace) is None and store.get_entry(JOB) is None
+
+
+def test_a_create_that_supersedes_a_reference_in_its_bucket_removes_the_field(store, redis_client, namespace):
+    keys = KeySpace(namespace)
+    committed(store, redis_client)
+    store.create_dirty_result(full(fingerprint=hashlib.sha256(b"new code").hexdigest()), supersede=True)
+    assert not redis_client.hexists(keys.reference_bucket(JOB), JOB)
+    entry = store.get_entry(JOB)
+    assert entry is not None and entry.is_dirty and not entry.summary
+    assert redis_client.lindex(keys.history(JOB), 0).startswith(b"c3;")
+
+
+def test_a_corrupt_field_in_a_bucket_is_quarantined_and_leaves_the_bucket(store, redis_client, namespace):
+    from airflow_jrs.exceptions import CorruptJobResultError
+
+    keys = KeySpace(namespace)
+    redis_client.hset(keys.reference_bucket(JOB), JOB, b"c3;not-base36!;;")
+    with pytest.raises(CorruptJobResultError, match="invalid reference"):
+        store.get_entry(JOB)
+    assert redis_client.get(keys.quarantine(JOB)) == b"c3;not-base36!;;"
+    assert not redis_client.hexists(keys.reference_bucket(JOB), JOB)
 
 
 def test_a_reference_stays_within_44_bytes_up_to_a_fence_of_36_to_the_7th_until_2085():
@@ -146,7 +245,7 @@ def test_a_missing_document_is_an_error_naming_its_path_and_the_fix(store, redis
     message = str(info.value)
     assert str(where) in message and f"airflow-jrs forget {JOB}" in message and "Restore" in message
     assert info.value.location == str(where) and info.value.job_id == JOB
-    assert redis_client.get(KeySpace(store.namespace).result(JOB)).startswith(b"c3;")  # nothing changed
+    assert stored(redis_client, store.namespace).startswith(b"c3;")  # nothing changed
 
 
 def test_a_document_of_another_fence_is_never_shown_as_the_result(store, redis_client, folder):
@@ -210,7 +309,7 @@ def test_killed_between_document_and_reference_the_entry_stays_dirty_and_a_retry
     retry = RedisJobResultStore(redis_client, namespace, result_documents=folder)  # the cleanup's retry
     assert retry.mark_result_as_clean(JOB, expected=dirty) is True
     assert retry.mark_result_as_clean(JOB, expected=dirty) is False  # and again: a no-op
-    assert redis_client.get(KeySpace(namespace).result(JOB)).startswith(b"c3;")
+    assert stored(redis_client, namespace).startswith(b"c3;")
     assert retry.get_dirty_results() == []
     assert list((folder.root / namespace).rglob("*.json")) == documents
     assert retry.get_full_entry(JOB).result == dirty.result  # type: ignore[union-attr]
@@ -306,7 +405,7 @@ def test_create_compares_a_reference_as_it_compares_schema_2_json(store, redis_c
         s = RedisJobResultStore(redis_client, ns, result_documents=store.result_documents if documents else None)
         s.create_dirty_result(full(fence=None))
         s.mark_result_as_clean(JOB)
-        assert redis_client.get(KeySpace(ns).result(JOB)).startswith(b"c3;" if documents else b'{"s":"c"')
+        assert stored(redis_client, ns).startswith(b"c3;" if documents else b'{"s":"c"')
         try:
             s.create_dirty_result(full(fence=None, fingerprint=new_fp), supersede=True)
             answers.append(True)

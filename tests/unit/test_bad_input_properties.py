@@ -89,7 +89,8 @@ def _hash_tag(key: str) -> str:
 def test_keys_never_leave_their_namespace_or_meet_another(ns1, ns2, job1, job2):
     k1, k2 = KeySpace(ns1), KeySpace(ns2)
     keys1 = [k1.result(job1), k1.lease(job1), k1.heartbeat(job1), k1.intent(job1), k1.history(job1),
-             k1.quarantine(job1), k1.dirty, k1.index, k1.quarantined, k1.events]  # fmt: skip
+             k1.quarantine(job1), k1.dirty, k1.index, k1.quarantined, k1.events,
+             k1.reference_bucket(job1)]  # fmt: skip
     for key in keys1:
         assert key.startswith(f"jrs:{{{ns1}}}:") and _hash_tag(key) == ns1
         assert "{" not in key[len(ns1) + 6 :] and "}" not in key[len(ns1) + 6 :]

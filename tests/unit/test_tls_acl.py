@@ -154,6 +154,40 @@ def test_store_lease_intent_and_cleanup_work_through_tls_and_the_acl_user(secure
 
 
 @tls_only
+def test_result_documents_commit_forget_and_purge_through_the_acl_user(secure, env, tmp_path):
+    """References live in bucket hashes: the commit, the reads, a forget, a quarantine and a
+    purge use HSET, HGET, HEXISTS, HDEL and HGETALL, which the rule must grant."""
+    from datetime import timedelta
+
+    from airflow_jrs.exceptions import CorruptJobResultError
+    from airflow_jrs.store import RedisJobResultStore
+    from airflow_jrs.store.redis.keys import KeySpace
+    from airflow_jrs.store.results.documents import FolderDocuments
+
+    (tmp_path / "documents").mkdir()
+    hook = JrsHook()
+    documents = FolderDocuments(tmp_path / "documents")
+    store = RedisJobResultStore(hook.get_conn(), hook.namespace, result_documents=documents)
+    job = f"acl.{uuid.uuid4().hex[:8]}"
+    for step in ("forget", "purge"):
+        store.create_dirty_result(JobResult(job_id=job, status=JobStatus.SUCCEEDED))
+        assert store.mark_result_as_clean(job) is True
+        entry = store.get_entry(job)
+        assert entry is not None and entry.summary and entry.is_clean
+        assert [e.job_id for e in store.list_entries(limit=10)] == [job]
+        if step == "forget":
+            store.forget_result(job)
+        else:
+            assert store.purge_clean_entries(timedelta(0)) == 1
+        assert store.get_entry(job) is None
+    bucket = KeySpace(hook.namespace).reference_bucket("corrupt.job")
+    hook.get_conn().hset(bucket, "corrupt.job", b"c3;not-base36!;;")
+    with pytest.raises(CorruptJobResultError):
+        store.get_entry("corrupt.job")  # moved to quarantine: an HDEL inside the script
+    hook.close()
+
+
+@tls_only
 def test_submit_operator_skips_and_writes_through_tls_and_the_acl_user(secure, env):
     op = JrsSparkSubmitOperator(task_id="t", application=TINY_APP, application_args=ARGS, conn_id="spark_local")
     job = f"write.{uuid.uuid4().hex[:8]}"

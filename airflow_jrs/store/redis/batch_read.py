@@ -3,8 +3,9 @@
 ``store.get_entry`` is one round trip per job: right for a task deciding its own job, too slow
 for ten years of a hundred jobs read from one CLI (36,500 round trips instead of 73). Here
 each batch of at most :data:`~airflow_jrs.store.redis.read_rules.READ_CHUNK` jobs is one call of
-the ``READ_ENTRIES`` script (``GET`` of each result and ``EXISTS`` of each quarantine marker, as
-the task's own read asks them, and the result's ``PTTL``), not two commands per job in a pipeline: packing and parsing
+the ``READ_ENTRIES`` script (``GET`` of each result, else its reference bucket's field, and
+``EXISTS`` of each quarantine marker, as the task's own read asks them, and the result's
+``PTTL``), not two commands per job in a pipeline: packing and parsing
 36,600 replies cost more than Redis's work (the calendar's 18,300 jobs, docs/benchmarks.md).
 Every key of a namespace hashes to one slot, so on Redis Cluster the script runs on one node
 (redis-py refuses a multi-key ``MGET`` in a cluster pipeline).
@@ -56,7 +57,10 @@ def read_entries(
         chunk = ids[start : start + batch]
         with redis_errors(f"read the results of {len(chunk)} jobs from {chunk[0]!r}", store.namespace):
             replies = store.client.register_script(READ_ENTRIES)(
-                keys=[keys.result(job_id) for job_id in chunk] + [keys.quarantine(job_id) for job_id in chunk]
+                keys=[keys.result(job_id) for job_id in chunk]
+                + [keys.quarantine(job_id) for job_id in chunk]
+                + [keys.reference_bucket(job_id) for job_id in chunk],
+                args=chunk,
             )
         for i, job_id in enumerate(chunk):
             raw, quarantined, ttl_ms = replies[3 * i], replies[3 * i + 1], replies[3 * i + 2]

@@ -5,7 +5,10 @@ all keys of a namespace, its jobs and its indexes alike, hash to one slot and on
 script may update them together. Tests pin these literals: change them only with a migration.
 
 ========================================  =====================================================
-``jrs:{ns}:result:<job id>``              string: the entry (versioned JSON, see ``serde``)
+``jrs:{ns}:result:<job id>``              string: the entry (versioned JSON, see ``serde``), or a clean
+                                          reference that expires (``clean_ttl``)
+``jrs:{ns}:refs:<bucket>``                hash: job id -> clean reference (``result_documents``, no
+                                          ``clean_ttl``), bucket ``crc32(job id) % 1024``
 ``jrs:{ns}:dirty``                        set: job ids whose SUCCEEDED entry is dirty (cleanup pending)
 ``jrs:{ns}:unsuccessful``                 set: job ids whose entry is FAILED, CANCELED or STOPPED
 ``jrs:{ns}:index``                        sorted set: job ids by creation time (ms), the most recent
@@ -30,11 +33,19 @@ script may update them together. Tests pin these literals: change them only with
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 from airflow_jrs.domain.model import validate_job_id, validate_namespace
 
 PREFIX = "jrs"
+#: Hashes that keep the namespace's clean references (``refs:<n>``). A job's bucket is
+#: ``crc32(job id) % REFERENCE_BUCKETS``: changing this number moves every job to another
+#: bucket, so it changes only with a migration (the key layout's tests pin it). 1,024
+#: buckets keep up to about 500,000 jobs in Redis's compact encoding (``listpack``, 512 fields
+#: a hash by default); past that a bucket is a hash table, still smaller than a key per job
+#: (docs/operations/sizing.md).
+REFERENCE_BUCKETS = 1024
 
 
 @dataclass(frozen=True)
@@ -55,6 +66,16 @@ class KeySpace:
 
     def result(self, job_id: str) -> str:
         return self._job("result", job_id)
+
+    def reference_bucket(self, job_id: str) -> str:
+        """The hash that keeps the job's clean reference when it does not expire: a hash field
+        costs about 90 B where a key of its own costs about 170 B (docs/operations/sizing.md)."""
+        bucket = zlib.crc32(validate_job_id(job_id).encode()) % REFERENCE_BUCKETS
+        return f"{self.base}:refs:{bucket}"
+
+    def reference_buckets(self) -> list[str]:
+        """Every bucket of the namespace, for the maintenance that walks all references (purge)."""
+        return [f"{self.base}:refs:{n}" for n in range(REFERENCE_BUCKETS)]
 
     def history(self, job_id: str) -> str:
         return self._job("history", job_id)

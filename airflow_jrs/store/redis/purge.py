@@ -9,6 +9,7 @@ deletes documents.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -23,6 +24,9 @@ from airflow_jrs.store.results.reference import document_name, is_reference
 from airflow_jrs.store.results.serde import EntryDecodeError, decode_entry, decode_history_item, event_message
 
 log = logging.getLogger(__name__)
+#: Reference buckets one round trip of a purge reads (``HGETALL`` each, ~500 fields at most
+#: in the compact encoding).
+_BUCKETS_PER_READ = 64
 
 
 class RedisPurge:
@@ -41,6 +45,27 @@ class RedisPurge:
         # what it buys is an index that costs nothing per job.
         cutoff = utcnow() - older_than
         k, purged = self.keys, 0
+        for job_id, raw in self._stored_entries():
+            try:
+                entry = decode_entry(raw, job_id)
+            except EntryDecodeError:
+                continue  # a read quarantines it (or a newer version owns it): not purge's to judge
+            if not entry.is_clean or entry.created_at is None or entry.created_at > cutoff:
+                continue
+            keys = [k.result(job_id), k.history(job_id), k.dirty, k.index, k.unsuccessful, k.reference_bucket(job_id)]
+            with redis_errors(f"purge job {job_id!r}", self.namespace, job_id):
+                history = self.client.lrange(k.history(job_id), 0, -1) if self.result_documents else []
+                event = event_message("purged", job_id)
+                done = self._purge(keys=keys, args=[job_id, raw, k.events, event]) == lua.OK
+            purged += done
+            if done and self.result_documents is not None:
+                self._delete_documents(job_id, [raw, *map(as_bytes, history)])
+        return purged
+
+    def _stored_entries(self) -> Iterator[tuple[str, bytes]]:
+        """Every entry of the namespace, ``(job id, bytes)``: the result keys (SCAN), then the
+        fields of the reference buckets (clean references that do not expire)."""
+        k = self.keys
         prefix = k.result("x")[:-1]
         with redis_errors("list the entries to purge", self.namespace):
             names = [as_str(n) for n in self.client.scan_iter(match=f"{prefix}*", count=1000)]
@@ -49,24 +74,18 @@ class RedisPurge:
             with redis_errors("read the entries to purge", self.namespace):
                 raws = self.client.mget(chunk)
             for name, raw in zip(chunk, raws, strict=True):
-                job_id = name[len(prefix) :]
-                if raw is None:
-                    continue
-                try:
-                    entry = decode_entry(raw, job_id)
-                except EntryDecodeError:
-                    continue  # a read quarantines it (or a newer version owns it): not purge's to judge
-                if not entry.is_clean or entry.created_at is None or entry.created_at > cutoff:
-                    continue
-                keys = [name, k.history(job_id), k.dirty, k.index, k.unsuccessful]
-                with redis_errors(f"purge job {job_id!r}", self.namespace, job_id):
-                    history = self.client.lrange(k.history(job_id), 0, -1) if self.result_documents else []
-                    event = event_message("purged", job_id)
-                    done = self._purge(keys=keys, args=[job_id, raw, k.events, event]) == lua.OK
-                purged += done
-                if done and self.result_documents is not None:
-                    self._delete_documents(job_id, [as_bytes(raw), *map(as_bytes, history)])
-        return purged
+                if raw is not None:
+                    yield name[len(prefix) :], as_bytes(raw)
+        buckets = k.reference_buckets()
+        for start in range(0, len(buckets), _BUCKETS_PER_READ):
+            with redis_errors("read the references to purge", self.namespace):
+                pipe = self.client.pipeline(transaction=False)
+                for bucket in buckets[start : start + _BUCKETS_PER_READ]:
+                    pipe.hgetall(bucket)
+                fields = pipe.execute()
+            for bucket_fields in fields:
+                for job_id, raw in sorted(bucket_fields.items()):
+                    yield as_str(job_id), as_bytes(raw)
 
     def _delete_documents(self, job_id: str, raws: list[bytes]) -> None:
         """After a purge: the documents of the purged entry and of its history's references. A

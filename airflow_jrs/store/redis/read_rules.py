@@ -70,7 +70,15 @@ def decode_stored(keys: KeySpace, job_id: str, raw: bytes | str) -> JobResultEnt
 def quarantine_call(keys: KeySpace, job_id: str, raw: bytes) -> tuple[list[str], list[Any]]:
     """KEYS and ARGV of ``QUARANTINE_ENTRY`` for these bytes (its notification included: a
     page that keeps what it read learns that the entry left)."""
-    names = [keys.result(job_id), keys.quarantine(job_id), keys.dirty, keys.index, keys.quarantined, keys.unsuccessful]
+    names = [
+        keys.result(job_id),
+        keys.quarantine(job_id),
+        keys.dirty,
+        keys.index,
+        keys.quarantined,
+        keys.unsuccessful,
+        keys.reference_bucket(job_id),
+    ]
     return names, [job_id, raw, keys.events, event_message("quarantined", job_id)]
 
 

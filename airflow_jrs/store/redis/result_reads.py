@@ -43,9 +43,23 @@ class RedisReads:
         with redis_errors(f"read the result of job {job_id!r}", self.namespace, job_id):
             pipe = self.client.pipeline(transaction=False)
             pipe.get(k.result(job_id))
+            pipe.hget(k.reference_bucket(job_id), job_id)
             pipe.exists(k.quarantine(job_id))
-            raw, quarantined = pipe.execute()
-        return self.entry_from(job_id, raw, bool(quarantined))
+            raw, field, quarantined = pipe.execute()
+        return self.entry_from(job_id, raw if raw is not None else field, bool(quarantined))
+
+    def _raw_entry(self, job_id: str) -> bytes | None:
+        """The job's stored bytes as the scripts read them (``read_entry``): its key, else its
+        field in its reference bucket (a clean reference that does not expire); ``None``: none.
+        Raises :class:`~airflow_jrs.exceptions.StoreUnavailableError` when Redis cannot be read."""
+        k = self.keys
+        with redis_errors(f"read the result of job {job_id!r}", self.namespace, job_id):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.get(k.result(job_id))
+            pipe.hget(k.reference_bucket(job_id), job_id)
+            raw, field = pipe.execute()
+        found = raw if raw is not None else field
+        return None if found is None else as_bytes(found)
 
     def entry_from(self, job_id: str, raw: Any, quarantined: bool) -> JobResultEntry | None:
         """What the job's stored bytes (``None``: no entry) and quarantine flag mean, by the rules of
@@ -75,7 +89,14 @@ class RedisReads:
         for start in range(0, len(job_ids), READ_CHUNK):
             chunk = job_ids[start : start + READ_CHUNK]
             with redis_errors("read results", self.namespace):
-                raws = self.client.mget([self.keys.result(j) for j in chunk])
+                raws = list(self.client.mget([self.keys.result(j) for j in chunk]))
+                unkeyed = [i for i, raw in enumerate(raws) if raw is None]
+                if unkeyed:  # clean references that do not expire live in buckets
+                    pipe = self.client.pipeline(transaction=False)
+                    for i in unkeyed:
+                        pipe.hget(self.keys.reference_bucket(chunk[i]), chunk[i])
+                    for i, field in zip(unkeyed, pipe.execute(), strict=True):
+                        raws[i] = field
             for job_id, raw in zip(chunk, raws, strict=False):
                 if raw is None:
                     continue
@@ -111,7 +132,9 @@ class RedisReads:
                 pipe = self.client.pipeline(transaction=False)
                 for job_id in unread:
                     pipe.exists(self.keys.result(job_id))
-                gone = [j for j, exists in zip(unread, pipe.execute(), strict=True) if not exists]
+                    pipe.hexists(self.keys.reference_bucket(job_id), job_id)
+                found_at = pipe.execute()
+                gone = [j for i, j in enumerate(unread) if not (found_at[2 * i] or found_at[2 * i + 1])]
                 if gone:
                     self.client.zrem(self.keys.index, *gone)
         return entries

@@ -32,6 +32,13 @@ local function reference_fields(raw)
   if not created or (fp ~= '' and string.len(fp) ~= REFERENCE_FINGERPRINT_CHARS) then return nil end
   return created, fence, fp
 end
+-- A job's entry: its own key, else its field in the namespace's reference bucket (a clean
+-- reference that does not expire, keys.reference_bucket). Returns the bytes (false: none).
+local function read_entry(result_key, bucket_key, job_id)
+  local v = redis.call('GET', result_key)
+  if v then return v end
+  return redis.call('HGET', bucket_key, job_id)
+end
 """
 
 # Prelude: moving an entry. ``to_history`` pushes the bytes to the job's history (capped), with
@@ -39,7 +46,7 @@ end
 # looks like a JSON object: a reference gets it after a newline, as ``{"h":...}``, and other
 # bytes (a released quarantine) go as they were. The entry's first bytes, its state prefix, stay
 # in place. ``drop_entry`` takes the job's entry out of its slot and out of every index (what a
-# forget, a quarantine and a purge all do).
+# forget, a quarantine and a purge all do), from its key and its reference bucket alike.
 ENTRY_MOVES = (
     REFERENCES
     + """
@@ -56,8 +63,9 @@ local function to_history(history_key, raw, note, cap)
   redis.call('LPUSH', history_key, noted(raw, note or ''))
   redis.call('LTRIM', history_key, 0, tonumber(cap) - 1)
 end
-local function drop_entry(result_key, dirty_key, unsuccessful_key, index_key, job_id)
+local function drop_entry(result_key, bucket_key, dirty_key, unsuccessful_key, index_key, job_id)
   redis.call('DEL', result_key)
+  redis.call('HDEL', bucket_key, job_id)
   redis.call('SREM', dirty_key, job_id)
   redis.call('SREM', unsuccessful_key, job_id)
   redis.call('ZREM', index_key, job_id)
@@ -73,6 +81,7 @@ CREATE_DIRTY_RESULT = (
 -- KEYS[1] - result key           KEYS[2] - dirty set       KEYS[3] - index zset
 -- KEYS[4] - quarantine key       KEYS[5] - lease hash      KEYS[6] - intent key
 -- KEYS[7] - history list       KEYS[8] - unsuccessful set
+-- KEYS[9] - the job's reference bucket (a clean reference there is the job's entry too)
 -- ARGV[1] - entry JSON (state "dirty" first)
 -- ARGV[2] - job id               ARGV[3] - created time in ms
 -- ARGV[4] - fence identity ("<token>:<nonce>", store/leases/fence.py), or '' for an unfenced write
@@ -98,7 +107,7 @@ CREATE_DIRTY_RESULT = (
 -- return 1 created, 0 an entry exists, -1 quarantined, -2 stale fence, -3 existing entry unreadable
 if not fence_ok(KEYS[5], ARGV[4]) then return -2 end
 if redis.call('EXISTS', KEYS[4]) == 1 then return -1 end
-local existing = redis.call('GET', KEYS[1])
+local existing = read_entry(KEYS[1], KEYS[9], ARGV[2])
 if existing then
   if ARGV[5] ~= '1' and ARGV[5] ~= 'u' then return 0 end
   local old_status, old_fp, new_fp
@@ -126,6 +135,7 @@ if existing then
   local note = ARGV[14]
   if old_status == 'SUCCEEDED' then note = ARGV[15] end
   to_history(KEYS[7], existing, note, ARGV[7])
+  redis.call('HDEL', KEYS[9], ARGV[2])
 end
 redis.call('SET', KEYS[1], ARGV[1])
 if ARGV[11] == '1' then
@@ -152,7 +162,7 @@ MARK_RESULT_AS_CLEAN = (
     + """
 -- Turn a dirty entry clean (cleanup finished). Idempotent: an already clean entry is a no-op.
 -- KEYS[1] - result key      KEYS[2] - dirty set     KEYS[3] - index zset
--- KEYS[4] - quarantine key  KEYS[5] - history list
+-- KEYS[4] - quarantine key  KEYS[5] - history list   KEYS[6] - the job's reference bucket
 -- ARGV[1] - job id
 -- ARGV[2] - TTL in ms for the clean entry ('0' keeps it forever, the default)
 -- ARGV[3] - '1' deletes the entry instead (Flink's delete-on-commit), moving it to history
@@ -170,7 +180,9 @@ MARK_RESULT_AS_CLEAN = (
 -- ARGV[11] - the clean reference of the caller's entry (reference.encode_reference; '' when it
 --            has none): an entry already committed as that reference is a no-op (2)
 -- ARGV[12] - '1' commit as the reference ARGV[11] (its result document is written: the caller
---            wrote it first), '0' flip the state prefix in place (version 2, the default)
+--            wrote it first), '0' flip the state prefix in place (version 2, the default). A
+--            reference that does not expire moves to the bucket KEYS[6] (a field costs half a
+--            key); one with a TTL stays in the result key, whose TTL Redis 7.0 can expire
 -- An entry that is a reference already is clean: a no-op (2) for a caller without bytes, with
 -- the same entry's (its dirty bytes or the reference itself), another entry for a caller with
 -- other bytes (-4); bytes that only start like a reference are unrecognised (-3: the caller's
@@ -192,7 +204,7 @@ local function same_entry_clean(raw, in_history)
   local body = string.sub(committed, 1, -2)
   return string.sub(raw, 1, string.len(body)) == body
 end
-local v = redis.call('GET', KEYS[1])
+local v = read_entry(KEYS[1], KEYS[6], ARGV[1])
 if not v then
   if redis.call('EXISTS', KEYS[4]) == 1 then return -1 end
   if ARGV[3] == '1' then
@@ -217,8 +229,12 @@ if expected ~= '' and v ~= expected then return -4 end
 if string.sub(v, 1, string.len(ARGV[6])) ~= ARGV[6] then return -3 end
 redis.call('SREM', KEYS[2], ARGV[1])
 if ARGV[12] == '1' and ARGV[11] ~= '' and expected ~= '' then
-  redis.call('SET', KEYS[1], ARGV[11])
-  if tonumber(ARGV[2]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+  if tonumber(ARGV[2]) > 0 then
+    redis.call('SET', KEYS[1], ARGV[11], 'PX', ARGV[2])
+  else
+    redis.call('HSET', KEYS[6], ARGV[1], ARGV[11])
+    redis.call('DEL', KEYS[1])
+  end
 elseif ARGV[3] == '1' then
   to_history(KEYS[5], clean .. string.sub(v, n + 1), ARGV[10], ARGV[7])
   redis.call('DEL', KEYS[1])
@@ -238,13 +254,14 @@ QUARANTINE_ENTRY = (
 -- Move an unreadable entry aside so it blocks its job (fail closed) without blocking others.
 -- KEYS[1] - result key      KEYS[2] - quarantine key   KEYS[3] - dirty set
 -- KEYS[4] - index zset      KEYS[5] - quarantined set   KEYS[6] - unsuccessful set
+-- KEYS[7] - the job's reference bucket
 -- ARGV[1] - job id          ARGV[2] - the raw bytes the caller could not read
 -- ARGV[3] - events channel  ARGV[4] - event message
 -- return 1 moved, 0 the entry changed meanwhile (nothing moved; the caller re-reads)
-local v = redis.call('GET', KEYS[1])
+local v = read_entry(KEYS[1], KEYS[7], ARGV[1])
 if v ~= ARGV[2] then return 0 end
 redis.call('SET', KEYS[2], v)
-drop_entry(KEYS[1], KEYS[3], KEYS[6], KEYS[4], ARGV[1])
+drop_entry(KEYS[1], KEYS[7], KEYS[3], KEYS[6], KEYS[4], ARGV[1])
 redis.call('SADD', KEYS[5], ARGV[1])
 redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1
@@ -296,6 +313,7 @@ FORGET_RESULT = (
 -- fence: after its lease was taken over, its late forget is refused.
 -- KEYS[1] - result key      KEYS[2] - history list     KEYS[3] - dirty set
 -- KEYS[4] - index zset      KEYS[5] - unsuccessful set KEYS[6] - lease hash
+-- KEYS[7] - the job's reference bucket
 -- ARGV[1] - job id          ARGV[2] - history length cap
 -- ARGV[3] - events channel  ARGV[4] - event message
 -- ARGV[5] - fencing token, or '' for a person's forget (CLI, UI: no lease)
@@ -303,11 +321,11 @@ FORGET_RESULT = (
 -- ARGV[7] - history note (serde.history_note)
 -- return 1 forgotten, 0 no entry, -2 stale fence, -4 the entry is not the one the caller read
 if not fence_ok(KEYS[6], ARGV[5]) then return -2 end
-local v = redis.call('GET', KEYS[1])
+local v = read_entry(KEYS[1], KEYS[7], ARGV[1])
 if not v then return 0 end
 if v ~= ARGV[6] then return -4 end
 to_history(KEYS[2], v, ARGV[7], ARGV[2])
-drop_entry(KEYS[1], KEYS[3], KEYS[5], KEYS[4], ARGV[1])
+drop_entry(KEYS[1], KEYS[7], KEYS[3], KEYS[5], KEYS[4], ARGV[1])
 redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1
 """
@@ -319,31 +337,36 @@ PURGE_CLEAN_ENTRY = (
 -- Delete a clean entry on purpose (retention) and every per-job key it leaves, if it is still
 -- the entry the caller read (and judged clean and old enough); dirty ones are never purged.
 -- KEYS[1] - result key      KEYS[2] - history list     KEYS[3] - dirty set
--- KEYS[4] - index zset      KEYS[5] - unsuccessful set
+-- KEYS[4] - index zset      KEYS[5] - unsuccessful set KEYS[6] - the job's reference bucket
 -- ARGV[1] - job id          ARGV[2] - the raw bytes the caller read
 -- ARGV[3] - events channel  ARGV[4] - event message
 -- return 1 purged, 0 the entry changed meanwhile (kept)
-if redis.call('GET', KEYS[1]) ~= ARGV[2] then return 0 end
-drop_entry(KEYS[1], KEYS[3], KEYS[5], KEYS[4], ARGV[1])
+if read_entry(KEYS[1], KEYS[6], ARGV[1]) ~= ARGV[2] then return 0 end
+drop_entry(KEYS[1], KEYS[6], KEYS[3], KEYS[5], KEYS[4], ARGV[1])
 redis.call('DEL', KEYS[2])
 redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1
 """
 )
 
-READ_ENTRIES = """
+READ_ENTRIES = (
+    REFERENCES
+    + """
 -- Many jobs' entries and quarantine markers in one call (a plan's batch read; a read, no write).
 -- KEYS[1..n]    - the n jobs' result keys      KEYS[n+1..2n] - their quarantine keys
--- return a flat array: for job i, its result bytes (false: none), then 1/0 (its quarantine key
---        exists), then the result key's PTTL in ms (-1: no expiry, -2: no key): a kept
---        calendar row knows when a clean entry's retention ends (plugins/calendar.py)
+-- KEYS[2n+1..3n] - their reference buckets     ARGV[1..n] - their job ids
+-- return a flat array: for job i, its result bytes (false: none; its key, else its field in
+--        its bucket), then 1/0 (its quarantine key exists), then the result key's PTTL in ms
+--        (-1: no expiry, -2: no key; a bucket's field never expires): a kept calendar row
+--        knows when a clean entry's retention ends (plugins/calendar.py)
 -- A key of another type makes GET fail: the whole read fails (closed), as the task's own read does.
-local n = #KEYS / 2
+local n = #ARGV
 local out = {}
 for i = 1, n do
-  out[3 * i - 2] = redis.call('GET', KEYS[i])
+  out[3 * i - 2] = read_entry(KEYS[i], KEYS[2 * n + i], ARGV[i])
   out[3 * i - 1] = redis.call('EXISTS', KEYS[n + i])
   out[3 * i] = redis.call('PTTL', KEYS[i])
 end
 return out
 """
+)

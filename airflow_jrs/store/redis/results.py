@@ -80,7 +80,8 @@ class RedisJobResultStore(RedisPurge, RedisReads, JobResultStore):
         than the client's read timeout (else the client gives up first, and retries the write)
     :param result_documents: where full results of clean jobs live (``[jrs] result_documents``,
         :mod:`.documents`); then a committed entry is a ~40-B reference (:mod:`.reference`)
-        instead of its JSON. ``None`` (default) keeps the full JSON in Redis (version 2)
+        instead of its JSON, a field of its reference bucket (``KeySpace.reference_bucket``)
+        unless ``clean_ttl`` is set. ``None`` (default) keeps the full JSON in Redis
     """
 
     def __init__(
@@ -180,6 +181,7 @@ class RedisJobResultStore(RedisPurge, RedisReads, JobResultStore):
                     k.intent(job_id),
                     k.history(job_id),
                     k.unsuccessful,
+                    k.reference_bucket(job_id),
                 ],
                 args=[
                     raw,
@@ -223,10 +225,9 @@ class RedisJobResultStore(RedisPurge, RedisReads, JobResultStore):
         fails the entry stays dirty (:class:`ResultDocumentError`); a crash after it leaves a
         document and a dirty entry, and the retried cleanup writes the same bytes again."""
         if self.result_documents is not None and expected is None:
-            with redis_errors(f"read the result of job {job_id!r}", self.namespace, job_id):
-                raw = self.client.get(self.keys.result(job_id))
-            if raw is not None and not is_reference(as_bytes(raw)):
-                expected = self._decode_or_quarantine(job_id, as_bytes(raw))
+            raw = self._raw_entry(job_id)
+            if raw is not None and not is_reference(raw):
+                expected = self._decode_or_quarantine(job_id, raw)
         if expected is None or expected.summary or not expected.is_dirty:
             return expected, "", False
         ref = encode_reference(expected) or ""
@@ -244,7 +245,14 @@ class RedisJobResultStore(RedisPurge, RedisReads, JobResultStore):
                 self._clean,
                 f"job {job_id!r} marked clean",
                 job_id,
-                keys=[k.result(job_id), k.dirty, k.index, k.quarantine(job_id), k.history(job_id)],
+                keys=[
+                    k.result(job_id),
+                    k.dirty,
+                    k.index,
+                    k.quarantine(job_id),
+                    k.history(job_id),
+                    k.reference_bucket(job_id),
+                ],
                 args=[
                     job_id,
                     self.clean_ttl_ms,
@@ -269,12 +277,11 @@ class RedisJobResultStore(RedisPurge, RedisReads, JobResultStore):
         if code == lua.UNRECOGNISED and _retry:
             # Readable but not byte-canonical (edited by hand?): rewrite it canonically, retry once.
             # A corrupt entry is quarantined (and raises) by the read.
-            with redis_errors(f"read the result of job {job_id!r}", self.namespace, job_id):
-                raw = self.client.get(k.result(job_id))
+            raw = self._raw_entry(job_id)
             if raw is not None:
-                if expected is not None and as_bytes(raw) != expected.stored:
+                if expected is not None and raw != expected.stored:
                     raise refusal(lua.CHANGED, self.keys, job_id, "clean")
-                entry = self._decode_or_quarantine(job_id, as_bytes(raw))  # a malformed reference too
+                entry = self._decode_or_quarantine(job_id, raw)  # a malformed reference too
                 if entry.summary:  # a valid reference (the script refuses only malformed ones)
                     return self._mark_result_as_clean(job_id, expected, _retry=False)
                 canonical = encode_entry(entry.result, entry.state, entry.created_at or utcnow())
@@ -299,11 +306,19 @@ class RedisJobResultStore(RedisPurge, RedisReads, JobResultStore):
     ) -> JobResultEntry | None:
         k = self.keys
         with redis_errors(f"forget job {job_id!r}", self.namespace, job_id):
-            raw = expected.stored if expected is not None else self.client.get(k.result(job_id))
+            raw = expected.stored if expected is not None else self._raw_entry(job_id)
             code = lua.NOOP
             if raw is not None:
                 code = self._forget(
-                    keys=[k.result(job_id), k.history(job_id), k.dirty, k.index, k.unsuccessful, k.lease(job_id)],
+                    keys=[
+                        k.result(job_id),
+                        k.history(job_id),
+                        k.dirty,
+                        k.index,
+                        k.unsuccessful,
+                        k.lease(job_id),
+                        k.reference_bucket(job_id),
+                    ],
                     args=[
                         job_id,
                         self.history_limit,

@@ -118,10 +118,13 @@ class AsyncRedisJobResultStore:
                 pipe = self.client.pipeline(transaction=False)
                 for job_id in chunk:
                     pipe.get(self.keys.result(job_id))
+                    pipe.hget(self.keys.reference_bucket(job_id), job_id)
                     pipe.exists(self.keys.quarantine(job_id))
                 replies = await pipe.execute()
             for i, job_id in enumerate(chunk):
-                raw, quarantined = replies[2 * i], replies[2 * i + 1]
+                raw, quarantined = replies[3 * i], replies[3 * i + 2]
+                if raw is None:  # a clean reference that does not expire lives in its bucket
+                    raw = replies[3 * i + 1]
                 if raw is None:
                     if quarantined:
                         raise quarantined_error(self.keys, job_id)

@@ -1,10 +1,13 @@
 """The clean reference: entry format version 3, what a clean job costs in Redis when its full
 result lives in a result document (``[jrs] result_documents``, :mod:`.documents`).
 
-The target is at most 200 B of Redis memory per clean job at a million jobs. A string key's
-fixed part costs about 150 B whatever its value holds, and Redis keeps a value of up to 44 B
-inside the object header's own 64-B allocation (``embstr``): a 44-B reference makes a clean job
-cost about 186 B (docs/operations/sizing.md). So a committed entry becomes::
+The target is at most 200 B of Redis memory per finished job, the namespace's index included.
+A string key's fixed part costs about 150 B whatever its value holds, so a committed reference
+that does not expire is no key of its own but a field of its bucket's hash
+(``KeySpace.reference_bucket``, about 98 B a job in Redis's compact encoding: 178 B a finished
+job at 20,000 jobs, docs/operations/sizing.md). One that expires (``clean_ttl``) stays in the
+job's key, where Redis keeps a value of up to 44 B inside the object header's own 64-B
+allocation (``embstr``). Either way a committed entry becomes::
 
     c3;<created, µs since the epoch, base36>;<fence, base36>;<fingerprint's first 22 base64url chars>
 
