@@ -22,7 +22,8 @@ Starts its own redis-server (``EmbeddedRedis``, append-only on) in a temporary d
    22), loaded through the product's own encoder (``reference.encode_reference``) after the same
    kind of check against ``create_dirty_result`` + ``mark_result_as_clean`` on a store with
    documents (sent to a :class:`DiscardedDocuments`: Redis memory is what is measured), into a
-   namespace of their own in the same server: ``used_memory`` delta / N against the JSON entry's
+   namespace of their own in the same server, each a field of its reference bucket as the commit
+   leaves it (``keys.reference_bucket``): ``used_memory`` delta / N against the JSON entry's
    delta of the same run, and the skip decision's read of a reference against a PING.
 
     .venv/bin/python benchmarks/store_bench.py                 # 1,000,000 clean entries
@@ -153,14 +154,23 @@ def bulk_load(
     encode: Callable[[JobResult, datetime], str] = clean_json,
     fence_for: Callable[[int], Fence] | None = None,
 ) -> int:
-    """Write clean entries exactly as CREATE + CLEAN leave them: MSET of entries, ZADD of the index
+    """Write clean entries exactly as CREATE + CLEAN leave them: MSET of entries (references: HSET of
+    their buckets' fields, keys.reference_bucket), ZADD of the index
     (trimmed to the store's ``index_limit`` at the end, as the create script keeps it). ``created_for``
     and ``fence_for`` replace job ``i``'s creation time and lease with those the real path had."""
     pipe = client.pipeline(transaction=False)
     count = 0
+    in_buckets = encode is clean_reference  # a reference without clean_ttl is a bucket's field
 
     def flush(values: dict[str, str], scores: dict[str, int]) -> None:
-        pipe.mset(values)
+        if in_buckets:
+            fields: dict[str, dict[str, str]] = {}
+            for job, value in values.items():
+                fields.setdefault(keys.reference_bucket(job), {})[job] = value
+            for bucket, mapping in fields.items():
+                pipe.hset(bucket, mapping=mapping)
+        else:
+            pipe.mset({keys.result(job): value for job, value in values.items()})
         pipe.zadd(keys.index, scores)
         pipe.execute()
 
@@ -170,7 +180,7 @@ def bulk_load(
         result, created = make_result(i, fence_for(i) if fence_for is not None else None)
         if created_for is not None:
             created = created_for(i)
-        values[keys.result(result.job_id)] = encode(result, created)
+        values[result.job_id] = encode(result, created)
         scores[result.job_id] = created_ms(created)
         count += 1
         if len(values) >= CHUNK:
@@ -257,7 +267,8 @@ def verify_bulk_path(client: redis_lib.Redis, compact: bool = False) -> dict:
     fences = {i: real_write(client, store, i, clean=True) for i in range(SAMPLE)}
     created = {}
     for i in range(SAMPLE):
-        entry = decode_entry(client.get(real.result(job_id(i))), job_id(i))
+        raw = client.get(real.result(job_id(i))) or client.hget(real.reference_bucket(job_id(i)), job_id(i))
+        entry = decode_entry(raw, job_id(i))
         assert entry.is_clean and entry.created_at is not None
         created[i] = entry.created_at
     encode = clean_reference if compact else clean_json
@@ -271,8 +282,11 @@ def verify_bulk_path(client: redis_lib.Redis, compact: bool = False) -> dict:
         for key in (rk, bk):
             pipe.get(key).type(key).object("encoding", key).memory_usage(key).pttl(key)
         pipe.zscore(real.index, job).zscore(bulk.index, job)
+        for ks in (real, bulk):  # a reference's bucket: its field, and the bucket as a whole
+            b = ks.reference_bucket(job)
+            pipe.hget(b, job).object("encoding", b).memory_usage(b).pttl(b)
         got = pipe.execute()
-        if got[0:5] != got[5:10] or got[10] != got[11] or got[10] is None:
+        if got[0:5] != got[5:10] or got[10] != got[11] or got[10] is None or got[12:16] != got[16:20]:
             mismatches.append((job, got))
     real_keys = set(scan_keys(client, real))
     bulk_keys = set(scan_keys(client, bulk))
@@ -296,6 +310,18 @@ def verify_bulk_path(client: redis_lib.Redis, compact: bool = False) -> dict:
     }
 
 
+def bucket_figures(client: redis_lib.Redis, keys: KeySpace) -> dict:
+    """MEMORY USAGE of every reference bucket of the namespace, its fields and encodings."""
+    buckets = keys.reference_buckets()
+    pipe = client.pipeline(transaction=False)
+    for b in buckets:
+        pipe.memory_usage(b, samples=0).hlen(b).object("encoding", b)
+    got = pipe.execute()
+    usage, fields = sum(u or 0 for u in got[0::3]), sum(got[1::3])
+    encodings = sorted({e.decode() for e in got[2::3] if e})
+    return {"usage": usage, "fields": fields, "encodings": encodings, "buckets": sum(1 for f in got[1::3] if f)}
+
+
 def measure_compact(client: redis_lib.Redis, port: int, n: int) -> dict:
     """The same N jobs as clean references, in namespace ``compact`` (appendonly still off)."""
     verify_bulk_path(client, compact=True)
@@ -309,13 +335,16 @@ def measure_compact(client: redis_lib.Redis, port: int, n: int) -> dict:
     sample = [job_id(i) for i in random.Random(22).sample(range(n), min(SAMPLE, n))]
     pipe = client.pipeline(transaction=False)
     for j in sample:
-        pipe.memory_usage(keys.result(j), samples=0).strlen(keys.result(j))
-    got = pipe.execute()
+        pipe.hstrlen(keys.reference_bucket(j), j)
+    lengths = pipe.execute()
+    buckets = bucket_figures(client, keys)
+    assert buckets["fields"] == n, f"{buckets['fields']} references in the buckets, {n} loaded"
     return {
         "delta": after - before,
-        "mean_usage": statistics.fmean(got[0::2]),
-        "lengths": got[1::2],
-        "encoding": client.object("encoding", keys.result(sample[0])).decode(),
+        "mean_usage": buckets["usage"] / n,
+        "lengths": lengths,
+        "encoding": "/".join(buckets["encodings"]) + f" hashes, {buckets['buckets']:,} buckets",
+        "index_usage": client.memory_usage(keys.index, samples=0),
     }
 
 
@@ -518,14 +547,15 @@ def main() -> int:
             print(f"clean references (--compact, [jrs] result_documents) at N={n:,}, same server and run")
             print(
                 f"  bulk path faithful on {SAMPLE:,} jobs vs create_dirty_result+mark_result_as_clean with "
-                f"documents: byte-identical references, same encoding, MEMORY USAGE and index scores"
+                f"documents: byte-identical references, same bucket encoding, MEMORY USAGE and index scores"
             )
             rows = [
                 ("reference length (STRLEN)", f"median {med(compact['lengths']):.0f} B, max {max(compact['lengths'])}"),
                 ("used_memory delta / N, JSON entry", f"{delta / n:.1f} B"),
                 ("used_memory delta / N, reference", f"{compact['delta'] / n:.1f} B  ({compact['delta'] / delta:.0%})"),
                 ("PER FINISHED JOB, in all", f"{(compact['delta'] + check['fence_usage']) / n:.1f} B"),
-                ("MEMORY USAGE result key", f"mean {compact['mean_usage']:.1f} B, {compact['encoding']}"),
+                ("MEMORY USAGE buckets / N", f"{compact['mean_usage']:.1f} B ({compact['encoding']})"),
+                ("index zset / N", f"{compact['index_usage'] / n:.1f} B"),
             ]
             for label, value in rows:
                 print(f"  {label:<34} {value}")
