@@ -169,6 +169,31 @@ def test_a_create_that_supersedes_a_reference_in_its_bucket_removes_the_field(st
     assert redis_client.lindex(keys.history(JOB), 0).startswith(b"c3;")
 
 
+def test_a_stale_field_beside_the_key_is_dropped_by_the_next_create_and_commit(redis_client, namespace, folder):
+    """An older airflow-jrs does not look in buckets: it may write a job's key while a field is
+    still there. The next commit (with ``clean_ttl``: into the key) and the next create drop the
+    field, so it cannot come back as the job's result once the key expires or goes."""
+    from airflow_jrs.domain.model import utcnow
+    from airflow_jrs.store.results.serde import encode_entry
+
+    keys = KeySpace(namespace)
+    store = RedisJobResultStore(redis_client, namespace, result_documents=folder)
+    committed(store, redis_client)
+    newer = full(fingerprint=hashlib.sha256(b"new code").hexdigest(), fence=None)
+    for write in ("commit", "create"):
+        redis_client.set(keys.result(JOB), encode_entry(newer, EntryState.DIRTY, utcnow()))  # the older host
+        redis_client.sadd(keys.dirty, JOB)
+        if not redis_client.hexists(keys.reference_bucket(JOB), JOB):
+            redis_client.hset(keys.reference_bucket(JOB), JOB, b"c3;hogaqjkf2c;7;LXEWQrcmsEQBYnyp-6wy9c")
+        if write == "commit":
+            expiring = RedisJobResultStore(redis_client, namespace, result_documents=folder, clean_ttl=3600)
+            assert expiring.mark_result_as_clean(JOB) is True
+        else:
+            store.create_dirty_result(full(fence=None), supersede=True)
+        assert not redis_client.hexists(keys.reference_bucket(JOB), JOB), write
+        assert redis_client.exists(keys.result(JOB)) == 1
+
+
 def test_a_corrupt_field_in_a_bucket_is_quarantined_and_leaves_the_bucket(store, redis_client, namespace):
     from airflow_jrs.exceptions import CorruptJobResultError
 

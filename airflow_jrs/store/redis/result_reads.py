@@ -39,6 +39,10 @@ class RedisReads:
     _quarantine: Any
 
     def _get_entry(self, job_id: str) -> JobResultEntry | None:
+        # Key before field, as a commit moves an entry (key to field, in one script): a commit
+        # between the two reads is still seen. A supersede moves the other way; one between
+        # them reads as "no result" while its attempt holds the lease; an attempt decides again
+        # once it holds the lease itself (protocol/attempt.py), so it never runs beside it.
         k = self.keys
         with redis_errors(f"read the result of job {job_id!r}", self.namespace, job_id):
             pipe = self.client.pipeline(transaction=False)

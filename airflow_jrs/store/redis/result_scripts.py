@@ -135,8 +135,10 @@ if existing then
   local note = ARGV[14]
   if old_status == 'SUCCEEDED' then note = ARGV[15] end
   to_history(KEYS[7], existing, note, ARGV[7])
-  redis.call('HDEL', KEYS[9], ARGV[2])
 end
+-- a job's entry is its key or its field, never both: a field left beside a key (an older
+-- airflow-jrs, which does not look in buckets, wrote the key) would come back once the key goes
+redis.call('HDEL', KEYS[9], ARGV[2])
 redis.call('SET', KEYS[1], ARGV[1])
 if ARGV[11] == '1' then
   redis.call('SADD', KEYS[2], ARGV[2])
@@ -228,6 +230,8 @@ end
 if expected ~= '' and v ~= expected then return -4 end
 if string.sub(v, 1, string.len(ARGV[6])) ~= ARGV[6] then return -3 end
 redis.call('SREM', KEYS[2], ARGV[1])
+-- the dirty entry is in the key; a field beside it is stale (see CREATE_DIRTY_RESULT): dropped
+redis.call('HDEL', KEYS[6], ARGV[1])
 if ARGV[12] == '1' and ARGV[11] ~= '' and expected ~= '' then
   if tonumber(ARGV[2]) > 0 then
     redis.call('SET', KEYS[1], ARGV[11], 'PX', ARGV[2])
