@@ -31,6 +31,8 @@ pytestmark = [pytest.mark.chaos, pytest.mark.spark]
 ATTEMPT = str(Path(__file__).parent / "attempt.py")
 JOB = "chaos.submit.2013-01-01"
 LEASE_TTL = 3.0
+#: What the supervisor says when it stops spark-submit because the store did not answer in time.
+SELF_FENCED = "the heartbeat could not be renewed in time (self-fencing before it expires)"
 
 
 @pytest.fixture(scope="module")
@@ -238,6 +240,14 @@ def test_sigkill_at_random_moments_never_duplicates_or_loses_the_result(chaos):
         first.wait()
         second = chaos.start("--lease-wait", str(LEASE_TTL * 4), "--try-number", "2")
         out = chaos.finish(second)
+        if second.returncode != 0 and SELF_FENCED in out:
+            # Redis stalled past the heartbeat's margin (an fsync under the gate's load, 3 Dec
+            # 2026) and the supervisor stopped spark-submit before its heartbeat expired: fail
+            # closed, as it must. Airflow retries such a try; so does the trial, and the
+            # invariants below still hold over every try.
+            print(f"trial {trial}: try 2 self-fenced on a stalled Redis; try 3 follows", file=sys.stderr)
+            second = chaos.start("--lease-wait", str(LEASE_TTL * 4), "--try-number", "3")
+            out = chaos.finish(second)
         assert second.returncode == 0, out[-3000:]
         chaos.assert_exactly_once()
 
