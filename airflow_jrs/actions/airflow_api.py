@@ -11,7 +11,7 @@ import): the CLI, and the test bench's REST client, run on any machine that reac
 Authentication is any API client's: a JWT, given (``AIRFLOW_JRS_API_TOKEN``, or the user's own
 token the UI sent to the plugin), or fetched from ``POST /auth/token`` with a user name and
 password (``AIRFLOW_JRS_API_USERNAME`` / ``AIRFLOW_JRS_API_PASSWORD``; the simple and FAB auth
-managers both serve it).
+managers both serve it). ``AIRFLOW_JRS_API_TIMEOUT`` sets how long a call waits for its answer.
 """
 
 from __future__ import annotations
@@ -33,6 +33,11 @@ URL_ENV = "AIRFLOW_JRS_API_URL"
 TOKEN_ENV = "AIRFLOW_JRS_API_TOKEN"
 USERNAME_ENV = "AIRFLOW_JRS_API_USERNAME"
 PASSWORD_ENV = "AIRFLOW_JRS_API_PASSWORD"
+#: Seconds a call waits for the API server's answer (default 30). Longer for an API server whose
+#: database can hold a request for as long (SQLite waits up to 30 s for its lock): a client that
+#: gives up with it never hears whether the call was done.
+TIMEOUT_ENV = "AIRFLOW_JRS_API_TIMEOUT"
+DEFAULT_TIMEOUT = 30.0
 DEFAULT_URL = "http://localhost:8080"
 #: How often a backfill creation answered 503 (metadata DB locked, rolled back) is asked again.
 LOCKED_TRIES = 8
@@ -139,6 +144,23 @@ def every_page(
             return rows
 
 
+def _timeout_from_environment() -> float:
+    """``$AIRFLOW_JRS_API_TIMEOUT`` in seconds, or the default; a bad value is refused, never guessed."""
+    text = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise AirflowApiError(
+            f"{TIMEOUT_ENV}={text!r} is not a number of seconds above 0; set it to how long a call to "
+            f"Airflow's API may wait for its answer (for example 90), or unset it for {DEFAULT_TIMEOUT:g} s"
+        )
+    return value
+
+
 class AirflowApi:
     """A few REST API v2 calls with one bearer token."""
 
@@ -149,7 +171,7 @@ class AirflowApi:
         token: str | None = None,
         username: str | None = None,
         password: str | None = None,
-        timeout: float = 30.0,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self._token = token
@@ -167,6 +189,7 @@ class AirflowApi:
             token=os.environ.get(TOKEN_ENV) or None,
             username=os.environ.get(USERNAME_ENV) or None,
             password=os.environ.get(PASSWORD_ENV) or None,
+            timeout=_timeout_from_environment(),
         )
 
     @property

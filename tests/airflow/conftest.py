@@ -15,6 +15,11 @@ from airflow_jrs.compat import AIRFLOW_V_3_3_PLUS
 from airflow_jrs.store import RedisJobResultStore
 from jrs_testbench.helpers import SparkLaunches, connection_env, spark_env
 
+# The test deployments' API servers run on SQLite, which holds a request up to 30 s for its lock
+# (SQLITE_CONNECT_ARGS of jrs_testbench/deployment/environment.py): the CLI's calls wait longer
+# than that, so that they hear the answer (an older-minor stage on a busy machine, 3 Dec 2026).
+os.environ.setdefault("AIRFLOW_JRS_API_TIMEOUT", "90")
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _in_process_api_waits_for_its_lifespan() -> None:

@@ -130,3 +130,16 @@ def test_a_run_whose_trigger_timed_out_and_was_not_made_is_posted_once_more(serv
     assert _one_run(api(server), "d", plan, None) == ("run-0", "triggered")
     assert len(server.runs) == 1
     assert server.calls == ["POST /api/v2/dags/d/dagRuns", "GET /api/v2/dags/d/dagRuns", "POST /api/v2/dags/d/dagRuns"]
+
+
+@pytest.mark.parametrize("value", ["", "90", "2.5"])
+def test_the_timeout_comes_from_the_environment(monkeypatch, value):
+    monkeypatch.setenv("AIRFLOW_JRS_API_TIMEOUT", value)
+    assert AirflowApi.from_environment("http://127.0.0.1:1").timeout == (float(value) if value else 30.0)
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-5", "inf", "nan"])
+def test_a_bad_timeout_is_refused_naming_the_variable_and_the_fix(monkeypatch, value):
+    monkeypatch.setenv("AIRFLOW_JRS_API_TIMEOUT", value)
+    with pytest.raises(AirflowApiError, match=r"AIRFLOW_JRS_API_TIMEOUT=.*above 0.*unset it for 30 s"):
+        AirflowApi.from_environment("http://127.0.0.1:1")
