@@ -39,31 +39,32 @@ class RedisReads:
     _quarantine: Any
 
     def _get_entry(self, job_id: str) -> JobResultEntry | None:
-        # Key before field, as a commit moves an entry (key to field, in one script): a commit
-        # between the two reads is still seen. A supersede moves the other way; one between
-        # them reads as "no result" while its attempt holds the lease; an attempt decides again
-        # once it holds the lease itself (protocol/attempt.py), so it never runs beside it.
-        k = self.keys
-        with redis_errors(f"read the result of job {job_id!r}", self.namespace, job_id):
-            pipe = self.client.pipeline(transaction=False)
-            pipe.get(k.result(job_id))
-            pipe.hget(k.reference_bucket(job_id), job_id)
-            pipe.exists(k.quarantine(job_id))
-            raw, field, quarantined = pipe.execute()
-        return self.entry_from(job_id, raw if raw is not None else field, bool(quarantined))
+        raw, quarantined = self._stored(job_id, quarantine=True)
+        return self.entry_from(job_id, raw, quarantined)
 
     def _raw_entry(self, job_id: str) -> bytes | None:
         """The job's stored bytes as the scripts read them (``read_entry``): its key, else its
         field in its reference bucket (a clean reference that does not expire); ``None``: none.
         Raises :class:`~airflow_jrs.exceptions.StoreUnavailableError` when Redis cannot be read."""
+        return self._stored(job_id, quarantine=False)[0]
+
+    def _stored(self, job_id: str, *, quarantine: bool) -> tuple[bytes | None, bool]:
+        """The job's bytes (key, else field) and, when asked, whether it is quarantined: one round trip.
+
+        Key before field, as a commit moves an entry (key to field, in one script): a commit
+        between the two reads is still seen. A supersede moves the other way; one between them
+        reads as "no result" while its attempt holds the lease; an attempt decides again once
+        it holds the lease itself (protocol/attempt.py), so it never runs beside it."""
         k = self.keys
         with redis_errors(f"read the result of job {job_id!r}", self.namespace, job_id):
             pipe = self.client.pipeline(transaction=False)
             pipe.get(k.result(job_id))
             pipe.hget(k.reference_bucket(job_id), job_id)
-            raw, field = pipe.execute()
+            if quarantine:
+                pipe.exists(k.quarantine(job_id))
+            raw, field, *quarantined = pipe.execute()
         found = raw if raw is not None else field
-        return None if found is None else as_bytes(found)
+        return (None if found is None else as_bytes(found)), bool(quarantined and quarantined[0])
 
     def entry_from(self, job_id: str, raw: Any, quarantined: bool) -> JobResultEntry | None:
         """What the job's stored bytes (``None``: no entry) and quarantine flag mean, by the rules of
