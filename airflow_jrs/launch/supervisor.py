@@ -7,9 +7,10 @@ Every submission of :class:`~airflow_jrs.operators.JrsSparkSubmitOperator` runs 
 on the worker host, in place of the bare spark-submit (the operator prefixes the command the
 Spark provider builds; the application needs nothing of airflow-jrs). Like spark-submit
 before it, it outlives a SIGKILLed task process. While spark-submit lives it keeps the job's
-heartbeat (:mod:`airflow_jrs.store.intents`) for its fence, renewing it every ``ttl/3`` (every
-second at most); it relays stop and cancel requests to spark-submit; when spark-submit ends it records the exit code and
-exits with it (so the provider's hook sees what it always saw).
+heartbeat (:mod:`airflow_jrs.store.intents`) for its fence, renewing it every second (sooner
+with a short TTL: :func:`beat_pause`); it relays stop and cancel requests to spark-submit; when
+spark-submit ends it records the exit code and exits with it (so the provider's hook sees what it
+always saw).
 
 Failure cases (see docs/recovery.md):
 
@@ -105,6 +106,8 @@ LOST_BEFORE_START = 70
 REQUEST_POLL = 1.0
 #: Seconds between two tries of the first heartbeat while the store does not answer.
 FIRST_BEAT_PAUSE = 0.5
+#: The shortest pause between two beats once the last moment to start one is near.
+MIN_BEAT_PAUSE = 0.05
 _PR_SET_PDEATHSIG = 1
 
 
@@ -144,6 +147,16 @@ def _relay(source: Any) -> None:
             out.flush()
         except OSError:
             out = None
+
+
+def beat_pause(every: float, slack: float) -> float:
+    """Seconds to wait before the next beat, ``slack`` seconds before the last moment one may start.
+
+    Half the slack at most: a wait timed to end at that moment self-fenced a supervisor woken a
+    few milliseconds late (a loaded host; with a 3 s TTL a beat every second left 0.1 s), though
+    Redis answered every beat. Waking at half the slack leaves the other half for a late wake or
+    a slow beat, and a beat that failed is tried again sooner, each time in half the time left."""
+    return max(0.0, min(every, max(slack / 2, MIN_BEAT_PAUSE)))
 
 
 def detach_stdin() -> None:
@@ -292,7 +305,7 @@ def supervise(
         if relay.act(kind, child, budget=max(0.0, fence_at - clock())):
             break
         with contextlib.suppress(subprocess.TimeoutExpired):
-            child.wait(max(0.0, min(every, fence_at - beat_bound - clock())))
+            child.wait(beat_pause(every, fence_at - beat_bound - clock()))
     code = child.wait()
     relay_output.join(5)
     code = 128 - code if code < 0 else code

@@ -7,6 +7,7 @@ it wrote, whether it still lives) and on the heartbeat in Redis.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -137,6 +138,29 @@ def test_a_supervisor_cut_off_from_redis_stops_its_child_before_its_heartbeat_ex
         finally:
             os.kill(server.process.pid, signal.SIGCONT)
     assert not (tmp_path / "out" / "finished").exists()
+
+
+def test_a_supervisor_woken_late_now_and_then_keeps_its_child(redis_url, namespace, leased, tmp_path):
+    """A loaded host wakes the supervisor late. Its waits once ended at the last moment a beat
+    could start, so with a 3 s TTL a wake 0.1 s late self-fenced a healthy job (a gate on a slow
+    machine lost two chaos trials to it). Paused for 0.3 s at drifting moments, it must keep
+    beating: it wakes with half of the time before that moment to spare."""
+    beats = RedisHeartbeats(redis.Redis.from_url(redis_url), namespace)
+    proc = start(redis_url, namespace, leased.token, tmp_path / "out", 5, ttl=3)
+    wait_until(lambda: (b := beats.get(JOB)) is not None and b.child, 30, "a heartbeat naming the child")
+    pauses = 0
+    try:
+        while proc.poll() is None and pauses < 40:
+            os.kill(proc.pid, signal.SIGSTOP)
+            time.sleep(0.3)
+            os.kill(proc.pid, signal.SIGCONT)
+            pauses += 1
+            time.sleep(0.55)  # not a multiple of the beat period: the pauses land at every phase
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGCONT)
+    assert proc.wait(60) == 0, "the supervisor fenced itself though every beat it started landed"
+    assert pauses >= 5 and (tmp_path / "out" / "finished").exists()
 
 
 def test_a_supervisor_whose_heartbeat_expired_early_stops_its_child_instead_of_recreating_it(

@@ -2,9 +2,11 @@
 (tests/e2e/test_crash_ends_the_try.py).
 
 The application waits for a gate file named in the run's conf, so the test decides when the
-orphaned application ends; one retry (1 s apart) recovers it. The lease is short (6 s: the
-killed try's lease expires soon) and the retry waits for it as long as it takes. Manual runs
-only (``schedule=None``), and the job id comes from the run's conf: nothing here runs unasked.
+orphaned application ends; one retry (1 s apart) recovers it: it takes the dead try's lease
+over at once and waits for the orphan as long as it takes. The lease's TTL is also the orphan's
+heartbeat TTL: at 6 s a supervisor stalled for about a second on a loaded machine fenced itself
+and killed the application the test waits on (a gate saw it), so it is 20 s. Manual runs only
+(``schedule=None``), and the job id comes from the run's conf: nothing here runs unasked.
 """
 
 from __future__ import annotations
@@ -31,6 +33,6 @@ with DAG("jrs_e2e_crash", schedule=None, start_date=START, catchup=False, tags=[
         env_vars={"PYTHONPATH": str(ROOT)},
         retries=1,
         retry_delay=timedelta(seconds=1),
-        lease_ttl=6,
+        lease_ttl=20,
         lease_wait_timeout=600,
     )
