@@ -156,7 +156,7 @@ def beat_pause(every: float, slack: float) -> float:
     few milliseconds late (a loaded host; with a 3 s TTL a beat every second left 0.1 s), though
     Redis answered every beat. Waking at half the slack leaves the other half for a late wake or
     a slow beat, and a beat that failed is tried again sooner, each time in half the time left."""
-    return max(0.0, min(every, max(slack / 2, MIN_BEAT_PAUSE)))
+    return min(every, max(slack / 2, MIN_BEAT_PAUSE))
 
 
 def detach_stdin() -> None:

@@ -243,10 +243,10 @@ def test_sigkill_at_random_moments_never_duplicates_or_loses_the_result(chaos):
         if second.returncode != 0 and SELF_FENCED in out:
             # No beat landed in time under a gate's load (3 Dec 2026; until beat_pause, a wake a
             # tenth of a second late did it; a stalled Redis still can) and the supervisor
-            # stopped spark-submit before its heartbeat expired: fail
-            # closed, as it must. Airflow retries such a try; so does the trial, and the
-            # invariants below still hold over every try.
-            print(f"trial {trial}: try 2 self-fenced on a stalled Redis; try 3 follows", file=sys.stderr)
+            # stopped spark-submit before its heartbeat expired: fail closed, as it must.
+            # Airflow retries such a try; so does the trial, and the invariants below still
+            # hold over every try.
+            print(f"trial {trial}: try 2 self-fenced (no beat landed in time); try 3 follows", file=sys.stderr)
             second = chaos.start("--lease-wait", str(LEASE_TTL * 4), "--try-number", "3")
             out = chaos.finish(second)
         assert second.returncode == 0, out[-3000:]
